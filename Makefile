@@ -1,0 +1,53 @@
+# leash - build, test, run, install, deb
+VERSION := $(shell cat VERSION)
+CC      ?= cc
+PKGS    := lua5.4 inih libpq sqlite3
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wno-unused-parameter
+CPPFLAGS += -D_GNU_SOURCE -DLEASH_VERSION='"$(VERSION)"' -Isrc $(shell pkg-config --cflags $(PKGS))
+DBLIBS  := $(shell pkg-config --libs inih libpq sqlite3) -lsybdb -lrt -lm
+LDLIBS  += $(shell pkg-config --libs lua5.4) $(DBLIBS)
+PREFIX  ?= /usr/local
+
+# Every .c under src/ is part of the core; main.c only goes into the binary.
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/store/*.c))
+CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
+PIC_OBJ  := $(CORE_SRC:%.c=build/pic/%.o)
+
+all: build/leash build/lua/leash/core.so
+
+build/leash: build/obj/src/main.o $(CORE_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+build/lua/leash/core.so: $(PIC_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $^ $(DBLIBS)
+
+build/obj/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
+
+build/pic/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -DLEASH_LUA_MODULE -c -o $@ $<
+
+# The whole suite: starts the test databases, runs every spec, stops them.
+test: all
+	tests/run.sh
+
+# Run leash on the embedded default (SQLite under var/, the example jobs).
+run: all
+	@mkdir -p var
+	build/leash run -c config/leash.ini
+
+# The C core under the sanitizers, through the same specs.
+sanitize:
+	$(MAKE) clean
+	$(MAKE) all CFLAGS='-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer'
+	LEASH_SANITIZE=1 tests/run.sh
+
+clean:
+	rm -rf build
+
+.PHONY: all test run sanitize clean
+-include mk/*.mk

@@ -1,0 +1,19 @@
+/* lx.h - glue between the C core and Lua: protected calls, the module. */
+#ifndef LEASH_LX_H
+#define LEASH_LX_H
+
+#include <lua.h>
+
+/* Calls the function below nargs arguments on the stack in protected mode
+ * with a traceback handler.  On error leaves the message (with traceback)
+ * on the stack and returns the Lua status. */
+int lx_pcall(lua_State *L, int nargs, int nresults);
+
+/* Pushes the leash.core module table (what require "leash.core" returns). */
+int luaopen_leash_core(lua_State *L);
+
+/* Each part of the core adds its functions to the module table on top. */
+void lx_store_lib(lua_State *L);        /* src/store/lstore.c: open_store */
+void lx_core_lib(lua_State *L);         /* src/lcore.c: clocks, helpers */
+
+#endif

@@ -1,0 +1,215 @@
+/* store.c - the provider registry and the argument-checking wrappers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+
+extern const struct store_provider store_sqlite, store_postgres, store_mssql;
+
+#define REGISTRY_MAX 16
+static const struct store_provider *registry[REGISTRY_MAX];
+static int nregistered;
+static int builtins_added;
+
+int store_register(const struct store_provider *p)
+{
+	if (nregistered == REGISTRY_MAX)
+		return -1;
+	registry[nregistered++] = p;
+	return 0;
+}
+
+const struct store_provider *store_find(const char *name)
+{
+	if (!builtins_added) {
+		builtins_added = 1;
+		/* After any earlier registration, so a consumer's own wins. */
+		store_register(&store_sqlite);
+		store_register(&store_postgres);
+		store_register(&store_mssql);
+	}
+	for (int i = 0; i < nregistered; i++)
+		if (strcmp(registry[i]->name, name) == 0)
+			return registry[i];
+	return NULL;
+}
+
+struct store *store_open(const char *name, const struct store_opts *o, char *err,
+                         size_t errlen)
+{
+	const struct store_provider *p = store_find(name);
+
+	if (!p) {
+		snprintf(err, errlen, "unknown store provider \"%s\" (use sqlite, postgres or mssql)",
+		         name);
+		return NULL;
+	}
+	if (o->table && !store_valid_table(o->table)) {
+		snprintf(err, errlen,
+		         "table \"%s\" is not a valid identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 bytes)",
+		         o->table);
+		return NULL;
+	}
+	return p->open(o, err, errlen);
+}
+
+int store_valid_table(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 63)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		int alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+		if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
+			return 0;
+	}
+	return 1;
+}
+
+int store_fail(struct store *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->err, sizeof s->err, fmt, ap);
+	va_end(ap);
+	return STORE_ERR;
+}
+
+static int check_str(struct store *s, const char *what, const char *v)
+{
+	size_t n;
+
+	if (!v)
+		return store_fail(s, "%s is missing", what);
+	n = strlen(v);
+	if (n == 0 || n > STORE_NAME_MAX)
+		return store_fail(s, "%s must be 1-%d bytes, got %zu", what, STORE_NAME_MAX, n);
+	return STORE_OK;
+}
+
+static int check_ms(struct store *s, int64_t ms)
+{
+	if (ms <= 0 || ms > STORE_DURATION_MAX)
+		return store_fail(s, "duration must be > 0 and at most 24h, got %lld ms",
+		                  (long long)ms);
+	return STORE_OK;
+}
+
+static int check_names(struct store *s, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (check_str(s, "lease name", names[i]) != STORE_OK)
+			return STORE_ERR;
+	return STORE_OK;
+}
+
+static void begin(struct store *s)
+{
+	s->err[0] = '\0';
+}
+
+int store_try_acquire(struct store *s, const char *name, const char *owner,
+                      int64_t ms, struct lease_info *out)
+{
+	begin(s);
+	if (check_str(s, "lease name", name) < 0 || check_str(s, "owner", owner) < 0 ||
+	    check_ms(s, ms) < 0)
+		return STORE_ERR;
+	s->calls++;
+	return s->ops->try_acquire(s, name, owner, ms, out);
+}
+
+int store_renew(struct store *s, const char *name, const char *owner, int64_t ms,
+                struct lease_info *out)
+{
+	begin(s);
+	if (check_str(s, "lease name", name) < 0 || check_str(s, "owner", owner) < 0 ||
+	    check_ms(s, ms) < 0)
+		return STORE_ERR;
+	s->calls++;
+	return s->ops->renew(s, name, owner, ms, out);
+}
+
+int store_release(struct store *s, const char *name, const char *owner)
+{
+	begin(s);
+	if (check_str(s, "lease name", name) < 0 || check_str(s, "owner", owner) < 0)
+		return STORE_ERR;
+	s->calls++;
+	return s->ops->release(s, name, owner);
+}
+
+int store_renew_all(struct store *s, const char *owner, const char *const *names,
+                    size_t n, int64_t ms, int64_t *tokens)
+{
+	begin(s);
+	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
+	    check_names(s, names, n) < 0)
+		return STORE_ERR;
+	if (n == 0)
+		return STORE_OK;
+	s->calls++;
+	return s->ops->renew_all(s, owner, names, n, ms, tokens);
+}
+
+int store_acquire_all(struct store *s, const char *owner, const char *const *names,
+                      size_t n, int64_t ms, struct lease_info *out, int *got)
+{
+	begin(s);
+	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
+	    check_names(s, names, n) < 0)
+		return STORE_ERR;
+	if (n == 0)
+		return STORE_OK;
+	if (s->ops->acquire_all) {
+		s->calls++;
+		return s->ops->acquire_all(s, owner, names, n, ms, out, got);
+	}
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+
+		s->calls++;
+		rc = s->ops->try_acquire(s, names[i], owner, ms, &out[i]);
+		if (rc == STORE_ERR)
+			return STORE_ERR;
+		got[i] = rc == STORE_OK;
+	}
+	return STORE_OK;
+}
+
+int store_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
+{
+	begin(s);
+	*rows = NULL;
+	*n = 0;
+	s->calls++;
+	return s->ops->list(s, rows, n, now);
+}
+
+int store_event_fd(struct store *s)
+{
+	return s->ops->event_fd ? s->ops->event_fd(s) : -1;
+}
+
+int store_drain_events(struct store *s, void (*fn)(void *, const char *), void *arg)
+{
+	begin(s);
+	return s->ops->drain_events ? s->ops->drain_events(s, fn, arg) : 0;
+}
+
+void store_set_timeout(struct store *s, int ms)
+{
+	if (s->ops->set_timeout)
+		s->ops->set_timeout(s, ms);
+}
+
+void store_close(struct store *s)
+{
+	if (s)
+		s->ops->close(s);
+}

@@ -1,0 +1,159 @@
+/* store.h - the lease store: one contract, one provider per database.
+ *
+ * A lease is a row (name, owner, token, acquired_at, renewed_at, expires_at).
+ * All times are integer milliseconds since the Unix epoch on the DATABASE's
+ * clock; no provider ever reads the local clock.  Every operation is one
+ * atomic statement (or batch) and one round trip, in autocommit.
+ *
+ * Answers: STORE_OK (taken / renewed / done), STORE_NO (held by someone else,
+ * or lost), STORE_ERR (the database did not answer as it should: the reason
+ * is in store->err).  "No" and "error" are different answers.
+ *
+ * The core calls providers only through the store_*() wrappers below: they
+ * check arguments before any SQL runs, count calls, and clear store->err.
+ */
+#ifndef LEASH_STORE_H
+#define LEASH_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_NAME_MAX 200                       /* bytes, names and owners */
+#define STORE_DURATION_MAX (24LL * 3600 * 1000)  /* ms */
+#define STORE_ERR_MAX 512
+
+enum { STORE_ERR = -1, STORE_NO = 0, STORE_OK = 1 };
+
+/* What a provider knows about one lease after an acquire or renew.  On
+ * STORE_OK it is the caller's own lease; on STORE_NO it is the current holder
+ * (owner may be "" and token 0 when no row exists, as after a failed renew). */
+struct lease_info {
+	char owner[STORE_NAME_MAX + 1];
+	int64_t token;
+	int64_t expires_at;
+	int64_t now;                             /* the database's clock */
+};
+
+struct lease_row {
+	char name[STORE_NAME_MAX + 1];
+	char owner[STORE_NAME_MAX + 1];
+	int64_t token, acquired_at, renewed_at, expires_at;
+};
+
+/* How to reach a database.  Each provider reads the fields it knows. */
+struct store_opts {
+	const char *table;              /* default "leash_leases" */
+	const char *path;               /* sqlite */
+	const char *conninfo;           /* postgres */
+	const char *host;               /* mssql */
+	int port;
+	const char *user, *password, *database;
+	int connect_timeout_ms;         /* default 5000 */
+	int statement_timeout_ms;       /* default 5000 */
+};
+
+struct store;
+
+/* The provider's table.  It only grows at the end; optional entries may be
+ * NULL and the wrappers then fall back to the single-name operations. */
+struct store_ops {
+	const char *name;
+
+	/* Takes the lease if it is free, expired, or already held by owner (then
+	 * extends it).  The token grows by one when the lease passes to an owner
+	 * that did not hold it unexpired; it never changes otherwise. */
+	int (*try_acquire)(struct store *, const char *name, const char *owner,
+	                   int64_t ms, struct lease_info *out);
+
+	/* Extends a lease that owner holds unexpired.  STORE_NO: lost (moved or
+	 * expired): the caller must drop the job. */
+	int (*renew)(struct store *, const char *name, const char *owner,
+	             int64_t ms, struct lease_info *out);
+
+	/* Makes the lease free at once (expires_at = db now) and keeps the row and
+	 * its token.  Does nothing when owner is not the holder. */
+	int (*release)(struct store *, const char *name, const char *owner);
+
+	/* Renews, in one statement, every listed lease that owner holds
+	 * unexpired.  tokens[i] is the token of names[i] when renewed, else -1. */
+	int (*renew_all)(struct store *, const char *owner, const char *const *names,
+	                 size_t n, int64_t ms, int64_t *tokens);
+
+	/* Every row, sorted by name, and the database's now.  *rows is malloc'd
+	 * (free() it), NULL when there are none. */
+	int (*list)(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
+
+	/* Frees the connection and the handle. */
+	void (*close)(struct store *);
+
+	/* Optional.  try_acquire for many names in one statement: got[i] is 1
+	 * when names[i] was taken (out[i] is then ours), 0 when held by another
+	 * (out[i] names the holder). */
+	int (*acquire_all)(struct store *, const char *owner, const char *const *names,
+	                   size_t n, int64_t ms, struct lease_info *out, int *got);
+
+	/* Optional.  A descriptor that becomes readable when another replica
+	 * released a lease (PostgreSQL LISTEN), or -1. */
+	int (*event_fd)(struct store *);
+
+	/* Optional.  Drains pending release events, calling fn for each lease
+	 * name released.  Returns the count, or STORE_ERR. */
+	int (*drain_events)(struct store *, void (*fn)(void *arg, const char *name),
+	                    void *arg);
+
+	/* Optional.  Bounds every following call to ms (0 = the configured
+	 * statement timeout), so a call never answers after it stops mattering. */
+	void (*set_timeout)(struct store *, int ms);
+};
+
+/* Every provider's handle starts with this. */
+struct store {
+	const struct store_ops *ops;
+	char err[STORE_ERR_MAX];
+	uint64_t calls;                 /* statements sent, for the benchmarks */
+};
+
+/* A provider: opens a handle or returns NULL with the reason in err. */
+struct store_provider {
+	const char *name;
+	struct store *(*open)(const struct store_opts *, char *err, size_t errlen);
+};
+
+/* Registers a provider.  A registration made before the built-ins are
+ * consulted wins over a built-in of the same name.  Returns 0, or -1 when
+ * the registry is full. */
+int store_register(const struct store_provider *);
+
+/* The provider of that name, or NULL. */
+const struct store_provider *store_find(const char *name);
+
+/* Opens provider `name`; NULL with the reason in err. */
+struct store *store_open(const char *name, const struct store_opts *, char *err,
+                         size_t errlen);
+
+/* 1 when s is a valid table name ([A-Za-z_][A-Za-z0-9_]*, at most 63 bytes). */
+int store_valid_table(const char *s);
+
+/* The wrappers: each checks its arguments (name and owner 1-200 bytes,
+ * 0 < ms <= 24 h) and returns STORE_ERR with the reason in s->err before
+ * any SQL when one is bad. */
+int store_try_acquire(struct store *, const char *name, const char *owner,
+                      int64_t ms, struct lease_info *out);
+int store_renew(struct store *, const char *name, const char *owner, int64_t ms,
+                struct lease_info *out);
+int store_release(struct store *, const char *name, const char *owner);
+int store_renew_all(struct store *, const char *owner, const char *const *names,
+                    size_t n, int64_t ms, int64_t *tokens);
+int store_acquire_all(struct store *, const char *owner, const char *const *names,
+                      size_t n, int64_t ms, struct lease_info *out, int *got);
+int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
+int store_event_fd(struct store *);
+int store_drain_events(struct store *, void (*fn)(void *, const char *), void *arg);
+void store_set_timeout(struct store *, int ms);
+void store_close(struct store *);
+
+/* For providers: formats into s->err and returns STORE_ERR. */
+int store_fail(struct store *, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

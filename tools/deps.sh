@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs the Debian packages leash needs to build, run and test.
+# Run as root on Debian 12; does nothing when everything is already there.
+set -e
+PKGS="build-essential pkg-config liblua5.4-dev lua5.4 libinih-dev libpq-dev
+libsqlite3-dev sqlite3 freetds-dev freetds-bin lua-busted postgresql procps
+python3 tzdata"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "tools/deps.sh: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "tools/deps.sh: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
