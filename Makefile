@@ -8,26 +8,29 @@ CPPFLAGS += -D_GNU_SOURCE -DLEASH_VERSION='"$(VERSION)"' -Isrc $(shell pkg-confi
 DBLIBS  := $(shell pkg-config --libs inih libpq sqlite3) -lsybdb -lrt -lm
 LDLIBS  += $(shell pkg-config --libs lua5.4) $(DBLIBS)
 PREFIX  ?= /usr/local
+# Out-of-tree builds (BUILD=build-x) let several people build and test at once.
+BUILD   ?= build
+export LEASH_BUILD := $(BUILD)
 
 # Every .c under src/ is part of the core; main.c only goes into the binary.
 CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/store/*.c))
-CORE_OBJ := $(CORE_SRC:%.c=build/obj/%.o)
-PIC_OBJ  := $(CORE_SRC:%.c=build/pic/%.o)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+PIC_OBJ  := $(CORE_SRC:%.c=$(BUILD)/pic/%.o)
 
-all: build/leash build/lua/leash/core.so
+all: $(BUILD)/leash $(BUILD)/lua/leash/core.so
 
-build/leash: build/obj/src/main.o $(CORE_OBJ)
+$(BUILD)/leash: $(BUILD)/obj/src/main.o $(CORE_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-build/lua/leash/core.so: $(PIC_OBJ)
+$(BUILD)/lua/leash/core.so: $(PIC_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $^ $(DBLIBS)
 
-build/obj/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
+$(BUILD)/obj/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
 
-build/pic/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
+$(BUILD)/pic/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -DLEASH_LUA_MODULE -c -o $@ $<
 
@@ -38,7 +41,7 @@ test: all
 # Run leash on the embedded default (SQLite under var/, the example jobs).
 run: all
 	@mkdir -p var
-	build/leash run -c config/leash.ini
+	$(BUILD)/leash run -c config/leash.ini
 
 # The C core under the sanitizers, through the same specs.
 sanitize:
@@ -47,7 +50,7 @@ sanitize:
 	LEASH_SANITIZE=1 tests/run.sh
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
 .PHONY: all test run sanitize clean
 -include mk/*.mk

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 export LEASH_TEST_TMP="$(mktemp -d /tmp/leash-test.XXXXXX)"
 chmod 755 "$LEASH_TEST_TMP"
 export LUA_PATH="lua/?.lua;lua/?/init.lua;tests/support/?.lua;;"
-export LUA_CPATH="build/lua/?.so;;"
+export LEASH_BUILD="${LEASH_BUILD:-build}"
+export LUA_CPATH="$LEASH_BUILD/lua/?.so;;"
 export LEASH_ROOT="$PWD"
 
 started=()
