@@ -1,4 +1,5 @@
 /* lcore.c - the leash.core Lua module: the C core as busted sees it. */
+#include <stdlib.h>
 #include <time.h>
 
 #include <lauxlib.h>
@@ -52,11 +53,24 @@ static int l_monotonic(lua_State *L)
 	return 1;
 }
 
+/* core.setenv(name, value|nil): for specs that need another TZ in-process. */
+static int l_setenv(lua_State *L)
+{
+	const char *name = luaL_checkstring(L, 1);
+	int rc = lua_isnoneornil(L, 2) ? unsetenv(name)
+	                               : setenv(name, luaL_checkstring(L, 2), 1);
+
+	tzset();
+	lua_pushboolean(L, rc == 0);
+	return 1;
+}
+
 void lx_core_lib(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{ "now", l_now },
 		{ "monotonic", l_monotonic },
+		{ "setenv", l_setenv },
 		{ NULL, NULL },
 	};
 	luaL_setfuncs(L, fns, 0);
