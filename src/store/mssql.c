@@ -1,11 +1,646 @@
-/* mssql.c - placeholder until the provider lands. */
+/* mssql.c - the lease store on SQL Server through FreeTDS db-lib.
+ *
+ * Every statement is an RPC call to sp_executesql with typed parameters; the
+ * table name (checked as an identifier) is the only thing formatted into SQL
+ * text.  Each operation is one batch and one round trip, timed by the
+ * database clock (SYSUTCDATETIME in ms since the epoch).
+ *
+ * db-lib's error and message handlers are process-global: they find the
+ * handle through dbgetuserdata(), or through `opening` while dbopen() runs
+ * (db-lib calls them with no usable DBPROCESS during a login).  db-lib counts
+ * timeouts in whole seconds, so millisecond timeouts are rounded up.
+ */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sybfront.h>
+#include <sybdb.h>
+
 #include "store/store.h"
+
+#define CHUNK 2000              /* names per renew_all statement (< 2,100 parameters) */
+#define SQL_MAX 2048
+
+/* The database clock, in ms since the Unix epoch. */
+#define NOW "DATEDIFF_BIG(millisecond, '19700101', SYSUTCDATETIME())"
+#define VC "VARCHAR(200)"
+
+struct ms_store {
+	struct store base;
+	DBPROCESS *db;
+	char *host, *user, *password, *database;
+	int port;
+	int connect_s, stmt_s, cur_s;   /* timeouts in seconds */
+	int failed;                     /* an error was reported during this call */
+	int dupkey;                     /* the server reported a duplicate key */
+	char table[64];
+	char sql_create[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
+	char sql_release[SQL_MAX], sql_list[SQL_MAX];
+};
+
+/* One bound parameter: a VARCHAR(200) when s is set, else a BIGINT. */
+struct param {
+	const char *name;
+	const char *s;
+	int64_t i;
+};
+
+static struct ms_store *opening;
+
+static struct ms_store *handle_of(DBPROCESS *db)
+{
+	struct ms_store *st = db ? (struct ms_store *)dbgetuserdata(db) : NULL;
+
+	return st ? st : opening;
+}
+
+/* Records the first error of a call; later ones only mark it failed. */
+static void note(struct ms_store *st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void note(struct ms_store *st, const char *fmt, ...)
+{
+	va_list ap;
+
+	st->failed = 1;
+	if (st->base.err[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(st->base.err, sizeof st->base.err, fmt, ap);
+	va_end(ap);
+}
+
+static int msg_handler(DBPROCESS *db, DBINT no, int state, int severity, char *text,
+                       char *server, char *proc, int line)
+{
+	struct ms_store *st = handle_of(db);
+
+	if (!st || severity <= 10)      /* informational: "changed database context" */
+		return 0;
+	if (no == 2627 || no == 2601) { /* duplicate key: someone else inserted first */
+		st->dupkey = 1;
+		return 0;
+	}
+	note(st, "mssql %s:%d: server error %d: %s", st->host, st->port, (int)no, text);
+	return 0;
+}
+
+static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *dberrstr,
+                       char *oserrstr)
+{
+	struct ms_store *st = handle_of(db);
+
+	if (!st || dberr == SYBESMSG)   /* SYBESMSG only points at msg_handler's news */
+		return INT_CANCEL;
+	if (dberr == SYBETIME)
+		note(st, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
+		     st->cur_s);
+	else if (oserr != DBNOERR && oserr != 0 && oserrstr)
+		note(st, "mssql %s:%d: %s (%s)", st->host, st->port, dberrstr, oserrstr);
+	else
+		note(st, "mssql %s:%d: %s", st->host, st->port, dberrstr);
+	/* On a timeout this drops the connection; the next call reconnects. */
+	return INT_CANCEL;
+}
+
+static int init_dblib(char *err, size_t errlen)
+{
+	static int done;
+
+	if (done)
+		return 0;
+	if (dbinit() == FAIL) {
+		snprintf(err, errlen, "mssql: dbinit() failed");
+		return -1;
+	}
+	dberrhandle(err_handler);
+	dbmsghandle(msg_handler);
+	done = 1;
+	return 0;
+}
+
+static void apply_timeout(struct ms_store *st)
+{
+	char buf[16];
+
+	snprintf(buf, sizeof buf, "%d", st->cur_s);
+	dbsetopt(st->db, DBSETTIME, buf, 0);
+}
+
+static void disconnect(struct ms_store *st)
+{
+	if (st->db) {
+		dbsetuserdata(st->db, NULL);
+		dbclose(st->db);
+		st->db = NULL;
+	}
+}
+
+static int connect_db(struct ms_store *st)
+{
+	LOGINREC *login;
+	char server[300];
+	int secs = st->connect_s < st->cur_s ? st->connect_s : st->cur_s;
+
+	disconnect(st);
+	login = dblogin();
+	if (!login) {
+		note(st, "mssql: out of memory");
+		goto fail;
+	}
+	DBSETLUSER(login, st->user);
+	DBSETLPWD(login, st->password);
+	DBSETLDBNAME(login, st->database);
+	DBSETLAPP(login, "leash");
+	DBSETLCHARSET(login, "UTF-8");
+	DBSETLVERSION(login, DBVERSION_74);
+	dbsetlogintime(secs);
+	/* host:port needs no freetds.conf entry. */
+	snprintf(server, sizeof server, "%s:%d", st->host, st->port);
+	opening = st;
+	st->db = dbopen(login, server);
+	opening = NULL;
+	dbloginfree(login);
+	if (!st->db) {
+		note(st, "mssql %s:%d: could not connect", st->host, st->port);
+		goto fail;
+	}
+	if (st->failed) {               /* a login error the server reported anyway */
+		disconnect(st);
+		goto fail;
+	}
+	dbsetuserdata(st->db, (BYTE *)st);
+	apply_timeout(st);
+	return STORE_OK;
+fail:
+	return STORE_ERR;
+}
+
+/* Sends one sp_executesql call and reads every result, calling row() for each
+ * row of the resno-th result set that has columns.  The connection is dropped
+ * on any transport failure, and the next call reconnects. */
+static int call(struct ms_store *st, const char *stmt, const char *decl,
+                const struct param *p, int np,
+                void (*row)(struct ms_store *, int resno, void *arg), void *arg)
+{
+	int rc, resno = 0, fails = 0;
+
+	st->failed = 0;
+	st->dupkey = 0;
+	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
+		goto fail;
+	if (dbrpcinit(st->db, "sp_executesql", 0) == FAIL ||
+	    dbrpcparam(st->db, "@stmt", 0, SYBVARCHAR, -1, (DBINT)strlen(stmt),
+	               (BYTE *)stmt) == FAIL ||
+	    dbrpcparam(st->db, "@params", 0, SYBVARCHAR, -1, (DBINT)strlen(decl),
+	               (BYTE *)decl) == FAIL)
+		goto rpcfail;
+	for (int i = 0; i < np; i++) {
+		rc = p[i].s ? dbrpcparam(st->db, p[i].name, 0, SYBVARCHAR, -1,
+		                         (DBINT)strlen(p[i].s), (BYTE *)p[i].s)
+		            : dbrpcparam(st->db, p[i].name, 0, SYBINT8, -1, -1,
+		                         (BYTE *)&p[i].i);
+		if (rc == FAIL)
+			goto rpcfail;
+	}
+	if (dbrpcsend(st->db) == FAIL)
+		goto rpcfail;
+	dbsqlok(st->db);                /* errors arrive through the handlers */
+	while (!dbdead(st->db) && (rc = dbresults(st->db)) != NO_MORE_RESULTS) {
+		if (rc == FAIL) {
+			if (++fails > 16)
+				break;
+			continue;
+		}
+		if (dbnumcols(st->db) == 0)
+			continue;
+		while ((rc = dbnextrow(st->db)) != NO_MORE_ROWS) {
+			if (rc == FAIL)
+				break;
+			if (row)
+				row(st, resno, arg);
+		}
+		resno++;
+	}
+	if (dbdead(st->db)) {
+		note(st, "mssql %s:%d: connection lost", st->host, st->port);
+		disconnect(st);
+		goto fail;
+	}
+	if (fails > 16)
+		dbcancel(st->db);
+	if (st->failed)
+		goto fail;
+	return STORE_OK;
+rpcfail:
+	note(st, "mssql %s:%d: could not send the request", st->host, st->port);
+	if (st->db && dbdead(st->db))
+		disconnect(st);
+	else if (st->db)
+		dbcancel(st->db);
+fail:
+	return STORE_ERR;
+}
+
+static int64_t col_i64(DBPROCESS *db, int c)
+{
+	BYTE *p = dbdata(db, c);
+	DBINT len = dbdatlen(db, c);
+	DBBIGINT v = 0;
+
+	if (!p || len <= 0)
+		return 0;
+	if (dbconvert(db, dbcoltype(db, c), p, len, SYBINT8, (BYTE *)&v, sizeof v) < 0)
+		return 0;
+	return v;
+}
+
+static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
+{
+	BYTE *p = dbdata(db, c);
+	DBINT len = dbdatlen(db, c);
+	size_t n = len > 0 ? (size_t)len : 0;
+
+	if (!p)
+		n = 0;
+	if (n >= size)
+		n = size - 1;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+}
+
+/* Rows of (got, owner, token, expires_at, now). */
+struct lease_answer {
+	int rows, got;
+	struct lease_info *out;
+};
+
+static void lease_row(struct ms_store *st, int resno, void *arg)
+{
+	struct lease_answer *a = arg;
+
+	a->rows++;
+	a->got = (int)col_i64(st->db, 1);
+	col_str(st->db, 2, a->out->owner, sizeof a->out->owner);
+	a->out->token = col_i64(st->db, 3);
+	a->out->expires_at = col_i64(st->db, 4);
+	a->out->now = col_i64(st->db, 5);
+}
+
+static int lease_call(struct ms_store *st, const char *sql, const char *name,
+                      const char *owner, int64_t ms, struct lease_info *out)
+{
+	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 }, { "@ms", NULL, ms } };
+	struct lease_answer a = { 0, 0, out };
+
+	memset(out, 0, sizeof *out);
+	if (call(st, sql, "@name " VC ", @owner " VC ", @ms BIGINT", p, 3, lease_row, &a) !=
+	    STORE_OK)
+		return STORE_ERR;
+	if (a.rows != 1)
+		return store_fail(&st->base, "mssql %s:%d: expected one row, got %d", st->host,
+		                  st->port, a.rows);
+	return a.got ? STORE_OK : STORE_NO;
+}
+
+static int ms_try_acquire(struct store *s, const char *name, const char *owner, int64_t ms,
+                          struct lease_info *out)
+{
+	struct ms_store *st = (struct ms_store *)s;
+
+	/* A duplicate key (dupkey) means another replica inserted the row
+	 * between our UPDATE and INSERT: the batch's last SELECT names it. */
+	return lease_call(st, st->sql_acquire, name, owner, ms, out);
+}
+
+static int ms_renew(struct store *s, const char *name, const char *owner, int64_t ms,
+                    struct lease_info *out)
+{
+	struct ms_store *st = (struct ms_store *)s;
+
+	return lease_call(st, st->sql_renew, name, owner, ms, out);
+}
+
+static int ms_release(struct store *s, const char *name, const char *owner)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 } };
+
+	return call(st, st->sql_release, "@name " VC ", @owner " VC, p, 2, NULL, NULL);
+}
+
+struct sorted_name {
+	const char *name;
+	size_t i;
+};
+
+static int cmp_sorted(const void *a, const void *b)
+{
+	return strcmp(((const struct sorted_name *)a)->name,
+	              ((const struct sorted_name *)b)->name);
+}
+
+struct renew_answer {
+	struct sorted_name *sorted;
+	size_t n;
+	int64_t *tokens;
+};
+
+static void renew_row(struct ms_store *st, int resno, void *arg)
+{
+	struct renew_answer *a = arg;
+	struct sorted_name key = { NULL, 0 }, *hit;
+	char name[STORE_NAME_MAX + 1];
+	int64_t token = col_i64(st->db, 2);
+	size_t lo, hi;
+
+	col_str(st->db, 1, name, sizeof name);
+	key.name = name;
+	hit = bsearch(&key, a->sorted, a->n, sizeof *a->sorted, cmp_sorted);
+	if (!hit)
+		return;
+	/* The same name may be listed more than once. */
+	lo = hi = (size_t)(hit - a->sorted);
+	while (lo > 0 && strcmp(a->sorted[lo - 1].name, name) == 0)
+		lo--;
+	while (hi + 1 < a->n && strcmp(a->sorted[hi + 1].name, name) == 0)
+		hi++;
+	for (size_t k = lo; k <= hi; k++)
+		a->tokens[a->sorted[k].i] = token;
+}
+
+static int ms_renew_all(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	size_t chunk = n < CHUNK ? n : CHUNK;
+	size_t sqlmax = 512 + strlen(st->table) + chunk * 12, declmax = 64 + chunk * 24;
+	struct sorted_name *sorted = malloc(n * sizeof *sorted);
+	struct param *p = malloc((chunk + 2) * sizeof *p);
+	char *pnames = malloc(chunk * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
+	int rc = STORE_ERR;
+
+	if (!sorted || !p || !pnames || !sql || !decl) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		tokens[i] = -1;
+		sorted[i].name = names[i];
+		sorted[i].i = i;
+	}
+	qsort(sorted, n, sizeof *sorted, cmp_sorted);
+	for (size_t at = 0; at < n; at += chunk) {
+		size_t k = n - at < chunk ? n - at : chunk;
+		size_t sl, dl;
+		struct renew_answer a = { sorted, n, tokens };
+
+		sl = (size_t)snprintf(sql, sqlmax,
+		    "/* leash:renew_all */ SET NOCOUNT ON; "
+		    "DECLARE @now BIGINT = " NOW "; "
+		    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
+		    "OUTPUT inserted.name, inserted.token "
+		    "WHERE owner = @owner AND expires_at > @now AND name IN (", st->table);
+		dl = (size_t)snprintf(decl, declmax, "@owner " VC ", @ms BIGINT");
+		p[0] = (struct param){ "@owner", owner, 0 };
+		p[1] = (struct param){ "@ms", NULL, ms };
+		for (size_t j = 0; j < k; j++) {
+			char *pn = pnames + j * 8;
+
+			snprintf(pn, 8, "@n%zu", j + 1);
+			p[j + 2] = (struct param){ pn, names[at + j], 0 };
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "", pn);
+			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
+		}
+		snprintf(sql + sl, sqlmax - sl, ");");
+		if (call(st, sql, decl, p, (int)k + 2, renew_row, &a) != STORE_OK)
+			goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	free(sorted);
+	free(p);
+	free(pnames);
+	free(sql);
+	free(decl);
+	return rc;
+}
+
+struct list_answer {
+	struct lease_row *rows;
+	size_t n, cap;
+	int64_t now;
+	int nomem;
+};
+
+static void list_row(struct ms_store *st, int resno, void *arg)
+{
+	struct list_answer *a = arg;
+	struct lease_row *r;
+
+	if (resno == 0) {
+		a->now = col_i64(st->db, 1);
+		return;
+	}
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		struct lease_row *rows = realloc(a->rows, cap * sizeof *rows);
+
+		if (!rows) {
+			a->nomem = 1;
+			return;
+		}
+		a->rows = rows;
+		a->cap = cap;
+	}
+	r = &a->rows[a->n++];
+	col_str(st->db, 1, r->name, sizeof r->name);
+	col_str(st->db, 2, r->owner, sizeof r->owner);
+	r->token = col_i64(st->db, 3);
+	r->acquired_at = col_i64(st->db, 4);
+	r->renewed_at = col_i64(st->db, 5);
+	r->expires_at = col_i64(st->db, 6);
+}
+
+static int ms_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct list_answer a = { NULL, 0, 0, 0, 0 };
+
+	if (call(st, st->sql_list, "", NULL, 0, list_row, &a) != STORE_OK)
+		goto fail;
+	if (a.nomem) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	*rows = a.rows;
+	*n = a.n;
+	*now = a.now;
+	return STORE_OK;
+fail:
+	free(a.rows);
+	return STORE_ERR;
+}
+
+static int secs_of(int ms)
+{
+	return ms <= 0 ? 1 : (ms + 999) / 1000;
+}
+
+static void ms_set_timeout(struct store *s, int ms)
+{
+	struct ms_store *st = (struct ms_store *)s;
+
+	st->cur_s = ms > 0 ? secs_of(ms) : st->stmt_s;
+	if (st->db)
+		apply_timeout(st);
+}
+
+static void ms_free(struct ms_store *st)
+{
+	disconnect(st);
+	free(st->host);
+	free(st->user);
+	free(st->password);
+	free(st->database);
+	free(st);
+}
+
+static void ms_close(struct store *s)
+{
+	ms_free((struct ms_store *)s);
+}
+
+static const struct store_ops ms_ops = {
+	.name = "mssql",
+	.try_acquire = ms_try_acquire,
+	.renew = ms_renew,
+	.release = ms_release,
+	.renew_all = ms_renew_all,
+	.list = ms_list,
+	.close = ms_close,
+	.set_timeout = ms_set_timeout,
+};
+
+/* The statements, with the table name in brackets.  Each starts with a tag
+ * naming it, for the DBA reading sys.dm_exec_query_stats and for the TDS
+ * test server. */
+static void build_sql(struct ms_store *st)
+{
+	const char *t = st->table;
+
+	snprintf(st->sql_create, SQL_MAX,
+	    "/* leash:create */ IF OBJECT_ID(N'[%s]', N'U') IS NULL BEGIN BEGIN TRY "
+	    "CREATE TABLE [%s] ("
+	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "token BIGINT NOT NULL, acquired_at BIGINT NOT NULL, "
+	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL) "
+	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;", t, t);
+
+	/* Take it when free, expired or ours; insert when missing.  Between the
+	 * UPDATE and the INSERT another replica may insert first: its duplicate
+	 * key error (2627) ends only the INSERT, and the last SELECT then names
+	 * the holder. */
+	snprintf(st->sql_acquire, SQL_MAX,
+	    "/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT); "
+	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
+	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
+	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
+	    "THEN acquired_at ELSE @now END, "
+	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
+	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
+	    "WHERE name = @name AND (owner = @owner OR expires_at <= @now); "
+	    "IF @@ROWCOUNT = 0 AND NOT EXISTS (SELECT 1 FROM [%s] WHERE name = @name) "
+	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
+	    "VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
+	    "IF EXISTS (SELECT 1 FROM @r) "
+	    "SELECT 1, @owner, token, expires_at, @now FROM @r; "
+	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
+	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t, t, t);
+
+	snprintf(st->sql_renew, SQL_MAX,
+	    "/* leash:renew */ SET NOCOUNT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT); "
+	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
+	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
+	    "WHERE name = @name AND owner = @owner AND expires_at > @now; "
+	    "IF EXISTS (SELECT 1 FROM @r) "
+	    "SELECT 1, @owner, token, expires_at, @now FROM @r; "
+	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
+	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t);
+
+	snprintf(st->sql_release, SQL_MAX,
+	    "/* leash:release */ SET NOCOUNT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "UPDATE [%s] SET expires_at = @now "
+	    "WHERE name = @name AND owner = @owner AND expires_at > @now;", t);
+
+	snprintf(st->sql_list, SQL_MAX,
+	    "/* leash:list */ SET NOCOUNT ON; SELECT " NOW "; "
+	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at "
+	    "FROM [%s] ORDER BY name;", t);
+}
+
+static char *dup_or(const char *s, const char *dflt)
+{
+	return strdup(s ? s : dflt);
+}
 
 static struct store *open_mssql(const struct store_opts *o, char *err, size_t errlen)
 {
-	(void)o;
-	snprintf(err, errlen, "the mssql provider is not built yet");
+	struct ms_store *st = NULL;
+	const char *table = o->table ? o->table : "leash_leases";
+
+	if (init_dblib(err, errlen) < 0)
+		goto fail;
+	if (!o->user || !*o->user || !o->database || !*o->database) {
+		snprintf(err, errlen, "mssql: user and database are required");
+		goto fail;
+	}
+	if (o->port < 0 || o->port > 65535) {
+		snprintf(err, errlen, "mssql: port %d is out of range", o->port);
+		goto fail;
+	}
+	if (!store_valid_table(table)) {
+		snprintf(err, errlen, "mssql: table \"%s\" is not a valid identifier", table);
+		goto fail;
+	}
+	st = calloc(1, sizeof *st);
+	if (!st) {
+		snprintf(err, errlen, "mssql: out of memory");
+		goto fail;
+	}
+	st->base.ops = &ms_ops;
+	st->host = dup_or(o->host, "127.0.0.1");
+	st->user = dup_or(o->user, "");
+	st->password = dup_or(o->password, "");
+	st->database = dup_or(o->database, "");
+	if (!st->host || !st->user || !st->password || !st->database) {
+		snprintf(err, errlen, "mssql: out of memory");
+		goto fail;
+	}
+	st->port = o->port ? o->port : 1433;
+	st->connect_s = secs_of(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 5000);
+	st->stmt_s = secs_of(o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000);
+	st->cur_s = st->stmt_s;
+	snprintf(st->table, sizeof st->table, "%s", table);
+	build_sql(st);
+	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK) {
+		snprintf(err, errlen, "%s", st->base.err);
+		goto fail;
+	}
+	st->base.err[0] = '\0';
+	return &st->base;
+fail:
+	if (st)
+		ms_free(st);
 	return NULL;
 }
 
