@@ -1,11 +1,426 @@
-/* sqlite.c - placeholder until the provider lands. */
+/* sqlite.c - the lease store on SQLite.
+ *
+ * Time is SQLite's own clock ('now' is fixed for the length of one
+ * statement), so the provider never reads the process clock itself; a test
+ * VFS can shift that clock (see lstore.c).  Each operation is one statement
+ * in autocommit: a write statement takes the WAL write lock before it reads,
+ * so several processes sharing the file serialise on busy_timeout.
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
 #include "store/store.h"
+
+/* Milliseconds since the Unix epoch on SQLite's clock. */
+#define NOW "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+
+enum {
+	Q_ACQUIRE, Q_RENEW, Q_HOLDER, Q_RELEASE, Q_RENEW_ALL, Q_LIST,
+	Q_FLOOR_SELECT, Q_MAX
+};
+
+struct sq_store {
+	struct store base;
+	sqlite3 *db;
+	sqlite3_stmt *q[Q_MAX];
+	sqlite3_stmt *floor_update;
+	char table[64];
+	int timeout_ms;
+};
+
+/* The table name is checked by store_open, so it may go into the text. */
+static const char *const sql_text[Q_MAX] = {
+	/* try_acquire: one upsert that always touches the row, so RETURNING
+	 * always tells the holder; a refused attempt writes the same values. */
+	[Q_ACQUIRE] =
+	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
+	" VALUES (?1, ?2, 1, " NOW ", " NOW ", " NOW " + ?3)"
+	" ON CONFLICT (name) DO UPDATE SET"
+	"  owner = CASE WHEN l.expires_at <= excluded.acquired_at THEN excluded.owner ELSE l.owner END,"
+	"  token = CASE WHEN l.expires_at <= excluded.acquired_at THEN l.token + 1 ELSE l.token END,"
+	"  acquired_at = CASE WHEN l.expires_at <= excluded.acquired_at"
+	"   THEN excluded.acquired_at ELSE l.acquired_at END,"
+	"  renewed_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
+	"   THEN excluded.renewed_at ELSE l.renewed_at END,"
+	"  expires_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
+	"   THEN excluded.expires_at ELSE l.expires_at END"
+	" RETURNING owner, token, expires_at, " NOW,
+	[Q_RENEW] =
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
+	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW
+	" RETURNING owner, token, expires_at, " NOW,
+	/* After a refused renew: who holds it now (for the caller's log only). */
+	[Q_HOLDER] =
+	"SELECT l.owner, l.token, l.expires_at, n.now FROM (SELECT " NOW " AS now) n"
+	" LEFT JOIN \"%1$s\" l ON l.name = ?1",
+	[Q_RELEASE] =
+	"UPDATE \"%1$s\" SET expires_at = " NOW
+	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW,
+	[Q_RENEW_ALL] =
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
+	" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))"
+	" RETURNING name, token",
+	[Q_LIST] =
+	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at"
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
+	[Q_FLOOR_SELECT] = "SELECT 1",
+};
+
+static int sq_fail(struct sq_store *ss, const char *what)
+{
+	return store_fail(&ss->base, "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
+}
+
+static void copy_text(char *dst, sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	int n = sqlite3_column_bytes(st, col);
+
+	if (!t || n < 0)
+		n = 0;
+	if (n > STORE_NAME_MAX)
+		n = STORE_NAME_MAX;
+	if (n)
+		memcpy(dst, t, (size_t)n);
+	dst[n] = '\0';
+}
+
+/* Binds name, owner, ms (any may be NULL / < 0 to skip). */
+static int bind3(struct sq_store *ss, sqlite3_stmt *st, const char *a, const char *b,
+                 int64_t ms)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if ((a && sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC) != SQLITE_OK) ||
+	    (b && sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC) != SQLITE_OK) ||
+	    (ms >= 0 && sqlite3_bind_int64(st, 3, ms) != SQLITE_OK))
+		return sq_fail(ss, "bind");
+	return STORE_OK;
+}
+
+static void info_from(struct lease_info *out, sqlite3_stmt *st)
+{
+	copy_text(out->owner, st, 0);
+	out->token = sqlite3_column_int64(st, 1);
+	out->expires_at = sqlite3_column_int64(st, 2);
+	out->now = sqlite3_column_int64(st, 3);
+}
+
+static int sq_try_acquire(struct store *s, const char *name, const char *owner,
+                          int64_t ms, struct lease_info *out)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_ACQUIRE];
+	int rc = STORE_ERR;
+
+	if (bind3(ss, st, name, owner, ms) < 0)
+		goto fail;
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		sq_fail(ss, "try_acquire");
+		goto fail;
+	}
+	info_from(out, st);
+	rc = strcmp(out->owner, owner) == 0 ? STORE_OK : STORE_NO;
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		rc = sq_fail(ss, "try_acquire");
+		goto fail;
+	}
+fail:
+	sqlite3_reset(st);
+	return rc;
+}
+
+static int sq_renew(struct store *s, const char *name, const char *owner, int64_t ms,
+                    struct lease_info *out)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_RENEW];
+	int rc = STORE_ERR, step;
+
+	if (bind3(ss, st, name, owner, ms) < 0)
+		goto fail;
+	step = sqlite3_step(st);
+	if (step == SQLITE_ROW) {
+		info_from(out, st);
+		rc = STORE_OK;
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = sq_fail(ss, "renew");
+		goto fail;
+	}
+	if (step != SQLITE_DONE) {
+		sq_fail(ss, "renew");
+		goto fail;
+	}
+	/* Lost: tell who holds it now. */
+	sqlite3_reset(st);
+	st = ss->q[Q_HOLDER];
+	if (bind3(ss, st, name, NULL, -1) < 0)
+		goto fail;
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		sq_fail(ss, "renew");
+		goto fail;
+	}
+	info_from(out, st);
+	rc = STORE_NO;
+fail:
+	sqlite3_reset(st);
+	return rc;
+}
+
+static int sq_release(struct store *s, const char *name, const char *owner)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_RELEASE];
+	int rc = STORE_ERR;
+
+	if (bind3(ss, st, name, owner, -1) < 0)
+		goto fail;
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		sq_fail(ss, "release");
+		goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* names as a JSON array, for json_each(). */
+static char *json_names(const char *const *names, size_t n)
+{
+	size_t cap = 3, len = 0;
+	char *buf;
+
+	for (size_t i = 0; i < n; i++)
+		cap += strlen(names[i]) * 6 + 3;
+	if (!(buf = malloc(cap)))
+		return NULL;
+	buf[len++] = '[';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf[len++] = ',';
+		buf[len++] = '"';
+		for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++) {
+			if (*p == '"' || *p == '\\') {
+				buf[len++] = '\\';
+				buf[len++] = (char)*p;
+			} else if (*p < 0x20) {
+				len += (size_t)sprintf(buf + len, "\\u%04x", *p);
+			} else {
+				buf[len++] = (char)*p;
+			}
+		}
+		buf[len++] = '"';
+	}
+	buf[len++] = ']';
+	buf[len] = '\0';
+	return buf;
+}
+
+static int sq_renew_all(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_RENEW_ALL];
+	char *json = json_names(names, n);
+	int rc = STORE_ERR, step;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!json) {
+		store_fail(s, "sqlite: renew_all: out of memory");
+		goto fail;
+	}
+	if (bind3(ss, st, owner, json, ms) < 0)
+		goto fail;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *got = (const char *)sqlite3_column_text(st, 0);
+
+		for (size_t i = 0; got && i < n; i++)
+			if (strcmp(names[i], got) == 0)
+				tokens[i] = sqlite3_column_int64(st, 1);
+	}
+	if (step != SQLITE_DONE) {
+		sq_fail(ss, "renew_all");
+		goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	sqlite3_reset(st);
+	free(json);
+	return rc;
+}
+
+static int sq_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_LIST];
+	struct lease_row *r = NULL;
+	size_t cap = 0, len = 0;
+	int rc = STORE_ERR, step;
+
+	sqlite3_reset(st);
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		*now = sqlite3_column_int64(st, 0);
+		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+			continue;
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct lease_row *nr = realloc(r, ncap * sizeof *r);
+
+			if (!nr) {
+				store_fail(s, "sqlite: list: out of memory");
+				goto fail;
+			}
+			r = nr;
+			cap = ncap;
+		}
+		copy_text(r[len].name, st, 1);
+		copy_text(r[len].owner, st, 2);
+		r[len].token = sqlite3_column_int64(st, 3);
+		r[len].acquired_at = sqlite3_column_int64(st, 4);
+		r[len].renewed_at = sqlite3_column_int64(st, 5);
+		r[len].expires_at = sqlite3_column_int64(st, 6);
+		len++;
+	}
+	if (step != SQLITE_DONE) {
+		sq_fail(ss, "list");
+		goto fail;
+	}
+	*rows = r;
+	*n = len;
+	r = NULL;
+	rc = STORE_OK;
+fail:
+	free(r);
+	sqlite3_reset(st);
+	return rc;
+}
+
+static int sq_floor(struct store *s, int kind)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_FLOOR_SELECT];
+	int rc = STORE_ERR;
+
+	if (kind == STORE_FLOOR_UPDATE) {
+		if (!ss->floor_update) {
+			char sql[256];
+
+			snprintf(sql, sizeof sql,
+			         "CREATE TABLE IF NOT EXISTS \"%s_floor\" (id INTEGER PRIMARY KEY, v BIGINT NOT NULL);"
+			         "INSERT OR IGNORE INTO \"%s_floor\" VALUES (1, 0)", ss->table, ss->table);
+			if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+				return sq_fail(ss, "floor");
+			snprintf(sql, sizeof sql, "UPDATE \"%s_floor\" SET v = v + 1 WHERE id = 1",
+			         ss->table);
+			if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+			                       &ss->floor_update, NULL) != SQLITE_OK)
+				return sq_fail(ss, "floor");
+		}
+		st = ss->floor_update;
+	}
+	sqlite3_reset(st);
+	while (sqlite3_step(st) == SQLITE_ROW)
+		;
+	if (sqlite3_reset(st) != SQLITE_OK) {
+		sq_fail(ss, "floor");
+		goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	return rc;
+}
+
+static void sq_set_timeout(struct store *s, int ms)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+
+	sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
+}
+
+static void sq_close(struct store *s)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+
+	if (!ss)
+		return;
+	for (int i = 0; i < Q_MAX; i++)
+		sqlite3_finalize(ss->q[i]);
+	sqlite3_finalize(ss->floor_update);
+	sqlite3_close_v2(ss->db);
+	free(ss);
+}
+
+static const struct store_ops sqlite_ops = {
+	.name = "sqlite",
+	.try_acquire = sq_try_acquire,
+	.renew = sq_renew,
+	.release = sq_release,
+	.renew_all = sq_renew_all,
+	.list = sq_list,
+	.close = sq_close,
+	.set_timeout = sq_set_timeout,
+	.floor = sq_floor,
+};
 
 static struct store *open_sqlite(const struct store_opts *o, char *err, size_t errlen)
 {
-	(void)o;
-	snprintf(err, errlen, "the sqlite provider is not built yet");
+	struct sq_store *ss = calloc(1, sizeof *ss);
+	const char *table = o->table ? o->table : "leash_leases";
+	char sql[2048];
+	char *msg = NULL;
+
+	if (!ss) {
+		snprintf(err, errlen, "sqlite: out of memory");
+		return NULL;
+	}
+	ss->base.ops = &sqlite_ops;
+	snprintf(ss->table, sizeof ss->table, "%s", table);
+	ss->timeout_ms = o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000;
+	if (!o->path || !*o->path) {
+		snprintf(err, errlen, "sqlite: no database path given");
+		goto fail;
+	}
+	if (sqlite3_open_v2(o->path, &ss->db,
+	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+	                    NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "sqlite: open %s: %s", o->path,
+		         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
+	snprintf(sql, sizeof sql,
+	         "PRAGMA journal_mode = WAL;"
+	         "PRAGMA synchronous = FULL;"
+	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
+	         " name VARCHAR(200) PRIMARY KEY,"
+	         " owner VARCHAR(200) NOT NULL,"
+	         " token BIGINT NOT NULL,"
+	         " acquired_at BIGINT NOT NULL,"
+	         " renewed_at BIGINT NOT NULL,"
+	         " expires_at BIGINT NOT NULL)", table);
+	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
+		goto fail;
+	}
+	for (int i = 0; i < Q_MAX; i++) {
+		snprintf(sql, sizeof sql, sql_text[i], table);
+		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
+		                       NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "sqlite: %s: prepare: %s", o->path,
+			         sqlite3_errmsg(ss->db));
+			goto fail;
+		}
+	}
+	return &ss->base;
+fail:
+	sqlite3_free(msg);
+	sq_close(&ss->base);
 	return NULL;
 }
 

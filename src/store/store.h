@@ -104,7 +104,14 @@ struct store_ops {
 	/* Optional.  Bounds every following call to ms (0 = the configured
 	 * statement timeout), so a call never answers after it stops mattering. */
 	void (*set_timeout)(struct store *, int ms);
+
+	/* Optional, for the benchmarks: one bare round trip on the store's own
+	 * connection, kind STORE_FLOOR_SELECT (SELECT 1) or STORE_FLOOR_UPDATE (a
+	 * durable single-row UPDATE of a side table).  STORE_OK or STORE_ERR. */
+	int (*floor)(struct store *, int kind);
 };
+
+enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
 
 /* Every provider's handle starts with this. */
 struct store {

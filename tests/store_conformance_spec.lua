@@ -1,0 +1,412 @@
+-- The lease-store conformance spec: the same tests, unchanged, against every
+-- provider of tests/support/providers.lua (DESIGN.md "The lease store
+-- contract", issue 3 "Conformance spec").
+local core = require "leash.core"
+local providers = require "providers"
+local system = require "system"
+
+local root = os.getenv("LEASH_ROOT") or "."
+local tmp = os.getenv("LEASH_TEST_TMP") or "/tmp"
+
+local function sleep_ms(ms) system.sleep(ms / 1000) end
+
+local function uniq(prefix)
+  return ("%s_%d_%d"):format(prefix, os.time() % 100000, math.random(0, 999999))
+end
+
+local function row_of(s, name)
+  local rows, now = assert(s:list())
+  for _, r in ipairs(rows) do
+    if r.name == name then return r, now end
+  end
+  return nil, now
+end
+
+local function sh(cmd)
+  local ok, how, code = os.execute(cmd)
+  return ok and 0 or (how == "exit" and code or 128 + (code or 0))
+end
+
+local function read_lines(path)
+  local t = {}
+  local f = io.open(path, "r")
+  if not f then return t end
+  for l in f:lines() do t[#t + 1] = l end
+  f:close()
+  return t
+end
+
+describe("lease store providers", function()
+  it("every expected provider is configured", function()
+    assert.same({}, providers.missing)
+  end)
+end)
+
+for _, p in ipairs(providers.list) do
+  local pname = p.provider
+
+  describe("lease store conformance [" .. pname .. "]", function()
+    local s, tbl
+    local count = 0
+    local function lease() count = count + 1; return ("job-%d.%s"):format(count, uniq("x")) end
+
+    setup(function()
+      math.randomseed(os.time())
+      tbl = uniq("conf")
+      s = assert(core.open_store(providers.get(pname, tbl)))
+    end)
+
+    teardown(function()
+      if s then s:close() end
+    end)
+
+    it("acquires a free lease", function()
+      local n = lease()
+      local ok, info = s:try_acquire(n, "A", 5000)
+      assert.is_true(ok)
+      assert.equal("A", info.owner)
+      assert.equal(1, info.token)
+      assert.equal(5000, info.expires_at - info.now)
+      local r = row_of(s, n)
+      assert.equal("A", r.owner)
+      assert.equal(info.expires_at, r.expires_at)
+      assert.equal(info.now, r.acquired_at)
+      assert.equal(info.now, r.renewed_at)
+    end)
+
+    it("refuses a lease held by another, naming the holder and its expiry", function()
+      local n = lease()
+      local _, mine = s:try_acquire(n, "A", 5000)
+      local ok, info = s:try_acquire(n, "B", 5000)
+      assert.is_false(ok)
+      assert.equal("A", info.owner)
+      assert.equal(mine.token, info.token)
+      assert.equal(mine.expires_at, info.expires_at)
+      assert.is_true(info.now >= mine.now and info.now < info.expires_at)
+      local r = row_of(s, n)
+      assert.equal("A", r.owner)
+      assert.equal(mine.expires_at, r.expires_at)
+    end)
+
+    it("lets the holder re-acquire with the same token and a later expiry", function()
+      local n = lease()
+      local _, first = s:try_acquire(n, "A", 5000)
+      sleep_ms(5)
+      local ok, again = s:try_acquire(n, "A", 5000)
+      assert.is_true(ok)
+      assert.equal(first.token, again.token)
+      assert.is_true(again.expires_at > first.expires_at)
+      assert.equal(first.now, row_of(s, n).acquired_at)
+    end)
+
+    it("gives an expired lease to a new owner with token + 1", function()
+      local n = lease()
+      local _, a = s:try_acquire(n, "A", 80)
+      sleep_ms(150)
+      local ok, b = s:try_acquire(n, "B", 5000)
+      assert.is_true(ok)
+      assert.equal("B", b.owner)
+      assert.equal(a.token + 1, b.token)
+      assert.equal(b.now, row_of(s, n).acquired_at)
+    end)
+
+    it("gives the old owner token + 1 when it re-acquires after expiry", function()
+      local n = lease()
+      local _, a = s:try_acquire(n, "A", 80)
+      sleep_ms(150)
+      local ok, a2 = s:try_acquire(n, "A", 5000)
+      assert.is_true(ok)
+      assert.equal(a.token + 1, a2.token)
+    end)
+
+    it("renews for the holder: same token, later expiry", function()
+      local n = lease()
+      local _, a = s:try_acquire(n, "A", 5000)
+      sleep_ms(5)
+      local ok, r = s:renew(n, "A", 5000)
+      assert.is_true(ok)
+      assert.equal(a.token, r.token)
+      assert.is_true(r.expires_at > a.expires_at)
+      assert.equal(r.expires_at - r.now, 5000)
+      local row = row_of(s, n)
+      assert.equal(r.expires_at, row.expires_at)
+      assert.equal(r.now, row.renewed_at)
+      assert.equal(a.now, row.acquired_at)
+    end)
+
+    it("refuses a renew by a non-holder and leaves the row unchanged", function()
+      local n = lease()
+      s:try_acquire(n, "A", 5000)
+      local before = row_of(s, n)
+      local ok, info = s:renew(n, "B", 60000)
+      assert.is_false(ok)
+      assert.equal("A", info.owner)
+      assert.same(before, (row_of(s, n)))
+      local none_ok, none = s:renew(lease(), "B", 1000)
+      assert.is_false(none_ok)
+      assert.equal("", none.owner)
+      assert.equal(0, none.token)
+    end)
+
+    it("refuses a renew after expiry", function()
+      local n = lease()
+      s:try_acquire(n, "A", 80)
+      sleep_ms(150)
+      local before = row_of(s, n)
+      local ok = s:renew(n, "A", 5000)
+      assert.is_false(ok)
+      assert.same(before, (row_of(s, n)))
+      assert.is_true(s:try_acquire(n, "B", 5000))
+    end)
+
+    it("ignores a release by a non-holder", function()
+      local n = lease()
+      s:try_acquire(n, "A", 5000)
+      local before = row_of(s, n)
+      assert.is_true(s:release(n, "B"))
+      assert.same(before, (row_of(s, n)))
+      assert.is_false(s:try_acquire(n, "B", 5000))
+      assert.is_true(s:release(lease(), "B"))   -- unknown name: done, nothing made
+    end)
+
+    it("frees a released lease at once, keeps its token, and the next acquire gets token + 1", function()
+      local n = lease()
+      local _, a = s:try_acquire(n, "A", 60000)
+      assert.is_true(s:release(n, "A"))
+      local r, now = row_of(s, n)
+      assert.equal("A", r.owner)
+      assert.equal(a.token, r.token)
+      assert.is_true(r.expires_at <= now)
+      local ok, b = s:try_acquire(n, "B", 5000)
+      assert.is_true(ok)
+      assert.equal(a.token + 1, b.token)
+      assert.is_false(s:renew(n, "A", 5000))
+    end)
+
+    it("renew_all renews exactly the held names, with their tokens", function()
+      local held1, held2, other, expired, unknown = lease(), lease(), lease(), lease(), lease()
+      local _, h1 = s:try_acquire(held1, "A", 5000)
+      s:try_acquire(held2, "A", 80)
+      s:try_acquire(held2, "A", 5000)
+      s:try_acquire(other, "B", 5000)
+      s:try_acquire(expired, "A", 80)
+      sleep_ms(150)
+      local _, h2 = s:try_acquire(held2, "A", 5000)
+      local before_other = row_of(s, other)
+      local before_expired = row_of(s, expired)
+      local got = assert(s:renew_all("A", { held1, held2, other, expired, unknown }, 7000))
+      assert.same({ [held1] = h1.token, [held2] = h2.token }, got)
+      local r1, now = row_of(s, held1)
+      assert.is_true(r1.expires_at - now > 6000)
+      assert.equal(r1.renewed_at + 7000, r1.expires_at)
+      assert.same(before_other, (row_of(s, other)))
+      assert.same(before_expired, (row_of(s, expired)))
+      assert.is_nil(row_of(s, unknown))
+      assert.same({}, assert(s:renew_all("A", {}, 1000)))
+    end)
+
+    it("acquire_all takes the free names and names the holders of the others", function()
+      local free, held, mine = lease(), lease(), lease()
+      s:try_acquire(held, "B", 5000)
+      local _, m = s:try_acquire(mine, "A", 5000)
+      local got = assert(s:acquire_all("A", { free, held, mine }, 4000))
+      assert.is_true(got[free].ok)
+      assert.equal(1, got[free].token)
+      assert.equal(4000, got[free].expires_at - got[free].now)
+      assert.is_false(got[held].ok)
+      assert.equal("B", got[held].owner)
+      assert.is_true(got[mine].ok)
+      assert.equal(m.token, got[mine].token)
+    end)
+
+    it("refuses bad durations, names and owners before any SQL", function()
+      local n = lease()
+      local long = ("x"):rep(201)
+      local calls = s:calls()
+      local function refused(pattern, ok, err)
+        assert.is_nil(ok)
+        assert.matches(pattern, err)
+      end
+      for _, ms in ipairs({ 0, -1, 24 * 3600 * 1000 + 1, 1.5, "10s" }) do
+        refused("duration", s:try_acquire(n, "A", ms))
+        refused("duration", s:renew(n, "A", ms))
+        refused("duration", s:renew_all("A", { n }, ms))
+        refused("duration", s:acquire_all("A", { n }, ms))
+      end
+      for _, bad in ipairs({ "", long }) do
+        refused("lease name", s:try_acquire(bad, "A", 1000))
+        refused("owner", s:try_acquire(n, bad, 1000))
+        refused("lease name", s:renew(bad, "A", 1000))
+        refused("owner", s:renew(n, bad, 1000))
+        refused("lease name", s:release(bad, "A"))
+        refused("owner", s:release(n, bad))
+        refused("lease name", s:renew_all("A", { n, bad }, 1000))
+        refused("owner", s:renew_all(bad, { n }, 1000))
+        refused("lease name", s:acquire_all("A", { n, bad }, 1000))
+      end
+      refused("lease name", s:try_acquire(nil, "A", 1000))
+      refused("owner", s:try_acquire(n, nil, 1000))
+      refused("lease name", s:try_acquire(42, "A", 1000))
+      assert.equal(calls, s:calls())
+      assert.is_nil(row_of(s, n))
+      -- the limits themselves are fine
+      assert.is_true(s:try_acquire(("n"):rep(200), ("o"):rep(200), 24 * 3600 * 1000))
+      assert.is_true(s:release(("n"):rep(200), ("o"):rep(200)))
+      assert.equal(calls + 3, s:calls())
+    end)
+
+    it("stores and returns names with quotes, ;, --, % and UTF-8 exactly", function()
+      local names = {
+        "it's", 'say "hi"', "a;b; DROP TABLE " .. tbl .. ";", "x -- y", "100%_done", "back\\slash",
+        "naïve-日本語-🚀", "tab\there", "[brackets]{}", "$1 ?1 :name",
+      }
+      local owner = "owner'; --%ü"
+      for _, n in ipairs(names) do
+        local ok, info = s:try_acquire(n, owner, 5000)
+        assert.is_true(ok, n)
+        assert.equal(owner, info.owner)
+      end
+      local got = assert(s:renew_all(owner, names, 5000))
+      local rows = assert(s:list())
+      local seen = {}
+      for _, r in ipairs(rows) do seen[r.name] = r.owner end
+      for _, n in ipairs(names) do
+        assert.is_number(got[n], n)
+        assert.equal(owner, seen[n], n)
+        assert.is_true(s:renew(n, owner, 5000), n)
+        assert.is_true(s:release(n, owner), n)
+      end
+      assert.is_truthy(row_of(s, names[1]))
+    end)
+
+    it("lists rows sorted by name with the database's now", function()
+      local rows, now = assert(s:list())
+      assert.is_true(#rows > 0)
+      assert.is_true(now > 1600000000000 and now < 4102444800000)
+      for i = 2, #rows do assert.is_true(rows[i - 1].name < rows[i].name) end
+    end)
+
+    it("gives a clear error on a closed handle", function()
+      local s2 = assert(core.open_store(providers.get(pname, tbl)))
+      s2:close()
+      s2:close()
+      local ok, err = pcall(s2.list, s2)
+      assert.is_false(ok)
+      assert.matches("closed", err)
+    end)
+
+    it("contention: 8 processes x 300 attempts, no overlapping grants, tokens grow with each holder", function()
+      local name = "contended"
+      local dir = tmp .. "/" .. uniq("contention-" .. pname)
+      assert.equal(0, sh("mkdir -p '" .. dir .. "'"))
+      local attempts = 300
+      if pname == "mssql" then attempts = tonumber(os.getenv("LEASH_TEST_MSSQL_ATTEMPTS") or "") or 300 end
+      local parts = {}
+      for i = 1, 8 do
+        parts[#parts + 1] = ("(lua5.4 '%s/tests/support/contention_worker.lua' %s %s %s w%d %d 50 '%s/w%d.txt'; echo $? > '%s/w%d.rc') &")
+          :format(root, pname, tbl, name, i, attempts, dir, i, dir, i)
+      end
+      sh(table.concat(parts, " ") .. " wait")
+      local grants = {}
+      for i = 1, 8 do
+        assert.same({ "0" }, read_lines(("%s/w%d.rc"):format(dir, i)), "worker " .. i .. " failed")
+        for _, l in ipairs(read_lines(("%s/w%d.txt"):format(dir, i))) do
+          local o, t, st, ex = l:match("^(%S+) (%d+) (%d+) (%d+)$")
+          grants[#grants + 1] = { owner = o, token = tonumber(t), start = tonumber(st), exp = tonumber(ex) }
+        end
+      end
+      table.sort(grants, function(a, b)
+        if a.start ~= b.start then return a.start < b.start end
+        return a.token < b.token
+      end)
+      assert.is_true(#grants >= 20, "only " .. #grants .. " grants")
+      local max_exp, token_owner, holders = {}, {}, 0
+      local prev
+      for _, g in ipairs(grants) do
+        for o, e in pairs(max_exp) do
+          if o ~= g.owner and e > g.start then
+            error(("grant to %s (token %d) at %d overlaps %s's lease until %d")
+              :format(g.owner, g.token, g.start, o, e))
+          end
+        end
+        max_exp[g.owner] = math.max(max_exp[g.owner] or 0, g.exp)
+        if token_owner[g.token] then
+          assert.equal(token_owner[g.token], g.owner, "token " .. g.token .. " given to two owners")
+        else
+          token_owner[g.token] = g.owner
+        end
+        if prev then
+          if prev.owner ~= g.owner then
+            assert.is_true(g.token > prev.token, ("token went from %d to %d on handover"):format(prev.token, g.token))
+            holders = holders + 1
+          else
+            assert.is_true(g.token >= prev.token)
+          end
+        end
+        prev = g
+      end
+      assert.is_true(holders >= 5, "only " .. holders .. " handovers")
+    end)
+
+    if pname == "sqlite" then
+      it("clock: expiry follows SQLite's (injected) clock, never the process clock", function()
+        local T = 1000000000000   -- 2001-09-09, far from the process clock
+        core.sqlite_test_clock(T)
+        local ok, err = pcall(function()
+          local s2 = assert(core.open_store(providers.get(pname, tbl)))
+          local n = lease()
+          local got, a = s2:try_acquire(n, "A", 50)
+          assert.is_true(got)
+          assert.equal(T, a.now)
+          assert.equal(T + 50, a.expires_at)
+          sleep_ms(120)                       -- the process clock moves past 50 ms...
+          local held, b = s2:try_acquire(n, "B", 50)
+          assert.is_false(held)               -- ...the database clock did not
+          assert.equal(T, b.now)
+          assert.is_true(s2:renew(n, "A", 50))
+          core.sqlite_test_clock(T + 49)
+          assert.is_false(s2:try_acquire(n, "B", 50))
+          core.sqlite_test_clock(T + 50)      -- now the database says it expired
+          assert.is_false(s2:renew(n, "A", 50))
+          local took, c = s2:try_acquire(n, "B", 50)
+          assert.is_true(took)
+          assert.equal(a.token + 1, c.token)
+          assert.equal(T + 100, c.expires_at)
+          local _, now = s2:list()
+          assert.equal(T + 50, now)
+          s2:close()
+        end)
+        core.sqlite_test_clock(nil)
+        assert(ok, err)
+      end)
+    else
+      it("clock: answers do not change when the client's clock is shifted", function()
+        assert.equal(0, sh("command -v faketime >/dev/null"), "faketime is not installed (tools/deps.sh)")
+        local n = lease()
+        local ok, held = s:try_acquire(n, "A", 30000)
+        assert.is_true(ok)
+        local dir = tmp .. "/" .. uniq("clock")
+        assert.equal(0, sh("mkdir -p '" .. dir .. "'"))
+        for _, shift in ipairs({ "-3d", "+5h", "+0" }) do
+          local out = dir .. "/out"
+          local code = sh(("FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '%s' lua5.4 '%s/tests/support/clock_worker.lua' %s %s '%s' > '%s'")
+            :format(shift, root, pname, tbl, n, out))
+          assert.equal(0, code, "clock worker failed under " .. shift)
+          local l = read_lines(out)[1] or ""
+          local wall, other_ok, holder, exp, now, mine_left, mine_tok = l:match("^(%d+) (%a+) (%S+) (%d+) (%d+) (%d+) (%d+)$")
+          assert.is_truthy(wall, "bad worker output: " .. l)
+          local skew = tonumber(wall) - os.time() * 1000
+          if shift ~= "+0" then
+            assert.is_true(math.abs(skew) > 3600 * 1000, "faketime did not shift the worker's clock")
+          end
+          assert.equal("false", other_ok)                     -- still held, whatever the client's clock
+          assert.equal("A", holder)
+          assert.equal(held.expires_at, tonumber(exp))
+          assert.is_true(math.abs(tonumber(now) - held.now) < 20000, "db now moved with the client's clock")
+          assert.equal(1000, tonumber(mine_left))            -- expires_at - now on the db clock
+          assert.equal(1, tonumber(mine_tok))
+        end
+      end)
+    end
+  end)
+end
