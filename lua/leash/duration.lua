@@ -43,8 +43,9 @@ end
 local function term_ms(int, frac, unit)
   local size = UNITS[unit]
   if #int > 16 then return nil, "too large" end
-  local ms = math.tointeger(tonumber(int)) * size
-  if ms > M.MAX_MS then return nil, "too large" end
+  local n = math.tointeger(tonumber(int))
+  if n > M.MAX_MS // size then return nil, "too large" end
+  local ms = n * size
   if frac ~= "" then
     -- frac/10^n * size must be a whole number: strip trailing zeros first.
     frac = frac:gsub("0+$", "")
