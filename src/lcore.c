@@ -83,5 +83,6 @@ int luaopen_leash_core(lua_State *L)
 	lua_newtable(L);
 	lx_core_lib(L);
 	lx_store_lib(L);
+	lx_ctx_lib(L);
 	return 1;
 }

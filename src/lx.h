@@ -2,6 +2,7 @@
 #ifndef LEASH_LX_H
 #define LEASH_LX_H
 
+#include <stddef.h>
 #include <lua.h>
 
 /* Calls the function below nargs arguments on the stack in protected mode
@@ -15,5 +16,10 @@ int luaopen_leash_core(lua_State *L);
 /* Each part of the core adds its functions to the module table on top. */
 void lx_store_lib(lua_State *L);        /* src/store/lstore.c: open_store */
 void lx_core_lib(lua_State *L);         /* src/lcore.c: clocks, helpers */
+void lx_ctx_lib(lua_State *L);          /* src/lctx.c: what ctx is built on */
+
+/* A new state with the standard libraries, leash.core preloaded and
+ * package.path pointing at leash's Lua modules (see lx.c). */
+lua_State *lx_new(char *err, size_t errlen);
 
 #endif

@@ -1,2 +1,310 @@
+/* main.c - the command line: run, status, check, version. */
+#include <getopt.h>
 #include <stdio.h>
-int main(void) { puts("leash " LEASH_VERSION); return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
+#include <sybfront.h>
+#include <sybdb.h>
+
+#include "cfg.h"
+#include "job.h"
+#include "log.h"
+#include "loop.h"
+#include "lx.h"
+#include "runner.h"
+#include "store/store.h"
+
+#define EXIT_PROBLEMS 1
+#define EXIT_CONFIG 2
+
+static const char usage[] =
+	"usage: leash run [-c FILE]\n"
+	"       leash status [-c FILE] [--json]\n"
+	"       leash check [-c FILE] [--next N]\n"
+	"       leash version\n";
+
+/* Everything a command needs: the Lua state and the checked config. */
+static int setup(const char *path, lua_State **L, struct cfg *c)
+{
+	char err[8192];
+	const char *file = cfg_locate(path);
+
+	*L = lx_new(err, sizeof err);
+	if (!*L) {
+		fprintf(stderr, "leash: %s\n", err);
+		return -1;
+	}
+	if (cfg_load(*L, file, c, err, sizeof err) < 0) {
+		fprintf(stderr, "%s\n", err);
+		lua_close(*L);
+		*L = NULL;
+		return -1;
+	}
+	log_setup(c->log_json, c->log_level);
+	return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	const char *path = NULL;
+	struct cfg c;
+	lua_State *L;
+	int opt, rc;
+
+	while ((opt = getopt(argc, argv, "c:")) != -1) {
+		if (opt != 'c') {
+			fputs(usage, stderr);
+			return EXIT_CONFIG;
+		}
+		path = optarg;
+	}
+	if (setup(path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	rc = loop_run(L, &c);
+	cfg_free(&c);
+	lua_close(L);
+	return rc;
+}
+
+/* ---- check ---- */
+
+struct check {
+	lua_State *L;
+	struct job **jobs;
+	size_t njobs;
+	int problems;
+};
+
+static void check_good(void *arg, struct job *j)
+{
+	struct check *ck = arg;
+	struct job **nj = realloc(ck->jobs, (ck->njobs + 1) * sizeof *nj);
+
+	if (!nj) {
+		job_free(ck->L, j);
+		return;
+	}
+	ck->jobs = nj;
+	ck->jobs[ck->njobs++] = j;
+}
+
+static void check_bad(void *arg, const char *file, const char *msg)
+{
+	struct check *ck = arg;
+
+	(void)file;
+	ck->problems++;
+	printf("%s\n", msg);
+}
+
+static int cmd_check(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "next", required_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL;
+	struct check ck = { 0 };
+	struct cfg c;
+	long next = 0;
+	int opt, seen;
+
+	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			path = optarg;
+		} else if (opt == 'n') {
+			char *end;
+			next = strtol(optarg, &end, 10);
+			if (*end || next < 1 || next > 10000) {
+				fprintf(stderr, "leash check: --next %s: expected a count from 1 to 10000\n",
+				        optarg);
+				return EXIT_CONFIG;
+			}
+		} else {
+			fputs(usage, stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	if (setup(path, &ck.L, &c) < 0)
+		return EXIT_CONFIG;
+	seen = job_load_dir(ck.L, c.jobs, check_good, check_bad, &ck);
+	if (seen == 0) {
+		printf("%s: no job files (a job is a NAME.lua file there)\n", c.jobs);
+		ck.problems++;
+	}
+	for (size_t i = 0; i < ck.njobs && next > 0; i++) {
+		struct job *j = ck.jobs[i];
+		int64_t t = runner_wall_ms();
+
+		for (long k = 0; k < next && j->kind != JOB_SERVICE; k++) {
+			char buf[32];
+			time_t secs;
+			struct tm tm;
+
+			t = job_next_fire(ck.L, j, t);
+			if (t < 0)
+				break;
+			secs = (time_t)(t / 1000);
+			gmtime_r(&secs, &tm);
+			strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+			printf("%s %s\n", j->name, buf);
+		}
+	}
+	fprintf(stderr, "%s: %zu job%s ok, %d problem%s\n", c.file, ck.njobs,
+	        ck.njobs == 1 ? "" : "s", ck.problems, ck.problems == 1 ? "" : "s");
+	for (size_t i = 0; i < ck.njobs; i++)
+		job_free(ck.L, ck.jobs[i]);
+	free(ck.jobs);
+	cfg_free(&c);
+	lua_close(ck.L);
+	return ck.problems ? EXIT_PROBLEMS : 0;
+}
+
+/* ---- status ---- */
+
+static int cmd_status(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL;
+	struct store_opts o;
+	struct store *s;
+	struct lease_row *rows = NULL;
+	struct cfg c;
+	lua_State *L;
+	char err[STORE_ERR_MAX + 256];
+	size_t n = 0;
+	int64_t now = 0;
+	int opt, json = 0, rc = EXIT_PROBLEMS;
+
+	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			path = optarg;
+		} else if (opt == 'j') {
+			json = 1;
+		} else {
+			fputs(usage, stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	if (setup(path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	if (!c.singleton) {
+		printf("singleton mode is off in %s ([singleton] enabled = false): every replica runs "
+		       "every job and no leases are kept\n", c.file);
+		rc = 0;
+		goto done;
+	}
+	if (cfg_store_opts(&c, &o, err, sizeof err) < 0) {
+		fprintf(stderr, "leash status: %s\n", err);
+		goto done;
+	}
+	s = store_open(c.provider, &o, err, sizeof err);
+	if (!s) {
+		fprintf(stderr, "leash status: cannot open the %s store: %s\n", c.provider, err);
+		goto done;
+	}
+	if (store_list(s, &rows, &n, &now) != STORE_OK) {
+		fprintf(stderr, "leash status: cannot list the leases in the %s store: %s\n",
+		        c.provider, s->err);
+		store_close(s);
+		goto done;
+	}
+	store_close(s);
+
+	lua_getglobal(L, "require");
+	lua_pushstring(L, "leash.status");
+	if (lx_pcall(L, 1, 1) != LUA_OK)
+		goto lua_fail;
+	lua_getfield(L, -1, json ? "json" : "table");
+	if (json)
+		lua_pushstring(L, c.provider);
+	lua_createtable(L, (int)n, 0);
+	for (size_t i = 0; i < n; i++) {
+		lua_createtable(L, 0, 6);
+		lua_pushstring(L, rows[i].name);
+		lua_setfield(L, -2, "name");
+		lua_pushstring(L, rows[i].owner);
+		lua_setfield(L, -2, "owner");
+		lua_pushinteger(L, rows[i].token);
+		lua_setfield(L, -2, "token");
+		lua_pushinteger(L, rows[i].acquired_at);
+		lua_setfield(L, -2, "acquired_at");
+		lua_pushinteger(L, rows[i].renewed_at);
+		lua_setfield(L, -2, "renewed_at");
+		lua_pushinteger(L, rows[i].expires_at);
+		lua_setfield(L, -2, "expires_at");
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_pushinteger(L, now);
+	if (lx_pcall(L, json ? 3 : 2, 1) != LUA_OK)
+		goto lua_fail;
+	fputs(lua_tostring(L, -1), stdout);
+	rc = 0;
+	goto done;
+lua_fail:
+	fprintf(stderr, "leash status: %s\n", lua_tostring(L, -1));
+done:
+	free(rows);
+	cfg_free(&c);
+	lua_close(L);
+	return rc;
+}
+
+/* ---- version ---- */
+
+static int cmd_version(int argc, char **argv)
+{
+	int pq = PQlibVersion();
+	const char *tds = dbversion();
+
+	(void)argc;
+	(void)argv;
+	printf("leash %s\n", LEASH_VERSION);
+	printf("%s\n", LUA_RELEASE);
+	printf("SQLite %s\n", sqlite3_libversion());
+	printf("libpq %d.%d\n", pq / 10000, pq % 10000);
+	printf("FreeTDS %s\n", tds && strncmp(tds, "freetds v", 9) == 0 ? tds + 9 : tds ? tds : "?");
+	return 0;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	fputs(usage, stdout);
+	return 0;
+}
+
+static const struct command {
+	const char *name;
+	int (*fn)(int, char **);
+} commands[] = {
+	{ "run", cmd_run },
+	{ "status", cmd_status },
+	{ "check", cmd_check },
+	{ "version", cmd_version },
+	{ "help", cmd_help },
+	{ "--help", cmd_help },
+	{ "--version", cmd_version },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return EXIT_CONFIG;
+	}
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "leash: unknown command \"%s\"\n%s", argv[1], usage);
+	return EXIT_CONFIG;
+}

@@ -34,4 +34,9 @@ for svc in tests/support/services/*.sh; do
 	eval "$env_out"
 done
 
-lua5.4 /usr/bin/busted --output=tests/support/summary.lua --pattern=_spec "$@" tests
+# Spec files named on the command line run alone; otherwise every spec runs.
+specs=(tests)
+for a in "$@"; do
+	case "$a" in *.lua) specs=() ;; esac
+done
+lua5.4 /usr/bin/busted --output=tests/support/summary.lua --pattern=_spec "$@" "${specs[@]}"

@@ -1,0 +1,79 @@
+-- leash.run: what a forked child does with one run: builds ctx and calls the
+-- job's run function.  The parent reads the child's stdout, stderr and the
+-- records ctx.log writes, and logs them with the job name and run id.
+local core = require "leash.core"
+
+local M = {}
+
+local LEVELS = { debug = true, info = true, warn = true, error = true }
+
+local function esc(v)
+  return (tostring(v):gsub("[\\\t\n]", { ["\\"] = "\\\\", ["\t"] = "\\t", ["\n"] = "\\n" }))
+end
+
+-- One record as the parent reads it: level, message, then key/value pairs,
+-- separated by tabs, with \, tab and newline escaped.
+function M.encode(level, msg, fields)
+  local parts = { level, esc(msg) }
+  if fields ~= nil then
+    local keys = {}
+    for k in pairs(fields) do keys[#keys + 1] = tostring(k) end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      parts[#parts + 1] = esc(k)
+      parts[#parts + 1] = esc(fields[k] == nil and fields[tonumber(k)] or fields[k])
+    end
+  end
+  return table.concat(parts, "\t")
+end
+
+function M.ctx(job, info)
+  local ctx = {
+    job = job.name,
+    replica = info.replica,
+    token = info.token,
+    run_id = info.run_id,
+    scheduled_at = info.scheduled_at,
+  }
+  function ctx.log(level, msg, fields)
+    if not LEVELS[level] then
+      error(("ctx.log: level %q is not debug, info, warn or error"):format(tostring(level)), 2)
+    end
+    if fields ~= nil and type(fields) ~= "table" then
+      error("ctx.log: fields must be a table", 2)
+    end
+    core.child_log(M.encode(level, msg, fields))
+  end
+  function ctx.sleep(seconds)
+    if type(seconds) ~= "number" or seconds < 0 then
+      error("ctx.sleep: seconds must be a number >= 0", 2)
+    end
+    core.sleep(seconds)
+  end
+  function ctx.exec(argv, opts)
+    if type(argv) ~= "table" or #argv == 0 then
+      error("ctx.exec: argv must be a non-empty list of strings, e.g. { \"curl\", \"-fsS\", url }", 2)
+    end
+    local timeout = opts and opts.timeout
+    if timeout ~= nil and (type(timeout) ~= "number" or timeout <= 0) then
+      error("ctx.exec: timeout must be a number of seconds > 0", 2)
+    end
+    return core.exec(argv, timeout)
+  end
+  ctx.lease_left = core.lease_left
+  return ctx
+end
+
+-- Runs the body; returns true, or false and the error with its traceback.
+function M.main(job, info)
+  os.exit = core.child_exit           -- never run the parent's exit handlers
+  local ctx = M.ctx(job, info)
+  local ok, err = xpcall(job.run, debug.traceback, ctx)
+  if not ok then
+    local first = tostring(err):match("^[^\n]*")
+    core.child_log(M.encode("error", "run failed: " .. first, { traceback = tostring(err) }))
+  end
+  return ok
+end
+
+return M

@@ -1,0 +1,300 @@
+/* cfg.c - reads the INI file and hands its entries to leash.config.
+ *
+ * inih's line buffer is fixed when the library is built (200 bytes on
+ * Debian), and a longer line would reach us cut.  So inih reads through our
+ * own reader, which keeps whole lines: a value too long for inih's buffer is
+ * parked in a side table and inih sees a short reference to it instead.
+ */
+#include <errno.h>
+#include <ini.h>
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfg.h"
+#include "log.h"
+#include "lx.h"
+
+#define LONG_MARK "\x1b" "long:"
+
+struct reader {
+	FILE *f;
+	int line;                       /* of the line last handed to inih */
+	lua_State *L;
+	int entries;                    /* stack index of the entries table */
+	int longs;                      /* stack index of the long values */
+	char *pending;                  /* rest of a line we already read */
+	int nlong;
+};
+
+static void trim(char *s)
+{
+	size_t n = strlen(s);
+	char *p = s;
+
+	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+		s[--n] = '\0';
+	while (*p == ' ' || *p == '\t')
+		p++;
+	memmove(s, p, strlen(p) + 1);
+}
+
+static void add_entry(struct reader *r, const char *section, const char *key,
+                      const char *value, int header)
+{
+	lua_State *L = r->L;
+
+	lua_createtable(L, 0, 5);
+	lua_pushstring(L, section);
+	lua_setfield(L, -2, "section");
+	lua_pushinteger(L, r->line);
+	lua_setfield(L, -2, "line");
+	if (header) {
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, "header");
+	} else {
+		lua_pushstring(L, key);
+		lua_setfield(L, -2, "key");
+		lua_pushstring(L, value);
+		lua_setfield(L, -2, "value");
+	}
+	lua_rawseti(L, r->entries, luaL_len(L, r->entries) + 1);
+}
+
+static char *reader(char *str, int num, void *stream)
+{
+	struct reader *r = stream;
+	char *line = NULL, *eq;
+	size_t cap = 0;
+	ssize_t n = getline(&line, &cap, r->f);
+
+	if (n < 0) {
+		free(line);
+		return NULL;
+	}
+	r->line++;
+	{
+		/* Section headers are noted here so an empty unknown section is
+		 * still reported with its line. */
+		char *p = line + strspn(line, " \t");
+		char *end = strchr(p, ']');
+		if (*p == '[' && end) {
+			*end = '\0';
+			add_entry(r, p + 1, NULL, NULL, 1);
+			*end = ']';
+		}
+	}
+	if (n < num - 1) {
+		memcpy(str, line, n + 1);
+		free(line);
+		return str;
+	}
+	/* Too long for inih: keep the value whole on our side. */
+	eq = strpbrk(line, "=:");
+	if (!eq || (size_t)(eq - line) + sizeof LONG_MARK + 12 >= (size_t)num) {
+		free(line);
+		snprintf(str, num, "\x1b" "toolong\n");
+		return str;
+	}
+	*eq = '\0';
+	{
+		char *v = eq + 1;
+		char *c = strstr(v, " ;");
+		if (c)
+			*c = '\0';
+		trim(v);
+		lua_pushstring(r->L, v);
+		lua_rawseti(r->L, r->longs, ++r->nlong);
+		snprintf(str, num, "%s=" LONG_MARK "%d\n", line, r->nlong);
+	}
+	free(line);
+	return str;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct reader *r = user;
+
+	if (strncmp(value, LONG_MARK, sizeof LONG_MARK - 1) == 0) {
+		lua_rawgeti(r->L, r->longs, atoi(value + sizeof LONG_MARK - 1));
+		add_entry(r, section, name, lua_tostring(r->L, -1), 0);
+		lua_pop(r->L, 1);
+	} else {
+		add_entry(r, section, name, value, 0);
+	}
+	return 1;
+}
+
+const char *cfg_locate(const char *path)
+{
+	static const char *const fallback[] = { "config/leash.ini", "/etc/leash/leash.ini" };
+	const char *env = getenv("LEASH_CONFIG");
+
+	if (path)
+		return path;
+	if (env && *env)
+		return env;
+	for (size_t i = 0; i < 2; i++)
+		if (access(fallback[i], F_OK) == 0)
+			return fallback[i];
+	return fallback[1];
+}
+
+static char *field_str(lua_State *L, const char *section, const char *key)
+{
+	const char *s;
+	char *copy;
+
+	lua_getfield(L, -1, section);
+	lua_getfield(L, -1, key);
+	s = lua_tostring(L, -1);
+	copy = strdup(s ? s : "");
+	lua_pop(L, 2);
+	return copy;
+}
+
+static int64_t field_int(lua_State *L, const char *section, const char *key)
+{
+	int64_t v;
+
+	lua_getfield(L, -1, section);
+	lua_getfield(L, -1, key);
+	v = lua_isboolean(L, -1) ? lua_toboolean(L, -1) : lua_tointeger(L, -1);
+	lua_pop(L, 2);
+	return v;
+}
+
+/* Copies the checked config table on top of the stack into c. */
+static void fill(lua_State *L, struct cfg *c)
+{
+	char *fmt = field_str(L, "leash", "log_format");
+	char *lvl = field_str(L, "leash", "log_level");
+
+	c->jobs = field_str(L, "leash", "jobs");
+	c->replica = field_str(L, "leash", "replica");
+	c->log_json = strcmp(fmt, "json") == 0;
+	c->log_level = log_level_parse(lvl);
+	free(fmt);
+	free(lvl);
+	c->grace_ms = field_int(L, "leash", "grace");
+	c->singleton = (int)field_int(L, "singleton", "enabled");
+	c->lease_ms = field_int(L, "singleton", "lease");
+	c->renew_ms = field_int(L, "singleton", "renew");
+	c->retry_ms = field_int(L, "singleton", "retry");
+	c->margin_ms = field_int(L, "singleton", "margin");
+	c->provider = field_str(L, "store", "provider");
+	c->table = field_str(L, "store", "table");
+	c->connect_timeout_ms = field_int(L, "store", "connect_timeout");
+	c->statement_timeout_ms = field_int(L, "store", "statement_timeout");
+	c->sqlite_path = field_str(L, "sqlite", "path");
+	c->pg_conninfo = field_str(L, "postgres", "conninfo");
+	c->mssql_host = field_str(L, "mssql", "host");
+	c->mssql_port = (int)field_int(L, "mssql", "port");
+	c->mssql_user = field_str(L, "mssql", "user");
+	c->mssql_password_env = field_str(L, "mssql", "password_env");
+	c->mssql_database = field_str(L, "mssql", "database");
+}
+
+int cfg_load(lua_State *L, const char *file, struct cfg *c, char *errs, size_t errlen)
+{
+	struct reader r = { 0 };
+	int top = lua_gettop(L), rc = -1, syntax;
+	char *slash, *dir = NULL, *real = NULL;
+	size_t used = 0;
+
+	memset(c, 0, sizeof *c);
+	errs[0] = '\0';
+	r.f = fopen(file, "r");
+	if (!r.f) {
+		snprintf(errs, errlen, "%s: cannot read the config file: %s", file, strerror(errno));
+		return -1;
+	}
+	dir = strdup(file);
+	slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir] = '\0';
+	else
+		strcpy(dir, ".");
+	real = realpath(dir, NULL);
+
+	lua_getglobal(L, "require");
+	lua_pushstring(L, "leash.config");
+	if (lx_pcall(L, 1, 1) != LUA_OK)
+		goto lua_fail;
+	lua_getfield(L, -1, "build");
+	lua_pushstring(L, file);
+	lua_pushstring(L, real ? real : dir);
+	lua_newtable(L);
+	r.L = L;
+	r.entries = lua_gettop(L);
+	lua_newtable(L);
+	r.longs = lua_gettop(L);
+	syntax = ini_parse_stream(reader, &r, handler, &r);
+	lua_pop(L, 1);                  /* the long values */
+	if (lx_pcall(L, 3, 2) != LUA_OK)
+		goto lua_fail;
+	if (syntax > 0)
+		used += snprintf(errs, errlen, "%s:%d: not a [section] or key = value line\n",
+		                 file, syntax);
+	lua_pushnil(L);
+	while (lua_next(L, -2)) {
+		if (used < errlen)
+			used += snprintf(errs + used, errlen - used, "%s\n", lua_tostring(L, -1));
+		lua_pop(L, 1);
+	}
+	if (used == 0) {
+		lua_pop(L, 1);
+		fill(L, c);
+		c->file = strdup(file);
+		rc = 0;
+	} else if (used < errlen) {
+		errs[used - 1] = '\0';   /* the last newline */
+	}
+	goto done;
+lua_fail:
+	snprintf(errs, errlen, "%s: %s", file, lua_tostring(L, -1));
+done:
+	lua_settop(L, top);
+	fclose(r.f);
+	free(dir);
+	free(real);
+	return rc;
+}
+
+int cfg_store_opts(const struct cfg *c, struct store_opts *o, char *err, size_t errlen)
+{
+	memset(o, 0, sizeof *o);
+	o->table = c->table;
+	o->path = c->sqlite_path;
+	o->conninfo = c->pg_conninfo;
+	o->host = c->mssql_host;
+	o->port = c->mssql_port;
+	o->user = c->mssql_user;
+	o->database = c->mssql_database;
+	o->connect_timeout_ms = (int)c->connect_timeout_ms;
+	o->statement_timeout_ms = (int)c->statement_timeout_ms;
+	if (strcmp(c->provider, "mssql") == 0) {
+		o->password = getenv(c->mssql_password_env);
+		if (!o->password) {
+			snprintf(err, errlen,
+			         "%s: [mssql] password_env: the environment variable %s is not set",
+			         c->file, c->mssql_password_env);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void cfg_free(struct cfg *c)
+{
+	char **strs[] = { &c->file, &c->jobs, &c->replica, &c->provider, &c->table,
+	                  &c->sqlite_path, &c->pg_conninfo, &c->mssql_host, &c->mssql_user,
+	                  &c->mssql_password_env, &c->mssql_database };
+
+	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+		free(*strs[i]);
+		*strs[i] = NULL;
+	}
+}

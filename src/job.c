@@ -1,0 +1,186 @@
+/* job.c - loading job files: the C side lists the directory, leash.job does
+ * the rest in protected mode. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "job.h"
+#include "log.h"
+#include "lx.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *field_dup(lua_State *L, int t, const char *k)
+{
+	const char *s;
+	char *r;
+
+	lua_getfield(L, t, k);
+	s = lua_tostring(L, -1);
+	r = s ? strdup(s) : NULL;
+	lua_pop(L, 1);
+	return r;
+}
+
+static int64_t field_int(lua_State *L, int t, const char *k)
+{
+	int64_t v;
+
+	lua_getfield(L, t, k);
+	v = lua_tointeger(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+/* Turns the job table on top of the stack into a struct job (pops it). */
+static struct job *from_table(lua_State *L)
+{
+	struct job *j = calloc(1, sizeof *j);
+	int t = lua_gettop(L);
+	char *kind;
+
+	if (!j) {
+		lua_pop(L, 1);
+		return NULL;
+	}
+	j->name = field_dup(L, t, "name");
+	j->file = field_dup(L, t, "file");
+	kind = field_dup(L, t, "kind");
+	j->kind = strcmp(kind, "every") == 0 ? JOB_EVERY
+	        : strcmp(kind, "cron") == 0  ? JOB_CRON : JOB_SERVICE;
+	free(kind);
+	lua_getfield(L, t, "singleton");
+	j->singleton = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	j->timeout_ms = field_int(L, t, "timeout_ms");
+	j->lease_ms = field_int(L, t, "lease_ms");
+	lua_getglobal(L, "require");
+	lua_pushstring(L, "leash.job");
+	if (lx_pcall(L, 1, 1) == LUA_OK) {
+		lua_getfield(L, -1, "describe");
+		lua_pushvalue(L, t);
+		if (lx_pcall(L, 1, 1) == LUA_OK)
+			j->describe = strdup(lua_tostring(L, -1));
+		lua_pop(L, 2);
+	} else {
+		lua_pop(L, 1);
+	}
+	if (!j->describe)
+		j->describe = strdup("?");
+	lua_settop(L, t);
+	j->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	return j;
+}
+
+int job_load_dir(lua_State *L, const char *dir,
+                 void (*good)(void *arg, struct job *),
+                 void (*bad)(void *arg, const char *file, const char *msg), void *arg)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int top = lua_gettop(L);
+
+	if (!d) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "cannot read the jobs directory: %s", strerror(errno));
+		bad(arg, dir, msg);
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len < 5 || strcmp(e->d_name + len - 4, ".lua") != 0 || e->d_name[0] == '.')
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? cap * 2 : 16) * sizeof *names);
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n++] = strdup(e->d_name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof *names, cmp_str);
+
+	lua_getglobal(L, "require");
+	lua_pushstring(L, "leash.job");
+	if (lx_pcall(L, 1, 1) != LUA_OK)
+		bad(arg, dir, lua_tostring(L, -1));
+	for (size_t i = 0; i < n && lua_istable(L, top + 1); i++) {
+		char path[4096];
+		size_t len = strlen(names[i]);
+
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		names[i][len - 4] = '\0';
+		lua_getfield(L, top + 1, "load");
+		lua_pushstring(L, path);
+		lua_pushstring(L, names[i]);
+		if (lx_pcall(L, 2, 2) != LUA_OK) {
+			bad(arg, path, lua_tostring(L, -1));
+		} else if (lua_istable(L, -2)) {
+			struct job *j;
+			lua_pop(L, 1);
+			j = from_table(L);
+			if (j)
+				good(arg, j);
+		} else {
+			lua_pushnil(L);
+			while (lua_next(L, -2)) {
+				bad(arg, path, lua_tostring(L, -1));
+				lua_pop(L, 1);
+			}
+		}
+		lua_settop(L, top + 1);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	lua_settop(L, top);
+	return (int)n;
+}
+
+int64_t job_next_fire(lua_State *L, struct job *j, int64_t after_ms)
+{
+	int64_t t = -1;
+	int top = lua_gettop(L);
+
+	if (j->kind == JOB_SERVICE)
+		return -1;
+	lua_getglobal(L, "require");
+	lua_pushstring(L, "leash.job");
+	if (lx_pcall(L, 1, 1) != LUA_OK)
+		goto fail;
+	lua_getfield(L, -1, "next_fire");
+	lua_rawgeti(L, LUA_REGISTRYINDEX, j->ref);
+	lua_pushinteger(L, after_ms);
+	if (lx_pcall(L, 2, 1) != LUA_OK)
+		goto fail;
+	t = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
+	if (t < 0)
+		log_msg(LOG_ERROR, j->name, 0, "no fire time after %lld", (long long)after_ms);
+	lua_settop(L, top);
+	return t;
+fail:
+	log_msg(LOG_ERROR, j->name, 0, "next fire time: %s", lua_tostring(L, -1));
+	lua_settop(L, top);
+	return -1;
+}
+
+void job_free(lua_State *L, struct job *j)
+{
+	if (!j)
+		return;
+	luaL_unref(L, LUA_REGISTRYINDEX, j->ref);
+	free(j->name);
+	free(j->file);
+	free(j->describe);
+	free(j);
+}

@@ -1,0 +1,44 @@
+/* job.h - the jobs a replica knows: loaded from jobs/NAME.lua by leash.job. */
+#ifndef LEASH_JOB_H
+#define LEASH_JOB_H
+
+#include <stdint.h>
+#include <lua.h>
+
+enum job_kind { JOB_EVERY, JOB_CRON, JOB_SERVICE };
+
+struct run;
+
+struct job {
+	char *name, *file;
+	int ref;                        /* registry ref to the normalised Lua table */
+	enum job_kind kind;
+	int singleton;                  /* 1 unless the file says singleton = false */
+	int64_t timeout_ms;             /* 0: none */
+	int64_t lease_ms;               /* 0: [singleton] lease */
+	char *describe;                 /* "every 30s", for the log */
+
+	/* Scheduling state, kept across reloads. */
+	int64_t next_fire_ms;           /* wall clock; periodic jobs */
+	int64_t restart_at;             /* monotonic; services */
+	int64_t backoff_ms;             /* services */
+	struct run *run;                /* the current child, or NULL */
+	int removed;                    /* gone from jobs/: dropped once idle */
+	void *elect;                    /* election state, when singleton mode is on */
+};
+
+/* Lists the .lua files of dir and loads each file through leash.job.  For each good
+ * file calls good(arg, job) with a fresh struct job (the callee owns it);
+ * for each problem calls bad(arg, file, message).  Returns the number of
+ * files seen, or -1 when dir cannot be read (message through bad). */
+int job_load_dir(lua_State *L, const char *dir,
+                 void (*good)(void *arg, struct job *),
+                 void (*bad)(void *arg, const char *file, const char *msg), void *arg);
+
+/* The next fire time strictly after after_ms, or -1 for a service or on
+ * error (then logged). */
+int64_t job_next_fire(lua_State *L, struct job *, int64_t after_ms);
+
+void job_free(lua_State *L, struct job *);
+
+#endif

@@ -1,0 +1,24 @@
+/* log.h - the scheduler's log: one line per record on stderr, text or JSON. */
+#ifndef LEASH_LOG_H
+#define LEASH_LOG_H
+
+#include <stddef.h>
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+
+/* Sets the format ("text" or "json") and the lowest level written. */
+void log_setup(int json, enum log_level min);
+
+/* Parses "debug", "info", "warn" or "error"; -1 when it is none of them. */
+int log_level_parse(const char *s);
+
+/* Writes one record.  job may be NULL (the scheduler itself); run is 0 when
+ * the record belongs to no run.  fields holds nfields key/value pairs. */
+void log_rec(enum log_level, const char *job, long run, const char *msg,
+             const char *const *fields, size_t nfields);
+
+/* printf-style record with no fields. */
+void log_msg(enum log_level, const char *job, long run, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+#endif

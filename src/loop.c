@@ -1,0 +1,473 @@
+/* loop.c - the parent: jobs, their schedules, the children, signals.
+ *
+ * One thread.  Each turn computes the nearest deadline (a fire time on the
+ * wall clock, a restart or kill time on the monotonic clock), sleeps in
+ * ppoll() until then or until a descriptor is ready (signals arrive through
+ * a signalfd, children's output through pipes), then does what is due.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "job.h"
+#include "log.h"
+#include "loop.h"
+#include "runner.h"
+
+#define SERVICE_BACKOFF_MIN 1000
+#define SERVICE_BACKOFF_MAX 60000
+
+struct sched {
+	lua_State *L;
+	const struct cfg *cfg;
+	char owner[512];
+	struct job **jobs;
+	size_t njobs, cap;
+	struct run *runs;
+	int sigfd;
+	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
+};
+
+void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
+{
+	char host[256] = "localhost";
+	unsigned char rnd[4] = { 0 };
+
+	if (strcmp(cfg->replica, "auto") != 0) {
+		snprintf(out, len, "%s", cfg->replica);
+		return;
+	}
+	gethostname(host, sizeof host - 1);
+	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
+		/* Not fatal: pid and host still tell replicas apart. */
+	}
+	snprintf(out, len, "%s:%d:%02x%02x%02x%02x", host, (int)getpid(), rnd[0], rnd[1], rnd[2],
+	         rnd[3]);
+}
+
+/* ---- the job list ---- */
+
+static struct job *find_job(struct sched *s, const char *name)
+{
+	for (size_t i = 0; i < s->njobs; i++)
+		if (strcmp(s->jobs[i]->name, name) == 0)
+			return s->jobs[i];
+	return NULL;
+}
+
+static void add_job(struct sched *s, struct job *j)
+{
+	if (s->njobs == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct job **nj = realloc(s->jobs, cap * sizeof *nj);
+		if (!nj) {
+			log_msg(LOG_ERROR, j->name, 0, "out of memory: job not added");
+			job_free(s->L, j);
+			return;
+		}
+		s->jobs = nj;
+		s->cap = cap;
+	}
+	s->jobs[s->njobs++] = j;
+}
+
+static void schedule(struct sched *s, struct job *j)
+{
+	if (j->kind == JOB_SERVICE)
+		j->restart_at = runner_mono_ms();
+	else
+		j->next_fire_ms = job_next_fire(s->L, j, runner_wall_ms());
+}
+
+/* Loading, first time and on SIGHUP: what a reload found. */
+struct reload {
+	struct sched *s;
+	struct job **fresh;
+	size_t nfresh, cap;
+	char **broken;                  /* names whose file has problems */
+	size_t nbroken;
+};
+
+static void on_good(void *arg, struct job *j)
+{
+	struct reload *r = arg;
+
+	if (r->nfresh == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		struct job **nf = realloc(r->fresh, cap * sizeof *nf);
+		if (!nf) {
+			job_free(r->s->L, j);
+			return;
+		}
+		r->fresh = nf;
+		r->cap = cap;
+	}
+	r->fresh[r->nfresh++] = j;
+}
+
+static void on_bad(void *arg, const char *file, const char *msg)
+{
+	struct reload *r = arg;
+	const char *base = strrchr(file, '/');
+	size_t n;
+	char **nb;
+
+	log_msg(LOG_ERROR, NULL, 0, "%s", msg);
+	base = base ? base + 1 : file;
+	n = strlen(base);
+	if (n < 5 || strcmp(base + n - 4, ".lua") != 0)
+		return;
+	nb = realloc(r->broken, (r->nbroken + 1) * sizeof *nb);
+	if (!nb)
+		return;
+	r->broken = nb;
+	r->broken[r->nbroken++] = strndup(base, n - 4);
+}
+
+static int is_broken(struct reload *r, const char *name)
+{
+	for (size_t i = 0; i < r->nbroken; i++)
+		if (strcmp(r->broken[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Takes in a fresh definition for a job that exists: the schedule state and
+ * a run in progress stay, the definition is replaced. */
+static void replace_job(struct sched *s, struct job *old, struct job *fresh)
+{
+	int changed = strcmp(old->describe, fresh->describe) != 0;
+
+	fresh->next_fire_ms = old->next_fire_ms;
+	fresh->restart_at = old->restart_at;
+	fresh->backoff_ms = old->backoff_ms;
+	fresh->run = old->run;
+	fresh->elect = old->elect;
+	if (fresh->run)
+		fresh->run->job = fresh;
+	if (changed) {
+		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s", fresh->describe);
+		if (fresh->kind != JOB_SERVICE)
+			fresh->next_fire_ms = job_next_fire(s->L, fresh, runner_wall_ms());
+		else if (old->kind != JOB_SERVICE)
+			fresh->restart_at = runner_mono_ms();
+	}
+	old->run = NULL;
+	old->elect = NULL;
+	job_free(s->L, old);
+}
+
+static void load_jobs(struct sched *s, int reload)
+{
+	struct reload r = { .s = s };
+	int seen = job_load_dir(s->L, s->cfg->jobs, on_good, on_bad, &r);
+
+	if (seen == 0)
+		log_msg(LOG_WARN, NULL, 0, "no job files in %s (add NAME.lua files, then send SIGHUP)",
+		        s->cfg->jobs);
+	/* Jobs whose file is gone: stopped, then dropped.  A broken file keeps
+	 * its last good definition. */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct job *j = s->jobs[i];
+		int present = is_broken(&r, j->name);
+
+		if (present && reload)
+			log_msg(LOG_WARN, j->name, 0, "keeps its last good definition: %s has problems",
+			        j->file);
+		for (size_t k = 0; k < r.nfresh && !present; k++)
+			present = strcmp(r.fresh[k]->name, j->name) == 0;
+		if (!present && seen >= 0 && !j->removed) {
+			j->removed = 1;
+			log_msg(LOG_INFO, j->name, 0, "removed: %s is gone", j->file);
+			if (j->run)
+				runner_stop(j->run, "job file removed");
+		}
+	}
+	for (size_t k = 0; k < r.nfresh; k++) {
+		struct job *old = find_job(s, r.fresh[k]->name);
+
+		if (old && !old->removed) {
+			for (size_t i = 0; i < s->njobs; i++)
+				if (s->jobs[i] == old)
+					s->jobs[i] = r.fresh[k];
+			replace_job(s, old, r.fresh[k]);
+		} else {
+			add_job(s, r.fresh[k]);
+			schedule(s, r.fresh[k]);
+			log_msg(LOG_INFO, r.fresh[k]->name, 0, "%s: %s",
+			        reload ? "added" : "loaded", r.fresh[k]->describe);
+		}
+	}
+	for (size_t i = 0; i < r.nbroken; i++)
+		free(r.broken[i]);
+	free(r.broken);
+	free(r.fresh);
+}
+
+/* ---- runs ---- */
+
+/* Whether this replica may run the job now.  The election gates singleton
+ * jobs here once singleton mode is on. */
+static int may_run(struct sched *s, struct job *j)
+{
+	(void)s;
+	return !j->removed;
+}
+
+static void start_run(struct sched *s, struct job *j, int64_t scheduled_ms)
+{
+	struct run_info info = {
+		.replica = s->owner,
+		.token = 0,
+		.scheduled_ms = scheduled_ms,
+		.grace_ms = s->cfg->grace_ms,
+	};
+	struct run *r = runner_start(s->L, j, &info);
+
+	if (!r)
+		return;
+	j->run = r;
+	r->next = s->runs;
+	s->runs = r;
+}
+
+static void finish_run(struct sched *s, struct run *r)
+{
+	struct job *j = r->job;
+	int failed;
+	int64_t ran;
+
+	runner_report(r, &failed);
+	ran = runner_mono_ms() - r->started_ms;
+	if (j) {
+		j->run = NULL;
+		if (j->kind == JOB_SERVICE && !s->stopping) {
+			if (ran >= SERVICE_BACKOFF_MAX)
+				j->backoff_ms = 0;
+			j->backoff_ms = j->backoff_ms ? j->backoff_ms * 2 : SERVICE_BACKOFF_MIN;
+			if (j->backoff_ms > SERVICE_BACKOFF_MAX)
+				j->backoff_ms = SERVICE_BACKOFF_MAX;
+			j->restart_at = runner_mono_ms() + j->backoff_ms;
+			log_msg(LOG_INFO, j->name, 0, "service %s; restarting in %.1fs",
+			        failed ? "failed" : "returned", j->backoff_ms / 1000.0);
+		}
+	}
+}
+
+static void reap(struct sched *s)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (struct run *r = s->runs; r; r = r->next)
+			if (r->pid == pid)
+				runner_exited(r, status);
+}
+
+static void collect(struct sched *s)
+{
+	struct run **p = &s->runs;
+
+	while (*p) {
+		struct run *r = *p;
+		if (runner_done(r)) {
+			*p = r->next;
+			finish_run(s, r);
+			runner_free(r);
+		} else {
+			p = &r->next;
+		}
+	}
+}
+
+/* Drops removed jobs once their run is over. */
+static void sweep(struct sched *s)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct job *j = s->jobs[i];
+		if (j->removed && !j->run)
+			job_free(s->L, j);
+		else
+			s->jobs[w++] = j;
+	}
+	s->njobs = w;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Starts what is due; returns the time to sleep in ms. */
+static int64_t due(struct sched *s)
+{
+	int64_t wall = runner_wall_ms(), mono = runner_mono_ms();
+	int64_t sleep_ms = 60000;
+
+	for (size_t i = 0; i < s->njobs && !s->stopping; i++) {
+		struct job *j = s->jobs[i];
+
+		if (!may_run(s, j))
+			continue;
+		if (j->kind == JOB_SERVICE) {
+			if (!j->run && mono >= j->restart_at)
+				start_run(s, j, 0);
+			if (!j->run)
+				sleep_ms = min64(sleep_ms, j->restart_at - mono);
+			continue;
+		}
+		if (j->next_fire_ms < 0)
+			continue;
+		if (wall >= j->next_fire_ms) {
+			if (j->run) {
+				char at[32];
+				time_t secs = (time_t)(j->next_fire_ms / 1000);
+				struct tm tm;
+
+				gmtime_r(&secs, &tm);
+				strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+				log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going",
+				        at, j->run->id);
+			} else {
+				start_run(s, j, j->next_fire_ms);
+			}
+			j->next_fire_ms = job_next_fire(s->L, j, wall);
+			if (j->next_fire_ms < 0)
+				continue;
+		}
+		sleep_ms = min64(sleep_ms, j->next_fire_ms - wall);
+	}
+	for (struct run *r = s->runs; r; r = r->next) {
+		int64_t t = runner_tick(r, mono);
+		if (t != INT64_MAX)
+			sleep_ms = min64(sleep_ms, t - mono);
+	}
+	return sleep_ms < 0 ? 0 : sleep_ms;
+}
+
+static void on_signal(struct sched *s)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->sigfd, &si, sizeof si) == sizeof si) {
+		switch (si.ssi_signo) {
+		case SIGCHLD:
+			reap(s);
+			break;
+		case SIGHUP:
+			log_msg(LOG_INFO, NULL, 0, "SIGHUP: reloading %s", s->cfg->jobs);
+			load_jobs(s, 1);
+			break;
+		case SIGTERM:
+		case SIGINT:
+			if (s->stopping) {
+				s->stopping = 2;
+				log_msg(LOG_WARN, NULL, 0, "%s again: killing every run now",
+				        strsignal(si.ssi_signo));
+				for (struct run *r = s->runs; r; r = r->next)
+					kill(-r->pid, SIGKILL);
+				break;
+			}
+			s->stopping = 1;
+			log_msg(LOG_INFO, NULL, 0, "%s: stopping", strsignal(si.ssi_signo));
+			for (struct run *r = s->runs; r; r = r->next)
+				runner_stop(r, "shutdown");
+			break;
+		}
+	}
+}
+
+static size_t count_runs(struct sched *s)
+{
+	size_t n = 0;
+
+	for (struct run *r = s->runs; r; r = r->next)
+		n++;
+	return n;
+}
+
+int loop_run(lua_State *L, const struct cfg *cfg)
+{
+	struct sched s = { .L = L, .cfg = cfg, .sigfd = -1 };
+	struct pollfd *pfd = NULL;
+	struct run **pruns = NULL;
+	int *pidx = NULL;
+	sigset_t mask;
+	int rc = 1;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	s.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (s.sigfd < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "signalfd: %s", strerror(errno));
+		return 1;
+	}
+	loop_owner_id(cfg, s.owner, sizeof s.owner);
+	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
+	        LEASH_VERSION, s.owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
+	load_jobs(&s, 0);
+
+	for (;;) {
+		int64_t wait_ms = due(&s);
+		size_t nruns = count_runs(&s), n = 0;
+		struct timespec ts;
+
+		if (s.stopping && !s.runs)
+			break;
+		pfd = realloc(pfd, (1 + 3 * nruns) * sizeof *pfd);
+		pruns = realloc(pruns, (1 + 3 * nruns) * sizeof *pruns);
+		pidx = realloc(pidx, (1 + 3 * nruns) * sizeof *pidx);
+		if (!pfd || !pruns || !pidx) {
+			log_msg(LOG_ERROR, NULL, 0, "out of memory");
+			goto done;
+		}
+		pfd[n++] = (struct pollfd){ s.sigfd, POLLIN, 0 };
+		for (struct run *r = s.runs; r; r = r->next)
+			for (int i = 0; i < 3; i++)
+				if (r->fd[i] >= 0) {
+					pruns[n] = r;
+					pidx[n] = i;
+					pfd[n++] = (struct pollfd){ r->fd[i], POLLIN, 0 };
+				}
+		ts.tv_sec = wait_ms / 1000;
+		ts.tv_nsec = (wait_ms % 1000) * 1000000;
+		if (ppoll(pfd, n, &ts, NULL) < 0 && errno != EINTR) {
+			log_msg(LOG_ERROR, NULL, 0, "ppoll: %s", strerror(errno));
+			goto done;
+		}
+		for (size_t i = 1; i < n; i++)
+			if (pfd[i].revents)
+				runner_read(pruns[i], pidx[i]);
+		if (pfd[0].revents)
+			on_signal(&s);
+		collect(&s);
+		sweep(&s);
+	}
+	log_msg(LOG_INFO, NULL, 0, "stopped");
+	rc = 0;
+done:
+	free(pfd);
+	free(pruns);
+	free(pidx);
+	for (size_t i = 0; i < s.njobs; i++)
+		job_free(L, s.jobs[i]);
+	free(s.jobs);
+	close(s.sigfd);
+	return rc;
+}

@@ -1,0 +1,80 @@
+/* runner.h - one forked child per run of a job body. */
+#ifndef LEASH_RUNNER_H
+#define LEASH_RUNNER_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <lua.h>
+
+#include "job.h"
+
+/* The parent pushes a child's stop deadline forward with this real-time
+ * signal; its value is the new deadline in CLOCK_BOOTTIME milliseconds. */
+#define RUNNER_FENCE_SIGNAL (SIGRTMIN + 1)
+
+struct run_info {
+	const char *replica;
+	int64_t token;
+	int64_t scheduled_ms;           /* wall clock; 0 for a service */
+	int64_t fence_stop_ms;          /* boottime: the body is stopped here; 0 = never */
+	int64_t fence_slack_ms;         /* the child kills itself this long after that */
+	int64_t grace_ms;               /* SIGTERM to SIGKILL */
+};
+
+struct linebuf {
+	char b[4096];
+	size_t n;
+};
+
+struct run {
+	pid_t pid;
+	long id;
+	struct job *job;
+	int fd[3];                      /* stdout, stderr, log records; -1 once closed */
+	struct linebuf lb[3];
+	int64_t started_ms;             /* monotonic */
+	int64_t timeout_at;             /* monotonic; 0 = none */
+	int64_t kill_at;                /* monotonic; SIGKILL then; 0 = not stopping */
+	int64_t grace_ms;
+	const char *stop_reason;        /* why the parent stopped it */
+	int exited, status;
+	struct run *next;
+};
+
+/* Forks a child that runs job's body with a ctx built from info.  NULL with
+ * the reason logged when the fork fails. */
+struct run *runner_start(lua_State *L, struct job *, const struct run_info *);
+
+/* Reads what is ready on r->fd[i] and logs complete lines. */
+void runner_read(struct run *, int i);
+
+/* Asks the run to stop: SIGTERM to its process group now, SIGKILL after its
+ * grace (runner_tick sends it).  Stopping twice keeps the first reason. */
+void runner_stop(struct run *, const char *reason);
+
+/* Sends SIGKILL or SIGTERM when a deadline has come; returns the next
+ * monotonic time it needs to be called, or INT64_MAX. */
+int64_t runner_tick(struct run *, int64_t now_ms);
+
+/* Moves the child's self-fencing deadline to stop_ms (boottime). */
+void runner_push_fence(struct run *, int64_t stop_ms);
+
+/* Marks the child exited when pid is its pid. */
+void runner_exited(struct run *, int status);
+
+/* 1 once the child has exited and its pipes are drained; then logs the
+ * result and the caller frees it with runner_free. */
+int runner_done(struct run *);
+void runner_report(struct run *, int *failed);
+void runner_free(struct run *);
+
+/* Child side (lctx.c): arms the self-fencing kill timer; stop_ms 0 = none. */
+int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms);
+extern int lx_child_log_fd;
+
+int64_t runner_mono_ms(void);
+int64_t runner_boot_ms(void);
+int64_t runner_wall_ms(void);
+
+#endif
