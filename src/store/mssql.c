@@ -25,7 +25,10 @@
 
 /* The database clock, in ms since the Unix epoch. */
 #define NOW "DATEDIFF_BIG(millisecond, '19700101', SYSUTCDATETIME())"
-#define VC "VARCHAR(200)"
+/* NVARCHAR, so that any UTF-8 name of at most 200 bytes (at most 200 UTF-16
+ * units) survives; BIN2, so that names compare and sort by code point and
+ * case matters, as on the other providers. */
+#define VC "NVARCHAR(200)"
 
 struct ms_store {
 	struct store base;
@@ -40,7 +43,7 @@ struct ms_store {
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
 };
 
-/* One bound parameter: a VARCHAR(200) when s is set, else a BIGINT. */
+/* One bound parameter: an NVARCHAR(200) when s is set, else a BIGINT. */
 struct param {
 	const char *name;
 	const char *s;
@@ -191,11 +194,12 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	st->dupkey = 0;
 	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
+	/* db-lib sends an empty string as NULL: no parameters, no @params. */
 	if (dbrpcinit(st->db, "sp_executesql", 0) == FAIL ||
 	    dbrpcparam(st->db, "@stmt", 0, SYBVARCHAR, -1, (DBINT)strlen(stmt),
 	               (BYTE *)stmt) == FAIL ||
-	    dbrpcparam(st->db, "@params", 0, SYBVARCHAR, -1, (DBINT)strlen(decl),
-	               (BYTE *)decl) == FAIL)
+	    (np > 0 && dbrpcparam(st->db, "@params", 0, SYBVARCHAR, -1, (DBINT)strlen(decl),
+	                          (BYTE *)decl) == FAIL))
 		goto rpcfail;
 	for (int i = 0; i < np; i++) {
 		rc = p[i].s ? dbrpcparam(st->db, p[i].name, 0, SYBVARCHAR, -1,

@@ -1,0 +1,453 @@
+#!/usr/bin/env python3
+"""tds_server.py - a small TDS 7.4 server that stands in for SQL Server in the
+mssql provider's tests.
+
+It speaks enough of the protocol for FreeTDS db-lib: PRELOGIN, LOGIN7 (with
+LOGINACK, ENVCHANGE and DONE, or error 18456 for a wrong password and 4060 for
+a missing database), RPC calls to sp_executesql with typed parameters, SQL
+batches, ATTENTION, and answers with COLMETADATA/ROW/ERROR/DONE tokens.
+
+It does not run T-SQL.  Each statement the provider sends starts with a tag,
+"/* leash:<kind> */"; STATEMENTS below maps each kind to a Python function
+that does the same thing on a SQLite file.  So it proves that mssql.c and
+FreeTDS work end to end (login, typed parameters, result parsing, duplicate
+keys, errors, timeouts, dropped connections), not that the T-SQL is right:
+only a real SQL Server proves that.
+
+Faults: before answering each RPC the server reads (and removes) the control
+file given by --ctl.  Its lines:
+    drop            close the connection instead of answering
+    delay <ms>      wait this long before answering
+    race <owner>    the next insert finds a row that <owner> inserted first
+                    (a duplicate key, error 2627)
+"""
+import argparse
+import os
+import re
+import socket
+import socketserver
+import sqlite3
+import struct
+import sys
+import threading
+import time
+
+# ---------------------------------------------------------------- the statements
+# Each function gets (db, table, params, faults) and returns the batch's
+# answer: a list of ("rows", columns, rows) and ("error", number, class, text).
+# Columns are (name, "int" | "str").
+
+LEASE_COLS = [("got", "int"), ("owner", "str"), ("token", "int"),
+              ("expires_at", "int"), ("now", "int")]
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def create(db, t, p, faults):
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (name TEXT PRIMARY KEY, '
+               'owner TEXT NOT NULL, token INTEGER NOT NULL, acquired_at INTEGER NOT NULL, '
+               'renewed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)')
+    return []
+
+
+def holder(db, t, name, now):
+    r = db.execute(f'SELECT owner, token, expires_at FROM "{t}" WHERE name = ?',
+                   (name,)).fetchone()
+    return ("rows", LEASE_COLS, [(0,) + tuple(r or ("", 0, 0)) + (now,)])
+
+
+def try_acquire(db, t, p, faults):
+    name, owner, ms, now = p["@name"], p["@owner"], p["@ms"], now_ms()
+    out = []
+    row = db.execute(f'SELECT owner, token, acquired_at, expires_at FROM "{t}" '
+                     'WHERE name = ?', (name,)).fetchone()
+    if row and (row[0] == owner or row[3] <= now):
+        same = row[0] == owner and row[3] > now
+        token = row[1] if same else row[1] + 1
+        acquired = row[2] if same else now
+        db.execute(f'UPDATE "{t}" SET owner = ?, token = ?, acquired_at = ?, renewed_at = ?, '
+                   'expires_at = ? WHERE name = ?', (owner, token, acquired, now, now + ms, name))
+        return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now)])]
+    if row:
+        return [holder(db, t, name, now)]
+    if "race" in faults:        # another replica inserts between UPDATE and INSERT
+        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+                   (name, faults["race"], now, now, now + 60000))
+    try:
+        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+                   (name, owner, now, now, now + ms))
+    except sqlite3.IntegrityError:
+        out.append(("error", 2627, 14, "Violation of PRIMARY KEY constraint. "
+                    f"Cannot insert duplicate key in object 'dbo.{t}'."))
+        return out + [holder(db, t, name, now)]
+    return [("rows", LEASE_COLS, [(1, owner, 1, now + ms, now)])]
+
+
+def renew(db, t, p, faults):
+    name, owner, ms, now = p["@name"], p["@owner"], p["@ms"], now_ms()
+    cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
+                     'WHERE name = ? AND owner = ? AND expires_at > ?',
+                     (now, now + ms, name, owner, now))
+    if cur.rowcount == 0:
+        return [holder(db, t, name, now)]
+    token = db.execute(f'SELECT token FROM "{t}" WHERE name = ?', (name,)).fetchone()[0]
+    return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now)])]
+
+
+def release(db, t, p, faults):
+    now = now_ms()
+    db.execute(f'UPDATE "{t}" SET expires_at = ? WHERE name = ? AND owner = ? '
+               'AND expires_at > ?', (now, p["@name"], p["@owner"], now))
+    return []
+
+
+def renew_all(db, t, p, faults):
+    owner, ms, now = p["@owner"], p["@ms"], now_ms()
+    names = [v for k, v in p.items() if re.fullmatch(r"@n\d+", k)]
+    rows = []
+    for name in dict.fromkeys(names):
+        cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
+                         'WHERE name = ? AND owner = ? AND expires_at > ?',
+                         (now, now + ms, name, owner, now))
+        if cur.rowcount:
+            rows.append(db.execute(f'SELECT name, token FROM "{t}" WHERE name = ?',
+                                   (name,)).fetchone())
+    return [("rows", [("name", "str"), ("token", "int")], rows)]
+
+
+def list_leases(db, t, p, faults):
+    rows = db.execute(f'SELECT name, owner, token, acquired_at, renewed_at, expires_at '
+                      f'FROM "{t}" ORDER BY name').fetchall()
+    cols = [("name", "str"), ("owner", "str"), ("token", "int"), ("acquired_at", "int"),
+            ("renewed_at", "int"), ("expires_at", "int")]
+    return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", cols, rows)]
+
+
+STATEMENTS = {
+    "create": create,
+    "try_acquire": try_acquire,
+    "renew": renew,
+    "release": release,
+    "renew_all": renew_all,
+    "list": list_leases,
+}
+
+# ---------------------------------------------------------------- TDS encoding
+PRELOGIN, LOGIN7, SQL_BATCH, RPC, ATTENTION, REPLY = 0x12, 0x10, 0x01, 0x03, 0x06, 0x04
+DONE_MORE, DONE_ERROR, DONE_COUNT, DONE_ATTN = 0x01, 0x02, 0x10, 0x20
+COLLATION = bytes([0x09, 0x04, 0xD0, 0x00, 0x34])     # SQL_Latin1_General_CP1_CI_AS
+
+
+def b_varchar(s):
+    b = s.encode("utf-16-le")
+    return bytes([len(b) // 2]) + b
+
+
+def us_varchar(s):
+    b = s.encode("utf-16-le")
+    return struct.pack("<H", len(b) // 2) + b
+
+
+def token(kind, body):
+    return bytes([kind]) + struct.pack("<H", len(body)) + body
+
+
+def done(kind, status, count=0):
+    return struct.pack("<BHHQ", kind, status, 0, count)
+
+
+def message(kind, number, cls, text):
+    return token(kind, struct.pack("<IBB", number, 1, cls) + us_varchar(text)
+                 + b_varchar("leash-tds") + b_varchar("") + struct.pack("<I", 1))
+
+
+def envchange(kind, new, old):
+    return token(0xE3, bytes([kind]) + b_varchar(new) + b_varchar(old))
+
+
+def colmetadata(cols):
+    out = bytearray(b"\x81" + struct.pack("<H", len(cols)))
+    for name, kind in cols:
+        out += struct.pack("<IH", 0, 0x0001)             # user type, nullable
+        out += b"\x26\x08" if kind == "int" else b"\xe7" + struct.pack("<H", 400) + COLLATION
+        out += b_varchar(name)
+    return bytes(out)
+
+
+def row(cols, values):
+    out = bytearray(b"\xd1")
+    for (_, kind), v in zip(cols, values):
+        if v is None:
+            out += b"\x00" if kind == "int" else b"\xff\xff"
+        elif kind == "int":
+            out += b"\x08" + struct.pack("<q", v)
+        else:
+            b = v.encode("utf-16-le", "surrogatepass")
+            out += struct.pack("<H", len(b)) + b
+    return bytes(out)
+
+
+class Reader:
+    def __init__(self, data, pos=0):
+        self.data, self.pos = data, pos
+
+    def take(self, n):
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def u8(self):
+        return self.take(1)[0]
+
+    def unpack(self, fmt):
+        return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt)))[0]
+
+    def typed(self):
+        """One TYPE_INFO and its value, as db-lib sends RPC parameters."""
+        t = self.last_type = self.u8()
+        if t in (0x26, 0x68, 0x6D):                       # INTN, BITN, FLTN
+            self.u8()
+            n = self.u8()
+            return int.from_bytes(self.take(n), "little", signed=True) if n else None
+        fixed = {0x30: 1, 0x34: 2, 0x38: 4, 0x7F: 8, 0x32: 1}
+        if t in fixed:
+            return int.from_bytes(self.take(fixed[t]), "little", signed=t != 0x30)
+        wide = t in (0xE7, 0xEF, 0x63)
+        codec = "utf-16-le" if wide else "cp1252"
+        if t in (0xE7, 0xEF, 0xA7, 0xAF):                 # (N)VARCHAR, (N)CHAR
+            maxlen = self.unpack("H")
+            self.take(5)
+            if maxlen == 0xFFFF:                          # (max): chunked
+                if self.unpack("Q") == 0xFFFFFFFFFFFFFFFF:
+                    return None
+                parts = []
+                while (n := self.unpack("I")):
+                    parts.append(self.take(n))
+                return b"".join(parts).decode(codec, "surrogatepass")
+            n = self.unpack("H")
+            return None if n == 0xFFFF else self.take(n).decode(codec, "surrogatepass")
+        if t in (0x63, 0x23):                             # NTEXT, TEXT
+            self.unpack("I")
+            self.take(5)
+            n = self.unpack("I")
+            return None if n == 0xFFFFFFFF else self.take(n).decode(codec, "surrogatepass")
+        raise ValueError(f"parameter type 0x{t:02x} is not supported")
+
+
+# ---------------------------------------------------------------- the server
+class Handler(socketserver.BaseRequestHandler):
+    def setup(self):
+        self.packet_size = 4096
+        self.db = None
+
+    def recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.request.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("client closed")
+            buf += chunk
+        return buf
+
+    def recv_message(self):
+        kind, data = None, b""
+        while True:
+            head = self.recv_exact(8)
+            kind, status, length = head[0], head[1], struct.unpack(">H", head[2:4])[0]
+            data += self.recv_exact(length - 8)
+            if status & 1:
+                return kind, data
+
+    def send(self, payload):
+        room = self.packet_size - 8
+        chunks = [payload[i:i + room] for i in range(0, len(payload), room)] or [b""]
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            self.request.sendall(struct.pack(">BBHHBB", REPLY, 1 if last else 0,
+                                             len(chunk) + 8, 0, i + 1 & 0xFF, 0) + chunk)
+
+    def handle(self):
+        try:
+            while True:
+                kind, data = self.recv_message()
+                if kind == PRELOGIN:
+                    self.prelogin()
+                elif kind == LOGIN7:
+                    if not self.login(data):
+                        return
+                elif kind == RPC:
+                    if not self.rpc(data):
+                        return
+                elif kind == SQL_BATCH:
+                    self.send(done(0xFD, 0))
+                elif kind == ATTENTION:
+                    self.send(done(0xFD, DONE_ATTN))
+                else:
+                    return
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            if self.db:
+                self.db.close()
+
+    def prelogin(self):
+        opts = [(0, bytes([16, 0, 0, 0, 0, 0])),  # version
+                (1, b"\x02"),                     # encryption: not supported
+                (2, b"\x00"),                     # instance: ok
+                (3, b""),                         # thread id
+                (4, b"\x00")]                     # no MARS
+        head, body = b"", b""
+        offset = len(opts) * 5 + 1
+        for kind, value in opts:
+            head += struct.pack(">BHH", kind, offset + len(body), len(value))
+            body += value
+        self.send(head + b"\xff" + body)
+
+    def login(self, data):
+        def field(at):
+            off, n = struct.unpack_from("<HH", data, at)
+            return data[off:off + 2 * n]
+        self.packet_size = struct.unpack_from("<I", data, 8)[0] or 4096
+        user = field(40).decode("utf-16-le")
+        pw = bytes(((b ^ 0xA5) >> 4 | ((b ^ 0xA5) & 0x0F) << 4) for b in field(44))
+        database = field(68).decode("utf-16-le")
+        cfg = self.server.cfg
+        if user != cfg.user or pw.decode("utf-16-le") != cfg.password:
+            self.send(message(0xAA, 18456, 14, f"Login failed for user '{user}'.")
+                      + done(0xFD, DONE_ERROR))
+            return False
+        if database and database != cfg.database:
+            self.send(message(0xAA, 4060, 11, f'Cannot open database "{database}" requested '
+                              "by the login. The login failed.")
+                      + message(0xAA, 18456, 14, f"Login failed for user '{user}'.")
+                      + done(0xFD, DONE_ERROR))
+            return False
+        self.db = sqlite3.connect(cfg.db, timeout=30, isolation_level=None)
+        ack = (bytes([1]) + bytes([0x74, 0, 0, 4]) + b_varchar("Microsoft SQL Server")
+               + bytes([16, 0, 0, 0]))
+        self.send(envchange(1, cfg.database, "master")
+                  + token(0xE3, b"\x07\x05" + COLLATION + b"\x00")
+                  + envchange(2, "us_english", "")
+                  + token(0xAD, ack)
+                  + envchange(4, str(self.packet_size), "4096")
+                  + done(0xFD, 0))
+        return True
+
+    def rpc(self, data):
+        r = Reader(data, struct.unpack_from("<I", data, 0)[0])   # skip ALL_HEADERS
+        n = r.unpack("H")
+        proc = {10: "sp_executesql"}.get(r.unpack("H")) if n == 0xFFFF else \
+            r.take(2 * n).decode("utf-16-le")
+        r.unpack("H")                                               # option flags
+        params = []
+        while r.pos < len(data) and data[r.pos] not in (0x80, 0xFF):
+            name = r.take(2 * r.u8()).decode("utf-16-le")
+            r.u8()                                                  # status
+            params.append((name, r.typed()))
+            if self.server.cfg.verbose:
+                print(f"param {name} type 0x{r.last_type:02x}", file=sys.stderr, flush=True)
+        faults = self.server.take_faults()
+        if "drop" in faults:
+            self.request.shutdown(socket.SHUT_RDWR)
+            return False
+        if "delay" in faults:
+            time.sleep(int(faults["delay"]) / 1000)
+        self.send(self.execute(proc, params, faults))
+        return True
+
+    def execute(self, proc, params, faults):
+        """Runs one sp_executesql call; returns the encoded answer."""
+        out, failed = bytearray(), False
+        try:
+            answer = self.answer(proc, params, faults)
+        except Exception as e:                    # a bug here is a test failure
+            answer = [("error", 50000, 16, f"leash TDS test server: {e}")]
+        for item in answer:
+            if item[0] == "error":
+                failed = True
+                out += message(0xAA, item[1], item[2], item[3])
+                out += done(0xFF, DONE_MORE | DONE_ERROR)
+            else:
+                _, cols, rows = item
+                out += colmetadata(cols)
+                for values in rows:
+                    out += row(cols, values)
+                out += done(0xFF, DONE_MORE | DONE_COUNT, len(rows))
+        out += b"\x79" + struct.pack("<i", 1 if failed else 0)           # RETURNSTATUS
+        out += done(0xFE, DONE_ERROR if failed else 0)
+        return bytes(out)
+
+    def answer(self, proc, params, faults):
+        if proc != "sp_executesql" or not params:
+            return [("error", 2812, 16, f"Could not find stored procedure '{proc}'.")]
+        stmt = params[0][1]
+        decl = params[1][1] if len(params) > 1 else ""
+        values = dict(params[2:])
+        m = re.match(r"/\* leash:(\w+) \*/", stmt)
+        fn = STATEMENTS.get(m.group(1)) if m else None
+        table = re.search(r"\[(\w+)\]", stmt)
+        if not fn or not table:
+            return [("error", 102, 15, f"leash TDS test server: unknown statement {stmt[:60]!r}")]
+        decls = [re.fullmatch(r"(@\w+) (NVARCHAR\(200\)|BIGINT)", d.strip())
+                 for d in decl.split(",") if d.strip()]
+        if not all(decls) or sorted(d.group(1) for d in decls) != sorted(values):
+            return [("error", 8178, 16, f"parameters {sorted(values)} do not match "
+                     f"the declaration {decl[:80]!r}")]
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(self.db, table.group(1), values, faults)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return result
+
+
+class Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, cfg):
+        super().__init__(("127.0.0.1", cfg.port), Handler)
+        self.cfg = cfg
+        self.lock = threading.Lock()
+
+    def take_faults(self):
+        with self.lock:
+            try:
+                with open(self.cfg.ctl) as f:
+                    lines = f.read().splitlines()
+                os.unlink(self.cfg.ctl)
+            except FileNotFoundError:
+                return {}
+        faults = {}
+        for line in lines:
+            if line.strip():
+                key, _, value = line.strip().partition(" ")
+                faults[key] = value
+        return faults
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--db", required=True, help="the SQLite file")
+    ap.add_argument("--ctl", required=True, help="the fault control file")
+    ap.add_argument("--user", default="leash")
+    ap.add_argument("--password", default="leash")
+    ap.add_argument("--database", default="leash")
+    ap.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    cfg = ap.parse_args()
+    server = Server(cfg)
+    tmp = cfg.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{server.server_address[1]}\n")
+    os.rename(tmp, cfg.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
