@@ -1,11 +1,687 @@
-/* postgres.c - placeholder until the provider lands. */
+/* postgres.c - the lease store on PostgreSQL (libpq).
+ *
+ * Every operation is one prepared statement, one round trip, in autocommit;
+ * time is clock_timestamp() read once per statement (now() would be the
+ * transaction's start).  The client enforces its own deadlines with the
+ * asynchronous API and poll(), so a server that stops answering (killed,
+ * frozen, unplugged) gives an error within the timeout instead of a hang;
+ * after a broken connection the next call connects again and re-prepares.
+ * A release NOTIFYs the channel named after the table, with the lease name
+ * as payload, in the same statement; the connection LISTENs on it.
+ */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
 #include "store/store.h"
+
+#define NOW "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+/* The upsert's SET and WHERE, shared by try_acquire and acquire_all: the
+ * token grows unless the same owner held it unexpired; a lease held by
+ * another owner and not expired is left alone. */
+#define MINE "l.owner = EXCLUDED.owner AND l.expires_at > EXCLUDED.acquired_at"
+#define UPSERT_SET \
+	" ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner," \
+	"  token = CASE WHEN " MINE " THEN l.token ELSE l.token + 1 END," \
+	"  acquired_at = CASE WHEN " MINE " THEN l.acquired_at ELSE EXCLUDED.acquired_at END," \
+	"  renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at" \
+	" WHERE l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at"
+
+enum {
+	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
+	Q_FLOOR_SELECT, Q_MAX
+};
+
+static const char *const q_name[Q_MAX] = {
+	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
+	"leash_acquire_all", "leash_list", "leash_floor_select",
+};
+
+/* %1$s is the table name (checked by store_open), quoted where used. */
+static const char *const q_text[Q_MAX] = {
+	[Q_ACQUIRE] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
+	"  SELECT $1, $2, 1, now, now, now + $3::bigint FROM t0"
+	UPSERT_SET
+	"  RETURNING l.owner, l.token, l.expires_at)"
+	" SELECT up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
+	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now"
+	" FROM t0 LEFT JOIN up ON true LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = $1",
+	[Q_RENEW] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" up AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
+	"  WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.now"
+	"  RETURNING l.owner, l.token, l.expires_at)"
+	" SELECT up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
+	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now"
+	" FROM t0 LEFT JOIN up ON true LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = $1",
+	[Q_RELEASE] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" up AS (UPDATE \"%1$s\" l SET expires_at = t0.now FROM t0"
+	"  WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.now RETURNING l.name)"
+	" SELECT pg_notify('%1$s', up.name) FROM up",
+	[Q_RENEW_ALL] =
+	"WITH t0 AS (SELECT " NOW " AS now)"
+	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
+	" RETURNING l.name, l.token",
+	[Q_ACQUIRE_ALL] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" req AS (SELECT DISTINCT n AS name FROM unnest($2::text[]) AS n),"
+	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
+	"  SELECT req.name, $1, 1, t0.now, t0.now, t0.now + $3::bigint FROM req CROSS JOIN t0"
+	"  ORDER BY req.name COLLATE \"C\""
+	UPSERT_SET
+	"  RETURNING l.name, l.owner, l.token, l.expires_at)"
+	" SELECT req.name, up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
+	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now"
+	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
+	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
+	[Q_LIST] =
+	"SELECT t0.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at"
+	" FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
+	" ORDER BY l.name COLLATE \"C\"",
+	[Q_FLOOR_SELECT] = "SELECT 1",
+};
+
+struct pg_store {
+	struct store base;
+	PGconn *conn;
+	char *conninfo;
+	char table[64];
+	int connect_timeout_ms, statement_timeout_ms;
+	int bound_ms;                   /* set_timeout, 0 = none */
+	int floor_ready;
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The first line of a libpq message, without "ERROR:  " noise. */
+static void first_line(char *dst, size_t n, const char *msg)
+{
+	const char *p = msg ? msg : "unknown error";
+	const char *f = strstr(p, " failed: ");
+	size_t len;
+
+	if (f)
+		p = f + 9;
+	if (strncmp(p, "ERROR:  ", 8) == 0 || strncmp(p, "FATAL:  ", 8) == 0)
+		p += 8;
+	len = strcspn(p, "\n");
+	snprintf(dst, n, "%.*s", (int)len, p);
+}
+
+static void drop_conn(struct pg_store *ps)
+{
+	PQfinish(ps->conn);
+	ps->conn = NULL;
+	ps->floor_ready = 0;
+}
+
+/* Waits until the socket is ready for `events` or the deadline passes:
+ * 1 ready, 0 timed out, -1 error. */
+static int wait_sock(PGconn *c, short events, int64_t deadline)
+{
+	struct pollfd p = { .fd = PQsocket(c), .events = events };
+
+	if (p.fd < 0)
+		return -1;
+	for (;;) {
+		int64_t left = deadline - mono_ms();
+		int rc;
+
+		if (left <= 0)
+			return 0;
+		rc = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
+		if (rc > 0)
+			return 1;
+		if (rc == 0)
+			continue;
+		if (errno != EINTR)
+			return -1;
+	}
+}
+
+static int conn_fail(struct pg_store *ps, PGconn *c, const char *why)
+{
+	char msg[STORE_ERR_MAX];
+	const char *host = c ? PQhost(c) : NULL, *port = c ? PQport(c) : NULL;
+
+	if (why)
+		snprintf(msg, sizeof msg, "%s", why);
+	else
+		first_line(msg, sizeof msg, c ? PQerrorMessage(c) : NULL);
+	if (host && *host)
+		return store_fail(&ps->base, "postgres: connect to %s:%s: %s", host,
+		                  port && *port ? port : "5432", msg);
+	return store_fail(&ps->base, "postgres: connect: %s", msg);
+}
+
+/* Sends one query (prepared when name is set, else plain SQL text, else a
+ * Prepare of sql under name when prep is set) and waits for its results until
+ * the deadline.  Returns the last result (caller PQclear()s) or NULL with
+ * s->err set; a dead or timed-out connection is dropped. */
+static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, const char *sql,
+                           int nparams, const char *const *vals, int64_t deadline,
+                           const char *what)
+{
+	PGconn *c = ps->conn;
+	PGresult *res, *keep = NULL;
+	int ok, w;
+
+	if (prep)
+		ok = PQsendPrepare(c, name, sql, nparams, NULL);
+	else if (name)
+		ok = PQsendQueryPrepared(c, name, nparams, vals, NULL, NULL, 0);
+	else if (nparams == 0)
+		ok = PQsendQuery(c, sql);
+	else
+		ok = PQsendQueryParams(c, sql, nparams, NULL, vals, NULL, NULL, 0);
+	if (!ok)
+		goto broken;
+	while ((w = PQflush(c)) == 1) {
+		int r = wait_sock(c, POLLOUT | POLLIN, deadline);
+
+		if (r == 0)
+			goto timeout;
+		if (r < 0 || !PQconsumeInput(c))
+			goto broken;
+	}
+	if (w < 0)
+		goto broken;
+	for (;;) {
+		while (PQisBusy(c)) {
+			int r = wait_sock(c, POLLIN, deadline);
+
+			if (r == 0)
+				goto timeout;
+			if (r < 0 || !PQconsumeInput(c))
+				goto broken;
+		}
+		if (!(res = PQgetResult(c)))
+			break;
+		if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+			PQclear(res);
+			continue;
+		}
+		PQclear(keep);
+		keep = res;
+	}
+	if (!keep)
+		goto broken;
+	if (PQresultStatus(keep) != PGRES_TUPLES_OK && PQresultStatus(keep) != PGRES_COMMAND_OK) {
+		char msg[STORE_ERR_MAX];
+
+		first_line(msg, sizeof msg, PQresultErrorMessage(keep));
+		store_fail(&ps->base, "postgres: %s: %s", what, msg);
+		PQclear(keep);
+		if (PQstatus(c) == CONNECTION_BAD)
+			drop_conn(ps);
+		return NULL;
+	}
+	return keep;
+timeout:
+	PQclear(keep);
+	store_fail(&ps->base, "postgres: %s: no answer within the timeout", what);
+	drop_conn(ps);
+	return NULL;
+broken:
+	PQclear(keep);
+	{
+		char msg[STORE_ERR_MAX];
+
+		first_line(msg, sizeof msg, PQerrorMessage(c));
+		store_fail(&ps->base, "postgres: %s: %s", what, msg);
+	}
+	drop_conn(ps);
+	return NULL;
+}
+
+static int run_ok(struct pg_store *ps, int prep, const char *name, const char *sql,
+                  int64_t deadline, const char *what)
+{
+	PGresult *r = roundtrip(ps, prep, name, sql, 0, NULL, deadline, what);
+
+	PQclear(r);
+	return r ? STORE_OK : STORE_ERR;
+}
+
+/* Connects and sets the session up: statement timeout, the table, LISTEN,
+ * the prepared statements.  Leaves ps->conn NULL on failure. */
+static int pg_connect(struct pg_store *ps, int64_t deadline)
+{
+	char secs[32], sql[4096];
+	const char *keys[] = { "connect_timeout", "application_name", "dbname", NULL };
+	const char *vals[] = { secs, "leash", ps->conninfo, NULL };
+	PGconn *c;
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	int64_t left = deadline - mono_ms();
+
+	snprintf(secs, sizeof secs, "%lld", (long long)(left < 2000 ? 2 : (left + 999) / 1000));
+	c = PQconnectStartParams(keys, vals, 1);
+	if (!c)
+		return store_fail(&ps->base, "postgres: connect: out of memory");
+	if (PQstatus(c) == CONNECTION_BAD)
+		goto fail;
+	while (st != PGRES_POLLING_OK) {
+		int r;
+
+		if (st == PGRES_POLLING_FAILED)
+			goto fail;
+		r = wait_sock(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
+		if (r == 0) {
+			conn_fail(ps, c, "no answer within the connect timeout");
+			PQfinish(c);
+			return STORE_ERR;
+		}
+		if (r < 0)
+			goto fail;
+		st = PQconnectPoll(c);
+	}
+	if (PQsetnonblocking(c, 1) != 0)
+		goto fail;
+	ps->conn = c;
+	snprintf(sql, sizeof sql,
+	         "SET statement_timeout = %d; SET lock_timeout = %d;"
+	         " SET idle_in_transaction_session_timeout = %d", ps->statement_timeout_ms,
+	         ps->statement_timeout_ms, 4 * ps->statement_timeout_ms);
+	if (run_ok(ps, 0, NULL, sql, deadline, "connect") < 0)
+		goto fail_setup;
+	snprintf(sql, sizeof sql,
+	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
+	         " name VARCHAR(200) PRIMARY KEY,"
+	         " owner VARCHAR(200) NOT NULL,"
+	         " token BIGINT NOT NULL,"
+	         " acquired_at BIGINT NOT NULL,"
+	         " renewed_at BIGINT NOT NULL,"
+	         " expires_at BIGINT NOT NULL)", ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "create table") < 0) {
+		/* Two processes creating it at once: one loses on the catalog. */
+		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create table") < 0)
+			goto fail_setup;
+	}
+	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "listen") < 0)
+		goto fail_setup;
+	for (int i = 0; i < Q_MAX; i++) {
+		snprintf(sql, sizeof sql, q_text[i], ps->table);
+		if (run_ok(ps, 1, q_name[i], sql, deadline, "prepare") < 0)
+			goto fail_setup;
+	}
+	return STORE_OK;
+fail_setup:
+	drop_conn(ps);
+	return STORE_ERR;
+fail:
+	conn_fail(ps, c, NULL);
+	PQfinish(c);
+	return STORE_ERR;
+}
+
+/* The connection, connected again when it broke while idle. */
+static int ensure_conn(struct pg_store *ps, int64_t *deadline)
+{
+	int64_t start = mono_ms();
+
+	if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK) {
+		struct pollfd p = { .fd = PQsocket(ps->conn), .events = POLLIN };
+
+		/* Data while idle: notifications, or the server saying goodbye. */
+		if (poll(&p, 1, 0) > 0 && (!PQconsumeInput(ps->conn) ||
+		                           PQstatus(ps->conn) != CONNECTION_OK))
+			drop_conn(ps);
+	} else if (ps->conn) {
+		drop_conn(ps);
+	}
+	if (!ps->conn) {
+		int64_t cd = start + (ps->bound_ms ? ps->bound_ms : ps->connect_timeout_ms);
+
+		if (pg_connect(ps, cd) < 0)
+			return STORE_ERR;
+	}
+	*deadline = ps->bound_ms ? start + ps->bound_ms
+	                         : mono_ms() + ps->statement_timeout_ms;
+	return STORE_OK;
+}
+
+/* One operation: a prepared statement with text parameters. */
+static PGresult *call(struct pg_store *ps, int q, int n, const char *const *vals,
+                      const char *what)
+{
+	int64_t deadline;
+
+	if (ensure_conn(ps, &deadline) < 0)
+		return NULL;
+	return roundtrip(ps, 0, q_name[q], NULL, n, vals, deadline, what);
+}
+
+static int64_t col_i64(PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+static void col_str(char *dst, PGresult *r, int row, int col)
+{
+	snprintf(dst, STORE_NAME_MAX + 1, "%s",
+	         PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
+}
+
+/* The answer of try_acquire / renew: got, owner, token, expires_at, now. */
+static int lease_answer(struct pg_store *ps, PGresult *r, struct lease_info *out,
+                        const char *what)
+{
+	int rc;
+
+	if (!r)
+		return STORE_ERR;
+	if (PQntuples(r) != 1 || PQnfields(r) != 5) {
+		PQclear(r);
+		return store_fail(&ps->base, "postgres: %s: unexpected answer", what);
+	}
+	col_str(out->owner, r, 0, 1);
+	out->token = col_i64(r, 0, 2);
+	out->expires_at = col_i64(r, 0, 3);
+	out->now = col_i64(r, 0, 4);
+	rc = PQgetvalue(r, 0, 0)[0] == 't' ? STORE_OK : STORE_NO;
+	PQclear(r);
+	return rc;
+}
+
+static int pg_try_acquire(struct store *s, const char *name, const char *owner, int64_t ms,
+                          struct lease_info *out)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char buf[24];
+	const char *v[3] = { name, owner, buf };
+
+	snprintf(buf, sizeof buf, "%lld", (long long)ms);
+	return lease_answer(ps, call(ps, Q_ACQUIRE, 3, v, "try_acquire"), out, "try_acquire");
+}
+
+static int pg_renew(struct store *s, const char *name, const char *owner, int64_t ms,
+                    struct lease_info *out)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char buf[24];
+	const char *v[3] = { name, owner, buf };
+
+	snprintf(buf, sizeof buf, "%lld", (long long)ms);
+	return lease_answer(ps, call(ps, Q_RENEW, 3, v, "renew"), out, "renew");
+}
+
+static int pg_release(struct store *s, const char *name, const char *owner)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	const char *v[2] = { name, owner };
+	PGresult *r = call(ps, Q_RELEASE, 2, v, "release");
+
+	if (!r)
+		return STORE_ERR;
+	PQclear(r);
+	return STORE_OK;
+}
+
+/* names as a text[] literal: {"a","b\"c"}. */
+static char *array_literal(const char *const *names, size_t n)
+{
+	size_t cap = 3, len = 0;
+	char *buf;
+
+	for (size_t i = 0; i < n; i++)
+		cap += strlen(names[i]) * 2 + 3;
+	if (!(buf = malloc(cap)))
+		return NULL;
+	buf[len++] = '{';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf[len++] = ',';
+		buf[len++] = '"';
+		for (const char *p = names[i]; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				buf[len++] = '\\';
+			buf[len++] = *p;
+		}
+		buf[len++] = '"';
+	}
+	buf[len++] = '}';
+	buf[len] = '\0';
+	return buf;
+}
+
+static int pg_renew_all(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char buf[24], *arr = array_literal(names, n);
+	const char *v[3] = { owner, arr, buf };
+	PGresult *r = NULL;
+	int rc = STORE_ERR;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!arr) {
+		store_fail(s, "postgres: renew_all: out of memory");
+		goto fail;
+	}
+	snprintf(buf, sizeof buf, "%lld", (long long)ms);
+	if (!(r = call(ps, Q_RENEW_ALL, 3, v, "renew_all")))
+		goto fail;
+	for (int row = 0; row < PQntuples(r); row++)
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(names[i], PQgetvalue(r, row, 0)) == 0)
+				tokens[i] = col_i64(r, row, 1);
+	rc = STORE_OK;
+fail:
+	PQclear(r);
+	free(arr);
+	return rc;
+}
+
+static int pg_acquire_all(struct store *s, const char *owner, const char *const *names,
+                          size_t n, int64_t ms, struct lease_info *out, int *got)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char buf[24], *arr = array_literal(names, n);
+	const char *v[3] = { owner, arr, buf };
+	PGresult *r = NULL;
+	int rc = STORE_ERR;
+
+	for (size_t i = 0; i < n; i++) {
+		got[i] = 0;
+		memset(&out[i], 0, sizeof out[i]);
+	}
+	if (!arr) {
+		store_fail(s, "postgres: acquire_all: out of memory");
+		goto fail;
+	}
+	snprintf(buf, sizeof buf, "%lld", (long long)ms);
+	if (!(r = call(ps, Q_ACQUIRE_ALL, 3, v, "acquire_all")))
+		goto fail;
+	for (int row = 0; row < PQntuples(r); row++)
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(names[i], PQgetvalue(r, row, 0)) != 0)
+				continue;
+			got[i] = PQgetvalue(r, row, 1)[0] == 't';
+			col_str(out[i].owner, r, row, 2);
+			out[i].token = col_i64(r, row, 3);
+			out[i].expires_at = col_i64(r, row, 4);
+			out[i].now = col_i64(r, row, 5);
+		}
+	rc = STORE_OK;
+fail:
+	PQclear(r);
+	free(arr);
+	return rc;
+}
+
+static int pg_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	PGresult *r = call(ps, Q_LIST, 0, NULL, "list");
+	struct lease_row *out = NULL;
+	size_t len = 0;
+	int nt;
+
+	if (!r)
+		return STORE_ERR;
+	nt = PQntuples(r);
+	if (nt > 0 && !(out = calloc((size_t)nt, sizeof *out))) {
+		PQclear(r);
+		return store_fail(s, "postgres: list: out of memory");
+	}
+	for (int row = 0; row < nt; row++) {
+		*now = col_i64(r, row, 0);
+		if (PQgetisnull(r, row, 1))
+			continue;
+		col_str(out[len].name, r, row, 1);
+		col_str(out[len].owner, r, row, 2);
+		out[len].token = col_i64(r, row, 3);
+		out[len].acquired_at = col_i64(r, row, 4);
+		out[len].renewed_at = col_i64(r, row, 5);
+		out[len].expires_at = col_i64(r, row, 6);
+		len++;
+	}
+	PQclear(r);
+	if (len == 0) {
+		free(out);
+		out = NULL;
+	}
+	*rows = out;
+	*n = len;
+	return STORE_OK;
+}
+
+static int pg_event_fd(struct store *s)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+
+	return ps->conn ? PQsocket(ps->conn) : -1;
+}
+
+static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), void *arg)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	PGnotify *nf;
+	int count = 0;
+
+	if (!ps->conn)
+		return 0;
+	if (!PQconsumeInput(ps->conn)) {
+		char msg[STORE_ERR_MAX];
+
+		first_line(msg, sizeof msg, PQerrorMessage(ps->conn));
+		drop_conn(ps);
+		return store_fail(s, "postgres: events: %s", msg);
+	}
+	while ((nf = PQnotifies(ps->conn))) {
+		/* Our own releases come back too; only others' matter. */
+		if (nf->be_pid != PQbackendPID(ps->conn)) {
+			fn(arg, nf->extra);
+			count++;
+		}
+		PQfreemem(nf);
+	}
+	return count;
+}
+
+static void pg_set_timeout(struct store *s, int ms)
+{
+	((struct pg_store *)s)->bound_ms = ms > 0 ? ms : 0;
+}
+
+static int pg_floor(struct store *s, int kind)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	int64_t deadline;
+	PGresult *r;
+	char sql[512];
+
+	if (kind == STORE_FLOOR_SELECT) {
+		r = call(ps, Q_FLOOR_SELECT, 0, NULL, "floor");
+		PQclear(r);
+		return r ? STORE_OK : STORE_ERR;
+	}
+	if (ensure_conn(ps, &deadline) < 0)
+		return STORE_ERR;
+	if (!ps->floor_ready) {
+		snprintf(sql, sizeof sql,
+		         "CREATE TABLE IF NOT EXISTS \"%s_floor\" (id int PRIMARY KEY, v bigint NOT NULL);"
+		         " INSERT INTO \"%s_floor\" VALUES (1, 0) ON CONFLICT DO NOTHING",
+		         ps->table, ps->table);
+		if (run_ok(ps, 0, NULL, sql, deadline, "floor") < 0)
+			return STORE_ERR;
+		snprintf(sql, sizeof sql, "UPDATE \"%s_floor\" SET v = v + 1 WHERE id = 1", ps->table);
+		if (run_ok(ps, 1, "leash_floor_update", sql, deadline, "floor") < 0)
+			return STORE_ERR;
+		ps->floor_ready = 1;
+	}
+	r = roundtrip(ps, 0, "leash_floor_update", NULL, 0, NULL, deadline, "floor");
+	PQclear(r);
+	return r ? STORE_OK : STORE_ERR;
+}
+
+static void pg_close(struct store *s)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+
+	if (!ps)
+		return;
+	PQfinish(ps->conn);
+	free(ps->conninfo);
+	free(ps);
+}
+
+static const struct store_ops postgres_ops = {
+	.name = "postgres",
+	.try_acquire = pg_try_acquire,
+	.renew = pg_renew,
+	.release = pg_release,
+	.renew_all = pg_renew_all,
+	.list = pg_list,
+	.close = pg_close,
+	.acquire_all = pg_acquire_all,
+	.event_fd = pg_event_fd,
+	.drain_events = pg_drain_events,
+	.set_timeout = pg_set_timeout,
+	.floor = pg_floor,
+};
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
 {
-	(void)o;
-	snprintf(err, errlen, "the postgres provider is not built yet");
+	struct pg_store *ps = calloc(1, sizeof *ps);
+
+	if (!ps) {
+		snprintf(err, errlen, "postgres: out of memory");
+		return NULL;
+	}
+	ps->base.ops = &postgres_ops;
+	snprintf(ps->table, sizeof ps->table, "%s", o->table ? o->table : "leash_leases");
+	ps->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 5000;
+	ps->statement_timeout_ms = o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000;
+	if (!(ps->conninfo = strdup(o->conninfo ? o->conninfo : ""))) {
+		snprintf(err, errlen, "postgres: out of memory");
+		goto fail;
+	}
+	if (pg_connect(ps, mono_ms() + ps->connect_timeout_ms) < 0) {
+		snprintf(err, errlen, "%s", ps->base.err);
+		goto fail;
+	}
+	return &ps->base;
+fail:
+	pg_close(&ps->base);
 	return NULL;
 }
 
