@@ -101,6 +101,13 @@ struct pg_store {
 	int floor_ready;
 };
 
+/* Providers never print: libpq's notices (NOTICE, WARNING) go nowhere. */
+static void quiet(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
 static int64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -276,6 +283,7 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 		return store_fail(&ps->base, "postgres: connect: out of memory");
 	if (PQstatus(c) == CONNECTION_BAD)
 		goto fail;
+	PQsetNoticeProcessor(c, quiet, NULL);
 	while (st != PGRES_POLLING_OK) {
 		int r;
 
