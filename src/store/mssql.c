@@ -194,11 +194,13 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	st->dupkey = 0;
 	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
-	/* db-lib sends an empty string as NULL: no parameters, no @params. */
+	/* SYBNTEXT: db-lib sends it as NVARCHAR, NVARCHAR(MAX) when long (as
+	 * sp_executesql wants); SYBVARCHAR would be cut at 8,000 bytes.  db-lib
+	 * sends an empty string as NULL: no parameters, no @params. */
 	if (dbrpcinit(st->db, "sp_executesql", 0) == FAIL ||
-	    dbrpcparam(st->db, "@stmt", 0, SYBVARCHAR, -1, (DBINT)strlen(stmt),
+	    dbrpcparam(st->db, "@stmt", 0, SYBNTEXT, -1, (DBINT)strlen(stmt),
 	               (BYTE *)stmt) == FAIL ||
-	    (np > 0 && dbrpcparam(st->db, "@params", 0, SYBVARCHAR, -1, (DBINT)strlen(decl),
+	    (np > 0 && dbrpcparam(st->db, "@params", 0, SYBNTEXT, -1, (DBINT)strlen(decl),
 	                          (BYTE *)decl) == FAIL))
 		goto rpcfail;
 	for (int i = 0; i < np; i++) {

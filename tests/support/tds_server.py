@@ -14,12 +14,15 @@ FreeTDS work end to end (login, typed parameters, result parsing, duplicate
 keys, errors, timeouts, dropped connections), not that the T-SQL is right:
 only a real SQL Server proves that.
 
-Faults: before answering each RPC the server reads (and removes) the control
-file given by --ctl.  Its lines:
-    drop            close the connection instead of answering
-    delay <ms>      wait this long before answering
-    race <owner>    the next insert finds a row that <owner> inserted first
-                    (a duplicate key, error 2627)
+Faults: the spec writes lines to the control file given by --ctl; the server
+takes each line (removing it) at the first point where it applies:
+    stall           at the next PRELOGIN: never answer (a login timeout)
+    drop            at the next RPC: close the connection instead of answering
+    delay <ms>      at the next RPC: wait this long before answering
+    fail <number>   at the next RPC: answer with that server error instead
+    race <owner>    at the next RPC: an insert finds a row that <owner>
+                    inserted first (a duplicate key, error 2627)
+Like SQL Server, it refuses an RPC with more than 2,100 parameters (8003).
 """
 import argparse
 import os
@@ -273,6 +276,8 @@ class Handler(socketserver.BaseRequestHandler):
             while True:
                 kind, data = self.recv_message()
                 if kind == PRELOGIN:
+                    if "stall" in self.server.take_faults(("stall",)):
+                        time.sleep(3600)
                     self.prelogin()
                 elif kind == LOGIN7:
                     if not self.login(data):
@@ -347,8 +352,9 @@ class Handler(socketserver.BaseRequestHandler):
             r.u8()                                                  # status
             params.append((name, r.typed()))
             if self.server.cfg.verbose:
-                print(f"param {name} type 0x{r.last_type:02x}", file=sys.stderr, flush=True)
-        faults = self.server.take_faults()
+                print(f"param {name} type 0x{r.last_type:02x} len {len(str(params[-1][1]))}",
+                      file=sys.stderr, flush=True)
+        faults = self.server.take_faults(("drop", "delay", "fail", "race"))
         if "drop" in faults:
             self.request.shutdown(socket.SHUT_RDWR)
             return False
@@ -380,6 +386,11 @@ class Handler(socketserver.BaseRequestHandler):
         return bytes(out)
 
     def answer(self, proc, params, faults):
+        if len(params) > 2100:
+            return [("error", 8003, 16, "The incoming request has too many parameters. "
+                     "The server supports a maximum of 2100 parameters.")]
+        if "fail" in faults:
+            return [("error", int(faults["fail"]), 16, "leash TDS test server: injected error")]
         if proc != "sp_executesql" or not params:
             return [("error", 2812, 16, f"Could not find stored procedure '{proc}'.")]
         stmt = params[0][1]
@@ -414,19 +425,25 @@ class Server(socketserver.ThreadingTCPServer):
         self.cfg = cfg
         self.lock = threading.Lock()
 
-    def take_faults(self):
+    def take_faults(self, keys):
+        """Removes the control file's lines whose key is in keys; returns them."""
+        faults, rest = {}, []
         with self.lock:
             try:
                 with open(self.cfg.ctl) as f:
                     lines = f.read().splitlines()
-                os.unlink(self.cfg.ctl)
             except FileNotFoundError:
-                return {}
-        faults = {}
-        for line in lines:
-            if line.strip():
+                return faults
+            for line in lines:
                 key, _, value = line.strip().partition(" ")
-                faults[key] = value
+                if key in keys and key not in faults:
+                    faults[key] = value
+                elif key:
+                    rest.append(line)
+            if faults:
+                with open(self.cfg.ctl + ".tmp", "w") as f:
+                    f.write("".join(l + "\n" for l in rest))
+                os.rename(self.cfg.ctl + ".tmp", self.cfg.ctl)
         return faults
 
 
