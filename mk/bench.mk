@@ -1,0 +1,13 @@
+# The lease store benchmark: make bench (BENCH_N=runs per op).  Starts a
+# throwaway PostgreSQL unless LEASH_BENCH_PG_CONNINFO is set; adds mssql when
+# LEASH_TEST_MSSQL is set.
+BENCH_N ?= 2000
+
+$(BUILD)/bench/store_bench: bench/store_bench.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BUILD)/bench/store_bench
+	bench/run.sh $(BUILD)/bench/store_bench $(BENCH_N)
+
+.PHONY: bench
