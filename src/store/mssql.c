@@ -36,6 +36,7 @@ struct ms_store {
 	char *host, *user, *password, *database;
 	int port;
 	int connect_s, stmt_s, cur_s;   /* timeouts in seconds */
+	int wait_s;                     /* the one in force, for messages */
 	int failed;                     /* an error was reported during this call */
 	int dupkey;                     /* the server reported a duplicate key */
 	char table[64];
@@ -94,16 +95,19 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
                        char *oserrstr)
 {
 	struct ms_store *st = handle_of(db);
+	const char *lost;
 
 	if (!st || dberr == SYBESMSG)   /* SYBESMSG only points at msg_handler's news */
 		return INT_CANCEL;
+	/* A handle's connection (not one being opened) that died. */
+	lost = db && dbgetuserdata(db) && dbdead(db) ? "connection lost: " : "";
 	if (dberr == SYBETIME)
 		note(st, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
-		     st->cur_s);
+		     st->wait_s);
 	else if (oserr != DBNOERR && oserr != 0 && oserrstr)
-		note(st, "mssql %s:%d: %s (%s)", st->host, st->port, dberrstr, oserrstr);
+		note(st, "mssql %s:%d: %s%s (%s)", st->host, st->port, lost, dberrstr, oserrstr);
 	else
-		note(st, "mssql %s:%d: %s", st->host, st->port, dberrstr);
+		note(st, "mssql %s:%d: %s%s", st->host, st->port, lost, dberrstr);
 	/* On a timeout this drops the connection; the next call reconnects. */
 	return INT_CANCEL;
 }
@@ -129,6 +133,7 @@ static void apply_timeout(struct ms_store *st)
 	char buf[16];
 
 	snprintf(buf, sizeof buf, "%d", st->cur_s);
+	st->wait_s = st->cur_s;
 	dbsetopt(st->db, DBSETTIME, buf, 0);
 }
 
@@ -160,6 +165,7 @@ static int connect_db(struct ms_store *st)
 	DBSETLCHARSET(login, "UTF-8");
 	DBSETLVERSION(login, DBVERSION_74);
 	dbsetlogintime(secs);
+	st->wait_s = secs;
 	/* host:port needs no freetds.conf entry. */
 	snprintf(server, sizeof server, "%s:%d", st->host, st->port);
 	opening = st;
@@ -566,7 +572,7 @@ static void build_sql(struct ms_store *st)
 	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
 	    "VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
 	    "IF EXISTS (SELECT 1 FROM @r) "
-	    "SELECT 1, @owner, token, expires_at, @now FROM @r; "
+	    "SELECT 1, @owner, token, expires_at, @now FROM @r "
 	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
 	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t, t, t);
 
@@ -578,7 +584,7 @@ static void build_sql(struct ms_store *st)
 	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
 	    "WHERE name = @name AND owner = @owner AND expires_at > @now; "
 	    "IF EXISTS (SELECT 1 FROM @r) "
-	    "SELECT 1, @owner, token, expires_at, @now FROM @r; "
+	    "SELECT 1, @owner, token, expires_at, @now FROM @r "
 	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
 	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t);
 
