@@ -1,0 +1,255 @@
+-- The config file: every kind of error names file, line and key and makes
+-- `leash check` exit 2; long values arrive whole; the lookup order of -c.
+local L = require "leash"
+local core = require "leash.core"
+
+-- Writes INI text into a fresh directory (with an empty jobs/ beside it);
+-- returns the file's path.
+local function ini(text)
+  local d = L.tmpdir("cfg")
+  os.execute("mkdir -p " .. L.quote(d .. "/jobs"))
+  L.write(d .. "/jobs/ok.lua", 'return { every = "1s", run = function() end }\n')
+  L.write(d .. "/leash.ini", text)
+  return d .. "/leash.ini", d
+end
+
+-- `leash check -c file` must exit 2 and print a line holding every piece.
+local function refused(text, ...)
+  local file = ini(text)
+  local code, out, err = L.leash { "check", "-c", file }
+  assert.equal(2, code, "exit code; stdout: " .. out .. " stderr: " .. err)
+  local pieces = { file, ... }
+  for _, p in ipairs(pieces) do
+    assert.is_truthy(err:find(p, 1, true), ("%q lacks %q"):format(err, p))
+  end
+  -- And the library path says the same.
+  local c, msg = core.config_load(file)
+  assert.is_nil(c)
+  for _, p in ipairs(pieces) do
+    assert.is_truthy(msg:find(p, 1, true), ("%q lacks %q"):format(msg, p))
+  end
+  return err
+end
+
+describe("config errors", function()
+  it("an unknown section", function()
+    refused("[leash]\njobs = jobs\n\n[sheduler]\nx = 1\n", ":4:", "[sheduler]", "unknown section")
+  end)
+
+  it("an unknown section even when it is empty", function()
+    refused("[leash]\njobs = jobs\n[nope]\n", ":3:", "[nope]")
+  end)
+
+  it("an unknown key", function()
+    refused("[leash]\njobs = jobs\ncolour = red\n", ":3:", "[leash] colour", "unknown key")
+  end)
+
+  it("a key given twice", function()
+    refused("[singleton]\nlease = 15s\nretry = 1s\nlease = 20s\n[leash]\njobs = jobs\n",
+      ":4:", "[singleton] lease", "given twice", "line 2")
+  end)
+
+  it("lease = 3x", function()
+    refused("[leash]\njobs = jobs\n[singleton]\nlease = 3x\n", ":4:", "[singleton] lease", '"3x"')
+  end)
+
+  it("enabled = maybe", function()
+    refused("[leash]\njobs = jobs\n[singleton]\nenabled = maybe\n", ":4:",
+      "[singleton] enabled", '"maybe"', "boolean")
+  end)
+
+  it("a port out of range and a port that is not a number", function()
+    refused("[leash]\njobs = jobs\n[mssql]\nport = 70000\n", ":4:", "[mssql] port", "70000")
+    refused("[leash]\njobs = jobs\n[mssql]\nport = 14x3\n", ":4:", "[mssql] port", "14x3")
+    refused("[leash]\njobs = jobs\n[mssql]\nport = 0\n", ":4:", "[mssql] port")
+  end)
+
+  it("a table name that is not an identifier", function()
+    refused("[leash]\njobs = jobs\n[store]\ntable = leases; drop\n", ":4:", "[store] table")
+    refused("[leash]\njobs = jobs\n[store]\ntable = 1st\n", ":4:", "[store] table", '"1st"')
+  end)
+
+  it("a log_level or log_format leash does not know", function()
+    refused("[leash]\njobs = jobs\nlog_level = loud\n", ":3:", "[leash] log_level", '"loud"')
+    refused("[leash]\njobs = jobs\nlog_format = xml\n", ":3:", "[leash] log_format", '"xml"')
+  end)
+
+  it("an unknown provider", function()
+    refused("[leash]\njobs = jobs\n[store]\nprovider = oracle\n", ":4:", "[store] provider")
+  end)
+
+  it("a missing file", function()
+    local d = L.tmpdir("cfg")
+    local code, _, err = L.leash { "check", "-c", d .. "/absent.ini" }
+    assert.equal(2, code)
+    assert.matches("absent.ini: cannot read the config file", err, 1, true)
+    assert.is_nil((core.config_load(d .. "/absent.ini")))
+  end)
+
+  it("a line that is neither a section nor key = value", function()
+    refused("[leash]\njobs = jobs\nthis is not ini\n", ":3:", "not a [section] or key = value")
+  end)
+
+  it("a key before any section", function()
+    refused("jobs = jobs\n[leash]\n", ":1:", "jobs", "outside any section")
+  end)
+
+  it("renew >= lease - margin, when singleton mode is on", function()
+    refused("[leash]\njobs = jobs\n[singleton]\nenabled = true\nlease = 10s\nrenew = 8s\n",
+      ":6:", "[singleton] renew", "lease - margin")
+    refused("[leash]\njobs = jobs\n[singleton]\nenabled = true\nlease = 10s\nmargin = 10s\n",
+      ":6:", "[singleton] margin")
+  end)
+
+  it("postgres without a conninfo", function()
+    refused("[leash]\njobs = jobs\n[singleton]\nenabled = true\n[store]\nprovider = postgres\n",
+      "[postgres] conninfo", "required")
+  end)
+
+  it("reports every problem of a file at once", function()
+    local err = refused("[leash]\njobs = jobs\ncolour = red\n[singleton]\nlease = 3x\n[bogus]\n",
+      ":3:", ":5:", ":6:")
+    local n = select(2, err:gsub("\n", "\n"))
+    assert.is_true(n >= 3, err)
+  end)
+end)
+
+describe("config values", function()
+  it("fills in every default", function()
+    local file, dir = ini("[leash]\n")
+    local c = assert(core.config_load(file))
+    assert.equal(dir .. "/jobs", c.jobs)
+    assert.equal("auto", c.replica)
+    assert.equal(0, c.log_json)
+    assert.equal(5000, c.grace_ms)
+    assert.equal(0, c.singleton)
+    assert.equal(15000, c.lease_ms)
+    assert.equal(5000, c.renew_ms)    -- lease/3
+    assert.equal(3000, c.margin_ms)   -- lease/5
+    assert.equal(2000, c.retry_ms)
+    assert.equal("sqlite", c.provider)
+    assert.equal("leash_leases", c.table)
+    assert.equal(1433, c.mssql_port)
+    assert.equal("LEASH_MSSQL_PASSWORD", c.mssql_password_env)
+  end)
+
+  it("reads each kind of value, paths relative to the file", function()
+    local file, dir = ini(table.concat({
+      "[leash]", "jobs = ../elsewhere/jobs", "log_format = json", "grace = 1m30s",
+      "[singleton]", "enabled = yes", "lease = 30s",
+      "[store]", "table = My_Leases", "[sqlite]", "path = var/x.db",
+      "[mssql]", "port = 2000",
+    }, "\n") .. "\n")
+    local c = assert(core.config_load(file))
+    assert.equal(dir:gsub("/[^/]+$", "") .. "/elsewhere/jobs", c.jobs)
+    assert.equal(1, c.log_json)
+    assert.equal(90000, c.grace_ms)
+    assert.equal(1, c.singleton)
+    assert.equal(30000, c.lease_ms)
+    assert.equal(10000, c.renew_ms)
+    assert.equal(6000, c.margin_ms)
+    assert.equal("My_Leases", c.table)
+    assert.equal(dir .. "/var/x.db", c.sqlite_path)
+    assert.equal(2000, c.mssql_port)
+  end)
+
+  -- inih's own line buffer is 200 bytes on Debian: a longer value must
+  -- arrive whole (or be refused), never cut.
+  for _, n in ipairs { 150, 198, 199, 200, 201, 600, 5000 } do
+    it(("reads a %d-character [postgres] conninfo whole"):format(n), function()
+      local head = "host=db.example.org port=5432 dbname=leash application_name="
+      local conninfo = head .. ("x"):rep(n - #head)
+      assert.equal(n, #conninfo)
+      local file = ini("[leash]\njobs = jobs\n[postgres]\nconninfo = " .. conninfo
+        .. "\n[store]\ntable = after_long\n")
+      local c = assert(core.config_load(file))
+      assert.equal(n, #c.pg_conninfo)
+      assert.equal(conninfo, c.pg_conninfo)
+      -- The lines after it are still read with the right numbers.
+      assert.equal("after_long", c.table)
+      local code = L.leash { "check", "-c", file }
+      assert.equal(0, code)
+    end)
+  end
+
+  it("a long line keeps its line number in messages", function()
+    local file = ini("[leash]\njobs = jobs\n[postgres]\nconninfo = " .. ("y"):rep(600)
+      .. "\n[store]\ntable = 9bad\n")
+    local _, msg = core.config_load(file)
+    assert.matches(":6: [store] table", msg, 1, true)
+  end)
+
+  it("a long value of an unknown key is an error, not a crash", function()
+    refused("[leash]\njobs = jobs\nlong_thing = " .. ("z"):rep(700) .. "\n", ":3:",
+      "[leash] long_thing", "unknown key")
+  end)
+end)
+
+describe("config lookup", function()
+  -- A working directory holding config/leash.ini, and another config file.
+  local cwd, other
+  before_each(function()
+    cwd = L.tmpdir("lookup")
+    os.execute("mkdir -p " .. L.quote(cwd .. "/config/jobs") .. " " .. L.quote(cwd .. "/other/jobs"))
+    L.write(cwd .. "/config/leash.ini", "[leash]\njobs = jobs\n")
+    L.write(cwd .. "/config/jobs/from-cwd.lua", 'return { every = "1s", run = function() end }\n')
+    other = cwd .. "/other/leash.ini"
+    L.write(other, "[leash]\njobs = jobs\n")
+    L.write(cwd .. "/other/jobs/from-env.lua", 'return { every = "1s", run = function() end }\n')
+    L.write(cwd .. "/third.ini", "[leash]\njobs = other/jobs\n")
+  end)
+
+  local function which(args, env)
+    local code, out, err = L.leash(args, { cwd = cwd, env = env })
+    return code, out .. err
+  end
+
+  it("-c comes first", function()
+    local code, out = which({ "check", "-c", "third.ini", "--next", "1" },
+      { LEASH_CONFIG = other })
+    assert.equal(0, code, out)
+    assert.matches("third.ini: 1 job ok", out, 1, true)
+    assert.matches("from-env ", out, 1, true)
+  end)
+
+  it("then $LEASH_CONFIG", function()
+    local code, out = which({ "check", "--next", "1" }, { LEASH_CONFIG = other })
+    assert.equal(0, code, out)
+    assert.matches(other .. ": 1 job ok", out, 1, true)
+    assert.matches("from-env ", out, 1, true)
+    assert.is_nil(out:find("from-cwd", 1, true))
+  end)
+
+  it("then config/leash.ini in the working directory", function()
+    local code, out = which({ "check", "--next", "1" }, { LEASH_CONFIG = false })
+    assert.equal(0, code, out)
+    assert.matches("config/leash.ini: 1 job ok", out, 1, true)
+    assert.matches("from-cwd ", out, 1, true)
+  end)
+
+  it("an empty $LEASH_CONFIG counts as unset", function()
+    local code, out = which({ "check" }, { LEASH_CONFIG = "" })
+    assert.equal(0, code, out)
+    assert.matches("config/leash.ini", out, 1, true)
+  end)
+
+  it("then /etc/leash/leash.ini", function()
+    os.remove(cwd .. "/config/leash.ini")
+    local code, out = which({ "check" }, { LEASH_CONFIG = false })
+    assert.matches("/etc/leash/leash.ini", out, 1, true)
+    if not L.exists("/etc/leash/leash.ini") then
+      assert.equal(2, code)
+      assert.matches("/etc/leash/leash.ini: cannot read the config file", out, 1, true)
+    end
+  end)
+
+  it("run and status use the same lookup", function()
+    os.remove(cwd .. "/config/leash.ini")
+    local code, out = which({ "status" }, { LEASH_CONFIG = other })
+    assert.equal(0, code, out)
+    assert.matches(other, out, 1, true)
+    code, out = which({ "run" }, { LEASH_CONFIG = cwd .. "/missing.ini" })
+    assert.equal(2, code)
+    assert.matches("missing.ini: cannot read the config file", out, 1, true)
+  end)
+end)
