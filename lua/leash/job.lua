@@ -37,7 +37,14 @@ local function run_chunk(chunk, path)
     error(("loading ran more than %d instructions (a loop at the top level?); "
       .. "the file should only build and return the job table"):format(M.LOAD_BUDGET), 2)
   end, "", M.LOAD_BUDGET)
+  -- os.exit at the top level would end the scheduler itself (or `leash
+  -- check`, with status 0): while loading it raises instead.
+  local exit = os.exit
+  os.exit = function()
+    error("os.exit called while loading; the file should only build and return the job table", 2)
+  end
   local ok, res = coroutine.resume(co)
+  os.exit = exit
   if ok and coroutine.status(co) ~= "dead" then
     return nil, path .. ": the file yielded while loading"
   end
