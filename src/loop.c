@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elect.h"
 #include "job.h"
 #include "log.h"
 #include "loop.h"
@@ -34,7 +35,19 @@ struct sched {
 	struct run *runs;
 	int sigfd;
 	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
+
+	/* Singleton mode only; never touched (nor the store opened) without it. */
+	struct elector el;
+	struct store_opts store_opts;
+	int64_t store_retry_at;         /* boottime: next attempt to open the store */
+	char store_err[STORE_ERR_MAX + 128]; /* the last open or call error logged */
 };
+
+static int64_t boot_clock(void *arg)
+{
+	(void)arg;
+	return runner_boot_ms();
+}
 
 void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 {
@@ -77,6 +90,34 @@ static void add_job(struct sched *s, struct job *j)
 		s->cap = cap;
 	}
 	s->jobs[s->njobs++] = j;
+}
+
+static int elected(struct sched *s, struct job *j)
+{
+	return s->cfg->singleton && j->singleton;
+}
+
+static void join_election(struct sched *s, struct job *j)
+{
+	if (elected(s, j) && !j->elect) {
+		j->elect = elect_add(&s->el, j->name, j->lease_ms, j);
+		if (!j->elect)
+			log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
+	}
+}
+
+/* Leaves the election: releases the lease when held (the body has
+ * stopped by then) and forgets the job. */
+static void leave_election(struct sched *s, struct job *j)
+{
+	struct elect_job *ej = j->elect;
+
+	if (!ej)
+		return;
+	if (ej->state == ELECT_HOLDER && elect_release(&s->el, ej) == STORE_OK)
+		log_msg(LOG_INFO, j->name, 0, "released the lease");
+	elect_remove(&s->el, ej);
+	j->elect = NULL;
 }
 
 static void schedule(struct sched *s, struct job *j)
@@ -153,6 +194,17 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->elect = old->elect;
 	if (fresh->run)
 		fresh->run->job = fresh;
+	if (fresh->elect) {
+		struct elect_job *ej = fresh->elect;
+		ej->user = fresh;
+		if (!elected(s, fresh) || (fresh->lease_ms != old->lease_ms)) {
+			/* Its election settings changed: stand again with the new ones. */
+			if (fresh->run && ej->state == ELECT_HOLDER)
+				runner_stop(fresh->run, "the job's lease settings changed");
+			if (!fresh->run)
+				leave_election(s, fresh);
+		}
+	}
 	if (changed) {
 		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s", fresh->describe);
 		if (fresh->kind != JOB_SERVICE)
@@ -202,10 +254,14 @@ static void load_jobs(struct sched *s, int reload)
 		} else {
 			add_job(s, r.fresh[k]);
 			schedule(s, r.fresh[k]);
+			join_election(s, r.fresh[k]);
 			log_msg(LOG_INFO, r.fresh[k]->name, 0, "%s: %s",
 			        reload ? "added" : "loaded", r.fresh[k]->describe);
 		}
 	}
+	for (size_t i = 0; i < s->njobs; i++)
+		if (!s->jobs[i]->removed && !s->jobs[i]->run)
+			join_election(s, s->jobs[i]);
 	for (size_t i = 0; i < r.nbroken; i++)
 		free(r.broken[i]);
 	free(r.broken);
@@ -218,22 +274,35 @@ static void load_jobs(struct sched *s, int reload)
  * jobs here once singleton mode is on. */
 static int may_run(struct sched *s, struct job *j)
 {
-	(void)s;
-	return !j->removed;
+	struct elect_job *ej = j->elect;
+
+	if (j->removed)
+		return 0;
+	if (!elected(s, j))
+		return 1;
+	return ej && ej->state == ELECT_HOLDER && runner_boot_ms() < ej->deadline;
 }
 
 static void start_run(struct sched *s, struct job *j, int64_t scheduled_ms)
 {
+	struct elect_job *ej = j->elect;
 	struct run_info info = {
 		.replica = s->owner,
 		.token = 0,
 		.scheduled_ms = scheduled_ms,
 		.grace_ms = s->cfg->grace_ms,
 	};
-	struct run *r = runner_start(s->L, j, &info);
+	struct run *r;
 
+	if (ej) {
+		info.token = ej->token;
+		info.fence_stop_ms = ej->deadline;
+		info.fence_slack_ms = ej->margin_ms / 2;
+	}
+	r = runner_start(s->L, j, &info);
 	if (!r)
 		return;
+	r->fence_ms = info.fence_stop_ms;
 	j->run = r;
 	r->next = s->runs;
 	s->runs = r;
@@ -249,6 +318,11 @@ static void finish_run(struct sched *s, struct run *r)
 	ran = runner_mono_ms() - r->started_ms;
 	if (j) {
 		j->run = NULL;
+		if (j->removed || (j->elect && !elected(s, j)))
+			leave_election(s, j);
+		else if (j->elect && ((struct elect_job *)j->elect)->lease_ms !=
+		                         (j->lease_ms ? j->lease_ms : s->cfg->lease_ms))
+			leave_election(s, j);
 		if (j->kind == JOB_SERVICE && !s->stopping) {
 			if (ran >= SERVICE_BACKOFF_MAX)
 				j->backoff_ms = 0;
@@ -318,8 +392,17 @@ static int64_t due(struct sched *s)
 	for (size_t i = 0; i < s->njobs && !s->stopping; i++) {
 		struct job *j = s->jobs[i];
 
-		if (!may_run(s, j))
+		if (!may_run(s, j)) {
+			/* A follower's fire times pass too, so that when it
+			 * becomes the holder it neither repeats nor catches up. */
+			if (j->kind != JOB_SERVICE && j->next_fire_ms >= 0 && !j->removed) {
+				if (wall >= j->next_fire_ms)
+					j->next_fire_ms = job_next_fire(s->L, j, wall);
+				if (j->next_fire_ms >= 0)
+					sleep_ms = min64(sleep_ms, j->next_fire_ms - wall);
+			}
 			continue;
+		}
 		if (j->kind == JOB_SERVICE) {
 			if (!j->run && mono >= j->restart_at)
 				start_run(s, j, 0);
@@ -354,6 +437,89 @@ static int64_t due(struct sched *s)
 			sleep_ms = min64(sleep_ms, t - mono);
 	}
 	return sleep_ms < 0 ? 0 : sleep_ms;
+}
+
+/* ---- the election ---- */
+
+static void on_change(void *arg, struct elect_job *ej, int gained, const char *why)
+{
+	struct job *j = ej->user;
+
+	(void)arg;
+	if (gained) {
+		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
+		if (j->kind == JOB_SERVICE) {
+			j->restart_at = runner_mono_ms();
+			j->backoff_ms = 0;
+		}
+		return;
+	}
+	log_msg(LOG_WARN, j->name, 0, "%s", why);
+	if (j->run)
+		runner_stop(j->run, "lease lost");
+}
+
+static void on_error(void *arg, const char *what, const char *err)
+{
+	struct sched *s = arg;
+
+	/* An outage logs once, not once per try. */
+	if (strcmp(s->store_err, err) == 0)
+		return;
+	snprintf(s->store_err, sizeof s->store_err, "%s", err);
+	log_msg(LOG_ERROR, NULL, 0, "lease store: %s failed: %s", what, err);
+}
+
+static void on_release_event(void *arg, const char *name)
+{
+	struct sched *s = arg;
+
+	elect_wake(&s->el, name);
+}
+
+/* Opens the store when needed, lets the elector do what is due, and moves
+ * the running children's self-fencing deadlines after good renewals.
+ * Returns the time to sleep in ms. */
+static int64_t elect_turn(struct sched *s)
+{
+	int64_t now = runner_boot_ms(), next;
+
+	if (!s->cfg->singleton)
+		return INT64_MAX;
+	if (!s->el.store && now >= s->store_retry_at) {
+		char err[STORE_ERR_MAX + 128];
+
+		s->el.store = store_open(s->cfg->provider, &s->store_opts, err, sizeof err);
+		if (s->el.store) {
+			log_msg(LOG_INFO, NULL, 0, "lease store: %s open, table %s", s->cfg->provider,
+			        s->cfg->table);
+			s->store_err[0] = '\0';
+		} else {
+			s->store_retry_at = now + s->cfg->retry_ms;
+			if (strcmp(s->store_err, err) != 0) {
+				snprintf(s->store_err, sizeof s->store_err, "%s", err);
+				log_msg(LOG_ERROR, NULL, 0, "lease store: cannot open %s: %s (retrying every %lldms)",
+				        s->cfg->provider, err, (long long)s->cfg->retry_ms);
+			}
+		}
+	}
+	next = elect_step(&s->el);
+	if (s->el.store && !s->el.store->err[0] && s->store_err[0]) {
+		log_msg(LOG_INFO, NULL, 0, "lease store: answering again");
+		s->store_err[0] = '\0';
+	}
+	for (struct run *r = s->runs; r; r = r->next) {
+		struct elect_job *ej = r->job ? r->job->elect : NULL;
+
+		if (ej && ej->state == ELECT_HOLDER && r->fence_ms && ej->deadline != r->fence_ms) {
+			runner_push_fence(r, ej->deadline);
+			r->fence_ms = ej->deadline;
+		}
+	}
+	if (!s->el.store)
+		next = min64(next, s->store_retry_at);
+	now = runner_boot_ms();
+	return next == INT64_MAX ? INT64_MAX : (next > now ? next - now : 0);
 }
 
 static void on_signal(struct sched *s)
@@ -419,25 +585,52 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		return 1;
 	}
 	loop_owner_id(cfg, s.owner, sizeof s.owner);
+	if (cfg->singleton) {
+		struct elect_cfg ec = {
+			.lease_ms = cfg->lease_ms, .renew_ms = cfg->renew_ms,
+			.retry_ms = cfg->retry_ms, .margin_ms = cfg->margin_ms,
+			.timeout_ms = cfg->statement_timeout_ms,
+		};
+		uint64_t seed = 0;
+		char err[512];
+
+		if (cfg_store_opts(cfg, &s.store_opts, err, sizeof err) < 0) {
+			log_msg(LOG_ERROR, NULL, 0, "%s", err);
+			close(s.sigfd);
+			return 2;
+		}
+		if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
+			seed = (uint64_t)getpid() * 2654435761u;
+		elect_init(&s.el, &ec, s.owner, boot_clock, NULL, seed);
+		s.el.on_change = on_change;
+		s.el.on_error = on_error;
+		s.el.arg = &s;
+	}
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
 	        LEASH_VERSION, s.owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
 	load_jobs(&s, 0);
 
 	for (;;) {
-		int64_t wait_ms = due(&s);
-		size_t nruns = count_runs(&s), n = 0;
+		int64_t wait_ms = min64(elect_turn(&s), due(&s));
+		size_t nruns = count_runs(&s), n = 0, evi = 0;
 		struct timespec ts;
+		int evfd;
 
 		if (s.stopping && !s.runs)
 			break;
-		pfd = realloc(pfd, (1 + 3 * nruns) * sizeof *pfd);
-		pruns = realloc(pruns, (1 + 3 * nruns) * sizeof *pruns);
-		pidx = realloc(pidx, (1 + 3 * nruns) * sizeof *pidx);
+		pfd = realloc(pfd, (2 + 3 * nruns) * sizeof *pfd);
+		pruns = realloc(pruns, (2 + 3 * nruns) * sizeof *pruns);
+		pidx = realloc(pidx, (2 + 3 * nruns) * sizeof *pidx);
 		if (!pfd || !pruns || !pidx) {
 			log_msg(LOG_ERROR, NULL, 0, "out of memory");
 			goto done;
 		}
 		pfd[n++] = (struct pollfd){ s.sigfd, POLLIN, 0 };
+		evfd = s.el.store ? store_event_fd(s.el.store) : -1;
+		if (evfd >= 0) {
+			evi = n;
+			pfd[n++] = (struct pollfd){ evfd, POLLIN, 0 };
+		}
 		for (struct run *r = s.runs; r; r = r->next)
 			for (int i = 0; i < 3; i++)
 				if (r->fd[i] >= 0) {
@@ -452,12 +645,18 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 			goto done;
 		}
 		for (size_t i = 1; i < n; i++)
-			if (pfd[i].revents)
+			if (pfd[i].revents && i != evi)
 				runner_read(pruns[i], pidx[i]);
+		if (evi && pfd[evi].revents)
+			store_drain_events(s.el.store, on_release_event, &s);
 		if (pfd[0].revents)
 			on_signal(&s);
 		collect(&s);
 		sweep(&s);
+	}
+	if (cfg->singleton) {
+		for (size_t i = 0; i < s.njobs; i++)
+			leave_election(&s, s.jobs[i]);
 	}
 	log_msg(LOG_INFO, NULL, 0, "stopped");
 	rc = 0;
@@ -468,6 +667,10 @@ done:
 	for (size_t i = 0; i < s.njobs; i++)
 		job_free(L, s.jobs[i]);
 	free(s.jobs);
+	if (cfg->singleton) {
+		store_close(s.el.store);
+		elect_free(&s.el);
+	}
 	close(s.sigfd);
 	return rc;
 }

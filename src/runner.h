@@ -37,6 +37,7 @@ struct run {
 	int64_t timeout_at;             /* monotonic; 0 = none */
 	int64_t kill_at;                /* monotonic; SIGKILL then; 0 = not stopping */
 	int64_t grace_ms;
+	int64_t fence_ms;               /* boottime: the stop deadline the child knows */
 	const char *stop_reason;        /* why the parent stopped it */
 	int exited, status;
 	struct run *next;

@@ -1,0 +1,337 @@
+/* elect.c - the election state machine and the batching of store calls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elect.h"
+
+#define NEVER INT64_MAX
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* xorshift64*: jitter only, never security. */
+static uint64_t rnd(struct elector *el)
+{
+	el->rng ^= el->rng >> 12;
+	el->rng ^= el->rng << 25;
+	el->rng ^= el->rng >> 27;
+	return el->rng * 2685821657736338717ULL;
+}
+
+void elect_init(struct elector *el, const struct elect_cfg *cfg, const char *owner,
+                int64_t (*clock)(void *), void *clock_arg, uint64_t seed)
+{
+	memset(el, 0, sizeof *el);
+	el->cfg = *cfg;
+	snprintf(el->owner, sizeof el->owner, "%s", owner);
+	el->clock = clock;
+	el->clock_arg = clock_arg;
+	el->rng = seed ? seed : 0x9e3779b97f4a7c15ULL;
+}
+
+static int64_t now_of(struct elector *el)
+{
+	return el->clock(el->clock_arg);
+}
+
+struct elect_job *elect_add(struct elector *el, const char *name, int64_t lease_ms, void *user)
+{
+	struct elect_job *j;
+
+	if (el->n == el->cap) {
+		size_t cap = el->cap ? el->cap * 2 : 16;
+		struct elect_job **nj = realloc(el->jobs, cap * sizeof *nj);
+		if (!nj)
+			return NULL;
+		el->jobs = nj;
+		el->cap = cap;
+	}
+	j = calloc(1, sizeof *j);
+	if (!j || !(j->name = strdup(name))) {
+		free(j);
+		return NULL;
+	}
+	if (lease_ms > 0 && lease_ms != el->cfg.lease_ms) {
+		j->lease_ms = lease_ms;
+		j->renew_ms = lease_ms / 3;
+		j->margin_ms = lease_ms / 5;
+	} else {
+		j->lease_ms = el->cfg.lease_ms;
+		j->renew_ms = el->cfg.renew_ms;
+		j->margin_ms = el->cfg.margin_ms;
+	}
+	j->state = ELECT_FOLLOWER;
+	j->next_try = now_of(el);
+	j->wake_at = NEVER;
+	j->user = user;
+	el->jobs[el->n++] = j;
+	return j;
+}
+
+void elect_remove(struct elector *el, struct elect_job *j)
+{
+	for (size_t i = 0; i < el->n; i++)
+		if (el->jobs[i] == j) {
+			el->jobs[i] = el->jobs[--el->n];
+			free(j->name);
+			free(j);
+			return;
+		}
+}
+
+static void become_holder(struct elector *el, struct elect_job *j, int64_t start,
+                          int64_t token)
+{
+	int gained = j->state != ELECT_HOLDER;
+
+	j->state = ELECT_HOLDER;
+	j->token = token;
+	j->deadline = start + j->lease_ms - j->margin_ms;
+	j->renew_due = start + j->renew_ms;
+	j->wake_at = NEVER;
+	j->holder[0] = '\0';
+	if (gained && el->on_change)
+		el->on_change(el->arg, j, 1, "acquired");
+}
+
+static void become_follower(struct elector *el, struct elect_job *j, int64_t now,
+                            const char *why)
+{
+	int lost = j->state == ELECT_HOLDER;
+
+	j->state = ELECT_FOLLOWER;
+	j->token = 0;
+	j->next_try = now;              /* it may be free again: look at once */
+	j->wake_at = NEVER;
+	if (lost && el->on_change)
+		el->on_change(el->arg, j, 0, why);
+}
+
+static void fail(struct elector *el, const char *what)
+{
+	if (el->on_error)
+		el->on_error(el->arg, what, el->store ? el->store->err : "the store is not open");
+}
+
+/* Renews every holder with this lease duration in one statement. */
+static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
+{
+	const char **names = malloc(el->n * sizeof *names);
+	struct elect_job **js = malloc(el->n * sizeof *js);
+	int64_t *tokens = malloc(el->n * sizeof *tokens);
+	int64_t timeout = el->cfg.timeout_ms, start;
+	size_t k = 0;
+	int rc;
+
+	if (!names || !js || !tokens)
+		goto done;
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+		if (j->state == ELECT_HOLDER && j->lease_ms == lease_ms) {
+			names[k] = j->name;
+			js[k++] = j;
+			timeout = min64(timeout, j->deadline - now);
+		}
+	}
+	if (k == 0)
+		goto done;
+	start = now;
+	if (!el->store || timeout <= 0) {
+		rc = STORE_ERR;
+	} else {
+		store_set_timeout(el->store, (int)timeout);
+		rc = store_renew_all(el->store, el->owner, names, k, lease_ms, tokens);
+	}
+	if (rc != STORE_OK) {
+		int64_t again = now_of(el);
+		fail(el, "renew");
+		for (size_t i = 0; i < k; i++)
+			js[i]->renew_due = min64(again + min64(js[i]->renew_ms / 2, 1000),
+			                         js[i]->deadline);
+		goto done;
+	}
+	for (size_t i = 0; i < k; i++) {
+		if (tokens[i] >= 0)
+			become_holder(el, js[i], start, tokens[i]);
+		else
+			become_follower(el, js[i], now_of(el),
+			                "lease lost: the store says another replica holds it or it expired");
+	}
+done:
+	free(names);
+	free(js);
+	free(tokens);
+}
+
+/* Tries, in one statement, every due follower with this lease duration. */
+static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
+{
+	const char **names = malloc(el->n * sizeof *names);
+	struct elect_job **js = malloc(el->n * sizeof *js);
+	struct lease_info *info = malloc(el->n * sizeof *info);
+	int *got = malloc(el->n * sizeof *got);
+	int64_t next, after;
+	size_t k = 0;
+	int rc;
+
+	if (!names || !js || !info || !got)
+		goto done;
+	/* The ones whose retry comes within half a period go along: one
+	 * statement per period, however many jobs. */
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+		if (j->state == ELECT_FOLLOWER && j->lease_ms == lease_ms &&
+		    (j->wake_at <= now || j->next_try <= now + el->cfg.retry_ms / 2)) {
+			names[k] = j->name;
+			js[k++] = j;
+		}
+	}
+	if (k == 0)
+		goto done;
+	if (!el->store) {
+		rc = STORE_ERR;
+	} else {
+		store_set_timeout(el->store, (int)el->cfg.timeout_ms);
+		rc = store_acquire_all(el->store, el->owner, names, k, lease_ms, info, got);
+	}
+	after = now_of(el);
+	next = after + el->cfg.retry_ms + (int64_t)(rnd(el) % (uint64_t)(el->cfg.retry_ms / 5 + 1));
+	if (rc != STORE_OK) {
+		fail(el, "acquire");
+		for (size_t i = 0; i < k; i++) {
+			js[i]->next_try = next;
+			js[i]->wake_at = NEVER;
+		}
+		goto done;
+	}
+	for (size_t i = 0; i < k; i++) {
+		struct elect_job *j = js[i];
+		if (got[i]) {
+			become_holder(el, j, now, info[i].token);
+			continue;
+		}
+		j->next_try = next;
+		snprintf(j->holder, sizeof j->holder, "%s", info[i].owner);
+		/* Wake exactly when the holder's lease runs out (database time
+		 * converted to our clock through the call's own end). */
+		j->wake_at = info[i].expires_at > info[i].now
+		           ? after + (info[i].expires_at - info[i].now) + 1 : after;
+	}
+done:
+	free(names);
+	free(js);
+	free(info);
+	free(got);
+}
+
+/* Runs f once per distinct lease duration among the jobs selected by want. */
+static void per_lease(struct elector *el, int64_t now,
+                      int (*want)(struct elector *, struct elect_job *, int64_t),
+                      void (*f)(struct elector *, int64_t, int64_t))
+{
+	int64_t done_leases[8];
+	size_t nd = 0;
+
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+		int seen = 0;
+
+		if (!want(el, j, now))
+			continue;
+		for (size_t d = 0; d < nd; d++)
+			seen |= done_leases[d] == j->lease_ms;
+		if (seen)
+			continue;
+		if (nd < sizeof done_leases / sizeof done_leases[0])
+			done_leases[nd++] = j->lease_ms;
+		f(el, j->lease_ms, now);
+		now = now_of(el);
+	}
+}
+
+static int renew_due(struct elector *el, struct elect_job *j, int64_t now)
+{
+	(void)el;
+	return j->state == ELECT_HOLDER && j->renew_due <= now;
+}
+
+static int try_due(struct elector *el, struct elect_job *j, int64_t now)
+{
+	(void)el;
+	return j->state == ELECT_FOLLOWER && (j->next_try <= now || j->wake_at <= now);
+}
+
+static void check_deadlines(struct elector *el, int64_t now)
+{
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+		if (j->state == ELECT_HOLDER && now >= j->deadline)
+			become_follower(el, j, now,
+			                "lease deadline reached: no successful renew in lease - margin");
+	}
+}
+
+int64_t elect_step(struct elector *el)
+{
+	int64_t now = now_of(el), next = NEVER;
+
+	check_deadlines(el, now);
+	per_lease(el, now, renew_due, renew_group);
+	now = now_of(el);
+	check_deadlines(el, now);       /* a slow renew may have run past one */
+	per_lease(el, now, try_due, acquire_group);
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+		if (j->state == ELECT_HOLDER)
+			next = min64(next, min64(j->renew_due, j->deadline));
+		else
+			next = min64(next, min64(j->next_try, j->wake_at));
+	}
+	return next;
+}
+
+void elect_wake(struct elector *el, const char *name)
+{
+	for (size_t i = 0; i < el->n; i++)
+		if (el->jobs[i]->state == ELECT_FOLLOWER && strcmp(el->jobs[i]->name, name) == 0)
+			el->jobs[i]->wake_at = now_of(el);
+}
+
+int elect_release(struct elector *el, struct elect_job *j)
+{
+	int rc = STORE_OK;
+
+	if (j->state != ELECT_HOLDER)
+		return STORE_OK;
+	if (el->store) {
+		store_set_timeout(el->store, (int)el->cfg.timeout_ms);
+		rc = store_release(el->store, j->name, el->owner);
+	}
+	j->state = ELECT_FOLLOWER;
+	j->token = 0;
+	j->next_try = now_of(el) + el->cfg.retry_ms;
+	j->wake_at = NEVER;
+	if (rc != STORE_OK)
+		fail(el, "release");
+	return rc;
+}
+
+void elect_release_all(struct elector *el)
+{
+	for (size_t i = 0; i < el->n; i++)
+		elect_release(el, el->jobs[i]);
+}
+
+void elect_free(struct elector *el)
+{
+	for (size_t i = 0; i < el->n; i++) {
+		free(el->jobs[i]->name);
+		free(el->jobs[i]);
+	}
+	free(el->jobs);
+	el->jobs = NULL;
+	el->n = el->cap = 0;
+}

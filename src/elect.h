@@ -1,0 +1,86 @@
+/* elect.h - per-job single-executor election over the lease store.
+ *
+ * Each singleton job is a follower or the holder of its lease.  The elector
+ * batches the replica's database work so it does not grow with the number
+ * of jobs: one renew_all for every held lease (per lease duration) each
+ * renew interval, one acquire_all for the followers that are due.
+ *
+ * Times are milliseconds on the elector's clock (CLOCK_BOOTTIME in leash
+ * run; injected in the specs).  A holder's body must stop at its deadline,
+ * `start of the last good acquire or renew + lease - margin`; every store
+ * call's timeout is bounded by the nearest deadline it concerns.
+ */
+#ifndef LEASH_ELECT_H
+#define LEASH_ELECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+enum elect_state { ELECT_FOLLOWER, ELECT_HOLDER };
+
+struct elect_job {
+	char *name;
+	int64_t lease_ms, renew_ms, margin_ms;
+	enum elect_state state;
+	int64_t token;                  /* holder: our fencing token */
+	int64_t deadline;               /* holder: the body must stop here */
+	int64_t renew_due;              /* holder: next renew */
+	int64_t next_try;               /* follower: next retry (shared by a batch) */
+	int64_t wake_at;                /* follower: the holder's reported expiry, or INT64_MAX */
+	char holder[STORE_NAME_MAX + 1];/* follower: the holder, when known */
+	void *user;
+};
+
+struct elect_cfg {
+	int64_t lease_ms, renew_ms, retry_ms, margin_ms;
+	int64_t timeout_ms;             /* the longest any store call may take */
+};
+
+/* What happened to a job: gained (now holder, with token) or lost (the
+ * body must stop now), and why. */
+typedef void (*elect_change_fn)(void *arg, struct elect_job *, int gained, const char *why);
+/* A store call failed; what = "renew" or "acquire". */
+typedef void (*elect_error_fn)(void *arg, const char *what, const char *err);
+
+struct elector {
+	struct elect_cfg cfg;
+	char owner[STORE_NAME_MAX + 1];
+	struct store *store;            /* NULL while it cannot be opened */
+	struct elect_job **jobs;
+	size_t n, cap;
+	uint64_t rng;
+	int64_t (*clock)(void *arg);
+	void *clock_arg;
+	elect_change_fn on_change;
+	elect_error_fn on_error;
+	void *arg;
+};
+
+void elect_init(struct elector *, const struct elect_cfg *, const char *owner,
+                int64_t (*clock)(void *), void *clock_arg, uint64_t seed);
+
+/* Adds a job as a follower that tries at once.  lease_ms 0 = the default;
+ * a job with its own lease renews every lease/3 with margin lease/5. */
+struct elect_job *elect_add(struct elector *, const char *name, int64_t lease_ms, void *user);
+
+/* Forgets a job (release it first if it is held). */
+void elect_remove(struct elector *, struct elect_job *);
+
+/* Does what is due: deadlines, renewals, acquisitions.  Returns the clock
+ * time at which it wants to be called again. */
+int64_t elect_step(struct elector *);
+
+/* Another replica released name (PostgreSQL NOTIFY): try it at once. */
+void elect_wake(struct elector *, const char *name);
+
+/* Releases one held lease (the body has stopped); returns the store's answer. */
+int elect_release(struct elector *, struct elect_job *);
+
+/* Releases every held lease. */
+void elect_release_all(struct elector *);
+
+void elect_free(struct elector *);
+
+#endif
