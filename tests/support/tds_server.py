@@ -128,6 +128,21 @@ def list_leases(db, t, p, faults):
     return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", cols, rows)]
 
 
+def floor_select(db, t, p, faults):
+    return [("rows", [("one", "int")], [(1,)])]
+
+
+def floor_create(db, t, p, faults):
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)')
+    db.execute(f'INSERT OR IGNORE INTO "{t}" VALUES (1, 0)')
+    return []
+
+
+def floor_update(db, t, p, faults):
+    db.execute(f'UPDATE "{t}" SET v = v + 1 WHERE id = 1')
+    return []
+
+
 STATEMENTS = {
     "create": create,
     "try_acquire": try_acquire,
@@ -135,6 +150,9 @@ STATEMENTS = {
     "release": release,
     "renew_all": renew_all,
     "list": list_leases,
+    "floor_select": floor_select,       # the benchmark's floors
+    "floor_create": floor_create,
+    "floor_update": floor_update,
 }
 
 # ---------------------------------------------------------------- TDS encoding
@@ -398,8 +416,8 @@ class Handler(socketserver.BaseRequestHandler):
         values = dict(params[2:])
         m = re.match(r"/\* leash:(\w+) \*/", stmt)
         fn = STATEMENTS.get(m.group(1)) if m else None
-        table = re.search(r"\[(\w+)\]", stmt)
-        if not fn or not table:
+        table = re.search(r"\[(\w+)\]", stmt)      # the first [name] is the table
+        if not fn:
             return [("error", 102, 15, f"leash TDS test server: unknown statement {stmt[:60]!r}")]
         decls = [re.fullmatch(r"(@\w+) (NVARCHAR\(200\)|BIGINT)", d.strip())
                  for d in decl.split(",") if d.strip()]
@@ -408,7 +426,7 @@ class Handler(socketserver.BaseRequestHandler):
                      f"the declaration {decl[:80]!r}")]
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            result = fn(self.db, table.group(1), values, faults)
+            result = fn(self.db, table and table.group(1), values, faults)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
