@@ -1,0 +1,249 @@
+-- Job files: leash.job directly, then `leash check` over a directory with
+-- one file of each bad kind (golden output) and `--next`.
+local L = require "leash"
+local job = require "leash.job"
+
+local ROOT = os.getenv("LEASH_ROOT") or "."
+
+-- One file of each bad kind the foundation issue lists, plus two good jobs.
+local FILES = {
+  ["syntax.lua"] = 'return {\n  every = "1s",\n  run = function(ctx) end\n',
+  ["raises.lua"] = 'local x = 1\nerror("boom at load")\n',
+  ["number.lua"] = "return 42\n",
+  ["nothing.lua"] = "local x = 1\n",
+  ["unknown.lua"] = 'return {\n  every = "1s",\n  colour = "red",\n  run = function() end,\n}\n',
+  ["badcron.lua"] = 'return {\n  cron = "61 * * * *",\n  run = function() end,\n}\n',
+  ["baddur.lua"] = 'return {\n  every = "3x",\n  run = function() end,\n}\n',
+  ["negdur.lua"] = 'return {\n  every = "1s",\n  timeout = "-5s",\n  run = function() end,\n}\n',
+  ["notfn.lua"] = 'return {\n  every = "1s",\n  run = "echo hi",\n}\n',
+  ["norun.lua"] = 'return {\n  every = "1s",\n}\n',
+  ["Bad Name.lua"] = 'return { every = "1s", run = function() end }\n',
+  ["loop.lua"] = "local n = 0\nwhile true do n = n + 1 end\n",
+  ["exits.lua"] = 'os.exit(0)\nreturn { every = "1s", run = function() end }\n',
+  ["good-a.lua"] = 'return { every = "1s", run = function() end }\n',
+  ["good.b.lua"] = 'return { cron = "*/5 * * * * *", run = function() end }\n',
+}
+
+local function jobs_dir(files)
+  local d = L.dir { jobs = {} }
+  for name, src in pairs(files) do L.write(d.jobs .. "/" .. name, src) end
+  return d
+end
+
+-- leash.job.load on one source; returns job, or nil and the messages
+-- joined by newlines; the path is shown as "J/<name>.lua".
+local function load_src(src, name)
+  local d = L.tmpdir("job")
+  name = name or "t"
+  local path = d .. "/" .. name .. ".lua"
+  L.write(path, src)
+  local j, errs = job.load(path, name)
+  if j then return j end
+  return nil, (table.concat(errs, "\n"):gsub(d:gsub("%p", "%%%0"), "J"))
+end
+
+local function refused(src, ...)
+  local j, msg = load_src(src)
+  assert.is_nil(j, "accepted: " .. src)
+  for _, p in ipairs { ... } do
+    assert.is_truthy(msg:find(p, 1, true), ("%q lacks %q"):format(msg, p))
+  end
+  return msg
+end
+
+describe("leash.job.load", function()
+  it("normalises a good periodic job", function()
+    local j = assert(load_src('return { every = "1m30s", timeout = "20s", lease = "9s",\n'
+      .. '  singleton = false, description = "d", run = function() end }\n'))
+    assert.equal("every", j.kind)
+    assert.equal(90000, j.every_ms)
+    assert.equal(20000, j.timeout_ms)
+    assert.equal(9000, j.lease_ms)
+    assert.is_false(j.singleton)
+    assert.equal("t", j.name)
+    assert.equal("every 1m30s, on every replica", job.describe(j))
+  end)
+
+  it("a cron job, with tz, and a service", function()
+    local j = assert(load_src('return { cron = "0 3 * * mon-fri", tz = "local", run = function() end }\n'))
+    assert.equal("cron", j.kind)
+    assert.equal("local", j.tz)
+    assert.is_true(j.singleton)
+    local s = assert(load_src("return { run = function() end }\n"))
+    assert.equal("service", s.kind)
+    assert.equal("service", job.describe(s))
+  end)
+
+  it("a syntax error, with file:line", function()
+    refused(FILES["syntax.lua"], "J/t.lua:4:", "expected")
+  end)
+
+  it("a file that raises while loading, with file:line", function()
+    refused(FILES["raises.lua"], "J/t.lua:2:", "boom at load")
+    refused("error({ code = 1 })\n", "J/t.lua", "table")
+  end)
+
+  it("a file that returns a non-table or nothing", function()
+    refused("return 42\n", "J/t.lua:", "returned a number", "expected a table")
+    refused("local x = 1\n", "J/t.lua:", "returned nothing")
+    refused('return "every 1s"\n', "returned a string")
+  end)
+
+  it("an unknown key, with its line", function()
+    refused(FILES["unknown.lua"], "J/t.lua:3:", "colour", "unknown key")
+  end)
+
+  it("a bad cron field, with its line", function()
+    refused(FILES["badcron.lua"], "J/t.lua:2:", "cron", "61")
+    refused('return {\n  cron = "* * * *",\n  run = function() end }\n', "J/t.lua:2:", "cron")
+    refused('return { cron = 5, run = function() end }\n', "cron", "number")
+  end)
+
+  it("a bad, a negative and a too short duration", function()
+    refused(FILES["baddur.lua"], "J/t.lua:2:", "every", '"3x"')
+    refused(FILES["negdur.lua"], "J/t.lua:3:", "timeout", "-5s")
+    refused('return {\n  every = "500ms",\n  run = function() end }\n', "J/t.lua:2:", "every",
+      "too short")
+    refused('return {\n  every = -1,\n  run = function() end }\n', "J/t.lua:2:", "every")
+    -- A plain number is seconds.
+    assert.equal(30000, assert(load_src('return { every = 30, run = function() end }\n')).every_ms)
+  end)
+
+  it("both every and cron", function()
+    refused('return { every = "1s",\n cron = "* * * * *", run = function() end }\n', "either every or cron")
+  end)
+
+  it("a tz leash does not know, or tz without cron", function()
+    refused('return { cron = "* * * * *",\n tz = "Europe/Berlin", run = function() end }\n',
+      "J/t.lua:2:", "tz")
+    refused('return { every = "1s",\n tz = "local", run = function() end }\n', "J/t.lua:2:", "tz")
+  end)
+
+  it("run missing or not a function", function()
+    refused(FILES["notfn.lua"], "J/t.lua:3:", "run", "expected a function, got a string")
+    refused(FILES["norun.lua"], "J/t.lua", "run", "missing")
+  end)
+
+  it("singleton not a boolean", function()
+    refused('return {\n  singleton = "yes", run = function() end }\n', "J/t.lua:2:", "singleton")
+  end)
+
+  it("every problem of one file at once", function()
+    local msg = refused('return {\n  every = "3x",\n  colour = 1,\n  run = 5,\n}\n',
+      "J/t.lua:2:", "J/t.lua:3:", "J/t.lua:4:")
+    assert.equal(3, select(2, msg:gsub("\n", "")) + 1)
+  end)
+
+  it("a file name that is not a job name", function()
+    for _, bad in ipairs { "Bad Name", "UPPER", "-dash", ".hidden", "a/b", ("x"):rep(201) } do
+      local j, errs = job.load("/nonexistent/" .. bad .. ".lua", bad)
+      assert.is_nil(j, bad)
+      assert.matches("not a valid job name", errs[1], 1, true)
+    end
+    assert.is_true(job.valid_name(("x"):rep(200)))
+    assert.is_true(job.valid_name("0.model_health-2"))
+  end)
+
+  it("a top-level infinite loop runs out of its instruction budget", function()
+    local t0 = L.monotonic()
+    refused(FILES["loop.lua"], "J/t.lua:2:", "instructions")
+    assert.is_true(L.monotonic() - t0 < 10)
+  end)
+
+  it("os.exit at the top level is an error, not the end of the loader", function()
+    refused(FILES["exits.lua"], "J/t.lua:1:", "os.exit")
+    assert.is_function(os.exit)
+    assert.is_true(pcall(function() return os.exit ~= nil end))
+  end)
+
+  it("a job file cannot leave globals behind", function()
+    assert(load_src('leaked_by_job = 1\nreturn { every = "1s", run = function() end }\n'))
+    assert.is_nil(rawget(_G, "leaked_by_job"))
+  end)
+end)
+
+describe("leash check", function()
+  local function normalise(s, d)
+    return (s:gsub(d.dir:gsub("%p", "%%%0"), "DIR"))
+  end
+
+  it("lists every problem of a directory in one go (golden file), exit 1", function()
+    local d = jobs_dir(FILES)
+    local code, out, err = L.leash { "check", "-c", d.config }
+    local got = normalise(out, d) .. "-- stderr\n" .. normalise(err, d)
+    local golden = ROOT .. "/tests/golden/check.txt"
+    if os.getenv("LEASH_GOLDEN_UPDATE") then L.write(golden, got) end
+    assert.equal(L.read(golden), got)
+    assert.equal(1, code)
+  end)
+
+  it("all good: exit 0 and a count", function()
+    local d = jobs_dir { ["good-a.lua"] = FILES["good-a.lua"], ["good.b.lua"] = FILES["good.b.lua"] }
+    local code, out, err = L.leash { "check", "-c", d.config }
+    assert.equal(0, code)
+    assert.equal("", out)
+    assert.equal(d.config .. ": 2 jobs ok, 0 problems\n", err)
+  end)
+
+  it("an empty jobs directory is a problem", function()
+    local d = jobs_dir {}
+    local code, out = L.leash { "check", "-c", d.config }
+    assert.equal(1, code)
+    assert.matches(d.jobs .. ": no job files", out, 1, true)
+  end)
+
+  it("a jobs directory that does not exist is a problem", function()
+    local d = jobs_dir {}
+    os.execute("rmdir " .. L.quote(d.jobs))
+    local code, out = L.leash { "check", "-c", d.config }
+    assert.equal(1, code)
+    assert.matches("cannot read the jobs directory", out, 1, true)
+  end)
+
+  it("a bad config is exit 2 even with bad jobs", function()
+    local d = jobs_dir(FILES)
+    L.write(d.config, "[leash]\njobs = jobs\nwhat = 1\n")
+    local code = L.leash { "check", "-c", d.config }
+    assert.equal(2, code)
+  end)
+
+  it("--next N prints each job's next N fire times in UTC", function()
+    local d = jobs_dir {
+      ["seven.lua"] = 'return { every = "7s", run = function() end }\n',
+      ["nightly.lua"] = 'return { cron = "0 3 * * *", run = function() end }\n',
+      ["sixes.lua"] = 'return { cron = "*/20 * * * * *", run = function() end }\n',
+      ["svc.lua"] = "return { run = function() end }\n",
+    }
+    local before = os.time()
+    local code, out = L.leash { "check", "-c", d.config, "--next", "3" }
+    local after = os.time()
+    assert.equal(0, code)
+    -- Expected lines for a given "now" (whole seconds).
+    local function expect(now)
+      local lines = {}
+      local day = now - now % 86400
+      local first = day + 3 * 3600
+      if first <= now then first = first + 86400 end
+      for i = 0, 2 do lines[#lines + 1] = "nightly " .. L.iso(first + i * 86400) end
+      local t = now - now % 7 + 7
+      for i = 0, 2 do lines[#lines + 1] = "seven " .. L.iso(t + i * 7) end
+      t = now - now % 20 + 20
+      for i = 0, 2 do lines[#lines + 1] = "sixes " .. L.iso(t + i * 20) end
+      return table.concat(lines, "\n") .. "\n"
+    end
+    if out ~= expect(before) then assert.equal(expect(after), out) end
+    for line in out:gmatch("[^\n]+") do
+      assert.matches("^[a-z]+ %d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$", line)
+    end
+    assert.is_nil(out:find("svc", 1, true))
+  end)
+
+  it("--next needs a count", function()
+    local d = jobs_dir { ["good-a.lua"] = FILES["good-a.lua"] }
+    for _, bad in ipairs { "0", "x", "-1", "10001" } do
+      local code, _, err = L.leash { "check", "-c", d.config, "--next", bad }
+      assert.equal(2, code, bad)
+      assert.matches("--next", err, 1, true)
+    end
+  end)
+end)
