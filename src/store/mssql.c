@@ -188,72 +188,83 @@ fail:
 	return STORE_ERR;
 }
 
-/* Sends one sp_executesql call and reads every result, calling row() for each
- * row of the resno-th result set that has columns.  The connection is dropped
- * on any transport failure, and the next call reconnects. */
-static int call(struct ms_store *st, const char *stmt, const char *decl,
-                const struct param *p, int np,
-                void (*row)(struct ms_store *, int resno, void *arg), void *arg)
+/* Queues and sends one sp_executesql call.  SYBNTEXT: db-lib sends it as
+ * NVARCHAR, NVARCHAR(MAX) when long, as sp_executesql wants (SYBVARCHAR
+ * would be cut at 8,000 bytes).  db-lib sends an empty string as NULL, so a
+ * statement without parameters goes without @params. */
+static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
+                    const struct param *p, int np)
+{
+	if (dbrpcinit(db, "sp_executesql", 0) == FAIL ||
+	    dbrpcparam(db, "@stmt", 0, SYBNTEXT, -1, (DBINT)strlen(stmt), (BYTE *)stmt) == FAIL ||
+	    (np > 0 && dbrpcparam(db, "@params", 0, SYBNTEXT, -1, (DBINT)strlen(decl),
+	                          (BYTE *)decl) == FAIL))
+		return STORE_ERR;
+	for (int i = 0; i < np; i++) {
+		int rc = p[i].s ? dbrpcparam(db, p[i].name, 0, SYBVARCHAR, -1,
+		                             (DBINT)strlen(p[i].s), (BYTE *)p[i].s)
+		                : dbrpcparam(db, p[i].name, 0, SYBINT8, -1, -1, (BYTE *)&p[i].i);
+		if (rc == FAIL)
+			return STORE_ERR;
+	}
+	return dbrpcsend(db) == FAIL ? STORE_ERR : STORE_OK;
+}
+
+/* Reads every result, calling row() for each row of the resno-th result set
+ * that has columns.  A statement that failed inside the batch (a duplicate
+ * key) makes dbresults() answer FAIL once and go on.  -1 when the answer
+ * could not be read to its end. */
+static int read_results(struct ms_store *st,
+                        void (*row)(struct ms_store *, int resno, void *arg), void *arg)
 {
 	int rc, resno = 0, fails = 0;
 
-	st->failed = 0;
-	st->dupkey = 0;
-	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
-		goto fail;
-	/* SYBNTEXT: db-lib sends it as NVARCHAR, NVARCHAR(MAX) when long (as
-	 * sp_executesql wants); SYBVARCHAR would be cut at 8,000 bytes.  db-lib
-	 * sends an empty string as NULL: no parameters, no @params. */
-	if (dbrpcinit(st->db, "sp_executesql", 0) == FAIL ||
-	    dbrpcparam(st->db, "@stmt", 0, SYBNTEXT, -1, (DBINT)strlen(stmt),
-	               (BYTE *)stmt) == FAIL ||
-	    (np > 0 && dbrpcparam(st->db, "@params", 0, SYBNTEXT, -1, (DBINT)strlen(decl),
-	                          (BYTE *)decl) == FAIL))
-		goto rpcfail;
-	for (int i = 0; i < np; i++) {
-		rc = p[i].s ? dbrpcparam(st->db, p[i].name, 0, SYBVARCHAR, -1,
-		                         (DBINT)strlen(p[i].s), (BYTE *)p[i].s)
-		            : dbrpcparam(st->db, p[i].name, 0, SYBINT8, -1, -1,
-		                         (BYTE *)&p[i].i);
-		if (rc == FAIL)
-			goto rpcfail;
-	}
-	if (dbrpcsend(st->db) == FAIL)
-		goto rpcfail;
 	dbsqlok(st->db);                /* errors arrive through the handlers */
 	while (!dbdead(st->db) && (rc = dbresults(st->db)) != NO_MORE_RESULTS) {
 		if (rc == FAIL) {
 			if (++fails > 16)
-				break;
+				return -1;
 			continue;
 		}
 		if (dbnumcols(st->db) == 0)
 			continue;
 		while ((rc = dbnextrow(st->db)) != NO_MORE_ROWS) {
 			if (rc == FAIL)
-				break;
+				return -1;
 			if (row)
 				row(st, resno, arg);
 		}
 		resno++;
 	}
-	if (dbdead(st->db)) {
-		note(st, "mssql %s:%d: connection lost", st->host, st->port);
-		disconnect(st);
+	return dbdead(st->db) ? -1 : 0;
+}
+
+/* One operation: (re)connects when needed, sends, reads.  Any error leaves
+ * the connection usable or drops it, and a dropped one is made again by the
+ * next call. */
+static int call(struct ms_store *st, const char *stmt, const char *decl,
+                const struct param *p, int np,
+                void (*row)(struct ms_store *, int resno, void *arg), void *arg)
+{
+	st->failed = 0;
+	st->dupkey = 0;
+	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
+		goto fail;
+	if (send_rpc(st->db, stmt, decl, p, np) != STORE_OK) {
+		note(st, "mssql %s:%d: could not send the request", st->host, st->port);
 		goto fail;
 	}
-	if (fails > 16)
-		dbcancel(st->db);
+	if (read_results(st, row, arg) < 0)
+		note(st, "mssql %s:%d: %s", st->host, st->port,
+		     dbdead(st->db) ? "connection lost" : "could not read the answer");
 	if (st->failed)
 		goto fail;
 	return STORE_OK;
-rpcfail:
-	note(st, "mssql %s:%d: could not send the request", st->host, st->port);
+fail:
 	if (st->db && dbdead(st->db))
 		disconnect(st);
 	else if (st->db)
-		dbcancel(st->db);
-fail:
+		dbcancel(st->db);       /* flushes whatever is left of the answer */
 	return STORE_ERR;
 }
 
