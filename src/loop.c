@@ -503,7 +503,13 @@ static int64_t elect_turn(struct sched *s)
 			}
 		}
 	}
+	/* libpq may have read release events off the socket during a call, so
+	 * they are drained around every step, not only when it is readable. */
+	if (s->el.store)
+		store_drain_events(s->el.store, on_release_event, s);
 	next = elect_step(&s->el);
+	if (s->el.store && store_drain_events(s->el.store, on_release_event, s) > 0)
+		next = elect_step(&s->el);
 	if (s->el.store && !s->el.store->err[0] && s->store_err[0]) {
 		log_msg(LOG_INFO, NULL, 0, "lease store: answering again");
 		s->store_err[0] = '\0';

@@ -17,6 +17,7 @@ int luaopen_leash_core(lua_State *L);
 void lx_store_lib(lua_State *L);        /* src/store/lstore.c: open_store */
 void lx_core_lib(lua_State *L);         /* src/lcore.c: clocks, helpers */
 void lx_ctx_lib(lua_State *L);          /* src/lctx.c: what ctx is built on */
+void lx_elect_lib(lua_State *L);        /* src/lelect.c: the elector, for specs */
 void lx_cfg_lib(lua_State *L);          /* src/lcfg.c: config_load, for the specs */
 
 /* A new state with the standard libraries, leash.core preloaded and

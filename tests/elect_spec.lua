@@ -1,0 +1,281 @@
+-- The election state machine (src/elect.c) through leash.core.elector, with
+-- an injected clock and a fake store written here: every transition.
+local core = require "leash.core"
+
+-- A fake store that keeps leases like the real ones (database time = the
+-- injected clock), and can be told to fail or to answer "lost".
+local function fake(clock)
+  local st = { rows = {}, calls = {}, fail = false, timeouts = {} }
+  local function now() return clock.t end
+  local function log(op, n) st.calls[#st.calls + 1] = { op = op, n = n } end
+  function st:try_acquire(name, owner, ms)
+    log("try_acquire", 1)
+    if self.fail then return nil, "database unreachable" end
+    local r = self.rows[name]
+    if r and r.owner ~= owner and r.expires_at > now() then
+      return false, { owner = r.owner, token = r.token, expires_at = r.expires_at, now = now() }
+    end
+    if not r then
+      r = { token = 1 }
+      self.rows[name] = r
+    elseif not (r.owner == owner and r.expires_at > now()) then
+      r.token = r.token + 1
+    end
+    r.owner, r.expires_at = owner, now() + ms
+    return true, { owner = owner, token = r.token, expires_at = r.expires_at, now = now() }
+  end
+  function st:renew(name, owner, ms)
+    local held = self:renew_all(owner, { name }, ms)
+    if held == nil then return nil, "database unreachable" end
+    return held[name] ~= nil, {}
+  end
+  function st:renew_all(owner, names, ms)
+    log("renew_all", #names)
+    if self.fail then return nil, "database unreachable" end
+    local held = {}
+    for _, name in ipairs(names) do
+      local r = self.rows[name]
+      if r and r.owner == owner and r.expires_at > now() then
+        r.expires_at = now() + ms
+        held[name] = r.token
+      end
+    end
+    return held
+  end
+  function st:release(name, owner)
+    log("release", 1)
+    if self.fail then return nil, "database unreachable" end
+    local r = self.rows[name]
+    if r and r.owner == owner then r.expires_at = now() end
+    return true, {}
+  end
+  function st:set_timeout(ms) self.timeouts[#self.timeouts + 1] = ms end
+  -- Another replica takes the lease by force (as after our lease ran out).
+  function st:steal(name, owner, ms)
+    local r = self.rows[name]
+    r.owner, r.token, r.expires_at = owner, r.token + 1, now() + ms
+  end
+  return st
+end
+
+local function setup(opts)
+  local clock = { t = 1000000 }
+  local store = fake(clock)
+  local el = core.elector {
+    owner = "me", lease = 3000, renew = 1000, retry = 500, margin = 600, timeout = 2000,
+    store = (opts or {}).store or store, clock = function() return clock.t end, seed = 7,
+  }
+  return el, store, clock
+end
+
+local function kinds(events)
+  local out = {}
+  for _, e in ipairs(events) do
+    out[#out + 1] = e.error and ("error:" .. e.error) or ((e.gained and "gained:" or "lost:") .. e.name)
+  end
+  return table.concat(out, ",")
+end
+
+describe("election state machine", function()
+  it("acquire won: a free lease makes the job holder with the store's token", function()
+    local el, _, clock = setup()
+    el:add("job")
+    el:step()
+    local s = el:state("job")
+    assert.equal("holder", s.state)
+    assert.equal(1, s.token)
+    assert.equal(clock.t + 3000 - 600, s.deadline)
+    assert.equal(clock.t + 1000, s.renew_due)
+    assert.equal("gained:job", kinds(el:events()))
+  end)
+
+  it("acquire lost: held by another, stays follower and wakes exactly at the holder's expiry", function()
+    local el, store, clock = setup()
+    store.rows.job = { owner = "other", token = 4, expires_at = clock.t + 1234 }
+    el:add("job")
+    local next = el:step()
+    local s = el:state("job")
+    assert.equal("follower", s.state)
+    assert.equal("other", s.holder)
+    assert.equal(clock.t + 1234 + 1, s.wake_at)
+    assert.is_true(s.next_try >= clock.t + 500 and s.next_try <= clock.t + 600)
+    assert.equal(math.min(s.next_try, s.wake_at), next)
+    assert.equal("", kinds(el:events()))
+    -- at its expiry it takes over with a larger token
+    clock.t = s.wake_at
+    el:step()
+    assert.equal("holder", el:state("job").state)
+    assert.equal(5, el:state("job").token)
+  end)
+
+  it("acquire error: stays follower, retries after retry (+ jitter), reports the error", function()
+    local el, store, clock = setup()
+    store.fail = true
+    el:add("job")
+    el:step()
+    local s = el:state("job")
+    assert.equal("follower", s.state)
+    assert.is_true(s.next_try >= clock.t + 500 and s.next_try <= clock.t + 600)
+    assert.equal("error:acquire", kinds(el:events()))
+    store.fail = false
+    clock.t = s.next_try
+    el:step()
+    assert.equal("holder", el:state("job").state)
+  end)
+
+  it("renew ok: the deadline moves from the renew's start, the token stays", function()
+    local el, store, clock = setup()
+    el:add("job")
+    el:step()
+    el:events()
+    clock.t = clock.t + 1000
+    el:step()
+    local s = el:state("job")
+    assert.equal("holder", s.state)
+    assert.equal(1, s.token)
+    assert.equal(clock.t + 2400, s.deadline)
+    assert.equal(clock.t + 1000, s.renew_due)
+    assert.equal("renew_all", store.calls[#store.calls].op)
+    assert.equal("", kinds(el:events()))
+  end)
+
+  it("renew lost: another replica holds it; the job is dropped at once and tried again", function()
+    local el, store, clock = setup()
+    el:add("job")
+    el:step()
+    el:events()
+    store:steal("job", "other", 3000)
+    clock.t = clock.t + 1000
+    el:step()
+    local ev = el:events()
+    assert.equal("lost:job", kinds(ev))
+    assert.matches("lease lost", ev[1].why)
+    local s = el:state("job")
+    assert.equal("follower", s.state)
+    assert.equal("other", s.holder)
+  end)
+
+  it("renew error: keeps holding and retries, then at the deadline becomes follower", function()
+    local el, store, clock = setup()
+    el:add("job")
+    el:step()
+    el:events()
+    local deadline = el:state("job").deadline
+    store.fail = true
+    clock.t = clock.t + 1000
+    el:step()
+    assert.equal("holder", el:state("job").state)
+    assert.equal("error:renew", kinds(el:events()))
+    -- retries come before the deadline, never after it
+    local s = el:state("job")
+    assert.is_true(s.renew_due <= deadline)
+    assert.is_true(s.renew_due > clock.t)
+    while clock.t < deadline do
+      clock.t = math.min(el:state("job").renew_due, deadline)
+      el:step()
+    end
+    local lost
+    for _, e in ipairs(el:events()) do
+      if e.gained == false then lost = e end
+    end
+    assert.is_table(lost, "no lost event")
+    assert.matches("deadline", lost.why)
+    assert.equal("follower", el:state("job").state)
+  end)
+
+  it("deadline reached without any renew attempt (a frozen loop) drops the job", function()
+    local el, _, clock = setup()
+    el:add("job")
+    el:step()
+    el:events()
+    clock.t = clock.t + 2400
+    el:step()
+    local ev = el:events()
+    assert.equal("lost:job", kinds(ev):sub(1, 8))
+    assert.matches("deadline", ev[1].why)
+  end)
+
+  it("bounds every renew's timeout by the time left before the deadline", function()
+    local el, store, clock = setup()
+    el:add("job")
+    el:step()
+    store.fail = true
+    clock.t = clock.t + 2000          -- 400 ms before the deadline
+    el:step()
+    assert.equal(400, store.timeouts[#store.timeouts])
+    assert.is_true(store.timeouts[1] <= 2000)
+  end)
+
+  it("release: the lease is freed in the store and the job is a follower", function()
+    local el, store, clock = setup()
+    el:add("job")
+    el:step()
+    assert.is_true(el:release("job"))
+    assert.equal("follower", el:state("job").state)
+    assert.equal(clock.t, store.rows.job.expires_at)
+    assert.equal("release", store.calls[#store.calls].op)
+  end)
+
+  it("wake: a release event makes a follower try at once", function()
+    local el, store, clock = setup()
+    store.rows.job = { owner = "other", token = 1, expires_at = clock.t + 10000 }
+    el:add("job")
+    el:step()
+    store.rows.job.expires_at = clock.t   -- the other replica released it
+    el:wake("job")
+    clock.t = clock.t + 1
+    el:step()
+    assert.equal("holder", el:state("job").state)
+    assert.equal(2, el:state("job").token)
+  end)
+
+  it("batches: 100 held jobs are renewed in one statement, 100 followers tried together", function()
+    local el, store, clock = setup()
+    for i = 1, 100 do el:add("job" .. i) end
+    el:step()
+    local renews, acquires = 0, 0
+    store.calls = {}
+    for _ = 1, 10 do
+      clock.t = clock.t + 1000
+      el:step()
+    end
+    for _, c in ipairs(store.calls) do
+      if c.op == "renew_all" then renews = renews + 1; assert.equal(100, c.n) end
+    end
+    assert.equal(10, renews)
+    -- followers: another replica's view of the same jobs
+    local el2 = core.elector { owner = "you", lease = 3000, renew = 1000, retry = 500,
+      margin = 600, store = store, clock = function() return clock.t end, seed = 9 }
+    for i = 1, 100 do el2:add("job" .. i) end
+    store.calls = {}
+    for _ = 1, 20 do
+      clock.t = clock.t + 100
+      el2:step()
+    end
+    for _, c in ipairs(store.calls) do
+      if c.op == "try_acquire" then acquires = acquires + 1 end
+    end
+    -- the fake has no acquire_all, so the wrapper tries each name: 100 per
+    -- batch, and at most a few batches in 2 s with retry 500 ms
+    assert.is_true(acquires >= 300 and acquires <= 500, "acquires: " .. acquires)
+  end)
+
+  it("a job with its own lease renews on its own cadence in its own statement", function()
+    local el, store, clock = setup()
+    el:add("short", 900)
+    el:add("default")
+    el:step()
+    assert.equal("holder", el:state("short").state)
+    assert.equal(clock.t + 900 - 180, el:state("short").deadline)
+    assert.equal(clock.t + 300, el:state("short").renew_due)
+  end)
+
+  it("with no store every call is an error and nothing is held", function()
+    local clock = { t = 5000 }
+    local el = core.elector { owner = "me", lease = 3000, clock = function() return clock.t end }
+    el:add("job")
+    el:step()
+    assert.equal("follower", el:state("job").state)
+    assert.equal("error:acquire", kinds(el:events()))
+  end)
+end)
