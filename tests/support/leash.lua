@@ -135,8 +135,15 @@ function M.kill(pid, sig)
   return os.execute(("kill -s %s %d 2>/dev/null"):format(s, pid)) == true
 end
 
+-- Whether pid is a live process (a zombie is not: in a container nobody
+-- may reap an orphan, and kill -0 still succeeds on it).
 function M.alive(pid)
-  return os.execute(("kill -0 %d 2>/dev/null"):format(pid)) == true
+  local f = io.open(("/proc/%d/stat"):format(pid))
+  if not f then return false end
+  local stat = f:read("a") or ""
+  f:close()
+  local state = stat:match("^%d+ %b() (%a)")
+  return state ~= nil and state ~= "Z" and state ~= "X"
 end
 
 -- The pids of pid's children (from /proc).
