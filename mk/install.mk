@@ -82,7 +82,9 @@ deb_flags  = $(shell DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --ge
 deb_epoch := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null),$(shell date +%s))
 
 deb:
-	@command -v dpkg-deb >/dev/null || { echo "make deb: needs dpkg-deb and dpkg-dev (tools/deps.sh)" >&2; exit 1; }
+	@for t in dpkg-deb dpkg-buildflags dpkg-shlibdeps; do command -v $$t >/dev/null || \
+		{ echo "make deb: needs $$t (dpkg-dev; see tools/deps.sh)" >&2; exit 1; }; done
+	@case "$(DEB_BUILD)" in ""|.|./|/|$(BUILD)) echo "make deb: DEB_BUILD=$(DEB_BUILD) is not a scratch directory" >&2; exit 1;; esac
 	rm -rf $(DEB_BUILD)
 	CPPFLAGS='$(call deb_flags,CPPFLAGS)' $(MAKE) --no-print-directory BUILD=$(DEB_BUILD) \
 		CFLAGS='$(call deb_flags,CFLAGS)' LDFLAGS='$(call deb_flags,LDFLAGS)' $(DEB_BUILD)/leash
@@ -108,6 +110,6 @@ deb:
 		packaging/deb/control.in > $(deb_root)/DEBIAN/control
 	chmod 644 $(deb_root)/DEBIAN/control $(deb_root)/DEBIAN/conffiles $(deb_root)/DEBIAN/md5sums
 	@mkdir -p $(DEB_OUT)
-	dpkg-deb --root-owner-group --build $(deb_root) $(DEB_FILE)
+	SOURCE_DATE_EPOCH=$(deb_epoch) dpkg-deb --root-owner-group --build $(deb_root) $(DEB_FILE)
 
 .PHONY: install uninstall deb
