@@ -55,6 +55,10 @@ static void child_main(lua_State *L, struct job *job, const struct run_info *inf
 	dup2(fds[0][1], STDOUT_FILENO);
 	dup2(fds[1][1], STDERR_FILENO);
 	dup2(fds[2][1], 3);
+	/* dup2 drops close-on-exec: put it back, or every program ctx.exec
+	 * starts inherits the log-record pipe (and one that lingers keeps the
+	 * run from ending). */
+	fcntl(3, F_SETFD, FD_CLOEXEC);
 	syscall(SYS_close_range, 4U, ~0U, 0U);
 	lx_child_log_fd = 3;
 	setvbuf(stdout, NULL, _IOLBF, 0);
