@@ -134,18 +134,21 @@ local function installed_checks(at)
     end
   end)
 
-  it("runs the example jobs with the installed config and stops cleanly on SIGTERM", function()
+  it("runs the example jobs with the installed config, holding their leases, and stops cleanly", function()
     local root, bin = assert(at.root, "nothing installed"), at.bin
     local path = local_config(root, root .. "/etc/leash/leash.ini")
     local log = mktemp("run") .. "/log"
+    -- status until every job is held (at most 5 s), then SIGTERM
     local code, out = run(("cd %s && env -u LEASH_LUA_DIR %s run -c %s >%s 2>&1 & pid=$!; "
-      .. "sleep 1; kill -TERM $pid; wait $pid; echo \"exit=$?\""):format(q(TMP), q(bin), q(path), q(log)))
+      .. "for i in $(seq 50); do sleep 0.1; s=$(env -u LEASH_LUA_DIR %s status -c %s --json); "
+      .. "[ $(printf %%s \"$s\" | grep -o '\"held\"' | wc -l) -ge %d ] && break; done; echo \"$s\"; "
+      .. "kill -TERM $pid; wait $pid; echo \"exit=$?\""):format(q(TMP), q(bin), q(path), q(log), q(bin), q(path), #JOBS))
     local text = read(log) or ""
     assert.are.equal(0, code)
     assert.are.equal("exit=0", out:match("exit=%d+"), text)
-    assert.matches("starting", text, 1, true)
     for _, f in ipairs(JOBS) do
-      assert.matches(f:gsub("%.lua$", ""), text, 1, true)
+      local name = f:gsub("%.lua$", ""):gsub("%p", "%%%0")
+      assert.matches('"name"%s*:%s*"' .. name .. '"[^}]-"state"%s*:%s*"held"', out, nil, false, out .. text)
     end
   end)
 end
