@@ -1,0 +1,375 @@
+-- End to end: several real `leash run` replicas elect one executor per job
+-- through SQLite and PostgreSQL.  A 1 s job records replica, token, start,
+-- end and a heartbeat every 50 ms while it runs, so an overlap between two
+-- replicas shows in the records whatever killed or froze whom.
+local L = require "leash"
+local core = require "leash.core"
+local providers = require "providers"
+
+local LEASE, RETRY = 2000, 500         -- ms; renew = lease/3, margin = lease/5
+
+local function job_src(out)
+  return ([[
+local core = require "leash.core"
+local OUT = %q
+local function rec(ctx, what)
+  local f = assert(io.open(OUT, "a"))
+  f:write(("%%s %%s %%d %%d %%.0f\n"):format(what, ctx.replica, ctx.token,
+    ctx.scheduled_at or 0, core.now() * 1e9))
+  f:close()
+end
+return {
+  every = "1s",
+  run = function(ctx)
+    rec(ctx, "start")
+    for _ = 1, 10 do ctx.sleep(0.05); rec(ctx, "beat") end
+    rec(ctx, "end")
+  end,
+}
+]]):format(out)
+end
+
+-- Runs per (replica, token, scheduled_at): first and last record times (s).
+local function runs(out)
+  local by, list = {}, {}
+  for _, l in ipairs(L.lines(out)) do
+    local what, rep, token, sched, ns = l:match("^(%a+) (%S+) (%d+) (%d+) (%d+)$")
+    if what then
+      local key = rep .. " " .. token .. " " .. sched
+      local r = by[key]
+      if not r then
+        r = { replica = rep, token = tonumber(token), scheduled_at = tonumber(sched), from = math.huge, to = 0, ended = false }
+        by[key] = r
+        list[#list + 1] = r
+      end
+      local t = tonumber(ns) / 1e9
+      r.from, r.to = math.min(r.from, t), math.max(r.to, t)
+      if what == "end" then r.ended = true end
+    end
+  end
+  table.sort(list, function(a, b) return a.from < b.from end)
+  return list
+end
+
+local function assert_no_overlap(list)
+  for i = 2, #list do
+    local a, b = list[i - 1], list[i]
+    assert.is_true(b.from >= a.to,
+      ("runs overlap: %s token %d [%.3f, %.3f] and %s token %d [%.3f, %.3f]"):format(
+        a.replica, a.token, a.from, a.to, b.replica, b.token, b.from, b.to))
+  end
+end
+
+local function config(p, d_table, extra)
+  local c = {
+    leash = { grace = "500ms", log_level = "debug" },
+    singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" },
+    store = { provider = p.provider, table = d_table, statement_timeout = "1s", connect_timeout = "1s" },
+  }
+  if p.provider == "sqlite" then c.sqlite = { path = p.path }
+  else c.postgres = { conninfo = p.conninfo } end
+  for k, v in pairs(extra or {}) do c[k] = v end
+  return c
+end
+
+-- The store as the specs see it, to read who holds what.
+local function rows(p, tbl)
+  local s = assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
+    table = tbl, connect_timeout_ms = 1000, statement_timeout_ms = 1000 })
+  local list, now = assert(s:list())
+  s:close()
+  return list, now
+end
+
+local function lease_row(p, tbl, name)
+  for _, r in ipairs((rows(p, tbl))) do
+    if r.name == name then return r end
+  end
+end
+
+-- The replica holding "rec" (and the row), or nil when none does.
+local function holder(procs, p, tbl)
+  local r = lease_row(p, tbl, "rec")
+  if not r then return nil end
+  for _, proc in ipairs(procs) do
+    if proc.owner == r.owner then return proc, r end
+  end
+end
+
+local function wait_holder(procs, p, tbl)
+  local got = assert(L.wait_for(function()
+    local proc, r = holder(procs, p, tbl)
+    return proc and { proc, r }
+  end, 5), "nobody holds the lease")
+  return got[1], got[2]
+end
+
+local function start_replicas(d, n)
+  local procs = {}
+  for i = 1, n do
+    local proc = L.spawn(d)
+    proc.owner = assert(L.wait_for(function()
+      return proc:log_text():match("replica (%S+),")
+    end, 5), "replica " .. i .. " did not start")
+    procs[#procs + 1] = proc
+  end
+  return procs
+end
+
+local function stop_all(procs)
+  for _, proc in ipairs(procs) do
+    if proc:alive() then proc:signal("CONT"); proc:stop(10) end
+  end
+end
+
+-- The pids of a process and all its descendants.
+local function tree(pid)
+  local out = { pid }
+  for _, c in ipairs(L.children(pid)) do
+    for _, x in ipairs(tree(c)) do out[#out + 1] = x end
+  end
+  return out
+end
+
+local function list_of(p)
+  local out = {}
+  for _, x in ipairs(providers.list) do
+    if x.provider == "sqlite" then
+      out[#out + 1] = { provider = "sqlite", path = (os.getenv("LEASH_TEST_TMP") or "/tmp") .. "/election.db" }
+    elseif x.provider == "postgres" then
+      out[#out + 1] = x
+    end
+  end
+  return out
+end
+
+local n = 0
+local function fresh_table()
+  n = n + 1
+  return ("elect_%d_%d"):format(n, math.random(1, 1e6))
+end
+
+describe("election end to end", function()
+  for _, missing in ipairs(providers.missing) do
+    if missing:match("^postgres") then
+      it("has PostgreSQL to run against", function() error(missing) end)
+    end
+  end
+
+  for _, p in ipairs(list_of()) do
+    describe("on " .. p.provider, function()
+      local procs = {}
+      after_each(function() stop_all(procs); procs = {} end)
+
+      it("3 replicas for 10 s: every fire ran exactly once, by the holder, with no overlapping runs", function()
+        local tbl = fresh_table()
+        local d = L.dir { config = config(p, tbl) }
+        d.write_job("rec", job_src(d.out "rec"))
+        procs = start_replicas(d, 3)
+        local first = math.floor(L.now()) + 2
+        L.sleep(10.5)
+        local last = math.floor(L.now()) - 1
+        local list = runs(d.out "rec")
+        assert_no_overlap(list)
+        local seen, holders = {}, {}
+        for _, r in ipairs(list) do
+          assert.is_nil(seen[r.scheduled_at], "fire " .. r.scheduled_at .. " ran twice")
+          seen[r.scheduled_at] = true
+          holders[r.replica] = true
+          assert.is_true(r.ended or r.scheduled_at > last, "a run did not end")
+        end
+        for t = first, last do
+          assert.is_true(seen[t], ("fire %d did not run (ran: %d fires)"):format(t, #list))
+        end
+        local h = holder(procs, p, tbl)
+        assert.is_table(h, "nobody holds the lease")
+        assert.same({ [h.owner] = true }, holders)
+      end)
+
+      it("kill -9 of the holder: another replica holds within lease + 100 ms of the old expiry, token grows", function()
+        local tbl = fresh_table()
+        local d = L.dir { config = config(p, tbl) }
+        d.write_job("rec", job_src(d.out "rec"))
+        procs = start_replicas(d, 3)
+        local h, before = wait_holder(procs, p, tbl)
+        L.sleep(0.5)
+        for _, pid in ipairs(tree(h.pid)) do L.kill(pid, "KILL") end
+        local old = lease_row(p, tbl, "rec")
+        local after = assert(L.wait_for(function()
+          local r = lease_row(p, tbl, "rec")
+          return r and r.owner ~= old.owner and r
+        end, 10), "nobody took over")
+        assert.is_true(after.token > before.token)
+        -- measured in the database's own time: the old lease's last expiry
+        -- against the new holder's acquire
+        local excess = after.acquired_at - old.expires_at
+        assert.is_true(excess >= 0, "taken before the old lease expired: " .. excess .. " ms")
+        assert.is_true(excess <= 100, "took over " .. excess .. " ms after the old expiry")
+        L.sleep(1.5)
+        assert_no_overlap(runs(d.out "rec"))
+      end)
+
+      it("SIGTERM of the holder: it releases and exits 0, another holds promptly", function()
+        local tbl = fresh_table()
+        local d = L.dir { config = config(p, tbl) }
+        d.write_job("rec", job_src(d.out "rec"))
+        procs = start_replicas(d, 3)
+        local h, before = wait_holder(procs, p, tbl)
+        L.sleep(0.7)
+        h:signal("TERM")
+        assert.equal(0, h:wait(10))
+        assert.truthy(h:log_text():match("released the lease"))
+        local released = lease_row(p, tbl, "rec")
+        local after = assert(L.wait_for(function()
+          local r = lease_row(p, tbl, "rec")
+          return r and r.owner ~= before.owner and r
+        end, 10), "nobody took over")
+        local took = after.acquired_at - released.expires_at
+        local limit = p.provider == "postgres" and 200 or RETRY * 1.2 + 100
+        assert.is_true(took <= limit, ("handover took %d ms (limit %d)"):format(took, limit))
+        assert.is_true(after.token > before.token)
+        L.sleep(1.2)
+        assert_no_overlap(runs(d.out "rec"))
+      end)
+
+      it("SIGSTOP of the holder's whole process tree for 2 x lease: no overlap, it comes back a follower", function()
+        local tbl = fresh_table()
+        local d = L.dir { config = config(p, tbl) }
+        d.write_job("rec", job_src(d.out "rec"))
+        procs = start_replicas(d, 3)
+        local h = wait_holder(procs, p, tbl)
+        -- freeze it in the middle of a run
+        L.sleep_to_second(0.2)
+        local frozen = tree(h.pid)
+        for _, pid in ipairs(frozen) do L.kill(pid, "STOP") end
+        L.sleep(2 * LEASE / 1000)
+        for _, pid in ipairs(frozen) do L.kill(pid, "CONT") end
+        L.sleep(2)
+        assert.is_true(h:alive(), "the frozen replica died")
+        local now_holder = holder(procs, p, tbl)
+        assert.is_table(now_holder)
+        assert.are_not.equal(h.owner, now_holder.owner)
+        assert.truthy(h:log_text():match("lease"), "the resumed replica logged nothing about its lease")
+        local list = runs(d.out "rec")
+        assert_no_overlap(list)
+        -- and it did run before the freeze, so the check above means something
+        local ran = false
+        for _, r in ipairs(list) do ran = ran or r.replica == h.owner end
+        assert.is_true(ran)
+      end)
+
+      if p.provider == "postgres" then
+        it("PostgreSQL stopped for 2 x lease: bodies stop by the deadline, nothing crashes, one holds again after", function()
+          local ctl = assert(os.getenv("LEASH_TEST_PG_CTL"))
+          local tbl = fresh_table()
+          local d = L.dir { config = config(p, tbl) }
+          d.write_job("rec", job_src(d.out "rec"))
+          procs = start_replicas(d, 3)
+          local h = wait_holder(procs, p, tbl)
+          L.sleep_to_second(0.1)
+          local stopped_at = L.now()
+          assert.equal(0, (L.sh(ctl .. " stop")))
+          L.sleep(2 * LEASE / 1000)
+          -- the holder's last run ended (or was stopped) by lease - margin
+          -- after its last renew, which was before the outage
+          local list = runs(d.out "rec")
+          for _, r in ipairs(list) do
+            assert.is_true(r.to <= stopped_at + LEASE / 1000,
+              ("a run went on %.3fs into the outage"):format(r.to - stopped_at))
+          end
+          assert.equal(0, (L.sh(ctl .. " start")))
+          local restarted = L.now()
+          local back = assert(L.wait_for(function()
+            local ok, r = pcall(holder, procs, p, tbl)
+            return ok and r and r.state ~= "free" and r
+          end, 10))
+          assert.is_table(back)
+          for _, proc in ipairs(procs) do assert.is_true(proc:alive(), "a replica crashed") end
+          local fired = assert(L.wait_for(function()
+            for _, r in ipairs(runs(d.out "rec")) do
+              if r.from > restarted then return r end
+            end
+          end, (LEASE + RETRY) / 1000 + 2), "no run after the restart")
+          assert.is_true(fired.from - restarted <= (LEASE + RETRY) / 1000 + 1.2)
+          assert_no_overlap(runs(d.out "rec"))
+          assert.truthy(h:log_text():match("lease store"))
+        end)
+      end
+    end)
+  end
+
+  describe("singleton mode off", function()
+    it("never opens the store: jobs run, and the configured database is neither created nor contacted", function()
+      local dbdir = L.tmpdir("nodb")
+      local d = L.dir { config = {
+        leash = { grace = "500ms" },
+        singleton = { enabled = "false" },
+        store = { provider = "sqlite" },
+        sqlite = { path = dbdir .. "/never/leash.db" },
+      } }
+      d.write_job("rec", job_src(d.out "rec"))
+      local proc = L.spawn(d)
+      assert(L.wait_for(function() return #runs(d.out "rec") >= 2 end, 5))
+      proc:stop(10)
+      assert.is_false(L.exists(dbdir .. "/never"))
+      for _, r in ipairs(runs(d.out "rec")) do assert.equal(0, r.token) end
+      assert.is_nil(proc:log_text():match("lease store"))
+    end)
+
+    it("never connects to a postgres that does not exist", function()
+      local d = L.dir { config = {
+        leash = { grace = "500ms" },
+        singleton = { enabled = "false" },
+        store = { provider = "postgres" },
+        postgres = { conninfo = "host=127.0.0.1 port=1 dbname=nowhere connect_timeout=1" },
+      } }
+      d.write_job("rec", job_src(d.out "rec"))
+      local proc = L.spawn(d)
+      assert(L.wait_for(function() return #runs(d.out "rec") >= 2 end, 5))
+      proc:stop(10)
+      assert.is_nil(proc:log_text():match("lease store"))
+      assert.is_nil(proc:log_text():match("error"))
+    end)
+  end)
+
+  it("a job with singleton = false runs on every replica with token 0", function()
+    local p = list_of()[1]
+    local tbl = fresh_table()
+    local d = L.dir { config = config(p, tbl) }
+    d.write_job("rec", job_src(d.out "rec"):gsub('every = "1s",', 'every = "1s", singleton = false,'))
+    local procs = start_replicas(d, 2)
+    assert(L.wait_for(function()
+      local reps = {}
+      for _, r in ipairs(runs(d.out "rec")) do
+        assert.equal(0, r.token)
+        reps[r.replica] = true
+      end
+      return reps[procs[1].owner] and reps[procs[2].owner]
+    end, 5), "not every replica ran it")
+    stop_all(procs)
+    assert.is_nil(lease_row(p, tbl, "rec"))
+  end)
+
+  it("ctx.token is the lease's token and ctx.lease_left() counts down to the stop", function()
+    local p = list_of()[1]
+    local tbl = fresh_table()
+    local d = L.dir { config = config(p, tbl) }
+    local out = d.out "ctx"
+    d.write_job("ctx", ([[
+return { every = "1s", run = function(ctx)
+  local a = ctx.lease_left(); ctx.sleep(0.2); local b = ctx.lease_left()
+  local f = io.open(%q, "a"); f:write(("%%d %%.3f %%.3f\n"):format(ctx.token, a, b)); f:close()
+end }]]):format(out))
+    local procs = start_replicas(d, 1)
+    assert(L.wait_for(function() return #L.lines(out) >= 2 end, 5))
+    stop_all(procs)
+    local r = lease_row(p, tbl, "ctx")
+    for _, l in ipairs(L.lines(out)) do
+      local token, a, b = l:match("^(%d+) ([%d.]+) ([%d.]+)$")
+      assert.equal(r.token, tonumber(token))
+      a, b = tonumber(a), tonumber(b)
+      assert.is_true(a > 0 and a <= (LEASE - LEASE / 5) / 1000, "lease_left " .. a)
+      assert.is_true(b < a or b > a + 0.3, "lease_left did not count down (or was renewed)")
+    end
+  end)
+end)
