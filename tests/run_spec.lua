@@ -95,6 +95,8 @@ describe("leash run, one replica with many jobs", function()
           rec.timeout = q(ok) .. "," .. q(code) .. "," .. ("%.2f"):format(core.monotonic() - t0)
           ok, code, out, err = ctx.exec({ "/nonexistent/program" })
           rec.missing = q(ok) .. "," .. q(code) .. "," .. q(err)
+          ok, code, out = ctx.exec({ "sh", "-c", "ls /proc/$$/fd" })
+          rec.fds = q(out)
         ]]),
         ["broken"] = "return {\n  every = \"1s\",\n",
         ["loops"] = "while true do end\n",
@@ -249,6 +251,8 @@ describe("leash run, one replica with many jobs", function()
     local m = parts(r.missing)
     assert.same({ "false", "127" }, { m[1], m[2] })
     assert.matches("/nonexistent/program", m[3], 1, true)
+    -- Only stdin, stdout and stderr reach the program (not the log pipe).
+    assert.same({ "0\n1\n2\n" }, parts(r.fds))
   end)
 
   it("leaves no child behind after SIGTERM", function()
