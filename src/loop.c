@@ -576,6 +576,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	struct run **pruns = NULL;
 	int *pidx = NULL;
 	sigset_t mask;
+	int64_t started_ms;
 	int rc = 1;
 
 	sigemptyset(&mask);
@@ -590,6 +591,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		log_msg(LOG_ERROR, NULL, 0, "signalfd: %s", strerror(errno));
 		return 1;
 	}
+	started_ms = runner_mono_ms();
 	loop_owner_id(cfg, s.owner, sizeof s.owner);
 	if (cfg->singleton) {
 		struct elect_cfg ec = {
@@ -663,6 +665,10 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	if (cfg->singleton) {
 		for (size_t i = 0; i < s.njobs; i++)
 			leave_election(&s, s.jobs[i]);
+		if (s.el.store)
+			log_msg(LOG_INFO, NULL, 0, "lease store: %llu statements in %.1fs",
+			        (unsigned long long)s.el.store->calls,
+			        (runner_mono_ms() - started_ms) / 1000.0);
 	}
 	log_msg(LOG_INFO, NULL, 0, "stopped");
 	rc = 0;
