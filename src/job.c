@@ -60,6 +60,9 @@ static struct job *from_table(lua_State *L)
 	j->singleton = lua_toboolean(L, -1);
 	lua_pop(L, 1);
 	j->timeout_ms = field_int(L, t, "timeout_ms");
+	j->digest = field_dup(L, t, "digest");
+	if (!j->digest)
+		j->digest = strdup("");
 	j->lease_ms = field_int(L, t, "lease_ms");
 	lua_getglobal(L, "require");
 	lua_pushstring(L, "leash.job");
@@ -182,5 +185,6 @@ void job_free(lua_State *L, struct job *j)
 	free(j->name);
 	free(j->file);
 	free(j->describe);
+	free(j->digest);
 	free(j);
 }

@@ -17,6 +17,7 @@ struct job {
 	int64_t timeout_ms;             /* 0: none */
 	int64_t lease_ms;               /* 0: [singleton] lease */
 	char *describe;                 /* "every 30s", for the log */
+	char *digest;                   /* of the file's text: tells an edit on reload */
 
 	/* Scheduling state, kept across reloads. */
 	int64_t next_fire_ms;           /* wall clock; periodic jobs */

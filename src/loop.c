@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -41,6 +42,7 @@ struct sched {
 	struct store_opts store_opts;
 	int64_t store_retry_at;         /* boottime: next attempt to open the store */
 	char store_err[STORE_ERR_MAX + 128]; /* the last open or call error logged */
+	int release_failed;             /* at shutdown: stop trying to release */
 };
 
 static int64_t boot_clock(void *arg)
@@ -114,8 +116,17 @@ static void leave_election(struct sched *s, struct job *j)
 
 	if (!ej)
 		return;
-	if (ej->state == ELECT_HOLDER && elect_release(&s->el, ej) == STORE_OK)
-		log_msg(LOG_INFO, j->name, 0, "released the lease");
+	if (ej->state == ELECT_HOLDER && s->release_failed) {
+		/* The store did not answer a release just now: the others would
+		 * each wait out a timeout too.  Their leases expire by themselves. */
+		log_msg(LOG_WARN, j->name, 0, "not released (the store is not answering): the lease "
+		        "expires by itself");
+	} else if (ej->state == ELECT_HOLDER) {
+		if (elect_release(&s->el, ej) == STORE_OK)
+			log_msg(LOG_INFO, j->name, 0, "released the lease");
+		else
+			s->release_failed = s->stopping;
+	}
 	elect_remove(&s->el, ej);
 	j->elect = NULL;
 }
@@ -186,6 +197,7 @@ static int is_broken(struct reload *r, const char *name)
 static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 {
 	int changed = strcmp(old->describe, fresh->describe) != 0;
+	int edited = strcmp(old->digest, fresh->digest) != 0;
 
 	fresh->next_fire_ms = old->next_fire_ms;
 	fresh->restart_at = old->restart_at;
@@ -205,6 +217,9 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 				leave_election(s, fresh);
 		}
 	}
+	if (edited && !changed)
+		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s (the next run uses the new file)",
+		        fresh->describe);
 	if (changed) {
 		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s", fresh->describe);
 		if (fresh->kind != JOB_SERVICE)
@@ -246,7 +261,13 @@ static void load_jobs(struct sched *s, int reload)
 	for (size_t k = 0; k < r.nfresh; k++) {
 		struct job *old = find_job(s, r.fresh[k]->name);
 
-		if (old && !old->removed) {
+		if (old) {
+			/* Also a job removed a moment ago whose run is still
+			 * stopping: it comes back as the same job, so the new
+			 * definition cannot start beside the old run. */
+			if (old->removed)
+				log_msg(LOG_INFO, old->name, 0, "back: %s", r.fresh[k]->file);
+			old->removed = 0;
 			for (size_t i = 0; i < s->njobs; i++)
 				if (s->jobs[i] == old)
 					s->jobs[i] = r.fresh[k];
@@ -586,6 +607,9 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* What a run's ctx.exec leaves behind is reparented here and reaped by
+	 * the same waitpid(-1) loop, never left as a zombie. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	s.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (s.sigfd < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "signalfd: %s", strerror(errno));

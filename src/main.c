@@ -97,9 +97,12 @@ static void check_bad(void *arg, const char *file, const char *msg)
 {
 	struct check *ck = arg;
 
-	(void)file;
 	ck->problems++;
-	printf("%s\n", msg);
+	/* Messages from leash.job start with the file; others get it here. */
+	if (strncmp(msg, file, strlen(file)) == 0)
+		printf("%s\n", msg);
+	else
+		printf("%s: %s\n", file, msg);
 }
 
 static int cmd_check(int argc, char **argv)

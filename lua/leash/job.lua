@@ -18,6 +18,16 @@ function M.valid_name(name)
   return #name <= 200 and name:match("^[a-z0-9][a-z0-9._-]*$") ~= nil
 end
 
+-- FNV-1a (32 bits) of the file's text and its length: tells a reload that
+-- the file changed even when its schedule did not.
+function M.digest(src)
+  local h = 2166136261
+  for i = 1, #src do
+    h = ((h ~ src:byte(i)) * 16777619) & 0xffffffff
+  end
+  return ("%08x-%d"):format(h, #src)
+end
+
 -- The line where `key =` first appears in the source, for messages.
 local function key_line(src, key)
   local n = 0
@@ -103,7 +113,7 @@ function M.load(path, name)
     end
   end
 
-  local job = { name = name, file = path, singleton = true, tz = "UTC" }
+  local job = { name = name, file = path, singleton = true, tz = "UTC", digest = M.digest(src) }
   job.every_ms = dur("every", 1000)
   job.timeout_ms = dur("timeout", 1)
   job.lease_ms = dur("lease", 1, 24 * 3600 * 1000)
