@@ -1,5 +1,5 @@
 -- End to end: several real `leash run` replicas elect one executor per job
--- through SQLite and PostgreSQL.  A 1 s job records replica, token, start,
+-- through SQLite, PostgreSQL and SQL Server (the TDS test server in CI).  A 1 s job records replica, token, start,
 -- end and a heartbeat every 50 ms while it runs, so an overlap between two
 -- replicas shows in the records whatever killed or froze whom.
 local L = require "leash"
@@ -67,6 +67,9 @@ local function config(p, d_table, extra)
     store = { provider = p.provider, table = d_table, statement_timeout = "1s", connect_timeout = "1s" },
   }
   if p.provider == "sqlite" then c.sqlite = { path = p.path }
+  elseif p.provider == "mssql" then
+    c.mssql = { host = p.host, port = tostring(p.port), user = p.user, database = p.database,
+                password_env = "LEASH_TEST_MSSQL_PASSWORD" }
   else c.postgres = { conninfo = p.conninfo } end
   for k, v in pairs(extra or {}) do c[k] = v end
   return c
@@ -75,6 +78,7 @@ end
 -- The store as the specs see it, to read who holds what.
 local function rows(p, tbl)
   local s = assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
+    host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
     table = tbl, connect_timeout_ms = 1000, statement_timeout_ms = 1000 })
   local list, now = assert(s:list())
   s:close()
@@ -107,7 +111,7 @@ end
 local function start_replicas(d, n)
   local procs = {}
   for i = 1, n do
-    local proc = L.spawn(d)
+    local proc = L.spawn(d, { env = { LEASH_TEST_MSSQL_PASSWORD = d.password or "" } })
     proc.owner = assert(L.wait_for(function()
       return proc:log_text():match("replica (%S+),")
     end, 5), "replica " .. i .. " did not start")
@@ -136,7 +140,7 @@ local function list_of(p)
   for _, x in ipairs(providers.list) do
     if x.provider == "sqlite" then
       out[#out + 1] = { provider = "sqlite", path = (os.getenv("LEASH_TEST_TMP") or "/tmp") .. "/election.db" }
-    elseif x.provider == "postgres" then
+    elseif x.provider == "postgres" or x.provider == "mssql" then
       out[#out + 1] = x
     end
   end
@@ -163,7 +167,7 @@ describe("election end to end", function()
 
       it("3 replicas for 10 s: every fire ran exactly once, by the holder, with no overlapping runs", function()
         local tbl = fresh_table()
-        local d = L.dir { config = config(p, tbl) }
+        local d = L.dir { config = config(p, tbl) }; d.password = p.password
         d.write_job("rec", job_src(d.out "rec"))
         procs = start_replicas(d, 3)
         local first = math.floor(L.now()) + 2
@@ -188,7 +192,7 @@ describe("election end to end", function()
 
       it("kill -9 of the holder: another replica holds within lease + 100 ms of the old expiry, token grows", function()
         local tbl = fresh_table()
-        local d = L.dir { config = config(p, tbl) }
+        local d = L.dir { config = config(p, tbl) }; d.password = p.password
         d.write_job("rec", job_src(d.out "rec"))
         procs = start_replicas(d, 3)
         local h, before = wait_holder(procs, p, tbl)
@@ -211,7 +215,7 @@ describe("election end to end", function()
 
       it("SIGTERM of the holder: it releases and exits 0, another holds promptly", function()
         local tbl = fresh_table()
-        local d = L.dir { config = config(p, tbl) }
+        local d = L.dir { config = config(p, tbl) }; d.password = p.password
         d.write_job("rec", job_src(d.out "rec"))
         procs = start_replicas(d, 3)
         local h, before = wait_holder(procs, p, tbl)
@@ -237,7 +241,7 @@ describe("election end to end", function()
 
       it("SIGSTOP of the holder's whole process tree for 2 x lease: no overlap, it comes back a follower", function()
         local tbl = fresh_table()
-        local d = L.dir { config = config(p, tbl) }
+        local d = L.dir { config = config(p, tbl) }; d.password = p.password
         d.write_job("rec", job_src(d.out "rec"))
         procs = start_replicas(d, 3)
         local h = wait_holder(procs, p, tbl)
@@ -265,7 +269,7 @@ describe("election end to end", function()
         it("PostgreSQL stopped for 2 x lease: bodies stop by the deadline, nothing crashes, one holds again after", function()
           local ctl = assert(os.getenv("LEASH_TEST_PG_CTL"))
           local tbl = fresh_table()
-          local d = L.dir { config = config(p, tbl) }
+          local d = L.dir { config = config(p, tbl) }; d.password = p.password
           d.write_job("rec", job_src(d.out "rec"))
           procs = start_replicas(d, 3)
           local h = wait_holder(procs, p, tbl)
@@ -338,7 +342,7 @@ describe("election end to end", function()
   it("a job with singleton = false runs on every replica with token 0", function()
     local p = list_of()[1]
     local tbl = fresh_table()
-    local d = L.dir { config = config(p, tbl) }
+    local d = L.dir { config = config(p, tbl) }; d.password = p.password
     d.write_job("rec", job_src(d.out "rec"):gsub('every = "1s",', 'every = "1s", singleton = false,'))
     local procs = start_replicas(d, 2)
     assert(L.wait_for(function()
@@ -356,7 +360,7 @@ describe("election end to end", function()
   it("ctx.token is the lease's token and ctx.lease_left() counts down to the stop", function()
     local p = list_of()[1]
     local tbl = fresh_table()
-    local d = L.dir { config = config(p, tbl) }
+    local d = L.dir { config = config(p, tbl) }; d.password = p.password
     local out = d.out "ctx"
     d.write_job("ctx", ([[
 return { every = "1s", run = function(ctx)
