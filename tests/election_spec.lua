@@ -1,7 +1,8 @@
 -- End to end: several real `leash run` replicas elect one executor per job
--- through SQLite, PostgreSQL and SQL Server (the TDS test server in CI).  A 1 s job records replica, token, start,
--- end and a heartbeat every 50 ms while it runs, so an overlap between two
--- replicas shows in the records whatever killed or froze whom.
+-- through SQLite, PostgreSQL and SQL Server (the TDS test server in CI).  A
+-- 1 s job records replica, token, start, end and a heartbeat every 50 ms
+-- while it runs, so an overlap between two replicas shows in the records
+-- whatever killed or froze whom.
 local L = require "leash"
 local core = require "leash.core"
 local providers = require "providers"
