@@ -82,14 +82,7 @@ local FIELDS = {
     what = "a day of the week" },
 }
 
-local function quote(s)
-  if #s > 40 then s = s:sub(1, 37) .. "..." end
-  s = s:gsub('[%c"\\]', function(c)
-    if c == '"' or c == "\\" then return "\\" .. c end
-    return ("\\%d"):format(c:byte())
-  end)
-  return '"' .. s .. '"'
-end
+local quote = require("leash.text").quote
 
 -- One value of a field: a number or, for months and days, a name.
 local function value(f, s)

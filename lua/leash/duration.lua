@@ -21,16 +21,7 @@ M.MAX_MS = 1 << 53
 local UNITS = { d = 86400000, h = 3600000, m = 60000, s = 1000, ms = 1 }
 local RANK = { d = 1, h = 2, m = 3, s = 4, ms = 5 }
 
--- Quote a value for a message: double quotes, control characters escaped,
--- long values cut so a message stays one short line.
-local function quote(s)
-  if #s > 40 then s = s:sub(1, 37) .. "..." end
-  s = s:gsub('[%c"\\]', function(c)
-    if c == '"' or c == "\\" then return "\\" .. c end
-    return ("\\%d"):format(c:byte())
-  end)
-  return '"' .. s .. '"'
-end
+local quote = require("leash.text").quote
 
 local function bad(s, why)
   if why then
