@@ -194,7 +194,13 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 	if (!el->store) {
 		rc = STORE_ERR;
 	} else {
-		store_set_timeout(el->store, (int)el->cfg.timeout_ms);
+		/* Nor may a follower's try hold the loop past a held lease's
+		 * deadline. */
+		int64_t timeout = el->cfg.timeout_ms;
+		for (size_t i = 0; i < el->n; i++)
+			if (el->jobs[i]->state == ELECT_HOLDER)
+				timeout = min64(timeout, el->jobs[i]->deadline - now);
+		store_set_timeout(el->store, (int)(timeout > 1 ? timeout : 1));
 		rc = store_acquire_all(el->store, el->owner, names, k, lease_ms, info, got);
 	}
 	after = now_of(el);

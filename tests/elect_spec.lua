@@ -206,6 +206,18 @@ describe("election state machine", function()
     assert.is_true(store.timeouts[1] <= 2000)
   end)
 
+  it("bounds a follower's try by the nearest deadline of a lease it holds", function()
+    local el, store, clock = setup()
+    el:add("held")
+    el:step()                          -- holds "held" until clock + 2400
+    store.rows.other = { owner = "someone", token = 1, expires_at = clock.t + 100000 }
+    el:add("other")
+    clock.t = clock.t + 900            -- the held lease's deadline is 1500 ms away
+    el:step()                          -- tries "other"; no renew is due yet
+    assert.equal("try_acquire", store.calls[#store.calls].op)
+    assert.equal(1500, store.timeouts[#store.timeouts])
+  end)
+
   it("release: the lease is freed in the store and the job is a follower", function()
     local el, store, clock = setup()
     el:add("job")
