@@ -219,6 +219,81 @@ for _, p in ipairs(providers.list) do
       assert.equal(m.token, got[mine].token)
     end)
 
+    it("acquire_all over free, held, own, own-expired and other-expired names: outcomes, tokens, holders, rows", function()
+      local free, held, mine, mine_exp, other_exp = lease(), lease(), lease(), lease(), lease()
+      local _, h = s:try_acquire(held, "B", 60000)
+      local _, m = s:try_acquire(mine, "A", 60000)
+      local _, me = s:try_acquire(mine_exp, "A", 80)
+      local _, oe = s:try_acquire(other_exp, "C", 80)
+      sleep_ms(150)
+      local before_held = row_of(s, held)
+      local before_mine = row_of(s, mine)
+      local calls = s:calls()
+      local got = assert(s:acquire_all("A", { free, held, mine, mine_exp, other_exp }, 4000))
+      if pname ~= "mssql" then   -- one batch; mssql has none and the wrapper tries each name
+        assert.equal(calls + 1, s:calls())
+      end
+      local n = 0
+      for _ in pairs(got) do n = n + 1 end
+      assert.equal(5, n)
+      -- taken: ours, expiring ms after the database's now
+      for name, want_token in pairs({ [free] = 1, [mine] = m.token, [mine_exp] = me.token + 1,
+                                      [other_exp] = oe.token + 1 }) do
+        local g = got[name]
+        assert.is_true(g.ok, name)
+        assert.equal("A", g.owner, name)
+        assert.equal(want_token, g.token, name)
+        assert.equal(4000, g.expires_at - g.now, name)
+        local r = row_of(s, name)
+        assert.equal("A", r.owner, name)
+        assert.equal(want_token, r.token, name)
+        assert.equal(g.expires_at, r.expires_at, name)
+        assert.equal(g.now, r.renewed_at, name)
+      end
+      -- newly taken (free or expired): acquired now; still held: acquired_at kept
+      assert.equal(got[free].now, row_of(s, free).acquired_at)
+      assert.equal(got[other_exp].now, row_of(s, other_exp).acquired_at)
+      assert.equal(got[mine_exp].now, row_of(s, mine_exp).acquired_at)
+      assert.equal(before_mine.acquired_at, row_of(s, mine).acquired_at)
+      -- held by another: refused, naming the holder, its token and expiry; row unchanged
+      local g = got[held]
+      assert.is_false(g.ok)
+      assert.equal("B", g.owner)
+      assert.equal(h.token, g.token)
+      assert.equal(h.expires_at, g.expires_at)
+      assert.is_true(g.now >= h.now and g.now < g.expires_at)
+      assert.same(before_held, (row_of(s, held)))
+      -- the others see the new holder
+      local ok, info = s:try_acquire(other_exp, "C", 5000)
+      assert.is_false(ok)
+      assert.equal("A", info.owner)
+      assert.is_true(s:renew(free, "A", 5000))
+      assert.same({}, assert(s:acquire_all("A", {}, 1000)))
+    end)
+
+    it("acquire_all answers as try_acquire would, name by name, and lets another owner in after a release", function()
+      local a, b = lease(), lease()
+      local first = assert(s:acquire_all("A", { a, b }, 60000))
+      assert.is_true(first[a].ok and first[b].ok)
+      local other = assert(s:acquire_all("B", { b, a }, 60000))
+      assert.is_false(other[a].ok)
+      assert.is_false(other[b].ok)
+      assert.equal("A", other[a].owner)
+      assert.equal(first[b].token, other[b].token)
+      assert.equal(first[b].expires_at, other[b].expires_at)
+      assert.is_true(s:release(b, "A"))
+      local after = assert(s:acquire_all("B", { a, b }, 60000))
+      assert.is_false(after[a].ok)
+      assert.is_true(after[b].ok)
+      assert.equal("B", after[b].owner)
+      assert.equal(first[b].token + 1, after[b].token)
+      local again = assert(s:acquire_all("A", { a, b }, 60000))
+      assert.is_true(again[a].ok)
+      assert.equal(first[a].token, again[a].token)
+      assert.is_false(again[b].ok)
+      assert.equal("B", again[b].owner)
+    end)
+
     it("refuses bad durations, names and owners before any SQL", function()
       local n = lease()
       local long = ("x"):rep(201)

@@ -1,8 +1,11 @@
 /* postgres.c - the lease store on PostgreSQL (libpq).
  *
- * Every operation is one prepared statement, one round trip, in autocommit;
+ * Every operation is one prepared statement, one round trip, in autocommit
+ * (a lost renew alone makes a second, read-only one to name the holder);
  * time is clock_timestamp() read once per statement (now() would be the
- * transaction's start).  The client enforces its own deadlines with the
+ * transaction's start), and read again only to tell a refused try_acquire
+ * the time.  The single-lease statements are plain (no CTE, no second read
+ * of the table), so each costs little more than a bare durable UPDATE.  The client enforces its own deadlines with the
  * asynchronous API and poll(), so a server that stops answering (killed,
  * frozen, unplugged) gives an error within the timeout instead of a hang;
  * after a broken connection the next call connects again and re-prepares.
@@ -22,9 +25,29 @@
 
 #define NOW "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
-/* The upsert's SET and WHERE, shared by try_acquire and acquire_all: the
- * token grows unless the same owner held it unexpired; a lease held by
- * another owner and not expired is left alone. */
+/* try_acquire: one upsert, no CTE.  t0.n is the statement's one reading of
+ * the clock and reaches the conflict branch as EXCLUDED.acquired_at.  The
+ * conflict branch always updates the row, so RETURNING always names the
+ * holder; when the lease is held by another owner and not expired it writes
+ * the row's own values back (the same row lock and commit a conditional DO
+ * UPDATE takes).  The lease is ours iff owner = $2 afterwards; then
+ * renewed_at is the statement's now, else the clock is read once more. */
+#define EXPIRED "l.expires_at <= EXCLUDED.acquired_at"
+#define TAKE "(l.owner = EXCLUDED.owner OR " EXPIRED ")"
+#define ACQUIRE_SQL \
+	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)" \
+	" SELECT $1, $2, 1, t0.n, t0.n, t0.n + $3::bigint FROM (SELECT " NOW " AS n) t0" \
+	" ON CONFLICT (name) DO UPDATE SET" \
+	"  owner = CASE WHEN " EXPIRED " THEN EXCLUDED.owner ELSE l.owner END," \
+	"  token = CASE WHEN " EXPIRED " THEN l.token + 1 ELSE l.token END," \
+	"  acquired_at = CASE WHEN " EXPIRED " THEN EXCLUDED.acquired_at ELSE l.acquired_at END," \
+	"  renewed_at = CASE WHEN " TAKE " THEN EXCLUDED.renewed_at ELSE l.renewed_at END," \
+	"  expires_at = CASE WHEN " TAKE " THEN EXCLUDED.expires_at ELSE l.expires_at END" \
+	" RETURNING l.owner = $2, l.owner, l.token, l.expires_at," \
+	"  CASE WHEN l.owner = $2 THEN l.renewed_at ELSE " NOW " END"
+
+/* acquire_all's upsert: the token grows unless the same owner held it
+ * unexpired; a lease held by another owner and not expired is left alone. */
 #define MINE "l.owner = EXCLUDED.owner AND l.expires_at > EXCLUDED.acquired_at"
 #define UPSERT_SET \
 	" ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner," \
@@ -34,39 +57,34 @@
 	" WHERE l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at"
 
 enum {
-	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
+	Q_ACQUIRE, Q_RENEW, Q_HOLDER, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
-	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
+	"leash_acquire", "leash_renew", "leash_holder", "leash_release", "leash_renew_all",
 	"leash_acquire_all", "leash_list", "leash_floor_select",
 };
 
 /* %1$s is the table name (checked by store_open), quoted where used. */
 static const char *const q_text[Q_MAX] = {
-	[Q_ACQUIRE] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
-	"  SELECT $1, $2, 1, now, now, now + $3::bigint FROM t0"
-	UPSERT_SET
-	"  RETURNING l.owner, l.token, l.expires_at)"
-	" SELECT up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
-	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now"
-	" FROM t0 LEFT JOIN up ON true LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = $1",
+	[Q_ACQUIRE] = ACQUIRE_SQL,
+	/* renew: the plain UPDATE by key and owner; it returns no row when the
+	 * lease is lost, and only then does Q_HOLDER name the holder. */
 	[Q_RENEW] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" up AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
-	"  WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.now"
-	"  RETURNING l.owner, l.token, l.expires_at)"
-	" SELECT up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
-	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now"
-	" FROM t0 LEFT JOIN up ON true LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = $1",
+	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"
+	" FROM (SELECT " NOW " AS n) t0"
+	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
+	" RETURNING true, l.owner, l.token, l.expires_at, t0.n",
+	[Q_HOLDER] =
+	"SELECT false, coalesce(h.owner, ''), coalesce(h.token, 0), coalesce(h.expires_at, 0), " NOW
+	" FROM (SELECT) x LEFT JOIN \"%1$s\" h ON h.name = $1",
+	/* release: expires_at = now for the holder's unexpired row, and a NOTIFY
+	 * (delivered at commit) for each row it freed. */
 	[Q_RELEASE] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" up AS (UPDATE \"%1$s\" l SET expires_at = t0.now FROM t0"
-	"  WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.now RETURNING l.name)"
-	" SELECT pg_notify('%1$s', up.name) FROM up",
+	"UPDATE \"%1$s\" l SET expires_at = t0.n FROM (SELECT " NOW " AS n) t0"
+	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
+	" RETURNING pg_notify('%1$s', l.name)",
 	[Q_RENEW_ALL] =
 	"WITH t0 AS (SELECT " NOW " AS now)"
 	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
@@ -419,15 +437,28 @@ static int pg_try_acquire(struct store *s, const char *name, const char *owner, 
 	return lease_answer(ps, call(ps, Q_ACQUIRE, 3, v, "try_acquire"), out, "try_acquire");
 }
 
+/* The verdict is the one UPDATE: a row back means renewed, none means lost.
+ * Only a lost renew reads who holds the lease now, for the caller's log (the
+ * same read SQLite makes); if that read fails the answer is still "lost",
+ * with no holder named (owner "", token 0). */
 static int pg_renew(struct store *s, const char *name, const char *owner, int64_t ms,
                     struct lease_info *out)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 	char buf[24];
 	const char *v[3] = { name, owner, buf };
+	PGresult *r;
 
 	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	return lease_answer(ps, call(ps, Q_RENEW, 3, v, "renew"), out, "renew");
+	if (!(r = call(ps, Q_RENEW, 3, v, "renew")))
+		return STORE_ERR;
+	if (PQntuples(r) > 0)
+		return lease_answer(ps, r, out, "renew");
+	PQclear(r);
+	memset(out, 0, sizeof *out);
+	if (lease_answer(ps, call(ps, Q_HOLDER, 1, v, "renew"), out, "renew") == STORE_ERR)
+		s->err[0] = '\0';
+	return STORE_NO;
 }
 
 static int pg_release(struct store *s, const char *name, const char *owner)
@@ -615,7 +646,8 @@ static int pg_floor(struct store *s, int kind)
 	struct pg_store *ps = (struct pg_store *)s;
 	int64_t deadline;
 	PGresult *r;
-	char sql[512];
+	char sql[1024];
+	const char *key[1] = { "floor" };
 
 	if (kind == STORE_FLOOR_SELECT) {
 		r = call(ps, Q_FLOOR_SELECT, 0, NULL, "floor");
@@ -625,18 +657,26 @@ static int pg_floor(struct store *s, int kind)
 	if (ensure_conn(ps, &deadline) < 0)
 		return STORE_ERR;
 	if (!ps->floor_ready) {
+		/* A side table shaped like the lease table, one row updated by its
+		 * primary key (bound, as the lease statements bind theirs), on this
+		 * connection, in autocommit: the least a durable lease write costs. */
 		snprintf(sql, sizeof sql,
-		         "CREATE TABLE IF NOT EXISTS \"%s_floor\" (id int PRIMARY KEY, v bigint NOT NULL);"
-		         " INSERT INTO \"%s_floor\" VALUES (1, 0) ON CONFLICT DO NOTHING",
-		         ps->table, ps->table);
+		         "CREATE TABLE IF NOT EXISTS \"%s_floor_row\" ("
+		         " name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL,"
+		         " token BIGINT NOT NULL, acquired_at BIGINT NOT NULL,"
+		         " renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
+		         " INSERT INTO \"%s_floor_row\" VALUES ('floor', 'floor', 1, 0, 0, 0)"
+		         " ON CONFLICT DO NOTHING", ps->table, ps->table);
 		if (run_ok(ps, 0, NULL, sql, deadline, "floor") < 0)
 			return STORE_ERR;
-		snprintf(sql, sizeof sql, "UPDATE \"%s_floor\" SET v = v + 1 WHERE id = 1", ps->table);
+		snprintf(sql, sizeof sql,
+		         "UPDATE \"%s_floor_row\" SET expires_at = expires_at + 1 WHERE name = $1",
+		         ps->table);
 		if (run_ok(ps, 1, "leash_floor_update", sql, deadline, "floor") < 0)
 			return STORE_ERR;
 		ps->floor_ready = 1;
 	}
-	r = roundtrip(ps, 0, "leash_floor_update", NULL, 0, NULL, deadline, "floor");
+	r = roundtrip(ps, 0, "leash_floor_update", NULL, 1, key, deadline, "floor");
 	PQclear(r);
 	return r ? STORE_OK : STORE_ERR;
 }

@@ -5,6 +5,8 @@
  * VFS can shift that clock (see lstore.c).  Each operation is one statement
  * in autocommit: a write statement takes the WAL write lock before it reads,
  * so several processes sharing the file serialise on busy_timeout.
+ * acquire_all is one batch: BEGIN IMMEDIATE, the try_acquire upsert per
+ * name, COMMIT: one write lock, one transaction, one fsync.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +21,7 @@
 
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_HOLDER, Q_RELEASE, Q_RENEW_ALL, Q_LIST,
-	Q_FLOOR_SELECT, Q_MAX
+	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_MAX
 };
 
 struct sq_store {
@@ -68,6 +70,9 @@ static const char *const sql_text[Q_MAX] = {
 	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
 	[Q_FLOOR_SELECT] = "SELECT 1",
+	[Q_BEGIN] = "BEGIN IMMEDIATE",
+	[Q_COMMIT] = "COMMIT",
+	[Q_ROLLBACK] = "ROLLBACK",
 };
 
 static int sq_fail(struct sq_store *ss, const char *what)
@@ -110,27 +115,86 @@ static void info_from(struct lease_info *out, sqlite3_stmt *st)
 	out->now = sqlite3_column_int64(st, 3);
 }
 
-static int sq_try_acquire(struct store *s, const char *name, const char *owner,
-                          int64_t ms, struct lease_info *out)
+/* One try_acquire upsert on the prepared statement; leaves it reset. */
+static int acquire_one(struct sq_store *ss, const char *name, const char *owner, int64_t ms,
+                       struct lease_info *out, const char *what)
 {
-	struct sq_store *ss = (struct sq_store *)s;
 	sqlite3_stmt *st = ss->q[Q_ACQUIRE];
 	int rc = STORE_ERR;
 
 	if (bind3(ss, st, name, owner, ms) < 0)
 		goto fail;
 	if (sqlite3_step(st) != SQLITE_ROW) {
-		sq_fail(ss, "try_acquire");
+		sq_fail(ss, what);
 		goto fail;
 	}
 	info_from(out, st);
 	rc = strcmp(out->owner, owner) == 0 ? STORE_OK : STORE_NO;
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = sq_fail(ss, "try_acquire");
+		rc = sq_fail(ss, what);
 		goto fail;
 	}
 fail:
 	sqlite3_reset(st);
+	return rc;
+}
+
+static int sq_try_acquire(struct store *s, const char *name, const char *owner,
+                          int64_t ms, struct lease_info *out)
+{
+	return acquire_one((struct sq_store *)s, name, owner, ms, out, "try_acquire");
+}
+
+/* Runs one of the transaction statements: SQLITE_DONE or an error. */
+static int run_tx(struct sq_store *ss, int q, const char *what)
+{
+	sqlite3_stmt *st = ss->q[q];
+	int step;
+
+	sqlite3_reset(st);
+	step = sqlite3_step(st);
+	sqlite3_reset(st);
+	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
+}
+
+/* try_acquire for every name in one transaction: BEGIN IMMEDIATE takes the
+ * write lock once (waiting up to busy_timeout), each upsert answers as
+ * try_acquire would, and one COMMIT makes them all durable together.  On any
+ * error nothing is kept. */
+static int sq_acquire_all(struct store *s, const char *owner, const char *const *names,
+                          size_t n, int64_t ms, struct lease_info *out, int *got)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int rc = STORE_ERR, open_tx = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		got[i] = 0;
+		memset(&out[i], 0, sizeof out[i]);
+	}
+	if (run_tx(ss, Q_BEGIN, "acquire_all: begin") < 0)
+		goto fail;
+	open_tx = 1;
+	for (size_t i = 0; i < n; i++) {
+		int r = acquire_one(ss, names[i], owner, ms, &out[i], "acquire_all");
+
+		if (r == STORE_ERR)
+			goto fail;
+		got[i] = r == STORE_OK;
+	}
+	if (run_tx(ss, Q_COMMIT, "acquire_all: commit") < 0)
+		goto fail;
+	open_tx = 0;
+	rc = STORE_OK;
+fail:
+	if (open_tx && sqlite3_get_autocommit(ss->db) == 0) {
+		/* Keep the first error's message; the rollback's own is moot. */
+		sqlite3_reset(ss->q[Q_ROLLBACK]);
+		sqlite3_step(ss->q[Q_ROLLBACK]);
+		sqlite3_reset(ss->q[Q_ROLLBACK]);
+	}
+	if (rc != STORE_OK)
+		for (size_t i = 0; i < n; i++)
+			got[i] = 0;
 	return rc;
 }
 
@@ -309,17 +373,26 @@ static int sq_floor(struct store *s, int kind)
 
 	if (kind == STORE_FLOOR_UPDATE) {
 		if (!ss->floor_update) {
-			char sql[256];
+			char sql[1024];
 
+			/* A side table shaped like the lease table, one row updated by
+			 * its (bound) primary key: the least a durable lease write costs. */
 			snprintf(sql, sizeof sql,
-			         "CREATE TABLE IF NOT EXISTS \"%s_floor\" (id INTEGER PRIMARY KEY, v BIGINT NOT NULL);"
-			         "INSERT OR IGNORE INTO \"%s_floor\" VALUES (1, 0)", ss->table, ss->table);
+			         "CREATE TABLE IF NOT EXISTS \"%s_floor_row\" ("
+			         " name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL,"
+			         " token BIGINT NOT NULL, acquired_at BIGINT NOT NULL,"
+			         " renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
+			         "INSERT OR IGNORE INTO \"%s_floor_row\" VALUES ('floor', 'floor', 1, 0, 0, 0)",
+			         ss->table, ss->table);
 			if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 				return sq_fail(ss, "floor");
-			snprintf(sql, sizeof sql, "UPDATE \"%s_floor\" SET v = v + 1 WHERE id = 1",
+			snprintf(sql, sizeof sql,
+			         "UPDATE \"%s_floor_row\" SET expires_at = expires_at + 1 WHERE name = ?1",
 			         ss->table);
 			if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
 			                       &ss->floor_update, NULL) != SQLITE_OK)
+				return sq_fail(ss, "floor");
+			if (sqlite3_bind_text(ss->floor_update, 1, "floor", -1, SQLITE_STATIC) != SQLITE_OK)
 				return sq_fail(ss, "floor");
 		}
 		st = ss->floor_update;
@@ -364,6 +437,7 @@ static const struct store_ops sqlite_ops = {
 	.renew_all = sq_renew_all,
 	.list = sq_list,
 	.close = sq_close,
+	.acquire_all = sq_acquire_all,
 	.set_timeout = sq_set_timeout,
 	.floor = sq_floor,
 };
