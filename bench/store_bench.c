@@ -1,7 +1,9 @@
 /* store_bench.c - lease store latency next to the floors of the same
- * connection: a bare SELECT 1 round trip and a bare durable single-row
- * UPDATE.  Usage: store_bench [-n N] PROVIDER=SPEC ...
+ * connection: a bare SELECT 1 round trip and a bare durable UPDATE of one
+ * row, by its primary key, in a side table shaped like the lease table.
+ * Usage: store_bench [-n N] PROVIDER[@LABEL]=SPEC ...
  *   sqlite=PATH   postgres=CONNINFO   mssql=host:port:user:password:database
+ * LABEL (no '=') heads that provider's table instead of its name.
  * Each op runs N times, interleaved in rounds so drift hits all alike. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +64,7 @@ static int one(struct store *s, int op, const char *const *names, int64_t *token
 	return rc == STORE_ERR ? STORE_ERR : STORE_OK;
 }
 
-static int bench(const char *provider, const struct store_opts *o, int n)
+static int bench(const char *provider, const char *label, const struct store_opts *o, int n)
 {
 	char err[STORE_ERR_MAX], buf[NAMES][32];
 	const char *names[NAMES];
@@ -111,7 +113,7 @@ static int bench(const char *provider, const struct store_opts *o, int n)
 				total[op] += lat[op][done + i];
 			}
 	}
-	printf("\n%s (%d runs each)\n", provider, n);
+	printf("\n%s (%d runs each)\n", label, n);
 	printf("%-22s %10s %10s %10s %9s %9s\n", "operation", "median_us", "p99_us", "ops/s",
 	       "x SELECT", "x UPDATE");
 	for (int op = 0; op < OP_MAX; op++) {
@@ -139,14 +141,14 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "n:")) != -1) {
 		if (c != 'n' || (n = atoi(optarg)) < 10) {
-			fprintf(stderr, "usage: store_bench [-n N] sqlite=PATH postgres=CONNINFO mssql=H:P:U:PW:DB\n");
+			fprintf(stderr, "usage: store_bench [-n N] PROVIDER[@LABEL]=SPEC ... (sqlite=PATH postgres=CONNINFO mssql=H:P:U:PW:DB)\n");
 			return 2;
 		}
 	}
 	for (int i = optind; i < argc; i++) {
 		struct store_opts o = { .table = "leash_bench", .connect_timeout_ms = 5000,
 		                        .statement_timeout_ms = 5000 };
-		char *spec = strdup(argv[i]), *eq = strchr(spec, '=');
+		char *spec = strdup(argv[i]), *eq = strchr(spec, '='), *at;
 
 		if (!eq) {
 			fprintf(stderr, "store_bench: %s: expected PROVIDER=SPEC\n", argv[i]);
@@ -154,6 +156,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		*eq++ = '\0';
+		if ((at = strchr(spec, '@')))
+			*at++ = '\0';
 		if (strcmp(spec, "sqlite") == 0) {
 			o.path = eq;
 		} else if (strcmp(spec, "postgres") == 0) {
@@ -177,7 +181,7 @@ int main(int argc, char **argv)
 				*p3 = '\0';
 			o.database = p4 + 1;
 		}
-		if (bench(spec, &o, n) < 0)
+		if (bench(spec, at && *at ? at : spec, &o, n) < 0)
 			rc = 1;
 		free(spec);
 	}

@@ -1,6 +1,7 @@
 # The lease store benchmark: make bench (BENCH_N=runs per op).  Starts a
-# throwaway PostgreSQL unless LEASH_BENCH_PG_CONNINFO is set; adds mssql when
-# LEASH_TEST_MSSQL is set.
+# throwaway PostgreSQL unless LEASH_BENCH_PG_CONNINFO is set, and the TDS test
+# server (Python + SQLite, labelled as such) for mssql unless LEASH_TEST_MSSQL
+# names a SQL Server.
 BENCH_N ?= 2000
 
 $(BUILD)/bench/store_bench: bench/store_bench.c $(CORE_OBJ)
