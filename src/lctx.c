@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,9 +28,19 @@ static int64_t boot_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- self-fencing ---- */
+/* ---- self-fencing ----
+ *
+ * Two timers on CLOCK_BOOTTIME, both re-armed whenever the parent pushes the
+ * deadline forward.  At the kill time the first delivers a signal whose
+ * handler SIGKILLs the child's whole process group, so programs started by
+ * ctx.exec die with it; a moment later the second delivers SIGKILL to the
+ * child itself, which works even when the child is stopped and cannot run
+ * a handler (its exec'd children then get SIGKILL through PR_SET_PDEATHSIG).
+ */
 
-static timer_t fence_timer;
+#define FENCE_BACKSTOP_MS 20
+
+static timer_t fence_group_timer, fence_timer;
 static volatile sig_atomic_t fence_armed;
 static volatile int64_t fence_stop_ms;  /* boottime: the parent stops the body here */
 static int64_t fence_slack_ms;           /* and the child kills itself this much later */
@@ -42,7 +53,17 @@ static void arm(int64_t stop_ms)
 
 	its.it_value.tv_sec = kill_ms / 1000;
 	its.it_value.tv_nsec = (kill_ms % 1000) * 1000000;
-	timer_settime(fence_timer, TIMER_ABSTIME, &its, NULL);   /* async-signal-safe */
+	timer_settime(fence_group_timer, TIMER_ABSTIME, &its, NULL);   /* async-signal-safe */
+	kill_ms += FENCE_BACKSTOP_MS;
+	its.it_value.tv_sec = kill_ms / 1000;
+	its.it_value.tv_nsec = (kill_ms % 1000) * 1000000;
+	timer_settime(fence_timer, TIMER_ABSTIME, &its, NULL);
+}
+
+static void on_fence_kill(int sig)
+{
+	(void)sig;
+	kill(0, SIGKILL);               /* the child's process group, itself included */
 }
 
 static void on_fence_push(int sig, siginfo_t *si, void *uc)
@@ -63,7 +84,14 @@ int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_m
 	run_stop_ms = timeout_stop_ms;
 	if (stop_ms <= 0)
 		return 0;
+	sa.sa_handler = on_fence_kill;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(RUNNER_FENCE_KILL_SIGNAL, &sa, NULL) < 0)
+		return -1;
 	sev.sigev_notify = SIGEV_SIGNAL;
+	sev.sigev_signo = RUNNER_FENCE_KILL_SIGNAL;
+	if (timer_create(CLOCK_BOOTTIME, &sev, &fence_group_timer) < 0)
+		return -1;
 	sev.sigev_signo = SIGKILL;
 	if (timer_create(CLOCK_BOOTTIME, &sev, &fence_timer) < 0)
 		return -1;
@@ -71,6 +99,7 @@ int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_m
 	fence_stop_ms = stop_ms;
 	arm(stop_ms);
 	fence_armed = 1;
+	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_fence_push;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
@@ -191,7 +220,7 @@ static int l_exec(lua_State *L)
 	struct grow go = { 0 }, ge = { 0 };
 	int64_t deadline, kill_at = 0;
 	int open_out = 1, open_err = 1, timed_out = 0, exited = 0;
-	pid_t pid;
+	pid_t pid, parent;
 
 	luaL_checktype(L, 1, LUA_TTABLE);
 	n = (int)luaL_len(L, 1);
@@ -212,6 +241,7 @@ static int l_exec(lua_State *L)
 	argv[n] = NULL;
 	if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(err, O_CLOEXEC | O_NONBLOCK) < 0)
 		goto sysfail;
+	parent = getpid();
 	pid = fork();
 	if (pid < 0)
 		goto sysfail;
@@ -220,6 +250,10 @@ static int l_exec(lua_State *L)
 
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* Dies with the run, however the run ends (self-fencing too). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
 		dup2(out[1], STDOUT_FILENO);
 		dup2(err[1], STDERR_FILENO);
 		fcntl(STDOUT_FILENO, F_SETFL, 0);

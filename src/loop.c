@@ -6,6 +6,7 @@
  * a signalfd, children's output through pipes), then does what is due.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -287,6 +288,10 @@ static void load_jobs(struct sched *s, int reload)
 		free(r.broken[i]);
 	free(r.broken);
 	free(r.fresh);
+	/* Loading leaves sources and compiler garbage behind; the parent
+	 * lives long, so give it back now rather than at the GC's leisure. */
+	lua_gc(s->L, LUA_GCCOLLECT);
+	malloc_trim(0);
 }
 
 /* ---- runs ---- */
@@ -391,9 +396,10 @@ static void sweep(struct sched *s)
 
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
-		if (j->removed && !j->run)
+		if (j->removed && !j->run) {
+			leave_election(s, j);
 			job_free(s->L, j);
-		else
+		} else
 			s->jobs[w++] = j;
 	}
 	s->njobs = w;

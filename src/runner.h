@@ -12,6 +12,8 @@
 /* The parent pushes a child's stop deadline forward with this real-time
  * signal; its value is the new deadline in CLOCK_BOOTTIME milliseconds. */
 #define RUNNER_FENCE_SIGNAL (SIGRTMIN + 1)
+/* A child's own fence timer raises this to kill its process group. */
+#define RUNNER_FENCE_KILL_SIGNAL (SIGRTMIN + 2)
 
 struct run_info {
 	const char *replica;

@@ -358,6 +358,31 @@ describe("election end to end", function()
     assert.is_nil(lease_row(p, tbl, "rec"))
   end)
 
+  it("self-fencing: with the parent frozen, the body and what its ctx.exec started die before the lease expires", function()
+    local p = list_of()[1]
+    local tbl = fresh_table()
+    local d = L.dir { config = config(p, tbl) }
+    local pidfile = d.dir .. "/exec.pid"
+    d.write_job("fenced", ([[
+return { run = function(ctx)
+  ctx.exec({ "sh", "-c", "echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 60" })
+end }]]):format(pidfile, pidfile, pidfile))
+    local procs = start_replicas(d, 1)
+    local found = assert(L.wait_for(function() return L.read(pidfile):match("%d+") end, 5),
+      "the service did not start its program")
+    local pid = tonumber(found)
+    local body = assert(L.children(procs[1].pid)[1], "no body process")
+    assert.is_true(L.alive(pid) and L.alive(body))
+    procs[1]:signal("STOP")                     -- the parent only: its children go on
+    -- the lease runs out at most LEASE after the last renew, which came
+    -- before the freeze; the fence must have struck before that
+    L.sleep(LEASE / 1000 - 0.1)
+    assert.is_false(L.alive(body), "the body outlived the fence")
+    assert.is_false(L.alive(pid), "the program ctx.exec started outlived the fence")
+    procs[1]:signal("CONT")
+    stop_all(procs)
+  end)
+
   it("ctx.token is the lease's token and ctx.lease_left() counts down to the stop", function()
     local p = list_of()[1]
     local tbl = fresh_table()
