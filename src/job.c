@@ -108,10 +108,14 @@ int job_load_dir(lua_State *L, const char *dir,
 				break;
 			names = nn;
 		}
-		names[n++] = strdup(e->d_name);
+		if (!(names[n] = strdup(e->d_name)))
+			break;
+		n++;
 	}
 	closedir(d);
-	qsort(names, n, sizeof *names, cmp_str);
+	/* qsort's array must not be NULL, even for 0 elements. */
+	if (n > 0)
+		qsort(names, n, sizeof *names, cmp_str);
 
 	lua_getglobal(L, "require");
 	lua_pushstring(L, "leash.job");
