@@ -383,6 +383,41 @@ end }]]):format(pidfile, pidfile, pidfile))
     stop_all(procs)
   end)
 
+  it("a job file removed and reloaded (SIGHUP) leaves the election on every replica", function()
+    local p = list_of()[1]
+    local tbl = fresh_table()
+    local d = L.dir { config = config(p, tbl) }
+    d.write_job("gone", 'return { every = "1s", run = function() end }')
+    d.write_job("stays", 'return { every = "1s", run = function() end }')
+    local procs = start_replicas(d, 2)
+    assert(L.wait_for(function()
+      local r = lease_row(p, tbl, "gone")
+      return r and r.expires_at > rows(p, tbl)[1].acquired_at
+    end, 5), "gone was never held")
+    d.remove_job("gone")
+    for _, proc in ipairs(procs) do proc:signal("HUP") end
+    -- released by its holder, and nobody takes it again
+    assert(L.wait_for(function()
+      local list, now = rows(p, tbl)
+      for _, r in ipairs(list) do
+        if r.name == "gone" then return r.expires_at <= now end
+      end
+    end, 5), "the removed job's lease is still held")
+    L.sleep(LEASE / 1000 + 0.5)
+    local list, now = rows(p, tbl)
+    for _, r in ipairs(list) do
+      if r.name == "gone" then assert.is_true(r.expires_at <= now, "taken again") end
+    end
+    -- the holder of what stays hands over to the other without a crash
+    procs[1]:stop(10)
+    procs[2]:stop(10)
+    for _, proc in ipairs(procs) do
+      assert.is_nil(proc:log_text():match("Segmentation"))
+      assert.is_truthy(proc:log_text():match("stopped\n?$") or proc:log_text():match("stopped"))
+    end
+    assert.equal(0, procs[2]:wait(1))
+  end)
+
   it("ctx.token is the lease's token and ctx.lease_left() counts down to the stop", function()
     local p = list_of()[1]
     local tbl = fresh_table()
