@@ -200,13 +200,17 @@ static int cmd_status(int argc, char **argv)
 	if (setup(path, &L, &c) < 0)
 		return EXIT_CONFIG;
 	if (!c.singleton) {
-		printf("singleton mode is off in %s ([singleton] enabled = false): every replica runs "
-		       "every job and no leases are kept\n", c.file);
+		if (json)
+			printf("{\"provider\":null,\"singleton\":false,\"leases\":[]}\n");
+		else
+			printf("singleton mode is off in %s ([singleton] enabled = false): every replica "
+			       "runs every job and no leases are kept\n", c.file);
 		rc = 0;
 		goto done;
 	}
 	if (cfg_store_opts(&c, &o, err, sizeof err) < 0) {
 		fprintf(stderr, "leash status: %s\n", err);
+		rc = EXIT_CONFIG;
 		goto done;
 	}
 	s = store_open(c.provider, &o, err, sizeof err);
@@ -250,6 +254,8 @@ static int cmd_status(int argc, char **argv)
 	if (lx_pcall(L, json ? 3 : 2, 1) != LUA_OK)
 		goto lua_fail;
 	fputs(lua_tostring(L, -1), stdout);
+	if (json)
+		fputc('\n', stdout);
 	rc = 0;
 	goto done;
 lua_fail:

@@ -34,6 +34,7 @@ describe("leash status", function()
 
         code, out, err = L.leash { "status", "-c", d.config, "--json" }
         assert.equal(0, code, err)
+        assert.equal("\n", out:sub(-1))
         local obj = assert(json.decode(out))
         assert.equal(p.provider, obj.provider)
         assert.is_number(obj.now)
@@ -79,5 +80,21 @@ describe("leash status", function()
     local code, out = L.leash { "status", "-c", d.config }
     assert.equal(0, code)
     assert.matches("singleton mode is off", out)
+    code, out = L.leash { "status", "-c", d.config, "--json" }
+    assert.equal(0, code)
+    local obj = assert(json.decode(out))
+    assert.is_false(obj.singleton)
+    assert.same({}, obj.leases)
+  end)
+
+  it("exits 2 when the mssql password variable is not set", function()
+    local d = L.dir { config = {
+      singleton = { enabled = "true" },
+      store = { provider = "mssql" },
+      mssql = { password_env = "LEASH_NO_SUCH_PASSWORD_VAR" },
+    } }
+    local code, _, err = L.leash({ "status", "-c", d.config }, { env = { LEASH_NO_SUCH_PASSWORD_VAR = false } })
+    assert.equal(2, code)
+    assert.matches("LEASH_NO_SUCH_PASSWORD_VAR is not set", err)
   end)
 end)
