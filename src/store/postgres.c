@@ -1,11 +1,11 @@
 /* postgres.c - the lease store on PostgreSQL (libpq).
  *
- * Every operation is one prepared statement, one round trip, in autocommit
- * (a lost renew alone makes a second, read-only one to name the holder);
+ * Every operation is one prepared statement, one round trip, in autocommit;
  * time is clock_timestamp() read once per statement (now() would be the
  * transaction's start), and read again only to tell a refused try_acquire
  * the time.  The single-lease statements are plain (no CTE, no second read
- * of the table), so each costs little more than a bare durable UPDATE.  The client enforces its own deadlines with the
+ * of the table), so each costs little more than a bare durable UPDATE.
+ * The client enforces its own deadlines with the
  * asynchronous API and poll(), so a server that stops answering (killed,
  * frozen, unplugged) gives an error within the timeout instead of a hang;
  * after a broken connection the next call connects again and re-prepares.
@@ -57,28 +57,24 @@
 	" WHERE l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at"
 
 enum {
-	Q_ACQUIRE, Q_RENEW, Q_HOLDER, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
+	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
-	"leash_acquire", "leash_renew", "leash_holder", "leash_release", "leash_renew_all",
+	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
 	"leash_acquire_all", "leash_list", "leash_floor_select",
 };
 
 /* %1$s is the table name (checked by store_open), quoted where used. */
 static const char *const q_text[Q_MAX] = {
 	[Q_ACQUIRE] = ACQUIRE_SQL,
-	/* renew: the plain UPDATE by key and owner; it returns no row when the
-	 * lease is lost, and only then does Q_HOLDER name the holder. */
+	/* renew: the plain UPDATE by key and owner; no row back: lost. */
 	[Q_RENEW] =
 	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"
 	" FROM (SELECT " NOW " AS n) t0"
 	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
 	" RETURNING true, l.owner, l.token, l.expires_at, t0.n",
-	[Q_HOLDER] =
-	"SELECT false, coalesce(h.owner, ''), coalesce(h.token, 0), coalesce(h.expires_at, 0), " NOW
-	" FROM (SELECT) x LEFT JOIN \"%1$s\" h ON h.name = $1",
 	/* release: expires_at = now for the holder's unexpired row, and a NOTIFY
 	 * (delivered at commit) for each row it freed. */
 	[Q_RELEASE] =
@@ -437,10 +433,9 @@ static int pg_try_acquire(struct store *s, const char *name, const char *owner, 
 	return lease_answer(ps, call(ps, Q_ACQUIRE, 3, v, "try_acquire"), out, "try_acquire");
 }
 
-/* The verdict is the one UPDATE: a row back means renewed, none means lost.
- * Only a lost renew reads who holds the lease now, for the caller's log (the
- * same read SQLite makes); if that read fails the answer is still "lost",
- * with no holder named (owner "", token 0). */
+/* One UPDATE: a row back means renewed, none means lost.  A lost renew
+ * names no holder (owner "", token 0): finding out would take a second
+ * round trip, and the caller must drop the job whoever holds it. */
 static int pg_renew(struct store *s, const char *name, const char *owner, int64_t ms,
                     struct lease_info *out)
 {
@@ -456,8 +451,6 @@ static int pg_renew(struct store *s, const char *name, const char *owner, int64_
 		return lease_answer(ps, r, out, "renew");
 	PQclear(r);
 	memset(out, 0, sizeof *out);
-	if (lease_answer(ps, call(ps, Q_HOLDER, 1, v, "renew"), out, "renew") == STORE_ERR)
-		s->err[0] = '\0';
 	return STORE_NO;
 }
 
