@@ -43,14 +43,8 @@ run: all
 	@mkdir -p var
 	$(BUILD)/leash run -c config/leash.ini
 
-# The C core under the sanitizers, through the same specs.
-sanitize:
-	$(MAKE) clean
-	$(MAKE) all CFLAGS='-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer'
-	LEASH_SANITIZE=1 tests/run.sh
-
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all test run sanitize clean
+.PHONY: all test run clean
 -include mk/*.mk
