@@ -90,7 +90,13 @@ static const char *const q_text[Q_MAX] = {
 	"WITH t0 AS (SELECT " NOW " AS now),"
 	" req AS (SELECT DISTINCT n AS name FROM unnest($2::text[]) AS n),"
 	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
-	"  SELECT req.name, $1, 1, t0.now, t0.now, t0.now + $3::bigint FROM req CROSS JOIN t0"
+	"  SELECT req.name, $1::text, 1, t0.now, t0.now, t0.now + $3::bigint FROM req CROSS JOIN t0"
+	/* A lease another owner holds unexpired (as this statement's snapshot
+	 * sees it) is not offered to the upsert at all: ON CONFLICT would lock
+	 * its row even to leave it alone, and the holder's renew_all would wait
+	 * behind every follower's try. */
+	"  WHERE NOT EXISTS (SELECT 1 FROM \"%1$s\" o WHERE o.name = req.name"
+	"   AND o.owner <> $1::text AND o.expires_at > t0.now)"
 	"  ORDER BY req.name COLLATE \"C\""
 	UPSERT_SET
 	"  RETURNING l.name, l.owner, l.token, l.expires_at)"
