@@ -280,15 +280,10 @@ static void check_deadlines(struct elector *el, int64_t now)
 	}
 }
 
-int64_t elect_step(struct elector *el)
+static int64_t next_wake(struct elector *el)
 {
-	int64_t now = now_of(el), next = NEVER;
+	int64_t next = NEVER;
 
-	check_deadlines(el, now);
-	per_lease(el, now, renew_due, renew_group);
-	now = now_of(el);
-	check_deadlines(el, now);       /* a slow renew may have run past one */
-	per_lease(el, now, try_due, acquire_group);
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_HOLDER)
@@ -297,6 +292,24 @@ int64_t elect_step(struct elector *el)
 			next = min64(next, min64(j->next_try, j->wake_at));
 	}
 	return next;
+}
+
+int64_t elect_step(struct elector *el)
+{
+	int64_t now = now_of(el);
+
+	check_deadlines(el, now);
+	per_lease(el, now, renew_due, renew_group);
+	now = now_of(el);
+	check_deadlines(el, now);       /* a slow renew may have run past one */
+	per_lease(el, now, try_due, acquire_group);
+	return next_wake(el);
+}
+
+int64_t elect_hold(struct elector *el)
+{
+	check_deadlines(el, now_of(el));
+	return next_wake(el);
 }
 
 void elect_wake(struct elector *el, const char *name)

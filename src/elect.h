@@ -72,6 +72,11 @@ void elect_remove(struct elector *, struct elect_job *);
  * time at which it wants to be called again. */
 int64_t elect_step(struct elector *);
 
+/* Only what needs no store call: holders past their deadline become
+ * followers.  For a moment when a store call would delay something more
+ * urgent (a fire about to start).  Returns as elect_step does. */
+int64_t elect_hold(struct elector *);
+
 /* Another replica released name (PostgreSQL NOTIFY): try it at once. */
 void elect_wake(struct elector *, const char *name);
 

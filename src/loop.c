@@ -23,10 +23,12 @@
 #include "job.h"
 #include "log.h"
 #include "loop.h"
+#include "lx.h"
 #include "runner.h"
 
 #define SERVICE_BACKOFF_MIN 1000
 #define SERVICE_BACKOFF_MAX 60000
+#define FIRE_GUARD_MS 30                /* no store call this close to a fire */
 
 struct sched {
 	lua_State *L;
@@ -44,6 +46,7 @@ struct sched {
 	int64_t store_retry_at;         /* boottime: next attempt to open the store */
 	char store_err[STORE_ERR_MAX + 128]; /* the last open or call error logged */
 	int release_failed;             /* at shutdown: stop trying to release */
+	int64_t deferred_since;         /* boottime: store calls held back for a fire */
 };
 
 static int64_t boot_clock(void *arg)
@@ -507,12 +510,23 @@ static void on_release_event(void *arg, const char *name)
 /* Opens the store when needed, lets the elector do what is due, and moves
  * the running children's self-fencing deadlines after good renewals.
  * Returns the time to sleep in ms. */
-static int64_t elect_turn(struct sched *s)
+static int64_t elect_turn(struct sched *s, int64_t due_in)
 {
 	int64_t now = runner_boot_ms(), next;
 
 	if (!s->cfg->singleton)
 		return INT64_MAX;
+	/* A fire (or a restart) is moments away: a store call now could
+	 * hold it up by a round trip or a lock wait, while the renewals have
+	 * seconds to spare.  Check the deadlines only, and do the rest right
+	 * after.  Never for long, so nothing can starve the election. */
+	if (due_in < FIRE_GUARD_MS && (!s->deferred_since || now - s->deferred_since < FIRE_GUARD_MS)) {
+		if (!s->deferred_since)
+			s->deferred_since = now;
+		next = elect_hold(&s->el);
+		return next == INT64_MAX ? INT64_MAX : (next > now ? next - now : 0);
+	}
+	s->deferred_since = 0;
 	if (!s->el.store && now >= s->store_retry_at) {
 		char err[STORE_ERR_MAX + 128];
 
@@ -534,7 +548,15 @@ static int64_t elect_turn(struct sched *s)
 	 * they are drained around every step, not only when it is readable. */
 	if (s->el.store)
 		store_drain_events(s->el.store, on_release_event, s);
-	next = elect_step(&s->el);
+	{
+		int64_t t0 = runner_mono_ms();
+		uint64_t c0 = s->el.store ? s->el.store->calls : 0;
+		next = elect_step(&s->el);
+		if (runner_mono_ms() - t0 >= 5)
+			log_msg(LOG_DEBUG, NULL, 0, "lease store: %llu statements took %lldms",
+			        (unsigned long long)((s->el.store ? s->el.store->calls : 0) - c0),
+			        (long long)(runner_mono_ms() - t0));
+	}
 	if (s->el.store && store_drain_events(s->el.store, on_release_event, s) > 0)
 		next = elect_step(&s->el);
 	if (s->el.store && !s->el.store->err[0] && s->store_err[0]) {
@@ -646,10 +668,21 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	}
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
 	        LEASH_VERSION, s.owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
+	/* Loaded once here, so each forked run finds it compiled. */
+	lua_getglobal(L, "require");
+	lua_pushstring(L, "leash.run");
+	if (lx_pcall(L, 1, 0) != LUA_OK) {
+		log_msg(LOG_ERROR, NULL, 0, "%s", lua_tostring(L, -1));
+		lua_pop(L, 1);
+	}
 	load_jobs(&s, 0);
 
 	for (;;) {
-		int64_t wait_ms = min64(elect_turn(&s), due(&s));
+		/* What is due first, then the election (unless a fire is
+		 * imminent), then what the election just allowed. */
+		int64_t due_in = due(&s);
+		int64_t elect_in = elect_turn(&s, due_in);
+		int64_t wait_ms = min64(elect_in, due(&s));   /* measured after the store calls */
 		size_t nruns = count_runs(&s), n = 0, evi = 0;
 		struct timespec ts;
 		int evfd;
