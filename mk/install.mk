@@ -77,6 +77,9 @@ DEB_OUT   ?= .
 DEB_ARCH  := $(shell dpkg --print-architecture 2>/dev/null)
 DEB_FILE  := $(DEB_OUT)/leash_$(VERSION)_$(DEB_ARCH).deb
 deb_root  := $(DEB_BUILD)/debian/leash
+# Libraries loaded with dlopen() on first use, which dpkg-shlibdeps cannot
+# see: src/store/postgres.c loads libpq.so.5.
+deb_dlopen := libpq5
 deb_flags  = $(shell DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get $(1))
 # The changelog's date: SOURCE_DATE_EPOCH, else the last commit, else now.
 deb_epoch := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null),$(shell date +%s))
@@ -105,7 +108,7 @@ deb:
 	cd $(DEB_BUILD) && dpkg-shlibdeps -O debian/leash/usr/bin/leash | sed -n 's/^shlibs:Depends=//p' > shlibs
 	@test -s $(DEB_BUILD)/shlibs || { echo "make deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' \
-		-e "s/@DEPENDS@/$$(cat $(DEB_BUILD)/shlibs)/" \
+		-e "s/@DEPENDS@/$$(cat $(DEB_BUILD)/shlibs), $(deb_dlopen)/" \
 		-e "s/@SIZE@/$$(du -sk --exclude=DEBIAN $(deb_root) | cut -f1)/" \
 		packaging/deb/control.in > $(deb_root)/DEBIAN/control
 	chmod 644 $(deb_root)/DEBIAN/control $(deb_root)/DEBIAN/conffiles $(deb_root)/DEBIAN/md5sums

@@ -6,7 +6,6 @@
 #include <time.h>
 
 #include <lauxlib.h>
-#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <sybfront.h>
 #include <sybdb.h>
@@ -271,7 +270,7 @@ done:
 
 static int cmd_version(int argc, char **argv)
 {
-	int pq = PQlibVersion();
+	const char *pq = store_postgres_client_version();
 	const char *tds = dbversion();
 
 	(void)argc;
@@ -279,7 +278,7 @@ static int cmd_version(int argc, char **argv)
 	printf("leash %s\n", LEASH_VERSION);
 	printf("%s\n", LUA_RELEASE);
 	printf("SQLite %s\n", sqlite3_libversion());
-	printf("libpq %d.%d\n", pq / 10000, pq % 10000);
+	printf("libpq %s\n", pq ? pq : "not installed");
 	printf("FreeTDS %s\n", tds && strncmp(tds, "freetds v", 9) == 0 ? tds + 9 : tds ? tds : "?");
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* postgres.c - the lease store on PostgreSQL (libpq).
+/* postgres.c - the lease store on PostgreSQL (libpq, loaded on first use).
  *
  * Every operation is one prepared statement, one round trip, in autocommit;
  * time is clock_timestamp() read once per statement (now() would be the
@@ -11,7 +11,12 @@
  * after a broken connection the next call connects again and re-prepares.
  * A release NOTIFYs the channel named after the table, with the lease name
  * as payload, in the same statement; the connection LISTENs on it.
+ *
+ * libpq is loaded with dlopen() when the first postgres store is opened, not
+ * linked: it pulls in libssl, libcrypto, gssapi and ldap (several MB
+ * resident), which a replica on another provider should not pay for.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -110,6 +115,96 @@ static const char *const q_text[Q_MAX] = {
 	" ORDER BY l.name COLLATE \"C\"",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 };
+
+/* Every libpq function this file calls, resolved from libpq.so.5 on first
+ * use into pq; libpq-fe.h still gives their exact types. */
+#define LIBPQ_FUNCS(X) \
+	X(PQlibVersion) X(PQconnectStartParams) X(PQconnectPoll) X(PQsetnonblocking) \
+	X(PQsetNoticeProcessor) X(PQstatus) X(PQsocket) X(PQhost) X(PQport) \
+	X(PQerrorMessage) X(PQfinish) X(PQbackendPID) \
+	X(PQsendPrepare) X(PQsendQueryPrepared) X(PQsendQuery) X(PQsendQueryParams) \
+	X(PQflush) X(PQconsumeInput) X(PQisBusy) X(PQgetResult) X(PQresultStatus) \
+	X(PQresultErrorMessage) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetisnull) \
+	X(PQgetvalue) X(PQnotifies) X(PQfreemem)
+
+static struct {
+#define X(f) __typeof__(f) *f;
+	LIBPQ_FUNCS(X)
+#undef X
+} pq;
+
+/* The calls below go through the table under libpq's own names, so the code
+ * reads as plain libpq code.  (#f in a macro is not expanded, so the loader's
+ * dlsym() still asks for the real names.) */
+#define PQlibVersion pq.PQlibVersion
+#define PQconnectStartParams pq.PQconnectStartParams
+#define PQconnectPoll pq.PQconnectPoll
+#define PQsetnonblocking pq.PQsetnonblocking
+#define PQsetNoticeProcessor pq.PQsetNoticeProcessor
+#define PQstatus pq.PQstatus
+#define PQsocket pq.PQsocket
+#define PQhost pq.PQhost
+#define PQport pq.PQport
+#define PQerrorMessage pq.PQerrorMessage
+#define PQfinish pq.PQfinish
+#define PQbackendPID pq.PQbackendPID
+#define PQsendPrepare pq.PQsendPrepare
+#define PQsendQueryPrepared pq.PQsendQueryPrepared
+#define PQsendQuery pq.PQsendQuery
+#define PQsendQueryParams pq.PQsendQueryParams
+#define PQflush pq.PQflush
+#define PQconsumeInput pq.PQconsumeInput
+#define PQisBusy pq.PQisBusy
+#define PQgetResult pq.PQgetResult
+#define PQresultStatus pq.PQresultStatus
+#define PQresultErrorMessage pq.PQresultErrorMessage
+#define PQclear pq.PQclear
+#define PQntuples pq.PQntuples
+#define PQnfields pq.PQnfields
+#define PQgetisnull pq.PQgetisnull
+#define PQgetvalue pq.PQgetvalue
+#define PQnotifies pq.PQnotifies
+#define PQfreemem pq.PQfreemem
+
+/* Loads libpq and fills pq, once.  A failure is not remembered: the loop
+ * retries store_open, so installing libpq5 fixes a running replica. */
+static int load_libpq(char *err, size_t errlen)
+{
+	static int loaded;
+	void *h;
+
+	if (loaded)
+		return 0;
+	if (!(h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL))) {
+		snprintf(err, errlen, "postgres: cannot load libpq.so.5: %s; install libpq5",
+		         dlerror());
+		return -1;
+	}
+#define X(f) \
+	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
+		snprintf(err, errlen, "postgres: libpq.so.5 has no %s(); install libpq5", #f); \
+		memset(&pq, 0, sizeof pq); \
+		dlclose(h); \
+		return -1; \
+	}
+	LIBPQ_FUNCS(X)
+#undef X
+	loaded = 1;
+	return 0;
+}
+
+const char *store_postgres_client_version(void)
+{
+	static char v[32];
+	char err[8];
+	int n;
+
+	if (load_libpq(err, sizeof err) < 0)
+		return NULL;
+	n = PQlibVersion();
+	snprintf(v, sizeof v, "%d.%d", n / 10000, n % 10000);
+	return v;
+}
 
 struct pg_store {
 	struct store base;
@@ -708,9 +803,11 @@ static const struct store_ops postgres_ops = {
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
 {
-	struct pg_store *ps = calloc(1, sizeof *ps);
+	struct pg_store *ps;
 
-	if (!ps) {
+	if (load_libpq(err, errlen) < 0)
+		return NULL;
+	if (!(ps = calloc(1, sizeof *ps))) {
 		snprintf(err, errlen, "postgres: out of memory");
 		return NULL;
 	}

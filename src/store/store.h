@@ -159,6 +159,10 @@ int store_drain_events(struct store *, void (*fn)(void *, const char *), void *a
 void store_set_timeout(struct store *, int ms);
 void store_close(struct store *);
 
+/* The libpq version the postgres provider would use ("15.18"), or NULL when
+ * libpq.so.5 cannot be loaded.  Loads it (once) when not yet loaded. */
+const char *store_postgres_client_version(void);
+
 /* For providers: formats into s->err and returns STORE_ERR. */
 int store_fail(struct store *, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
