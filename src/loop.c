@@ -103,6 +103,16 @@ static int elected(struct sched *s, struct job *j)
 	return s->cfg->singleton && j->singleton;
 }
 
+/* The job's place in the election no longer fits its definition (a reload
+ * made it singleton = false, or gave it another lease): it must stand again. */
+static int election_stale(struct sched *s, struct job *j)
+{
+	struct elect_job *ej = j->elect;
+
+	return ej && (!elected(s, j) ||
+	              ej->lease_ms != (j->lease_ms ? j->lease_ms : s->cfg->lease_ms));
+}
+
 static void join_election(struct sched *s, struct job *j)
 {
 	if (elected(s, j) && !j->elect) {
@@ -213,8 +223,9 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	if (fresh->elect) {
 		struct elect_job *ej = fresh->elect;
 		ej->user = fresh;
-		if (!elected(s, fresh) || (fresh->lease_ms != old->lease_ms)) {
-			/* Its election settings changed: stand again with the new ones. */
+		if (election_stale(s, fresh)) {
+			/* Leaves once the run is over (finish_run), then joins
+			 * again with the new settings. */
 			if (fresh->run && ej->state == ELECT_HOLDER)
 				runner_stop(fresh->run, "the job's lease settings changed");
 			if (!fresh->run)
@@ -347,11 +358,10 @@ static void finish_run(struct sched *s, struct run *r)
 	ran = runner_mono_ms() - r->started_ms;
 	if (j) {
 		j->run = NULL;
-		if (j->removed || (j->elect && !elected(s, j)))
+		if (election_stale(s, j)) {
 			leave_election(s, j);
-		else if (j->elect && ((struct elect_job *)j->elect)->lease_ms !=
-		                         (j->lease_ms ? j->lease_ms : s->cfg->lease_ms))
-			leave_election(s, j);
+			join_election(s, j);
+		}
 		if (j->kind == JOB_SERVICE && !s->stopping) {
 			if (ran >= SERVICE_BACKOFF_MAX)
 				j->backoff_ms = 0;

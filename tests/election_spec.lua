@@ -418,6 +418,34 @@ end }]]):format(pidfile, pidfile, pidfile))
     assert.equal(0, procs[2]:wait(1))
   end)
 
+  it("a reload that makes a job singleton = false releases its lease and runs it everywhere", function()
+    local p = list_of()[1]
+    local tbl = fresh_table()
+    local d = L.dir { config = config(p, tbl) }
+    d.write_job("rec", job_src(d.out "rec"))
+    local procs = start_replicas(d, 2)
+    local h = wait_holder(procs, p, tbl)
+    d.write_job("rec", (job_src(d.out "rec"):gsub('every = "1s",', 'every = "1s", singleton = false,')))
+    for _, proc in ipairs(procs) do proc:signal("HUP") end
+    assert(L.wait_for(function()
+      local list, now = rows(p, tbl)
+      return list[1] and list[1].expires_at <= now
+    end, 5), "the lease was not released")
+    assert(h:wait_log("released the lease", 1))
+    local since = L.now()
+    assert(L.wait_for(function()
+      local reps = {}
+      for _, r in ipairs(runs(d.out "rec")) do
+        if r.from > since then
+          assert.equal(0, r.token)
+          reps[r.replica] = true
+        end
+      end
+      return reps[procs[1].owner] and reps[procs[2].owner]
+    end, 5), "not every replica ran it after the reload")
+    stop_all(procs)
+  end)
+
   it("ctx.token is the lease's token and ctx.lease_left() counts down to the stop", function()
     local p = list_of()[1]
     local tbl = fresh_table()
