@@ -7,8 +7,6 @@
 
 #include <lauxlib.h>
 #include <sqlite3.h>
-#include <sybfront.h>
-#include <sybdb.h>
 
 #include "cfg.h"
 #include "job.h"
@@ -271,7 +269,7 @@ done:
 static int cmd_version(int argc, char **argv)
 {
 	const char *pq = store_postgres_client_version();
-	const char *tds = dbversion();
+	const char *tds = store_mssql_client_version();
 
 	(void)argc;
 	(void)argv;
@@ -279,7 +277,7 @@ static int cmd_version(int argc, char **argv)
 	printf("%s\n", LUA_RELEASE);
 	printf("SQLite %s\n", sqlite3_libversion());
 	printf("libpq %s\n", pq ? pq : "not installed");
-	printf("FreeTDS %s\n", tds && strncmp(tds, "freetds v", 9) == 0 ? tds + 9 : tds ? tds : "?");
+	printf("FreeTDS %s\n", tds ? tds : "not installed");
 	return 0;
 }
 

@@ -9,7 +9,12 @@
  * handle through dbgetuserdata(), or through `opening` while dbopen() runs
  * (db-lib calls them with no usable DBPROCESS during a login).  db-lib counts
  * timeouts in whole seconds, so millisecond timeouts are rounded up.
+ *
+ * libsybdb is loaded with dlopen() when the first mssql store is opened, not
+ * linked: it pulls in gnutls and friends (about 2.5 MB resident, initialised
+ * at load), which a replica on another provider should not pay for.
  */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +56,95 @@ struct param {
 	const char *s;
 	int64_t i;
 };
+
+/* Every db-lib function this file calls, resolved from libsybdb.so.5 on
+ * first use into sybdb.  The DBSETL* macros expand to dbsetlname and dbsetlversion, and
+ * dbopen to tdsdbopen, so those are what is resolved. */
+#define DBLIB_FUNCS(X) \
+	X(dbinit) X(dberrhandle) X(dbmsghandle) X(dbversion) \
+	X(dblogin) X(dbloginfree) X(dbsetlname) X(dbsetlversion) X(dbsetlogintime) \
+	X(tdsdbopen) X(dbclose) X(dbdead) X(dbcancel) X(dbsetopt) \
+	X(dbgetuserdata) X(dbsetuserdata) \
+	X(dbrpcinit) X(dbrpcparam) X(dbrpcsend) X(dbsqlok) X(dbresults) \
+	X(dbnumcols) X(dbnextrow) X(dbdata) X(dbdatlen) X(dbcoltype) X(dbconvert)
+
+static struct {
+#define X(f) __typeof__(f) *f;
+	DBLIB_FUNCS(X)
+#undef X
+} sybdb;
+
+/* The calls below go through the table; the names stay db-lib's own so that
+ * the code reads as db-lib code and sybdb.h's DBSETL* and dbopen macros,
+ * which expand to dbsetlname, dbsetlversion and tdsdbopen, still work. */
+#define dbinit sybdb.dbinit
+#define dberrhandle sybdb.dberrhandle
+#define dbmsghandle sybdb.dbmsghandle
+#define dbversion sybdb.dbversion
+#define dblogin sybdb.dblogin
+#define dbloginfree sybdb.dbloginfree
+#define dbsetlname sybdb.dbsetlname
+#define dbsetlversion sybdb.dbsetlversion
+#define dbsetlogintime sybdb.dbsetlogintime
+#define tdsdbopen sybdb.tdsdbopen
+#define dbclose sybdb.dbclose
+#define dbdead sybdb.dbdead
+#define dbcancel sybdb.dbcancel
+#define dbsetopt sybdb.dbsetopt
+#define dbgetuserdata sybdb.dbgetuserdata
+#define dbsetuserdata sybdb.dbsetuserdata
+#define dbrpcinit sybdb.dbrpcinit
+#define dbrpcparam sybdb.dbrpcparam
+#define dbrpcsend sybdb.dbrpcsend
+#define dbsqlok sybdb.dbsqlok
+#define dbresults sybdb.dbresults
+#define dbnumcols sybdb.dbnumcols
+#define dbnextrow sybdb.dbnextrow
+#define dbdata sybdb.dbdata
+#define dbdatlen sybdb.dbdatlen
+#define dbcoltype sybdb.dbcoltype
+#define dbconvert sybdb.dbconvert
+
+/* Loads libsybdb and fills sybdb, once.  A failure is not remembered: the
+ * loop retries store_open, so installing libsybdb5 fixes a running replica. */
+static int load_dblib(char *err, size_t errlen)
+{
+	static int loaded;
+	void *h;
+
+	if (loaded)
+		return 0;
+	if (!(h = dlopen("libsybdb.so.5", RTLD_NOW | RTLD_LOCAL))) {
+		snprintf(err, errlen, "mssql: cannot load libsybdb.so.5: %s; install libsybdb5",
+		         dlerror());
+		goto fail;
+	}
+#define X(f) \
+	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
+		snprintf(err, errlen, "mssql: libsybdb.so.5 has no %s(); install libsybdb5", #f); \
+		goto fail; \
+	}
+	DBLIB_FUNCS(X)
+#undef X
+	loaded = 1;
+	return 0;
+fail:
+	if (h) {
+		memset(&sybdb, 0, sizeof sybdb);
+		dlclose(h);
+	}
+	return -1;
+}
+
+const char *store_mssql_client_version(void)
+{
+	const char *v;
+	char err[8];
+
+	if (load_dblib(err, sizeof err) < 0 || !(v = dbversion()))
+		return NULL;
+	return strncmp(v, "freetds v", 9) == 0 ? v + 9 : v;
+}
 
 static struct ms_store *opening;
 
@@ -119,6 +213,8 @@ static int init_dblib(char *err, size_t errlen)
 
 	if (done)
 		return 0;
+	if (load_dblib(err, errlen) < 0)
+		return -1;
 	if (dbinit() == FAIL) {
 		snprintf(err, errlen, "mssql: dbinit() failed");
 		return -1;

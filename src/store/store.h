@@ -159,6 +159,10 @@ int store_drain_events(struct store *, void (*fn)(void *, const char *), void *a
 void store_set_timeout(struct store *, int ms);
 void store_close(struct store *);
 
+/* The FreeTDS version the mssql provider would use ("1.3.17"), or NULL when
+ * libsybdb.so.5 cannot be loaded.  Loads it (once) when not yet loaded. */
+const char *store_mssql_client_version(void);
+
 /* The libpq version the postgres provider would use ("15.18"), or NULL when
  * libpq.so.5 cannot be loaded.  Loads it (once) when not yet loaded. */
 const char *store_postgres_client_version(void);
