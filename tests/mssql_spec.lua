@@ -157,6 +157,7 @@ describe("mssql provider", function()
     for _, op in ipairs({
       function() return s:release(n, "B") end,
       function() return s:renew_all("A", { n }, 5000) end,
+      function() return s:acquire_all("A", { n }, 5000) end,
       function() return s:list() end,
     }) do
       fault("drop")
@@ -191,14 +192,35 @@ describe("mssql provider", function()
     s:close()
   end)
 
+  it_tds("a duplicate key in acquire_all (2627) loses only that name to the other replica", function()
+    local s = assert(core.open_store(cfg()))
+    local a, b, c = uniq("race_a"), uniq("race_b"), uniq("race_c")
+    local _, ci = s:try_acquire(c, "A", 5000)
+    fault("race winner")                      -- a is the first name with no row
+    local got = assert(s:acquire_all("A", { a, b, c, b }, 5000))
+    assert.is_false(got[a].ok)
+    assert.equal("winner", got[a].owner)
+    assert.equal(1, got[a].token)
+    assert.is_true(got[a].expires_at > got[a].now)
+    assert.is_true(got[b].ok)
+    assert.equal("A", got[b].owner)
+    assert.equal(1, got[b].token)
+    assert.is_true(got[c].ok)
+    assert.equal(ci.token, got[c].token)
+    assert.is_false((s:renew(a, "A", 5000)))
+    s:close()
+  end)
+
   it("names with quotes and backslashes survive every operation", function()
     local s = assert(core.open_store(cfg()))
     local names = { "a'b", "a''b", "c\\", "\\'", "d\"e", "x\\' OR 1=1 --", "@n1", "N'x'" }
     for _, n in ipairs(names) do
       assert.is_true((s:try_acquire(n, "O'\\", 5000)), n)
     end
+    local acq = assert(s:acquire_all("O'\\", names, 5000))
     local got = assert(s:renew_all("O'\\", names, 5000))
     for _, n in ipairs(names) do
+      assert.is_true(acq[n].ok, n)
       assert.equal(1, got[n], n)
       assert.is_true((s:renew(n, "O'\\", 5000)), n)
       assert.is_true((s:release(n, "O'\\")), n)
@@ -225,6 +247,28 @@ describe("mssql provider", function()
     names[#names + 1] = names[2001]           -- listed twice
     local got = assert(s:renew_all("A", names, 10000))
     assert.same(held, got)
+    s:close()
+  end)
+
+  it("acquire_all with more names than SQL Server's 2,100 parameters goes in chunks", function()
+    local s = assert(core.open_store(cfg()))
+    local names = {}
+    for i = 1, 4500 do names[i] = ("acq-%04d"):format(i) end
+    for _, i in ipairs({ 1, 1000, 1001, 2000, 2001, 4500 }) do
+      assert.is_true((s:try_acquire(names[i], "B", 10000)))
+    end
+    names[#names + 1] = names[2001]           -- listed twice
+    local got = assert(s:acquire_all("A", names, 10000))
+    local n = 0
+    for name, g in pairs(got) do
+      n = n + 1
+      local theirs = name == names[1] or name == names[1000] or name == names[1001]
+        or name == names[2000] or name == names[2001] or name == names[4500]
+      assert.equal(not theirs, g.ok, name)
+      assert.equal(theirs and "B" or "A", g.owner, name)
+      assert.equal(1, g.token, name)
+    end
+    assert.equal(4500, n)
     s:close()
   end)
 end)

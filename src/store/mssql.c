@@ -25,7 +25,8 @@
 
 #include "store/store.h"
 
-#define CHUNK 2000              /* names per renew_all statement (< 2,100 parameters) */
+#define CHUNK 2000              /* names per renew_all/acquire_all batch (< 2,100 parameters) */
+#define ROWS_MAX 1000           /* rows per INSERT ... VALUES (SQL Server's limit) */
 #define SQL_MAX 2048
 
 /* The database clock, in ms since the Unix epoch. */
@@ -48,6 +49,7 @@ struct ms_store {
 	char table[64];
 	char sql_create[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
+	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 };
 
 /* One bound parameter: an NVARCHAR(200) when s is set, else a BIGINT. */
@@ -548,6 +550,90 @@ fail:
 	return rc;
 }
 
+/* Rows of (i, got, owner, token, expires_at, now), one per @n<i>. */
+struct acquire_answer {
+	size_t at, k, rows;
+	int bad;
+	struct lease_info *out;
+	int *got;
+};
+
+static void acquire_row(struct ms_store *st, int resno, void *arg)
+{
+	struct acquire_answer *a = arg;
+	int64_t i = col_i64(st->db, 1);
+	size_t at = a->at + (size_t)i - 1;
+
+	if (i < 1 || (size_t)i > a->k) {
+		a->bad = 1;
+		return;
+	}
+	a->rows++;
+	a->got[at] = col_i64(st->db, 2) != 0;
+	col_str(st->db, 3, a->out[at].owner, sizeof a->out[at].owner);
+	a->out[at].token = col_i64(st->db, 4);
+	a->out[at].expires_at = col_i64(st->db, 5);
+	a->out[at].now = col_i64(st->db, 6);
+}
+
+/* One batch per CHUNK names: the names go into a table variable (bound as
+ * @n1..@nk, ROWS_MAX rows per INSERT), then sql_acq_tail does the rest. */
+static int ms_acquire_all(struct store *s, const char *owner, const char *const *names,
+                          size_t n, int64_t ms, struct lease_info *out, int *got)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	size_t chunk = n < CHUNK ? n : CHUNK;
+	size_t sqlmax = sizeof st->sql_acq_head + sizeof st->sql_acq_tail + chunk * 24;
+	size_t declmax = 64 + chunk * 24;
+	struct param *p = malloc((chunk + 2) * sizeof *p);
+	char *pnames = malloc(chunk * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
+	int rc = STORE_ERR;
+
+	if (!p || !pnames || !sql || !decl) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	memset(out, 0, n * sizeof *out);
+	memset(got, 0, n * sizeof *got);
+	for (size_t at = 0; at < n; at += chunk) {
+		size_t k = n - at < chunk ? n - at : chunk;
+		size_t sl, dl;
+		struct acquire_answer a = { at, k, 0, 0, out, got };
+
+		sl = (size_t)snprintf(sql, sqlmax, "%s", st->sql_acq_head);
+		dl = (size_t)snprintf(decl, declmax, "@owner " VC ", @ms BIGINT");
+		p[0] = (struct param){ "@owner", owner, 0 };
+		p[1] = (struct param){ "@ms", NULL, ms };
+		for (size_t j = 0; j < k; j++) {
+			char *pn = pnames + j * 8;
+
+			snprintf(pn, 8, "@n%zu", j + 1);
+			p[j + 2] = (struct param){ pn, names[at + j], 0 };
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s)",
+			                       j % ROWS_MAX ? ", " : " INSERT INTO @names (i, name) VALUES ",
+			                       j + 1, pn);
+			if (j % ROWS_MAX == ROWS_MAX - 1 || j == k - 1)
+				sl += (size_t)snprintf(sql + sl, sqlmax - sl, ";");
+			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
+		}
+		snprintf(sql + sl, sqlmax - sl, " %s", st->sql_acq_tail);
+		if (call(st, sql, decl, p, (int)k + 2, acquire_row, &a) != STORE_OK)
+			goto fail;
+		if (a.bad || a.rows != k) {
+			store_fail(s, "mssql %s:%d: acquire_all: expected %zu rows, got %zu", st->host,
+			           st->port, k, a.rows);
+			goto fail;
+		}
+	}
+	rc = STORE_OK;
+fail:
+	free(p);
+	free(pnames);
+	free(sql);
+	free(decl);
+	return rc;
+}
+
 struct list_answer {
 	struct lease_row *rows;
 	size_t n, cap;
@@ -666,6 +752,7 @@ static const struct store_ops ms_ops = {
 	.renew_all = ms_renew_all,
 	.list = ms_list,
 	.close = ms_close,
+	.acquire_all = ms_acquire_all,
 	.set_timeout = ms_set_timeout,
 	.floor = ms_floor,
 };
@@ -709,6 +796,46 @@ static void build_sql(struct ms_store *st)
 	    "SELECT 1, @owner, token, expires_at, @now FROM @r "
 	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
 	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t, t, t);
+
+	/* acquire_all, around the INSERTs of its names into @names: the same
+	 * UPDATE for every listed row, then an INSERT for each name that still
+	 * has no row, one at a time so that a duplicate key (another replica
+	 * inserted first) is caught and fails only that name, which the last
+	 * SELECT then shows held by the other.  Any other error is thrown.
+	 * @names is keyed by name first so that the UPDATE meets the rows in
+	 * key order whatever order the caller listed them in: two replicas
+	 * locking the same rows in opposite orders would deadlock. */
+	snprintf(st->sql_acq_head, sizeof st->sql_acq_head,
+	    "/* leash:acquire_all */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "DECLARE @names TABLE (i INT NOT NULL UNIQUE, "
+	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL, PRIMARY KEY (name, i)); "
+	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "token BIGINT NOT NULL, expires_at BIGINT NOT NULL); "
+	    "DECLARE @i INT = 0, @nm " VC ";");
+	snprintf(st->sql_acq_tail, sizeof st->sql_acq_tail,
+	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
+	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
+	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
+	    "THEN acquired_at ELSE @now END, "
+	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
+	    "OUTPUT inserted.name, inserted.token, inserted.expires_at INTO @r "
+	    "WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now); "
+	    "WHILE 1 = 1 BEGIN "
+	    "SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
+	    "AND NOT EXISTS (SELECT 1 FROM [%s] x WHERE x.name = n.name) ORDER BY n.i; "
+	    "IF @@ROWCOUNT = 0 BREAK; "
+	    "BEGIN TRY "
+	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	    "OUTPUT inserted.name, inserted.token, inserted.expires_at INTO @r "
+	    "VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
+	    "END TRY BEGIN CATCH IF ERROR_NUMBER() NOT IN (2627, 2601) THROW; END CATCH "
+	    "END; "
+	    "SELECT n.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, "
+	    "CASE WHEN r.name IS NULL THEN ISNULL(t.owner, N'') ELSE @owner END, "
+	    "COALESCE(r.token, t.token, 0), COALESCE(r.expires_at, t.expires_at, 0), @now "
+	    "FROM @names n LEFT JOIN @r r ON r.name = n.name "
+	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
 
 	snprintf(st->sql_renew, SQL_MAX,
 	    "/* leash:renew */ SET NOCOUNT ON; "

@@ -21,7 +21,8 @@ takes each line (removing it) at the first point where it applies:
     delay <ms>      at the next RPC: wait this long before answering
     fail <number>   at the next RPC: answer with that server error instead
     race <owner>    at the next RPC: an insert finds a row that <owner>
-                    inserted first (a duplicate key, error 2627)
+                    inserted first (a duplicate key, error 2627; in
+                    acquire_all, the first name that has no row)
 Like SQL Server, it refuses an RPC with more than 2,100 parameters (8003).
 """
 import argparse
@@ -120,6 +121,48 @@ def renew_all(db, t, p, faults):
     return [("rows", [("name", "str"), ("token", "int")], rows)]
 
 
+def acquire_all(db, t, p, faults):
+    """The UPDATE of the free, expired and own rows, then one INSERT per name
+    that has no row, where a duplicate key (the batch CATCHes 2627) means
+    someone else got that one; then a row (i, got, owner, token, expires_at,
+    now) per @n<i>."""
+    owner, ms, now = p["@owner"], p["@ms"], now_ms()
+    names = sorted((int(k[2:]), v) for k, v in p.items() if re.fullmatch(r"@n\d+", k))
+    taken = {}
+    for _, name in names:
+        row = db.execute(f'SELECT owner, token, acquired_at, expires_at FROM "{t}" '
+                         'WHERE name = ?', (name,)).fetchone()
+        if name in taken or not row or not (row[0] == owner or row[3] <= now):
+            continue
+        same = row[0] == owner and row[3] > now
+        token = row[1] if same else row[1] + 1
+        db.execute(f'UPDATE "{t}" SET owner = ?, token = ?, acquired_at = ?, renewed_at = ?, '
+                   'expires_at = ? WHERE name = ?',
+                   (owner, token, row[2] if same else now, now, now + ms, name))
+        taken[name] = (token, now + ms)
+    race = faults.get("race")
+    for _, name in names:
+        if db.execute(f'SELECT 1 FROM "{t}" WHERE name = ?', (name,)).fetchone():
+            continue
+        if race is not None:    # another replica inserts between the check and the INSERT
+            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+                       (name, race, now, now, now + 60000))
+            race = None
+        try:
+            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+                       (name, owner, now, now, now + ms))
+            taken[name] = (1, now + ms)
+        except sqlite3.IntegrityError:
+            pass
+    rows = []
+    for i, name in names:
+        if name in taken:
+            rows.append((i, 1, owner) + taken[name] + (now,))
+        else:
+            rows.append((i,) + holder(db, t, name, now)[2][0])
+    return [("rows", [("i", "int")] + LEASE_COLS, rows)]
+
+
 def list_leases(db, t, p, faults):
     rows = db.execute(f'SELECT name, owner, token, acquired_at, renewed_at, expires_at '
                       f'FROM "{t}" ORDER BY name').fetchall()
@@ -149,6 +192,7 @@ STATEMENTS = {
     "renew": renew,
     "release": release,
     "renew_all": renew_all,
+    "acquire_all": acquire_all,
     "list": list_leases,
     "floor_select": floor_select,       # the benchmark's floors
     "floor_create": floor_create,
