@@ -77,6 +77,7 @@ void elect_remove(struct elector *el, struct elect_job *j)
 		if (el->jobs[i] == j) {
 			el->jobs[i] = el->jobs[--el->n];
 			free(j->name);
+			free(j->holder);
 			free(j);
 			return;
 		}
@@ -92,7 +93,8 @@ static void become_holder(struct elector *el, struct elect_job *j, int64_t start
 	j->deadline = start + j->lease_ms - j->margin_ms;
 	j->renew_due = start + j->renew_ms;
 	j->wake_at = NEVER;
-	j->holder[0] = '\0';
+	free(j->holder);
+	j->holder = NULL;
 	if (gained && el->on_change)
 		el->on_change(el->arg, j, 1, "acquired");
 }
@@ -220,7 +222,10 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 			continue;
 		}
 		j->next_try = next;
-		snprintf(j->holder, sizeof j->holder, "%s", info[i].owner);
+		if (!j->holder || strcmp(j->holder, info[i].owner) != 0) {
+			free(j->holder);
+			j->holder = strdup(info[i].owner);
+		}
 		/* Wake exactly when the holder's lease runs out (database time
 		 * converted to our clock through the call's own end). */
 		j->wake_at = info[i].expires_at > info[i].now
@@ -348,6 +353,7 @@ void elect_free(struct elector *el)
 {
 	for (size_t i = 0; i < el->n; i++) {
 		free(el->jobs[i]->name);
+		free(el->jobs[i]->holder);
 		free(el->jobs[i]);
 	}
 	free(el->jobs);

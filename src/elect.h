@@ -29,7 +29,7 @@ struct elect_job {
 	int64_t renew_due;              /* holder: next renew */
 	int64_t next_try;               /* follower: next retry (shared by a batch) */
 	int64_t wake_at;                /* follower: the holder's reported expiry, or INT64_MAX */
-	char holder[STORE_NAME_MAX + 1];/* follower: the holder, when known */
+	char *holder;                   /* follower: the holder when known (malloc'd), or NULL */
 	void *user;
 };
 

@@ -39,6 +39,9 @@ static int64_t field_int(lua_State *L, int t, const char *k)
 	return v;
 }
 
+/* The fields of a job table that leash.run and leash.job.next_fire read. */
+static const char *const kept[] = { "name", "kind", "every_ms", "cron", "tz", "run" };
+
 /* Turns the job table on top of the stack into a struct job (pops it). */
 static struct job *from_table(lua_State *L)
 {
@@ -78,6 +81,14 @@ static struct job *from_table(lua_State *L)
 	if (!j->describe)
 		j->describe = strdup("?");
 	lua_settop(L, t);
+	/* Kept: only what runs and schedules need (the rest is in struct job),
+	 * in a table sized for it: 1,000 jobs live in the parent all along. */
+	lua_createtable(L, 0, 6);
+	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+		lua_getfield(L, t, kept[i]);
+		lua_setfield(L, -2, kept[i]);
+	}
+	lua_remove(L, t);
 	j->ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	return j;
 }

@@ -387,7 +387,7 @@ static int l_state(lua_State *L)
 	} else {
 		set_time(L, "next_try", j->next_try);
 		set_time(L, "wake_at", j->wake_at);
-		lua_pushstring(L, j->holder);
+		lua_pushstring(L, j->holder ? j->holder : "");
 		lua_setfield(L, -2, "holder");
 	}
 	return 1;

@@ -653,6 +653,12 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		log_msg(LOG_ERROR, NULL, 0, "signalfd: %s", strerror(errno));
 		return 1;
 	}
+	/* A long-lived parent: large buffers (a renew_all of 1,000 names and its
+	 * answer) go to mmap and back to the system when freed, and the heap
+	 * keeps no slack at its top. */
+	mallopt(M_MMAP_THRESHOLD, 32 * 1024);
+	mallopt(M_TOP_PAD, 0);
+	mallopt(M_TRIM_THRESHOLD, 64 * 1024);
 	started_ms = runner_mono_ms();
 	loop_owner_id(cfg, s.owner, sizeof s.owner);
 	if (cfg->singleton) {

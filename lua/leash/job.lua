@@ -9,6 +9,10 @@ M.KEYS = { "every", "cron", "tz", "timeout", "lease", "singleton", "run", "descr
 local known = {}
 for _, k in ipairs(M.KEYS) do known[k] = true end
 
+-- Each file gets its own global table (what it sets stays its own), all
+-- reading through to the real globals.
+local ENV_MT = { __index = _G }
+
 -- Instructions the top-level chunk may run before it counts as stuck.
 M.LOAD_BUDGET = 10000000
 
@@ -75,7 +79,7 @@ function M.load(path, name)
   if not f then return nil, { ("%s: %s"):format(path, err) } end
   local src = f:read("a")
   f:close()
-  local env = setmetatable({}, { __index = _G })
+  local env = setmetatable({}, ENV_MT)
   local chunk, lerr = load(src, "@" .. path, "t", env)
   if not chunk then return nil, { lerr } end
   local ok, t = run_chunk(chunk, path)

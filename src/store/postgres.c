@@ -172,10 +172,22 @@ static int load_libpq(char *err, size_t errlen)
 {
 	static int loaded;
 	void *h;
+	int preset;
 
 	if (loaded)
 		return 0;
-	if (!(h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL))) {
+	/* libpq brings libldap and, through it, gnutls, whose constructor sets
+	 * up the whole library as it loads (0.65 MB resident here) though only
+	 * LDAP over TLS would use it, and libldap initialises gnutls itself
+	 * when it does.  So gnutls is asked not to, for the load only: the
+	 * variable is gone again before any job could inherit it. */
+	preset = getenv("GNUTLS_NO_IMPLICIT_INIT") != NULL;
+	if (!preset)
+		setenv("GNUTLS_NO_IMPLICIT_INIT", "1", 0);
+	h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+	if (!preset)
+		unsetenv("GNUTLS_NO_IMPLICIT_INIT");
+	if (!h) {
 		snprintf(err, errlen, "postgres: cannot load libpq.so.5: %s; install libpq5",
 		         dlerror());
 		return -1;
