@@ -493,6 +493,25 @@ static void renew_row(struct ms_store *st, int resno, void *arg)
 		a->tokens[a->sorted[k].i] = token;
 }
 
+/* The parameters every batched statement takes: @owner, @ms and @n1..@nk
+ * for names[0..k), their names written into pnames (8 bytes each) and
+ * their declarations into decl. */
+static void bind_names(struct param *p, char *pnames, char *decl, size_t declmax,
+                       const char *owner, int64_t ms, const char *const *names, size_t k)
+{
+	size_t dl = (size_t)snprintf(decl, declmax, "@owner " VC ", @ms BIGINT");
+
+	p[0] = (struct param){ "@owner", owner, 0 };
+	p[1] = (struct param){ "@ms", NULL, ms };
+	for (size_t j = 0; j < k; j++) {
+		char *pn = pnames + j * 8;
+
+		snprintf(pn, 8, "@n%zu", j + 1);
+		p[j + 2] = (struct param){ pn, names[j], 0 };
+		dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
+	}
+}
+
 static int ms_renew_all(struct store *s, const char *owner, const char *const *names,
                         size_t n, int64_t ms, int64_t *tokens)
 {
@@ -516,7 +535,7 @@ static int ms_renew_all(struct store *s, const char *owner, const char *const *n
 	qsort(sorted, n, sizeof *sorted, cmp_sorted);
 	for (size_t at = 0; at < n; at += chunk) {
 		size_t k = n - at < chunk ? n - at : chunk;
-		size_t sl, dl;
+		size_t sl;
 		struct renew_answer a = { sorted, n, tokens };
 
 		sl = (size_t)snprintf(sql, sqlmax,
@@ -525,17 +544,10 @@ static int ms_renew_all(struct store *s, const char *owner, const char *const *n
 		    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
 		    "OUTPUT inserted.name, inserted.token "
 		    "WHERE owner = @owner AND expires_at > @now AND name IN (", st->table);
-		dl = (size_t)snprintf(decl, declmax, "@owner " VC ", @ms BIGINT");
-		p[0] = (struct param){ "@owner", owner, 0 };
-		p[1] = (struct param){ "@ms", NULL, ms };
-		for (size_t j = 0; j < k; j++) {
-			char *pn = pnames + j * 8;
-
-			snprintf(pn, 8, "@n%zu", j + 1);
-			p[j + 2] = (struct param){ pn, names[at + j], 0 };
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "", pn);
-			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
-		}
+		bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
+		for (size_t j = 0; j < k; j++)
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "",
+			                       pnames + j * 8);
 		snprintf(sql + sl, sqlmax - sl, ");");
 		if (call(st, sql, decl, p, (int)k + 2, renew_row, &a) != STORE_OK)
 			goto fail;
@@ -597,24 +609,17 @@ static int ms_acquire_all(struct store *s, const char *owner, const char *const 
 	memset(got, 0, n * sizeof *got);
 	for (size_t at = 0; at < n; at += chunk) {
 		size_t k = n - at < chunk ? n - at : chunk;
-		size_t sl, dl;
+		size_t sl;
 		struct acquire_answer a = { at, k, 0, 0, out, got };
 
 		sl = (size_t)snprintf(sql, sqlmax, "%s", st->sql_acq_head);
-		dl = (size_t)snprintf(decl, declmax, "@owner " VC ", @ms BIGINT");
-		p[0] = (struct param){ "@owner", owner, 0 };
-		p[1] = (struct param){ "@ms", NULL, ms };
+		bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
 		for (size_t j = 0; j < k; j++) {
-			char *pn = pnames + j * 8;
-
-			snprintf(pn, 8, "@n%zu", j + 1);
-			p[j + 2] = (struct param){ pn, names[at + j], 0 };
 			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s)",
 			                       j % ROWS_MAX ? ", " : " INSERT INTO @names (i, name) VALUES ",
-			                       j + 1, pn);
+			                       j + 1, pnames + j * 8);
 			if (j % ROWS_MAX == ROWS_MAX - 1 || j == k - 1)
 				sl += (size_t)snprintf(sql + sl, sqlmax - sl, ";");
-			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
 		}
 		snprintf(sql + sl, sqlmax - sl, " %s", st->sql_acq_tail);
 		if (call(st, sql, decl, p, (int)k + 2, acquire_row, &a) != STORE_OK)
