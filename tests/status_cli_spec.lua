@@ -1,5 +1,5 @@
--- `leash status` end to end: one list() on the configured store, on SQLite
--- and PostgreSQL, as a table and as JSON; exit 1 when the store is
+-- `leash status` end to end: one list() on the configured store, on SQLite,
+-- PostgreSQL and SQL Server (the TDS test server in CI), as a table and as JSON; exit 1 when the store is
 -- unreachable; singleton off says so and exits 0.
 local L = require "leash"
 local core = require "leash.core"
@@ -8,31 +8,37 @@ local providers = require "providers"
 
 local function cfg(p, tbl)
   local c = { singleton = { enabled = "true" }, store = { provider = p.provider, table = tbl } }
-  if p.provider == "sqlite" then c.sqlite = { path = p.path } else c.postgres = { conninfo = p.conninfo } end
+  if p.provider == "sqlite" then c.sqlite = { path = p.path }
+  elseif p.provider == "mssql" then
+    c.mssql = { host = p.host, port = tostring(p.port), user = p.user, database = p.database,
+                password_env = "LEASH_TEST_MSSQL_PASSWORD" }
+  else c.postgres = { conninfo = p.conninfo } end
   return c
 end
 
 describe("leash status", function()
   for _, x in ipairs(providers.list) do
-    if x.provider == "sqlite" or x.provider == "postgres" then
+    do
       local p = x.provider == "sqlite"
         and { provider = "sqlite", path = os.getenv("LEASH_TEST_TMP") .. "/status.db" } or x
       it("lists every lease of the " .. p.provider .. " store, as a table and as JSON", function()
         local tbl = "status_" .. math.random(1, 1e6)
         local s = assert(core.open_store { provider = p.provider, path = p.path,
-          conninfo = p.conninfo, table = tbl })
+          conninfo = p.conninfo, host = p.host, port = p.port, user = p.user,
+          password = p.password, database = p.database, table = tbl })
         assert.is_true(s:try_acquire("held-job", "replica-a:1:00000001", 60000))
         assert.is_true(s:try_acquire("free-job", "replica-b:2:00000002", 60000))
         assert.is_true(s:release("free-job", "replica-b:2:00000002"))
         s:close()
         local d = L.dir { config = cfg(p, tbl) }
-        local code, out, err = L.leash { "status", "-c", d.config }
+        local env = { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } }
+        local code, out, err = L.leash({ "status", "-c", d.config }, env)
         assert.equal(0, code, err)
         assert.matches("LEASE%s+OWNER%s+STATE%s+EXPIRES IN%s+TOKEN", out)
         assert.matches("held%-job%s+replica%-a:1:00000001%s+held%s+%d+%.%ds%s+1", out)
         assert.matches("free%-job%s+replica%-b:2:00000002%s+free%s+%-%s+1", out)
 
-        code, out, err = L.leash { "status", "-c", d.config, "--json" }
+        code, out, err = L.leash({ "status", "-c", d.config, "--json" }, env)
         assert.equal(0, code, err)
         assert.equal("\n", out:sub(-1))
         local obj = assert(json.decode(out))
