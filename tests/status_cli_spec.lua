@@ -18,42 +18,40 @@ end
 
 describe("leash status", function()
   for _, x in ipairs(providers.list) do
-    do
-      local p = x.provider == "sqlite"
-        and { provider = "sqlite", path = os.getenv("LEASH_TEST_TMP") .. "/status.db" } or x
-      it("lists every lease of the " .. p.provider .. " store, as a table and as JSON", function()
-        local tbl = "status_" .. math.random(1, 1e6)
-        local s = assert(core.open_store { provider = p.provider, path = p.path,
-          conninfo = p.conninfo, host = p.host, port = p.port, user = p.user,
-          password = p.password, database = p.database, table = tbl })
-        assert.is_true(s:try_acquire("held-job", "replica-a:1:00000001", 60000))
-        assert.is_true(s:try_acquire("free-job", "replica-b:2:00000002", 60000))
-        assert.is_true(s:release("free-job", "replica-b:2:00000002"))
-        s:close()
-        local d = L.dir { config = cfg(p, tbl) }
-        local env = { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } }
-        local code, out, err = L.leash({ "status", "-c", d.config }, env)
-        assert.equal(0, code, err)
-        assert.matches("LEASE%s+OWNER%s+STATE%s+EXPIRES IN%s+TOKEN", out)
-        assert.matches("held%-job%s+replica%-a:1:00000001%s+held%s+%d+%.%ds%s+1", out)
-        assert.matches("free%-job%s+replica%-b:2:00000002%s+free%s+%-%s+1", out)
+    local p = x.provider == "sqlite"
+      and { provider = "sqlite", path = os.getenv("LEASH_TEST_TMP") .. "/status.db" } or x
+    it("lists every lease of the " .. p.provider .. " store, as a table and as JSON", function()
+      local tbl = "status_" .. math.random(1, 1e6)
+      local s = assert(core.open_store { provider = p.provider, path = p.path,
+        conninfo = p.conninfo, host = p.host, port = p.port, user = p.user,
+        password = p.password, database = p.database, table = tbl })
+      assert.is_true(s:try_acquire("held-job", "replica-a:1:00000001", 60000))
+      assert.is_true(s:try_acquire("free-job", "replica-b:2:00000002", 60000))
+      assert.is_true(s:release("free-job", "replica-b:2:00000002"))
+      s:close()
+      local d = L.dir { config = cfg(p, tbl) }
+      local env = { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } }
+      local code, out, err = L.leash({ "status", "-c", d.config }, env)
+      assert.equal(0, code, err)
+      assert.matches("LEASE%s+OWNER%s+STATE%s+EXPIRES IN%s+TOKEN", out)
+      assert.matches("held%-job%s+replica%-a:1:00000001%s+held%s+%d+%.%ds%s+1", out)
+      assert.matches("free%-job%s+replica%-b:2:00000002%s+free%s+%-%s+1", out)
 
-        code, out, err = L.leash({ "status", "-c", d.config, "--json" }, env)
-        assert.equal(0, code, err)
-        assert.equal("\n", out:sub(-1))
-        local obj = assert(json.decode(out))
-        assert.equal(p.provider, obj.provider)
-        assert.is_number(obj.now)
-        assert.equal(2, #obj.leases)
-        local by = {}
-        for _, l in ipairs(obj.leases) do by[l.name] = l end
-        assert.equal("held", by["held-job"].state)
-        assert.equal("free", by["free-job"].state)
-        assert.equal(1, by["held-job"].token)
-        assert.equal(by["held-job"].expires_at - obj.now, by["held-job"].expires_in_ms)
-        assert.is_true(by["held-job"].expires_in_ms > 50000)
-      end)
-    end
+      code, out, err = L.leash({ "status", "-c", d.config, "--json" }, env)
+      assert.equal(0, code, err)
+      assert.equal("\n", out:sub(-1))
+      local obj = assert(json.decode(out))
+      assert.equal(p.provider, obj.provider)
+      assert.is_number(obj.now)
+      assert.equal(2, #obj.leases)
+      local by = {}
+      for _, l in ipairs(obj.leases) do by[l.name] = l end
+      assert.equal("held", by["held-job"].state)
+      assert.equal("free", by["free-job"].state)
+      assert.equal(1, by["held-job"].token)
+      assert.equal(by["held-job"].expires_at - obj.now, by["held-job"].expires_in_ms)
+      assert.is_true(by["held-job"].expires_in_ms > 50000)
+    end)
   end
 
   it("exits 1 with a clear message when the store is unreachable", function()
