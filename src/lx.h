@@ -14,6 +14,11 @@ int lx_pcall(lua_State *L, int nargs, int nresults);
 int luaopen_leash_core(lua_State *L);
 
 /* Each part of the core adds its functions to the module table on top. */
+struct lease_row;
+
+/* Pushes a list of lease rows as list() returns them to Lua. */
+void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n);
+
 void lx_store_lib(lua_State *L);        /* src/store/lstore.c: open_store */
 void lx_core_lib(lua_State *L);         /* src/lcore.c: clocks, helpers */
 void lx_ctx_lib(lua_State *L);          /* src/lctx.c: what ctx is built on */

@@ -230,23 +230,7 @@ static int cmd_status(int argc, char **argv)
 	lua_getfield(L, -1, json ? "json" : "table");
 	if (json)
 		lua_pushstring(L, c.provider);
-	lua_createtable(L, (int)n, 0);
-	for (size_t i = 0; i < n; i++) {
-		lua_createtable(L, 0, 6);
-		lua_pushstring(L, rows[i].name);
-		lua_setfield(L, -2, "name");
-		lua_pushstring(L, rows[i].owner);
-		lua_setfield(L, -2, "owner");
-		lua_pushinteger(L, rows[i].token);
-		lua_setfield(L, -2, "token");
-		lua_pushinteger(L, rows[i].acquired_at);
-		lua_setfield(L, -2, "acquired_at");
-		lua_pushinteger(L, rows[i].renewed_at);
-		lua_setfield(L, -2, "renewed_at");
-		lua_pushinteger(L, rows[i].expires_at);
-		lua_setfield(L, -2, "expires_at");
-		lua_rawseti(L, -2, (lua_Integer)i + 1);
-	}
+	lx_push_rows(L, rows, n);
 	lua_pushinteger(L, now);
 	if (lx_pcall(L, json ? 3 : 2, 1) != LUA_OK)
 		goto lua_fail;

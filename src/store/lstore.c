@@ -159,6 +159,17 @@ static int l_acquire_all(lua_State *L)
 	return 1;
 }
 
+static void push_row(lua_State *L, const struct lease_row *r);
+
+void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)
+{
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		push_row(L, &rows[k]);
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+}
+
 static void push_row(lua_State *L, const struct lease_row *r)
 {
 	lua_createtable(L, 0, 6);
@@ -187,11 +198,7 @@ static int l_list(lua_State *L)
 		free(rows);
 		return push_err(L, s);
 	}
-	lua_createtable(L, (int)n, 0);
-	for (size_t k = 0; k < n; k++) {
-		push_row(L, &rows[k]);
-		lua_rawseti(L, -2, (lua_Integer)k + 1);
-	}
+	lx_push_rows(L, rows, n);
 	free(rows);
 	lua_pushinteger(L, now);
 	return 2;
