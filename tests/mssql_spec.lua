@@ -49,13 +49,9 @@ describe("mssql provider", function()
   local tbl = uniq("ms")
 
   local function cfg(extra)
-    local c = {}
-    for k, v in pairs(base) do c[k] = v end
-    c.table = tbl
-    c.connect_timeout_ms = 2000
-    c.statement_timeout_ms = 2000
+    local c = { connect_timeout_ms = 2000, statement_timeout_ms = 2000 }
     for k, v in pairs(extra or {}) do c[k] = v end
-    return c
+    return providers.get("mssql", c.table or tbl, c)
   end
 
   -- Fault tests only run against the test server.
