@@ -5,7 +5,9 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "loop.h"
 #include "lx.h"
+#include "store/store.h"
 
 static int traceback(lua_State *L)
 {
@@ -76,6 +78,18 @@ void lx_core_lib(lua_State *L)
 	luaL_setfuncs(L, fns, 0);
 	lua_pushstring(L, LEASH_VERSION);
 	lua_setfield(L, -2, "version");
+	/* The limits the C core enforces, so leash.config and leash.job
+	 * refuse exactly what would fail later. */
+	lua_createtable(L, 0, 4);
+	lua_pushinteger(L, STORE_NAME_MAX);
+	lua_setfield(L, -2, "name_max");
+	lua_pushinteger(L, STORE_DURATION_MAX);
+	lua_setfield(L, -2, "duration_max_ms");
+	lua_pushinteger(L, STORE_IDENT_MAX);
+	lua_setfield(L, -2, "ident_max");
+	lua_pushinteger(L, LOOP_REPLICA_MAX);
+	lua_setfield(L, -2, "replica_max");
+	lua_setfield(L, -2, "limits");
 }
 
 int luaopen_leash_core(lua_State *L)

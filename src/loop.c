@@ -58,18 +58,22 @@ static int64_t boot_clock(void *arg)
 void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 {
 	char host[256] = "localhost";
+	const char *name = cfg->replica;
 	unsigned char rnd[4] = { 0 };
 
-	if (strcmp(cfg->replica, "auto") != 0) {
-		snprintf(out, len, "%s", cfg->replica);
-		return;
+	if (strcmp(name, "auto") == 0) {
+		gethostname(host, sizeof host - 1);
+		name = host;
 	}
-	gethostname(host, sizeof host - 1);
 	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
-		/* Not fatal: pid and host still tell replicas apart. */
+		/* Not fatal: the pid still tells this process from the others
+		 * alive now, and a restart gets another pid soon enough. */
+		struct timespec ts;
+		clock_gettime(CLOCK_BOOTTIME, &ts);
+		memcpy(rnd, &ts.tv_nsec, sizeof rnd);
 	}
-	snprintf(out, len, "%s:%d:%02x%02x%02x%02x", host, (int)getpid(), rnd[0], rnd[1], rnd[2],
-	         rnd[3]);
+	snprintf(out, len, "%.*s:%d:%02x%02x%02x%02x", LOOP_REPLICA_MAX, name, (int)getpid(),
+	         rnd[0], rnd[1], rnd[2], rnd[3]);
 }
 
 /* ---- the job list ---- */

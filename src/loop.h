@@ -10,7 +10,14 @@
  * code: 0 after a clean stop. */
 int loop_run(lua_State *L, const struct cfg *cfg);
 
-/* The owner id of this replica: cfg->replica, or <hostname>:<pid>:<8 hex>. */
+/* The owner id of this process: <name>:<pid>:<8 random hex>, where name is
+ * [leash] replica, or the hostname when that is "auto".  Unique per process
+ * whatever the config says, so two replicas sharing a config, or a process
+ * restarted while its predecessor's lease runs, never hold a lease as one.
+ * The name is at most LOOP_REPLICA_MAX bytes (leash.config refuses longer),
+ * so the whole id fits the store's STORE_NAME_MAX. */
+#define LOOP_OWNER_SUFFIX_MAX 17        /* ":" pid (pid_max is at most 2^22) ":" 8 hex */
+#define LOOP_REPLICA_MAX (STORE_NAME_MAX - LOOP_OWNER_SUFFIX_MAX)
 void loop_owner_id(const struct cfg *cfg, char *out, size_t len);
 
 #endif

@@ -5,15 +5,16 @@
 -- each [section] line); build() turns them into a table of typed values with
 -- the defaults filled in, or a list of errors naming file, line and key.
 local duration = require "leash.duration"
+local limits = require("leash.core").limits
 
 local M = {}
 
 -- section, key, kind, default, meaning.  Kinds: a list of allowed words,
 -- "string", "path" (relative to the config file), "bool", "duration" (ms),
--- "ident", "port".  A nil default is derived after reading (see derive()).
+-- "ident", "port", "replica".  A nil default is derived after reading (see derive()).
 M.KEYS = {
   { "leash", "jobs", "path", "jobs", "directory of job files" },
-  { "leash", "replica", "string", "auto", "owner id; auto = <hostname>:<pid>:<8 random hex>" },
+  { "leash", "replica", "replica", "auto", "the readable part of the owner id <replica>:<pid>:<8 random hex>; auto = the hostname" },
   { "leash", "log_format", { "text", "json" }, "text", "log line format" },
   { "leash", "log_level", { "debug", "info", "warn", "error" }, "info", "lowest level logged" },
   { "leash", "grace", "duration", "5s", "time between SIGTERM and SIGKILL when a run is stopped" },
@@ -81,9 +82,17 @@ local function convert(kind, raw, dir)
   elseif kind == "duration" then
     return duration.parse(raw)
   elseif kind == "ident" then
-    if #raw > 63 or not raw:match("^[A-Za-z_][A-Za-z0-9_]*$") then
-      return nil, ("%q is not a valid table name ([A-Za-z_][A-Za-z0-9_]*, at most 63 bytes)"):format(raw)
+    if #raw > limits.ident_max or not raw:match("^[A-Za-z_][A-Za-z0-9_]*$") then
+      return nil, ("%q is not a valid table name ([A-Za-z_][A-Za-z0-9_]*, at most %d bytes)"):format(raw, limits.ident_max)
     end
+    return raw
+  elseif kind == "replica" then
+    if raw == "" then return nil, "must not be empty (use auto for the hostname)" end
+    if #raw > limits.replica_max then
+      return nil, ("is %d bytes, at most %d: the owner id <replica>:<pid>:<8 hex> must fit the store's %d"):format(
+        #raw, limits.replica_max, limits.name_max)
+    end
+    if raw:find("%c") then return nil, ("%q has a control character"):format(raw) end
     return raw
   elseif kind == "port" then
     local n = tonumber(raw)

@@ -59,7 +59,7 @@ int store_valid_table(const char *s)
 {
 	size_t n = strlen(s);
 
-	if (n == 0 || n > 63)
+	if (n == 0 || n > STORE_IDENT_MAX)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];

@@ -20,6 +20,7 @@
 
 #define STORE_NAME_MAX 200                       /* bytes, names and owners */
 #define STORE_DURATION_MAX (24LL * 3600 * 1000)  /* ms */
+#define STORE_IDENT_MAX 63                       /* bytes, the table name */
 #define STORE_ERR_MAX 512
 
 enum { STORE_ERR = -1, STORE_NO = 0, STORE_OK = 1 };

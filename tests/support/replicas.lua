@@ -1,0 +1,154 @@
+-- Helpers for the end-to-end election specs: a job that records replica,
+-- token, scheduled time and a heartbeat every 50 ms while it runs (so an
+-- overlap between replicas shows whatever killed or froze whom), configs for
+-- each provider, the lease rows as the store has them, and replicas started
+-- and stopped as real `leash run` processes.
+local L = require "leash"
+local core = require "leash.core"
+local providers = require "providers"
+
+local M = {}
+
+M.LEASE, M.RETRY = 2000, 500         -- ms; renew = lease/3, margin = lease/5
+local LEASE, RETRY = M.LEASE, M.RETRY
+
+function M.job_src(out)
+  return ([[
+local core = require "leash.core"
+local OUT = %q
+local function rec(ctx, what)
+  local f = assert(io.open(OUT, "a"))
+  f:write(("%%s %%s %%d %%d %%.0f\n"):format(what, ctx.replica, ctx.token,
+    ctx.scheduled_at or 0, core.now() * 1e9))
+  f:close()
+end
+return {
+  every = "1s",
+  run = function(ctx)
+    rec(ctx, "start")
+    for _ = 1, 10 do ctx.sleep(0.05); rec(ctx, "beat") end
+    rec(ctx, "end")
+  end,
+}
+]]):format(out)
+end
+
+-- Runs per (replica, token, scheduled_at): first and last record times (s).
+function M.runs(out)
+  local by, list = {}, {}
+  for _, l in ipairs(L.lines(out)) do
+    local what, rep, token, sched, ns = l:match("^(%a+) (%S+) (%d+) (%d+) (%d+)$")
+    if what then
+      local key = rep .. " " .. token .. " " .. sched
+      local r = by[key]
+      if not r then
+        r = { replica = rep, token = tonumber(token), scheduled_at = tonumber(sched), from = math.huge, to = 0, ended = false }
+        by[key] = r
+        list[#list + 1] = r
+      end
+      local t = tonumber(ns) / 1e9
+      r.from, r.to = math.min(r.from, t), math.max(r.to, t)
+      if what == "end" then r.ended = true end
+    end
+  end
+  table.sort(list, function(a, b) return a.from < b.from end)
+  return list
+end
+
+function M.assert_no_overlap(list)
+  for i = 2, #list do
+    local a, b = list[i - 1], list[i]
+    assert(b.from >= a.to,
+      ("runs overlap: %s token %d [%.3f, %.3f] and %s token %d [%.3f, %.3f]"):format(
+        a.replica, a.token, a.from, a.to, b.replica, b.token, b.from, b.to))
+  end
+end
+
+function M.config(p, d_table, extra)
+  local c = {
+    leash = { grace = "500ms", log_level = "debug" },
+    singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" },
+    store = { provider = p.provider, table = d_table, statement_timeout = "1s", connect_timeout = "1s" },
+  }
+  if p.provider == "sqlite" then c.sqlite = { path = p.path }
+  elseif p.provider == "mssql" then
+    c.mssql = { host = p.host, port = tostring(p.port), user = p.user, database = p.database,
+                password_env = "LEASH_TEST_MSSQL_PASSWORD" }
+  else c.postgres = { conninfo = p.conninfo } end
+  for k, v in pairs(extra or {}) do c[k] = v end
+  return c
+end
+
+-- The store as the specs see it, to read who holds what.
+function M.rows(p, tbl)
+  local s = assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
+    host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
+    table = tbl, connect_timeout_ms = 1000, statement_timeout_ms = 1000 })
+  local list, now = assert(s:list())
+  s:close()
+  return list, now
+end
+
+function M.lease_row(p, tbl, name)
+  for _, r in ipairs((M.rows(p, tbl))) do
+    if r.name == name then return r end
+  end
+end
+
+-- The replica holding "rec" (and the row), or nil when none does.
+function M.holder(procs, p, tbl)
+  local r = M.lease_row(p, tbl, "rec")
+  if not r then return nil end
+  for _, proc in ipairs(procs) do
+    if proc.owner == r.owner then return proc, r end
+  end
+end
+
+function M.wait_holder(procs, p, tbl)
+  local got = assert(L.wait_for(function()
+    local proc, r = M.holder(procs, p, tbl)
+    return proc and { proc, r }
+  end, 5), "nobody holds the lease")
+  return got[1], got[2]
+end
+
+function M.start_replicas(d, n)
+  local procs = {}
+  for i = 1, n do
+    local proc = L.spawn(d, { env = { LEASH_TEST_MSSQL_PASSWORD = d.password or "" } })
+    proc.owner = assert(L.wait_for(function()
+      return proc:log_text():match("replica (%S+),")
+    end, 5), "replica " .. i .. " did not start")
+    procs[#procs + 1] = proc
+  end
+  return procs
+end
+
+function M.stop_all(procs)
+  for _, proc in ipairs(procs) do
+    if proc:alive() then proc:signal("CONT"); proc:stop(10) end
+  end
+end
+
+-- The pids of a process and all its descendants.
+function M.tree(pid)
+  local out = { pid }
+  for _, c in ipairs(L.children(pid)) do
+    for _, x in ipairs(M.tree(c)) do out[#out + 1] = x end
+  end
+  return out
+end
+
+function M.list_of(p)
+  local out = {}
+  for _, x in ipairs(providers.list) do
+    if x.provider == "sqlite" then
+      out[#out + 1] = { provider = "sqlite", path = (os.getenv("LEASH_TEST_TMP") or "/tmp") .. "/election.db" }
+    elseif x.provider == "postgres" or x.provider == "mssql" then
+      out[#out + 1] = x
+    end
+  end
+  return out
+end
+
+return M
