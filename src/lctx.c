@@ -82,8 +82,14 @@ int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_m
 	struct sigaction sa = { 0 };
 
 	run_stop_ms = timeout_stop_ms;
+	sa.sa_sigaction = on_fence_push;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(RUNNER_FENCE_SIGNAL, &sa, NULL) < 0)
+		return -1;
 	if (stop_ms <= 0)
 		return 0;
+	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_fence_kill;
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(RUNNER_FENCE_KILL_SIGNAL, &sa, NULL) < 0)
@@ -99,11 +105,7 @@ int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_m
 	fence_stop_ms = stop_ms;
 	arm(stop_ms);
 	fence_armed = 1;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_sigaction = on_fence_push;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	return sigaction(RUNNER_FENCE_SIGNAL, &sa, NULL);
+	return 0;
 }
 
 /* core.lease_left(): seconds until the body will be stopped; math.huge when

@@ -648,6 +648,11 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
+	{
+		sigset_t fence;
+		runner_fence_sigset(&fence);
+		sigprocmask(SIG_BLOCK, &fence, NULL);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	/* What a run's ctx.exec leaves behind is reparented here and reaped by
 	 * the same waitpid(-1) loop, never left as a zombie. */

@@ -39,15 +39,18 @@ int64_t runner_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
 static void child_main(lua_State *L, struct job *job, const struct run_info *info,
                        long id, int fds[3][2])
 {
-	sigset_t none;
+	sigset_t fence;
 	int ok = 0, devnull;
 
 	setpgid(0, 0);
 	for (int s = 1; s < NSIG; s++)
 		if (s != SIGKILL && s != SIGSTOP)
 			signal(s, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* The fence signals stay blocked (as the parent had them at fork)
+	 * until their handlers are in place: a deadline push that arrives
+	 * now waits instead of killing the run with its default action. */
+	runner_fence_sigset(&fence);
+	sigprocmask(SIG_SETMASK, &fence, NULL);
 
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull >= 0)
@@ -66,6 +69,8 @@ static void child_main(lua_State *L, struct job *job, const struct run_info *inf
 	if (runner_fence_child(info->fence_stop_ms, info->fence_slack_ms,
 	                       job->timeout_ms ? runner_boot_ms() + job->timeout_ms : 0) < 0)
 		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
+	sigemptyset(&fence);
+	sigprocmask(SIG_SETMASK, &fence, NULL);
 
 	lua_getglobal(L, "require");
 	lua_pushstring(L, "leash.run");
@@ -93,6 +98,13 @@ static void child_main(lua_State *L, struct job *job, const struct run_info *inf
 	}
 	fflush(NULL);
 	_exit(ok ? 0 : 1);
+}
+
+void runner_fence_sigset(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, RUNNER_FENCE_SIGNAL);
+	sigaddset(set, RUNNER_FENCE_KILL_SIGNAL);
 }
 
 struct run *runner_start(lua_State *L, struct job *job, const struct run_info *info)

@@ -72,7 +72,13 @@ int runner_done(struct run *);
 void runner_report(struct run *, int *failed);
 void runner_free(struct run *);
 
-/* Child side (lctx.c): arms the self-fencing kill timer; stop_ms 0 = none. */
+/* The fence signals.  The parent keeps them blocked all along, so that a
+ * child inherits them blocked across fork() and unblocks them only once its
+ * handlers are set: a push never meets a child that would die of it. */
+void runner_fence_sigset(sigset_t *);
+
+/* Child side (lctx.c): installs the handlers and arms the self-fencing kill
+ * timer; stop_ms 0 = none (a push is then ignored). */
 int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms);
 extern int lx_child_log_fd;
 

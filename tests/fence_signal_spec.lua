@@ -1,0 +1,33 @@
+-- The parent pushes each running child's self-fencing deadline with a
+-- real-time signal after every good renew.  A child that got one before it
+-- installed its handler used to die of it ("killed by signal 35"): with 300
+-- jobs firing each second and a renew every 50 ms, pushes meet children a
+-- few microseconds old all the time.  No run may end by a signal of ours.
+local L = require "leash"
+
+describe("deadline pushes under load", function()
+  it("300 jobs every second, renew every 50 ms: no run is killed by a signal", function()
+    local d = L.dir { config = {
+      leash = { grace = "500ms" },
+      singleton = { enabled = "true", lease = "400ms", renew = "50ms", retry = "100ms" },
+      store = { provider = "sqlite" },
+      sqlite = { path = "leases.db" },
+    } }
+    for i = 1, 300 do
+      d.write_job(("j%03d"):format(i), 'return { every = "1s", run = function() end }')
+    end
+    local p = L.spawn(d)
+    assert(p:wait_log("holding the lease", 10), "no lease taken")
+    L.sleep(6)
+    assert.equal(0, p:stop(10))
+    local finished, killed = 0, {}
+    for _, line in ipairs(p:log_lines()) do
+      if line:find("] finished in ", 1, true) then finished = finished + 1 end
+      if line:find("signal", 1, true) and line:find("failed after", 1, true) then
+        killed[#killed + 1] = line
+      end
+    end
+    assert.same({}, killed)
+    assert.is_true(finished >= 1000, "only " .. finished .. " runs finished")
+  end)
+end)
