@@ -13,7 +13,7 @@ BUILD   ?= build
 export LEASH_BUILD := $(BUILD)
 
 # Every .c under src/ is part of the core; main.c only goes into the binary.
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/store/*.c))
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/store/*.c src/bind/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 PIC_OBJ  := $(CORE_SRC:%.c=$(BUILD)/pic/%.o)
 
@@ -26,11 +26,11 @@ $(BUILD)/lua/leash/core.so: $(PIC_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $^ $(DBLIBS)
 
-$(BUILD)/obj/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
+$(BUILD)/obj/%.o: %.c $(wildcard src/*.h src/store/*.h src/bind/*.h) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
 
-$(BUILD)/pic/%.o: %.c $(wildcard src/*.h src/store/*.h) VERSION
+$(BUILD)/pic/%.o: %.c $(wildcard src/*.h src/store/*.h src/bind/*.h) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -DLEASH_LUA_MODULE -c -o $@ $<
 

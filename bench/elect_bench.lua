@@ -11,7 +11,7 @@
 --     holder, median of 10
 -- Run with `make bench-elect`; it starts its own PostgreSQL unless
 -- LEASH_TEST_PG_CONNINFO is set.
-local L = require "leash"
+local L = require "e2e"
 local core = require "leash.core"
 
 local pg = assert(os.getenv("LEASH_TEST_PG_CONNINFO"), "LEASH_TEST_PG_CONNINFO is not set")

@@ -219,9 +219,7 @@ int cfg_load(lua_State *L, const char *file, struct cfg *c, char *errs, size_t e
 		strcpy(dir, ".");
 	real = realpath(dir, NULL);
 
-	lua_getglobal(L, "require");
-	lua_pushstring(L, "leash.config");
-	if (lx_pcall(L, 1, 1) != LUA_OK)
+	if (lx_require(L, "leash.config") != LUA_OK)
 		goto lua_fail;
 	lua_getfield(L, -1, "build");
 	lua_pushstring(L, file);
@@ -254,7 +252,10 @@ int cfg_load(lua_State *L, const char *file, struct cfg *c, char *errs, size_t e
 	}
 	goto done;
 lua_fail:
-	snprintf(errs, errlen, "%s: %s", file, lua_tostring(L, -1));
+	{
+		char err[4096];
+		snprintf(errs, errlen, "%s: %s", file, lx_report(L, err, sizeof err));
+	}
 done:
 	lua_settop(L, top);
 	fclose(r.f);

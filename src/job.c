@@ -67,17 +67,9 @@ static struct job *from_table(lua_State *L)
 	if (!j->digest)
 		j->digest = strdup("");
 	j->lease_ms = field_int(L, t, "lease_ms");
-	lua_getglobal(L, "require");
-	lua_pushstring(L, "leash.job");
-	if (lx_pcall(L, 1, 1) == LUA_OK) {
-		lua_getfield(L, -1, "describe");
-		lua_pushvalue(L, t);
-		if (lx_pcall(L, 1, 1) == LUA_OK)
-			j->describe = strdup(lua_tostring(L, -1));
-		lua_pop(L, 2);
-	} else {
-		lua_pop(L, 1);
-	}
+	lua_pushvalue(L, t);
+	if (lx_callmod(L, "leash.job", "describe", 1, 1) == LUA_OK && lua_isstring(L, -1))
+		j->describe = strdup(lua_tostring(L, -1));
 	if (!j->describe)
 		j->describe = strdup("?");
 	lua_settop(L, t);
@@ -128,10 +120,11 @@ int job_load_dir(lua_State *L, const char *dir,
 	if (n > 0)
 		qsort(names, n, sizeof *names, cmp_str);
 
-	lua_getglobal(L, "require");
-	lua_pushstring(L, "leash.job");
-	if (lx_pcall(L, 1, 1) != LUA_OK)
-		bad(arg, dir, lua_tostring(L, -1));
+	if (lx_require(L, "leash.job") != LUA_OK) {
+		char err[4096];
+		bad(arg, dir, lx_report(L, err, sizeof err));
+		lua_pushnil(L);
+	}
 	for (size_t i = 0; i < n && lua_istable(L, top + 1); i++) {
 		char path[4096];
 		size_t len = strlen(names[i]);
@@ -142,7 +135,8 @@ int job_load_dir(lua_State *L, const char *dir,
 		lua_pushstring(L, path);
 		lua_pushstring(L, names[i]);
 		if (lx_pcall(L, 2, 2) != LUA_OK) {
-			bad(arg, path, lua_tostring(L, -1));
+			char err[4096];
+			bad(arg, path, lx_report(L, err, sizeof err));
 		} else if (lua_istable(L, -2)) {
 			struct job *j;
 			lua_pop(L, 1);
@@ -172,24 +166,19 @@ int64_t job_next_fire(lua_State *L, struct job *j, int64_t after_ms)
 
 	if (j->kind == JOB_SERVICE)
 		return -1;
-	lua_getglobal(L, "require");
-	lua_pushstring(L, "leash.job");
-	if (lx_pcall(L, 1, 1) != LUA_OK)
-		goto fail;
-	lua_getfield(L, -1, "next_fire");
 	lua_rawgeti(L, LUA_REGISTRYINDEX, j->ref);
 	lua_pushinteger(L, after_ms);
-	if (lx_pcall(L, 2, 1) != LUA_OK)
-		goto fail;
+	if (lx_callmod(L, "leash.job", "next_fire", 2, 1) != LUA_OK) {
+		char err[4096];
+		log_msg(LOG_ERROR, j->name, 0, "next fire time: %s", lx_report(L, err, sizeof err));
+		lua_settop(L, top);
+		return -1;
+	}
 	t = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
 	if (t < 0)
 		log_msg(LOG_ERROR, j->name, 0, "no fire time after %lld", (long long)after_ms);
 	lua_settop(L, top);
 	return t;
-fail:
-	log_msg(LOG_ERROR, j->name, 0, "next fire time: %s", lua_tostring(L, -1));
-	lua_settop(L, top);
-	return -1;
 }
 
 void job_free(lua_State *L, struct job *j)

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 static int as_json;
@@ -83,17 +84,12 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
              const char *const *fields, size_t nfields)
 {
 	struct buf b;
-	struct timeval tv;
-	struct tm tm;
 	char ts[64], num[32];
 
 	if (lv < min_level)
 		return;
 	b.n = 0;
-	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(ts + strlen(ts), sizeof ts - strlen(ts), ".%03ldZ", (long)tv.tv_usec / 1000);
+	clock_iso(ts, sizeof ts, clock_wall_ms(), 1);
 	if (as_json) {
 		puts_(&b, "{\"ts\":");
 		putjson(&b, ts);

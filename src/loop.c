@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
+#include "clock.h"
 #include "elect.h"
 #include "job.h"
 #include "log.h"
@@ -52,7 +54,7 @@ struct sched {
 static int64_t boot_clock(void *arg)
 {
 	(void)arg;
-	return runner_boot_ms();
+	return clock_boot_ms();
 }
 
 void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
@@ -68,9 +70,8 @@ void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
 		/* Not fatal: the pid still tells this process from the others
 		 * alive now, and a restart gets another pid soon enough. */
-		struct timespec ts;
-		clock_gettime(CLOCK_BOOTTIME, &ts);
-		memcpy(rnd, &ts.tv_nsec, sizeof rnd);
+		int64_t t = clock_boot_ms() * 1000003;
+		memcpy(rnd, &t, sizeof rnd);
 	}
 	snprintf(out, len, "%.*s:%d:%02x%02x%02x%02x", LOOP_REPLICA_MAX, name, (int)getpid(),
 	         rnd[0], rnd[1], rnd[2], rnd[3]);
@@ -152,9 +153,9 @@ static void leave_election(struct sched *s, struct job *j)
 static void schedule(struct sched *s, struct job *j)
 {
 	if (j->kind == JOB_SERVICE)
-		j->restart_at = runner_mono_ms();
+		j->restart_at = clock_mono_ms();
 	else
-		j->next_fire_ms = job_next_fire(s->L, j, runner_wall_ms());
+		j->next_fire_ms = job_next_fire(s->L, j, clock_wall_ms());
 }
 
 /* Loading, first time and on SIGHUP: what a reload found. */
@@ -242,9 +243,9 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	if (changed) {
 		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s", fresh->describe);
 		if (fresh->kind != JOB_SERVICE)
-			fresh->next_fire_ms = job_next_fire(s->L, fresh, runner_wall_ms());
+			fresh->next_fire_ms = job_next_fire(s->L, fresh, clock_wall_ms());
 		else if (old->kind != JOB_SERVICE)
-			fresh->restart_at = runner_mono_ms();
+			fresh->restart_at = clock_mono_ms();
 	}
 	old->run = NULL;
 	old->elect = NULL;
@@ -324,7 +325,7 @@ static int may_run(struct sched *s, struct job *j)
 		return 0;
 	if (!elected(s, j))
 		return 1;
-	return ej && ej->state == ELECT_HOLDER && runner_boot_ms() < ej->deadline;
+	return ej && ej->state == ELECT_HOLDER && clock_boot_ms() < ej->deadline;
 }
 
 static void start_run(struct sched *s, struct job *j, int64_t scheduled_ms)
@@ -359,7 +360,7 @@ static void finish_run(struct sched *s, struct run *r)
 	int64_t ran;
 
 	runner_report(r, &failed);
-	ran = runner_mono_ms() - r->started_ms;
+	ran = clock_mono_ms() - r->started_ms;
 	if (j) {
 		j->run = NULL;
 		if (election_stale(s, j)) {
@@ -372,7 +373,7 @@ static void finish_run(struct sched *s, struct run *r)
 			j->backoff_ms = j->backoff_ms ? j->backoff_ms * 2 : SERVICE_BACKOFF_MIN;
 			if (j->backoff_ms > SERVICE_BACKOFF_MAX)
 				j->backoff_ms = SERVICE_BACKOFF_MAX;
-			j->restart_at = runner_mono_ms() + j->backoff_ms;
+			j->restart_at = clock_mono_ms() + j->backoff_ms;
 			log_msg(LOG_INFO, j->name, 0, "service %s; restarting in %.1fs",
 			        failed ? "failed" : "returned", j->backoff_ms / 1000.0);
 		}
@@ -430,7 +431,7 @@ static int64_t min64(int64_t a, int64_t b)
 /* Starts what is due; returns the time to sleep in ms. */
 static int64_t due(struct sched *s)
 {
-	int64_t wall = runner_wall_ms(), mono = runner_mono_ms();
+	int64_t wall = clock_wall_ms(), mono = clock_mono_ms();
 	int64_t sleep_ms = 60000;
 
 	for (size_t i = 0; i < s->njobs && !s->stopping; i++) {
@@ -459,13 +460,9 @@ static int64_t due(struct sched *s)
 		if (wall >= j->next_fire_ms) {
 			if (j->run) {
 				char at[32];
-				time_t secs = (time_t)(j->next_fire_ms / 1000);
-				struct tm tm;
 
-				gmtime_r(&secs, &tm);
-				strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
 				log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going",
-				        at, j->run->id);
+				        clock_iso(at, sizeof at, j->next_fire_ms, 0), j->run->id);
 			} else {
 				start_run(s, j, j->next_fire_ms);
 			}
@@ -493,7 +490,7 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 	if (gained) {
 		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
 		if (j->kind == JOB_SERVICE) {
-			j->restart_at = runner_mono_ms();
+			j->restart_at = clock_mono_ms();
 			j->backoff_ms = 0;
 		}
 		return;
@@ -526,7 +523,7 @@ static void on_release_event(void *arg, const char *name)
  * Returns the time to sleep in ms. */
 static int64_t elect_turn(struct sched *s, int64_t due_in)
 {
-	int64_t now = runner_boot_ms(), next;
+	int64_t now = clock_boot_ms(), next;
 
 	if (!s->cfg->singleton)
 		return INT64_MAX;
@@ -563,13 +560,13 @@ static int64_t elect_turn(struct sched *s, int64_t due_in)
 	if (s->el.store)
 		store_drain_events(s->el.store, on_release_event, s);
 	{
-		int64_t t0 = runner_mono_ms();
+		int64_t t0 = clock_mono_ms();
 		uint64_t c0 = s->el.store ? s->el.store->calls : 0;
 		next = elect_step(&s->el);
-		if (runner_mono_ms() - t0 >= 5)
+		if (clock_mono_ms() - t0 >= 5)
 			log_msg(LOG_DEBUG, NULL, 0, "lease store: %llu statements took %lldms",
 			        (unsigned long long)((s->el.store ? s->el.store->calls : 0) - c0),
-			        (long long)(runner_mono_ms() - t0));
+			        (long long)(clock_mono_ms() - t0));
 	}
 	if (s->el.store && store_drain_events(s->el.store, on_release_event, s) > 0)
 		next = elect_step(&s->el);
@@ -587,7 +584,7 @@ static int64_t elect_turn(struct sched *s, int64_t due_in)
 	}
 	if (!s->el.store)
 		next = min64(next, s->store_retry_at);
-	now = runner_boot_ms();
+	now = clock_boot_ms();
 	return next == INT64_MAX ? INT64_MAX : (next > now ? next - now : 0);
 }
 
@@ -650,7 +647,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	{
 		sigset_t fence;
-		runner_fence_sigset(&fence);
+		child_fence_sigset(&fence);
 		sigprocmask(SIG_BLOCK, &fence, NULL);
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -668,7 +665,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	mallopt(M_MMAP_THRESHOLD, 32 * 1024);
 	mallopt(M_TOP_PAD, 0);
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024);
-	started_ms = runner_mono_ms();
+	started_ms = clock_mono_ms();
 	loop_owner_id(cfg, s.owner, sizeof s.owner);
 	if (cfg->singleton) {
 		struct elect_cfg ec = {
@@ -694,10 +691,10 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
 	        LEASH_VERSION, s.owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
 	/* Loaded once here, so each forked run finds it compiled. */
-	lua_getglobal(L, "require");
-	lua_pushstring(L, "leash.run");
-	if (lx_pcall(L, 1, 0) != LUA_OK) {
-		log_msg(LOG_ERROR, NULL, 0, "%s", lua_tostring(L, -1));
+	if (lx_require(L, "leash.run") != LUA_OK) {
+		char err[4096];
+		log_msg(LOG_ERROR, NULL, 0, "%s", lx_report(L, err, sizeof err));
+	} else {
 		lua_pop(L, 1);
 	}
 	load_jobs(&s, 0);
@@ -756,7 +753,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		if (s.el.store)
 			log_msg(LOG_INFO, NULL, 0, "lease store: %llu statements in %.1fs",
 			        (unsigned long long)s.el.store->calls,
-			        (runner_mono_ms() - started_ms) / 1000.0);
+			        (clock_mono_ms() - started_ms) / 1000.0);
 	}
 	log_msg(LOG_INFO, NULL, 0, "stopped");
 	rc = 0;

@@ -1,4 +1,5 @@
-/* lx.c - the scheduler's Lua state and where leash's Lua modules live.
+/* lx.c - the core's Lua runtime: the state, where leash's Lua modules live,
+ * protected calls and their errors.
  *
  * The modules are looked up relative to the binary, never the working
  * directory: PREFIX/bin/leash finds PREFIX/share/leash/lua, and a binary in
@@ -15,6 +16,9 @@
 #include <lualib.h>
 
 #include "lx.h"
+#include "store/store.h"
+
+#define REQUIRE_KEY "leash.require"
 
 static int has_modules(const char *dir)
 {
@@ -52,7 +56,7 @@ static int lua_dir(char *out, size_t len)
 	return -1;
 }
 
-lua_State *lx_new(char *err, size_t errlen)
+lua_State *lx_new(lua_CFunction core_open, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
 	lua_State *L;
@@ -69,9 +73,11 @@ lua_State *lx_new(char *err, size_t errlen)
 	}
 	luaL_openlibs(L);
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-	lua_pushcfunction(L, luaopen_leash_core);
+	lua_pushcfunction(L, core_open);
 	lua_setfield(L, -2, "leash.core");
 	lua_pop(L, 1);
+	lua_getglobal(L, "require");
+	lua_setfield(L, LUA_REGISTRYINDEX, REQUIRE_KEY);
 	lua_getglobal(L, "package");
 	lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
 	lua_getfield(L, -2, "path");
@@ -79,4 +85,98 @@ lua_State *lx_new(char *err, size_t errlen)
 	lua_setfield(L, -2, "path");
 	lua_pop(L, 1);
 	return L;
+}
+
+static int traceback(lua_State *L)
+{
+	const char *msg = lua_tostring(L, 1);
+
+	if (!msg) {
+		if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+			return 1;
+		msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+	}
+	luaL_traceback(L, L, msg, 1);
+	return 1;
+}
+
+int lx_pcall(lua_State *L, int nargs, int nresults)
+{
+	int base = lua_gettop(L) - nargs;
+	int rc;
+
+	lua_pushcfunction(L, traceback);
+	lua_insert(L, base);
+	rc = lua_pcall(L, nargs, nresults, base);
+	lua_remove(L, base);
+	return rc;
+}
+
+int lx_require(lua_State *L, const char *mod)
+{
+	if (lua_getfield(L, LUA_REGISTRYINDEX, REQUIRE_KEY) != LUA_TFUNCTION) {
+		lua_pop(L, 1);
+		lua_getglobal(L, "require");    /* a state lx_new did not make: busted's */
+	}
+	lua_pushstring(L, mod);
+	return lx_pcall(L, 1, 1);
+}
+
+int lx_callmod(lua_State *L, const char *mod, const char *fn, int nargs, int nresults)
+{
+	int rc = lx_require(L, mod);
+
+	if (rc != LUA_OK) {
+		lua_insert(L, -(nargs + 1));
+		lua_pop(L, nargs);
+		return rc;
+	}
+	lua_getfield(L, -1, fn);
+	lua_remove(L, -2);
+	lua_insert(L, -(nargs + 1));
+	return lx_pcall(L, nargs, nresults);
+}
+
+const char *lx_report(lua_State *L, char *err, size_t errlen)
+{
+	const char *msg = lua_tostring(L, -1);
+
+	if (!msg) {
+		if (luaL_callmeta(L, -1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+			lua_remove(L, -2);
+			msg = lua_tostring(L, -1);
+		} else {
+			msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, -1));
+			lua_remove(L, -2);
+		}
+	}
+	snprintf(err, errlen, "%s", msg);
+	lua_pop(L, 1);
+	return err;
+}
+
+static void push_row(lua_State *L, const struct lease_row *r)
+{
+	lua_createtable(L, 0, 6);
+	lua_pushstring(L, r->name);
+	lua_setfield(L, -2, "name");
+	lua_pushstring(L, r->owner);
+	lua_setfield(L, -2, "owner");
+	lua_pushinteger(L, r->token);
+	lua_setfield(L, -2, "token");
+	lua_pushinteger(L, r->acquired_at);
+	lua_setfield(L, -2, "acquired_at");
+	lua_pushinteger(L, r->renewed_at);
+	lua_setfield(L, -2, "renewed_at");
+	lua_pushinteger(L, r->expires_at);
+	lua_setfield(L, -2, "expires_at");
+}
+
+void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)
+{
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		push_row(L, &rows[k]);
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
 }

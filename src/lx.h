@@ -1,32 +1,39 @@
-/* lx.h - glue between the C core and Lua: protected calls, the module. */
+/* lx.h - the core's Lua runtime: the state, protected calls into leash's Lua
+ * modules, and how an error from Lua becomes text. */
 #ifndef LEASH_LX_H
 #define LEASH_LX_H
 
 #include <stddef.h>
 #include <lua.h>
 
+struct lease_row;
+
+/* A new state with the standard libraries, the module `core_open` pushes
+ * preloaded as leash.core, and package.path pointing at leash's Lua modules
+ * (see lx.c).  NULL with the reason in err. */
+lua_State *lx_new(lua_CFunction core_open, char *err, size_t errlen);
+
 /* Calls the function below nargs arguments on the stack in protected mode
  * with a traceback handler.  On error leaves the message (with traceback)
  * on the stack and returns the Lua status. */
 int lx_pcall(lua_State *L, int nargs, int nresults);
 
-/* Pushes the leash.core module table (what require "leash.core" returns). */
-int luaopen_leash_core(lua_State *L);
+/* Pushes require(mod), through the require leash started with (a job file
+ * that replaces the global cannot reach leash's own modules this way).
+ * LUA_OK, or the error status with the message pushed instead. */
+int lx_require(lua_State *L, const char *mod);
 
-/* Each part of the core adds its functions to the module table on top. */
-struct lease_row;
+/* Calls mod.fn with the nargs values on top of the stack as its arguments,
+ * as lx_pcall does: LUA_OK with nresults results in their place, or the
+ * error status with one message in their place. */
+int lx_callmod(lua_State *L, const char *mod, const char *fn, int nargs, int nresults);
+
+/* Pops the error value on top of the stack and writes it to err as text: a
+ * string as it is, anything else by what __tostring says or by its type.
+ * Returns err. */
+const char *lx_report(lua_State *L, char *err, size_t errlen);
 
 /* Pushes a list of lease rows as list() returns them to Lua. */
 void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n);
-
-void lx_store_lib(lua_State *L);        /* src/store/lstore.c: open_store */
-void lx_core_lib(lua_State *L);         /* src/lcore.c: clocks, helpers */
-void lx_ctx_lib(lua_State *L);          /* src/lctx.c: what ctx is built on */
-void lx_elect_lib(lua_State *L);        /* src/lelect.c: the elector, for specs */
-void lx_cfg_lib(lua_State *L);          /* src/lcfg.c: config_load, for the specs */
-
-/* A new state with the standard libraries, leash.core preloaded and
- * package.path pointing at leash's Lua modules (see lx.c). */
-lua_State *lx_new(char *err, size_t errlen);
 
 #endif

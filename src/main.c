@@ -8,7 +8,9 @@
 #include <lauxlib.h>
 #include <sqlite3.h>
 
+#include "bind/bind.h"
 #include "cfg.h"
+#include "clock.h"
 #include "job.h"
 #include "log.h"
 #include "loop.h"
@@ -31,7 +33,7 @@ static int setup(const char *path, lua_State **L, struct cfg *c)
 	char err[8192];
 	const char *file = cfg_locate(path);
 
-	*L = lx_new(err, sizeof err);
+	*L = lx_new(luaopen_leash_core, err, sizeof err);
 	if (!*L) {
 		fprintf(stderr, "leash: %s\n", err);
 		return -1;
@@ -139,20 +141,15 @@ static int cmd_check(int argc, char **argv)
 	}
 	for (size_t i = 0; i < ck.njobs && next > 0; i++) {
 		struct job *j = ck.jobs[i];
-		int64_t t = runner_wall_ms();
+		int64_t t = clock_wall_ms();
 
 		for (long k = 0; k < next && j->kind != JOB_SERVICE; k++) {
 			char buf[32];
-			time_t secs;
-			struct tm tm;
 
 			t = job_next_fire(ck.L, j, t);
 			if (t < 0)
 				break;
-			secs = (time_t)(t / 1000);
-			gmtime_r(&secs, &tm);
-			strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-			printf("%s %s\n", j->name, buf);
+			printf("%s %s\n", j->name, clock_iso(buf, sizeof buf, t, 0));
 		}
 	}
 	fprintf(stderr, "%s: %zu job%s ok, %d problem%s\n", c.file, ck.njobs,
@@ -223,16 +220,11 @@ static int cmd_status(int argc, char **argv)
 	}
 	store_close(s);
 
-	lua_getglobal(L, "require");
-	lua_pushstring(L, "leash.status");
-	if (lx_pcall(L, 1, 1) != LUA_OK)
-		goto lua_fail;
-	lua_getfield(L, -1, json ? "json" : "table");
 	if (json)
 		lua_pushstring(L, c.provider);
 	lx_push_rows(L, rows, n);
 	lua_pushinteger(L, now);
-	if (lx_pcall(L, json ? 3 : 2, 1) != LUA_OK)
+	if (lx_callmod(L, "leash.status", json ? "json" : "table", json ? 3 : 2, 1) != LUA_OK)
 		goto lua_fail;
 	fputs(lua_tostring(L, -1), stdout);
 	if (json)
@@ -240,7 +232,7 @@ static int cmd_status(int argc, char **argv)
 	rc = 0;
 	goto done;
 lua_fail:
-	fprintf(stderr, "leash status: %s\n", lua_tostring(L, -1));
+	fprintf(stderr, "leash status: %s\n", lx_report(L, err, sizeof err));
 done:
 	free(rows);
 	cfg_free(&c);

@@ -1,9 +1,8 @@
-/* runner.c - fork a child per run, carry its output to the log, stop it.
+/* runner.c - the parent's side of a run: fork, carry the child's output to
+ * the log, stop it, reap it.  What the child does is child.c's.
  *
  * The child is the leader of its own process group, so stopping a run also
- * stops whatever its ctx.exec started.  It never returns into scheduler
- * code: it closes every descriptor it does not need (database sockets
- * above all), runs the body through leash.run, and ends with _exit().
+ * stops whatever its ctx.exec started.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,94 +17,13 @@
 
 #include <lauxlib.h>
 
+#include "child.h"
+#include "clock.h"
 #include "log.h"
 #include "lx.h"
 #include "runner.h"
 
 static long next_run_id;
-
-static int64_t clock_ms(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t runner_mono_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-int64_t runner_boot_ms(void) { return clock_ms(CLOCK_BOOTTIME); }
-int64_t runner_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
-
-static void child_main(lua_State *L, struct job *job, const struct run_info *info,
-                       long id, int fds[3][2])
-{
-	sigset_t fence;
-	int ok = 0, devnull;
-
-	setpgid(0, 0);
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			signal(s, SIG_DFL);
-	/* The fence signals stay blocked (as the parent had them at fork)
-	 * until their handlers are in place: a deadline push that arrives
-	 * now waits instead of killing the run with its default action. */
-	runner_fence_sigset(&fence);
-	sigprocmask(SIG_SETMASK, &fence, NULL);
-
-	devnull = open("/dev/null", O_RDONLY);
-	if (devnull >= 0)
-		dup2(devnull, STDIN_FILENO);
-	dup2(fds[0][1], STDOUT_FILENO);
-	dup2(fds[1][1], STDERR_FILENO);
-	dup2(fds[2][1], 3);
-	/* dup2 drops close-on-exec: put it back, or every program ctx.exec
-	 * starts inherits the log-record pipe (and one that lingers keeps the
-	 * run from ending). */
-	fcntl(3, F_SETFD, FD_CLOEXEC);
-	syscall(SYS_close_range, 4U, ~0U, 0U);
-	lx_child_log_fd = 3;
-	setvbuf(stdout, NULL, _IOLBF, 0);
-
-	if (runner_fence_child(info->fence_stop_ms, info->fence_slack_ms,
-	                       job->timeout_ms ? runner_boot_ms() + job->timeout_ms : 0) < 0)
-		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
-	sigemptyset(&fence);
-	sigprocmask(SIG_SETMASK, &fence, NULL);
-
-	lua_getglobal(L, "require");
-	lua_pushstring(L, "leash.run");
-	if (lx_pcall(L, 1, 1) == LUA_OK) {
-		lua_getfield(L, -1, "main");
-		lua_rawgeti(L, LUA_REGISTRYINDEX, job->ref);
-		lua_createtable(L, 0, 4);
-		lua_pushstring(L, info->replica);
-		lua_setfield(L, -2, "replica");
-		lua_pushinteger(L, info->token);
-		lua_setfield(L, -2, "token");
-		lua_pushinteger(L, id);
-		lua_setfield(L, -2, "run_id");
-		if (info->scheduled_ms)
-			lua_pushinteger(L, info->scheduled_ms / 1000);
-		else
-			lua_pushnil(L);
-		lua_setfield(L, -2, "scheduled_at");
-		if (lx_pcall(L, 2, 1) == LUA_OK)
-			ok = lua_toboolean(L, -1);
-		else
-			fprintf(stderr, "%s\n", lua_tostring(L, -1));
-	} else {
-		fprintf(stderr, "%s\n", lua_tostring(L, -1));
-	}
-	fflush(NULL);
-	_exit(ok ? 0 : 1);
-}
-
-void runner_fence_sigset(sigset_t *set)
-{
-	sigemptyset(set);
-	sigaddset(set, RUNNER_FENCE_SIGNAL);
-	sigaddset(set, RUNNER_FENCE_KILL_SIGNAL);
-}
 
 struct run *runner_start(lua_State *L, struct job *job, const struct run_info *info)
 {
@@ -129,7 +47,7 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	r->pid = pid;
 	r->job = job;
 	r->grace_ms = info->grace_ms;
-	r->started_ms = runner_mono_ms();
+	r->started_ms = clock_mono_ms();
 	r->timeout_at = job->timeout_ms ? r->started_ms + job->timeout_ms : 0;
 	for (int i = 0; i < 3; i++) {
 		close(fds[i][1]);
@@ -245,7 +163,7 @@ void runner_stop(struct run *r, const char *reason)
 	if (r->exited || r->kill_at)
 		return;
 	r->stop_reason = reason;
-	r->kill_at = runner_mono_ms() + r->grace_ms;
+	r->kill_at = clock_mono_ms() + r->grace_ms;
 	log_msg(LOG_WARN, r->job->name, r->id, "stopping (%s): SIGTERM, SIGKILL in %lldms",
 	        reason, (long long)r->grace_ms);
 	kill(-r->pid, SIGTERM);
@@ -280,7 +198,7 @@ void runner_push_fence(struct run *r, int64_t stop_ms)
 	if (r->exited)
 		return;
 	v.sival_ptr = (void *)(intptr_t)stop_ms;
-	sigqueue(r->pid, RUNNER_FENCE_SIGNAL, v);
+	sigqueue(r->pid, CHILD_FENCE_SIGNAL, v);
 }
 
 void runner_exited(struct run *r, int status)
@@ -298,7 +216,7 @@ int runner_done(struct run *r)
 
 void runner_report(struct run *r, int *failed)
 {
-	double secs = (runner_mono_ms() - r->started_ms) / 1000.0;
+	double secs = (clock_mono_ms() - r->started_ms) / 1000.0;
 	int st = r->status;
 
 	*failed = 1;

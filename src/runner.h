@@ -9,12 +9,6 @@
 
 #include "job.h"
 
-/* The parent pushes a child's stop deadline forward with this real-time
- * signal; its value is the new deadline in CLOCK_BOOTTIME milliseconds. */
-#define RUNNER_FENCE_SIGNAL (SIGRTMIN + 1)
-/* A child's own fence timer raises this to kill its process group. */
-#define RUNNER_FENCE_KILL_SIGNAL (SIGRTMIN + 2)
-
 struct run_info {
 	const char *replica;
 	int64_t token;
@@ -71,19 +65,5 @@ void runner_exited(struct run *, int status);
 int runner_done(struct run *);
 void runner_report(struct run *, int *failed);
 void runner_free(struct run *);
-
-/* The fence signals.  The parent keeps them blocked all along, so that a
- * child inherits them blocked across fork() and unblocks them only once its
- * handlers are set: a push never meets a child that would die of it. */
-void runner_fence_sigset(sigset_t *);
-
-/* Child side (lctx.c): installs the handlers and arms the self-fencing kill
- * timer; stop_ms 0 = none (a push is then ignored). */
-int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms);
-extern int lx_child_log_fd;
-
-int64_t runner_mono_ms(void);
-int64_t runner_boot_ms(void);
-int64_t runner_wall_ms(void);
 
 #endif

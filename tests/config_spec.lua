@@ -1,6 +1,6 @@
 -- The config file: every kind of error names file, line and key and makes
 -- `leash check` exit 2; long values arrive whole; the lookup order of -c.
-local L = require "leash"
+local L = require "e2e"
 local core = require "leash.core"
 
 -- Writes INI text into a fresh directory (with an empty jobs/ beside it);

@@ -1,7 +1,7 @@
 -- End to end: several real `leash run` replicas elect one executor per job
 -- through SQLite, PostgreSQL and SQL Server (the TDS test server in CI).  The
 -- recording job and the helpers are in tests/support/replicas.lua.
-local L = require "leash"
+local L = require "e2e"
 local providers = require "providers"
 
 local R = require "replicas"

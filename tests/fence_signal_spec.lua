@@ -3,7 +3,7 @@
 -- installed its handler used to die of it ("killed by signal 35"): with 300
 -- jobs firing each second and a renew every 50 ms, pushes meet children a
 -- few microseconds old all the time.  No run may end by a signal of ours.
-local L = require "leash"
+local L = require "e2e"
 
 describe("deadline pushes under load", function()
   it("300 jobs every second, renew every 50 ms: no run is killed by a signal", function()

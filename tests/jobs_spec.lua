@@ -1,6 +1,6 @@
 -- Job files: leash.job directly, then `leash check` over a directory with
 -- one file of each bad kind (golden output) and `--next`.
-local L = require "leash"
+local L = require "e2e"
 local job = require "leash.job"
 
 local ROOT = os.getenv("LEASH_ROOT") or "."

@@ -2,7 +2,7 @@
 -- that share a config with a fixed name never hold a lease as one, a process
 -- restarted while its predecessor's lease runs does not resume that lease,
 -- and a name that could not fit the store is refused before anything runs.
-local L = require "leash"
+local L = require "e2e"
 local R = require "replicas"
 
 local sqlite = { provider = "sqlite", path = (os.getenv("LEASH_TEST_TMP") or "/tmp") .. "/owner.db" }

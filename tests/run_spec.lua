@@ -1,7 +1,7 @@
 -- End to end: real `leash run` processes on temporary jobs directories.
 -- Jobs record what they did by appending lines to files; the specs read
 -- those files and the log.  Singleton mode is off throughout.
-local L = require "leash"
+local L = require "e2e"
 local json = require "dkjson"
 
 local function count(list, pred)

@@ -1,7 +1,7 @@
 -- `leash status` end to end: one list() on the configured store, on SQLite,
 -- PostgreSQL and SQL Server (the TDS test server in CI), as a table and as JSON; exit 1 when the store is
 -- unreachable; singleton off says so and exits 0.
-local L = require "leash"
+local L = require "e2e"
 local core = require "leash.core"
 local json = require "dkjson"
 local providers = require "providers"

@@ -26,6 +26,7 @@
 
 #include <libpq-fe.h>
 
+#include "clock.h"
 #include "store/store.h"
 
 #define NOW "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -235,14 +236,6 @@ static void quiet(void *arg, const char *msg)
 	(void)msg;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The first line of a libpq message, without "ERROR:  " noise. */
 static void first_line(char *dst, size_t n, const char *msg)
 {
@@ -274,7 +267,7 @@ static int wait_sock(PGconn *c, short events, int64_t deadline)
 	if (p.fd < 0)
 		return -1;
 	for (;;) {
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		int rc;
 
 		if (left <= 0)
@@ -402,7 +395,7 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	const char *vals[] = { secs, "leash", ps->conninfo, NULL };
 	PGconn *c;
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-	int64_t left = deadline - mono_ms();
+	int64_t left = deadline - clock_mono_ms();
 
 	snprintf(secs, sizeof secs, "%lld", (long long)(left < 2000 ? 2 : (left + 999) / 1000));
 	c = PQconnectStartParams(keys, vals, 1);
@@ -469,7 +462,7 @@ fail:
 /* The connection, connected again when it broke while idle. */
 static int ensure_conn(struct pg_store *ps, int64_t *deadline)
 {
-	int64_t start = mono_ms();
+	int64_t start = clock_mono_ms();
 
 	if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK) {
 		struct pollfd p = { .fd = PQsocket(ps->conn), .events = POLLIN };
@@ -488,7 +481,7 @@ static int ensure_conn(struct pg_store *ps, int64_t *deadline)
 			return STORE_ERR;
 	}
 	*deadline = ps->bound_ms ? start + ps->bound_ms
-	                         : mono_ms() + ps->statement_timeout_ms;
+	                         : clock_mono_ms() + ps->statement_timeout_ms;
 	return STORE_OK;
 }
 
@@ -831,7 +824,7 @@ static struct store *open_postgres(const struct store_opts *o, char *err, size_t
 		snprintf(err, errlen, "postgres: out of memory");
 		goto fail;
 	}
-	if (pg_connect(ps, mono_ms() + ps->connect_timeout_ms) < 0) {
+	if (pg_connect(ps, clock_mono_ms() + ps->connect_timeout_ms) < 0) {
 		snprintf(err, errlen, "%s", ps->base.err);
 		goto fail;
 	}

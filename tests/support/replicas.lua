@@ -3,7 +3,7 @@
 -- overlap between replicas shows whatever killed or froze whom), configs for
 -- each provider, the lease rows as the store has them, and replicas started
 -- and stopped as real `leash run` processes.
-local L = require "leash"
+local L = require "e2e"
 local core = require "leash.core"
 local providers = require "providers"
 

@@ -1,8 +1,9 @@
-/* lcfg.c - core.config_load(path): the config exactly as `leash run` reads it
+/* bind/cfg.c - core.config_load(path): the config exactly as `leash run` reads it
  * (inih, the long-value side table, leash.config's checks), for the specs. */
 #include <lauxlib.h>
 
 #include "cfg.h"
+#include "bind/bind.h"
 #include "lx.h"
 
 #define SETSTR(k, v) (lua_pushstring(L, (v) ? (v) : ""), lua_setfield(L, -2, k))

@@ -1,31 +1,102 @@
-/* lctx.c - the primitives behind ctx in a run's child: log records, sleep,
- * exec without a shell, the time left before the body is stopped, and the
- * self-fencing kill timer on CLOCK_BOOTTIME. */
+/* child.c - everything after fork(): the run's child, its self-fencing
+ * timers, and the primitives ctx is built on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <lauxlib.h>
-
+#include "child.h"
+#include "clock.h"
+#include "job.h"
 #include "lx.h"
 #include "runner.h"
 
-int lx_child_log_fd = -1;
+static int log_fd = -1;                 /* the log-record pipe, in a child */
 
-static int64_t boot_ms(void)
+void child_fence_sigset(sigset_t *set)
 {
-	struct timespec ts;
+	sigemptyset(set);
+	sigaddset(set, CHILD_FENCE_SIGNAL);
+	sigaddset(set, CHILD_FENCE_KILL_SIGNAL);
+}
 
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* Builds ctx and calls leash.run.main(job, ctx); its answer is the exit code. */
+static int run_body(lua_State *L, const struct job *job, const struct run_info *info, long id)
+{
+	int ok = 0;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, job->ref);
+	lua_createtable(L, 0, 4);
+	lua_pushstring(L, info->replica);
+	lua_setfield(L, -2, "replica");
+	lua_pushinteger(L, info->token);
+	lua_setfield(L, -2, "token");
+	lua_pushinteger(L, id);
+	lua_setfield(L, -2, "run_id");
+	if (info->scheduled_ms)
+		lua_pushinteger(L, info->scheduled_ms / 1000);
+	else
+		lua_pushnil(L);
+	lua_setfield(L, -2, "scheduled_at");
+	if (lx_callmod(L, "leash.run", "main", 2, 1) == LUA_OK) {
+		ok = lua_toboolean(L, -1);
+	} else {
+		char err[4096];
+		fprintf(stderr, "%s\n", lx_report(L, err, sizeof err));
+	}
+	return ok ? 0 : 1;
+}
+
+void child_main(lua_State *L, const struct job *job, const struct run_info *info, long id,
+                int fds[3][2])
+{
+	sigset_t fence;
+	int devnull, code;
+
+	setpgid(0, 0);
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+	/* The fence signals stay blocked (as the parent had them at fork)
+	 * until their handlers are in place: a deadline push that arrives
+	 * now waits instead of killing the run with its default action. */
+	child_fence_sigset(&fence);
+	sigprocmask(SIG_SETMASK, &fence, NULL);
+
+	devnull = open("/dev/null", O_RDONLY);
+	if (devnull >= 0)
+		dup2(devnull, STDIN_FILENO);
+	dup2(fds[0][1], STDOUT_FILENO);
+	dup2(fds[1][1], STDERR_FILENO);
+	dup2(fds[2][1], 3);
+	/* dup2 drops close-on-exec: put it back, or every program ctx.exec
+	 * starts inherits the log-record pipe (and one that lingers keeps the
+	 * run from ending). */
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	/* Whatever else the parent had open (the database socket above all)
+	 * is not the child's. */
+	syscall(SYS_close_range, 4U, ~0U, 0U);
+	log_fd = 3;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	if (child_fence(info->fence_stop_ms, info->fence_slack_ms,
+	                job->timeout_ms ? clock_boot_ms() + job->timeout_ms : 0) < 0)
+		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
+	sigemptyset(&fence);
+	sigprocmask(SIG_SETMASK, &fence, NULL);
+
+	code = run_body(L, job, info, id);
+	fflush(NULL);
+	_exit(code);
 }
 
 /* ---- self-fencing ----
@@ -76,7 +147,7 @@ static void on_fence_push(int sig, siginfo_t *si, void *uc)
 	arm(fence_stop_ms);
 }
 
-int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms)
+int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms)
 {
 	struct sigevent sev = { 0 };
 	struct sigaction sa = { 0 };
@@ -85,17 +156,17 @@ int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_m
 	sa.sa_sigaction = on_fence_push;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(RUNNER_FENCE_SIGNAL, &sa, NULL) < 0)
+	if (sigaction(CHILD_FENCE_SIGNAL, &sa, NULL) < 0)
 		return -1;
 	if (stop_ms <= 0)
 		return 0;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_fence_kill;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(RUNNER_FENCE_KILL_SIGNAL, &sa, NULL) < 0)
+	if (sigaction(CHILD_FENCE_KILL_SIGNAL, &sa, NULL) < 0)
 		return -1;
 	sev.sigev_notify = SIGEV_SIGNAL;
-	sev.sigev_signo = RUNNER_FENCE_KILL_SIGNAL;
+	sev.sigev_signo = CHILD_FENCE_KILL_SIGNAL;
 	if (timer_create(CLOCK_BOOTTIME, &sev, &fence_group_timer) < 0)
 		return -1;
 	sev.sigev_signo = SIGKILL;
@@ -108,75 +179,48 @@ int runner_fence_child(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_m
 	return 0;
 }
 
-/* core.lease_left(): seconds until the body will be stopped; math.huge when
- * nothing will stop it. */
-static int l_lease_left(lua_State *L)
+double child_left_s(void)
 {
-	int64_t stop = 0, now = boot_ms();
+	int64_t stop = 0, now = clock_boot_ms();
 
 	if (fence_armed)
 		stop = fence_stop_ms;
 	if (run_stop_ms && (!stop || run_stop_ms < stop))
 		stop = run_stop_ms;
 	if (!stop)
-		lua_pushnumber(L, HUGE_VAL);
-	else
-		lua_pushnumber(L, stop > now ? (stop - now) / 1000.0 : 0.0);
-	return 1;
+		return HUGE_VAL;
+	return stop > now ? (stop - now) / 1000.0 : 0.0;
 }
 
-/* ---- log records, sleep, exit ---- */
+/* ---- log records, sleep ---- */
 
-static int l_child_log(lua_State *L)
+void child_log(const char *rec, size_t n)
 {
-	size_t n;
-	const char *s = luaL_checklstring(L, 1, &n);
-	int fd = lx_child_log_fd >= 0 ? lx_child_log_fd : STDERR_FILENO;
-	char *line = malloc(n + 1);
+	int fd = log_fd >= 0 ? log_fd : STDERR_FILENO;
 
-	if (!line)
-		return luaL_error(L, "out of memory");
-	memcpy(line, s, n);
-	line[n] = '\n';
 	/* One write per record: a pipe keeps writes up to PIPE_BUF whole. */
-	for (size_t off = 0; off <= n;) {
-		ssize_t w = write(fd, line + off, n + 1 - off);
+	for (size_t off = 0; off < n;) {
+		ssize_t w = write(fd, rec + off, n - off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
 			break;
 		off += (size_t)w;
 	}
-	free(line);
-	return 0;
 }
 
-static int l_sleep(lua_State *L)
+void child_sleep(double s)
 {
-	double s = luaL_checknumber(L, 1);
 	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-	return 0;
-}
-
-static int l_child_exit(lua_State *L)
-{
-	int code = lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? 0 : 1)
-	                               : (int)luaL_optinteger(L, 1, 0);
-	fflush(NULL);
-	_exit(code);
 }
 
 /* ---- exec ---- */
 
-struct grow {
-	char *b;
-	size_t n, cap;
-};
-
-static int drain(int fd, struct grow *g)
+/* Reads what is there: 0 at EOF, 1 when more may come, -1 out of memory. */
+static int drain(int fd, struct child_buf *g)
 {
 	char chunk[4096];
 
@@ -196,88 +240,57 @@ static int drain(int fd, struct grow *g)
 			continue;
 		}
 		if (r == 0)
-			return 0;               /* EOF */
+			return 0;
 		if (errno == EINTR)
 			continue;
 		return 1;                       /* EAGAIN: more later */
 	}
 }
 
-static int64_t mono_ms(void)
+static __attribute__((noreturn)) void exec_child(char **argv, pid_t parent, int out, int err)
 {
-	struct timespec ts;
+	sigset_t none;
+	const char *why;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Dies with the run, however the run ends (self-fencing too). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	dup2(out, STDOUT_FILENO);
+	dup2(err, STDERR_FILENO);
+	fcntl(STDOUT_FILENO, F_SETFL, 0);
+	fcntl(STDERR_FILENO, F_SETFL, 0);
+	execvp(argv[0], argv);
+	why = strerror(errno);
+	if (write(STDERR_FILENO, argv[0], strlen(argv[0])) < 0 || write(STDERR_FILENO, ": ", 2) < 0 ||
+	    write(STDERR_FILENO, why, strlen(why)) < 0)
+		_exit(127);
+	_exit(127);
 }
 
-/* core.exec(argv, timeout_seconds|nil) -> ok, exit_code, stdout, stderr.
- * No shell.  Exit code 124 after a timeout, 127 when argv[0] cannot run,
- * 128 + N when killed by signal N. */
-static int l_exec(lua_State *L)
+int child_exec(char **argv, double timeout_s, struct child_buf *go, struct child_buf *ge)
 {
-	int n, out[2] = { -1, -1 }, err[2] = { -1, -1 }, status = 0, code;
-	double timeout = luaL_optnumber(L, 2, 0);
-	char **argv;
-	struct grow go = { 0 }, ge = { 0 };
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, status = 0;
 	int64_t deadline, kill_at = 0;
 	int open_out = 1, open_err = 1, timed_out = 0, exited = 0;
-	pid_t pid, parent;
+	pid_t pid, parent = getpid();
 
-	luaL_checktype(L, 1, LUA_TTABLE);
-	n = (int)luaL_len(L, 1);
-	if (n < 1)
-		return luaL_argerror(L, 1, "argv is empty");
-	argv = lua_newuserdatauv(L, sizeof(char *) * (n + 1), 0);
-	lua_createtable(L, n, 0);       /* keeps the argument strings alive */
-	for (int i = 0; i < n; i++) {
-		lua_geti(L, 1, i + 1);
-		if (!lua_isstring(L, -1))
-			return luaL_error(L, "ctx.exec: argv[%d] is a %s, expected a string", i + 1,
-			                  luaL_typename(L, -1));
-		lua_pushstring(L, lua_tostring(L, -1));
-		argv[i] = (char *)lua_tostring(L, -1);
-		lua_rawseti(L, -3, i + 1);
-		lua_pop(L, 1);
-	}
-	argv[n] = NULL;
 	if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(err, O_CLOEXEC | O_NONBLOCK) < 0)
-		goto sysfail;
-	parent = getpid();
+		goto fail;
 	pid = fork();
 	if (pid < 0)
-		goto sysfail;
-	if (pid == 0) {
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		/* Dies with the run, however the run ends (self-fencing too). */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(out[1], STDOUT_FILENO);
-		dup2(err[1], STDERR_FILENO);
-		fcntl(STDOUT_FILENO, F_SETFL, 0);
-		fcntl(STDERR_FILENO, F_SETFL, 0);
-		execvp(argv[0], argv);
-		{
-			const char *why = strerror(errno);
-			if (write(STDERR_FILENO, argv[0], strlen(argv[0])) < 0 ||
-			    write(STDERR_FILENO, ": ", 2) < 0 ||
-			    write(STDERR_FILENO, why, strlen(why)) < 0)
-				_exit(127);
-		}
-		_exit(127);
-	}
+		goto fail;
+	if (pid == 0)
+		exec_child(argv, parent, out[1], err[1]);
 	close(out[1]);
 	close(err[1]);
-	out[1] = err[1] = -1;
-	deadline = timeout > 0 ? mono_ms() + (int64_t)(timeout * 1000) : 0;
+	deadline = timeout_s > 0 ? clock_mono_ms() + (int64_t)(timeout_s * 1000) : 0;
 	while (!exited || open_out || open_err) {
 		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
 		int wait_ms = 50;
-		int64_t now = mono_ms();
+		int64_t now = clock_mono_ms();
 
 		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
@@ -285,9 +298,9 @@ static int l_exec(lua_State *L)
 			/* All it wrote before exiting is in the pipes; a grandchild
 			 * that kept them open does not hold us up. */
 			if (open_out)
-				drain(out[0], &go);
+				drain(out[0], go);
 			if (open_err)
-				drain(err[0], &ge);
+				drain(err[0], ge);
 			break;
 		}
 		if (deadline && now >= deadline && !timed_out) {
@@ -304,28 +317,20 @@ static int l_exec(lua_State *L)
 		p[0].fd = open_out ? out[0] : -1;
 		p[1].fd = open_err ? err[0] : -1;
 		if (poll(p, 2, wait_ms < 0 ? 0 : wait_ms) > 0) {
-			if (open_out && p[0].revents && drain(out[0], &go) == 0)
+			if (open_out && p[0].revents && drain(out[0], go) == 0)
 				open_out = 0;
-			if (open_err && p[1].revents && drain(err[0], &ge) == 0)
+			if (open_err && p[1].revents && drain(err[0], ge) == 0)
 				open_err = 0;
 		}
 	}
 	close(out[0]);
 	close(err[0]);
 	if (timed_out)
-		code = 124;
-	else if (WIFEXITED(status))
-		code = WEXITSTATUS(status);
-	else
-		code = 128 + WTERMSIG(status);
-	lua_pushboolean(L, code == 0 && !timed_out);
-	lua_pushinteger(L, code);
-	lua_pushlstring(L, go.b ? go.b : "", go.n);
-	lua_pushlstring(L, ge.b ? ge.b : "", ge.n);
-	free(go.b);
-	free(ge.b);
-	return 4;
-sysfail:
+		return 124;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+fail:
 	{
 		int e = errno;
 		for (int i = 0; i < 2; i++) {
@@ -334,19 +339,7 @@ sysfail:
 			if (err[i] >= 0)
 				close(err[i]);
 		}
-		return luaL_error(L, "ctx.exec: %s", strerror(e));
+		errno = e;
+		return -1;
 	}
-}
-
-void lx_ctx_lib(lua_State *L)
-{
-	static const luaL_Reg fns[] = {
-		{ "child_log", l_child_log },
-		{ "child_exit", l_child_exit },
-		{ "sleep", l_sleep },
-		{ "exec", l_exec },
-		{ "lease_left", l_lease_left },
-		{ NULL, NULL },
-	};
-	luaL_setfuncs(L, fns, 0);
 }

@@ -1,4 +1,4 @@
-/* lelect.c - leash.core.elector: the election state machine as busted sees
+/* bind/elect.c - leash.core.elector: the election state machine as busted sees
  * it, with an injected clock and either a real store or a fake one written
  * in Lua (a table with try_acquire, renew, release and renew_all methods
  * answering as the real store's methods do). */
@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 
 #include "elect.h"
+#include "bind/bind.h"
 #include "lx.h"
 
 #define ELECTOR_MT "leash.elector"
@@ -306,8 +307,8 @@ static int l_elector(lua_State *L)
 	le->el.arg = le;
 
 	lua_getfield(L, 1, "store");
-	if (luaL_testudata(L, -1, "leash.store")) {
-		le->el.store = *(struct store **)lua_touserdata(L, -1);
+	if (lx_test_store(L, -1)) {
+		le->el.store = lx_test_store(L, -1);
 		le->store_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	} else if (lua_istable(L, -1)) {
 		le->fake.base.ops = &fake_ops;

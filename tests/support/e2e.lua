@@ -2,7 +2,7 @@
 -- job files, real `leash` processes in the background, waiting with a
 -- deadline, signals, files, and commands with their exit code and output.
 --
---   local L = require "leash"                 -- tests/support is on LUA_PATH
+--   local L = require "e2e"                   -- tests/support is on LUA_PATH
 --   local d = L.dir{ config = { leash = { grace = "1s" } },
 --                    jobs = { tick = L.recorder_job("tick", { every = "1s" }) } }
 --   local p = L.spawn(d)                       -- leash run -c d.config

@@ -1,4 +1,4 @@
-/* lstore.c - leash.core store bindings: core.open_store{...} and its methods,
+/* bind/store.c - leash.core store bindings: core.open_store{...} and its methods,
  * as DESIGN.md "The C core as a Lua module" shows.  Every call goes through
  * the store_*() wrappers, so arguments are checked before any SQL. */
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 #include <lauxlib.h>
 #include <sqlite3.h>
 
+#include "bind/bind.h"
 #include "lx.h"
 #include "store/store.h"
 
@@ -15,6 +16,13 @@
 struct lstore {
 	struct store *s;
 };
+
+struct store *lx_test_store(lua_State *L, int idx)
+{
+	struct lstore *ls = luaL_testudata(L, idx, STORE_MT);
+
+	return ls ? ls->s : NULL;
+}
 
 static struct store *check_open(lua_State *L)
 {
@@ -157,34 +165,6 @@ static int l_acquire_all(lua_State *L)
 		lua_setfield(L, -2, names[k]);
 	}
 	return 1;
-}
-
-static void push_row(lua_State *L, const struct lease_row *r);
-
-void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)
-{
-	lua_createtable(L, (int)n, 0);
-	for (size_t k = 0; k < n; k++) {
-		push_row(L, &rows[k]);
-		lua_rawseti(L, -2, (lua_Integer)k + 1);
-	}
-}
-
-static void push_row(lua_State *L, const struct lease_row *r)
-{
-	lua_createtable(L, 0, 6);
-	lua_pushstring(L, r->name);
-	lua_setfield(L, -2, "name");
-	lua_pushstring(L, r->owner);
-	lua_setfield(L, -2, "owner");
-	lua_pushinteger(L, r->token);
-	lua_setfield(L, -2, "token");
-	lua_pushinteger(L, r->acquired_at);
-	lua_setfield(L, -2, "acquired_at");
-	lua_pushinteger(L, r->renewed_at);
-	lua_setfield(L, -2, "renewed_at");
-	lua_pushinteger(L, r->expires_at);
-	lua_setfield(L, -2, "expires_at");
 }
 
 static int l_list(lua_State *L)

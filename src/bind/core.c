@@ -1,57 +1,27 @@
-/* lcore.c - the leash.core Lua module: the C core as busted sees it. */
+/* bind/core.c - the leash.core Lua module: the C core as busted sees it.
+ * Each binding file adds the functions of one core concept to its table. */
 #include <stdlib.h>
 #include <time.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "bind/bind.h"
+#include "clock.h"
 #include "loop.h"
-#include "lx.h"
 #include "store/store.h"
 
-static int traceback(lua_State *L)
-{
-	const char *msg = lua_tostring(L, 1);
-
-	if (!msg) {
-		if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-			return 1;
-		msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-	}
-	luaL_traceback(L, L, msg, 1);
-	return 1;
-}
-
-int lx_pcall(lua_State *L, int nargs, int nresults)
-{
-	int base = lua_gettop(L) - nargs;
-	int rc;
-
-	lua_pushcfunction(L, traceback);
-	lua_insert(L, base);
-	rc = lua_pcall(L, nargs, nresults, base);
-	lua_remove(L, base);
-	return rc;
-}
-
-static double clock_s(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* core.now(): wall clock seconds (float); core.monotonic(): monotonic seconds. */
 static int l_now(lua_State *L)
 {
-	lua_pushnumber(L, clock_s(CLOCK_REALTIME));
+	lua_pushnumber(L, clock_wall_s());
 	return 1;
 }
 
 static int l_monotonic(lua_State *L)
 {
-	lua_pushnumber(L, clock_s(CLOCK_MONOTONIC));
+	lua_pushnumber(L, clock_mono_s());
 	return 1;
 }
 

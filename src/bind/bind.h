@@ -1,0 +1,25 @@
+/* bind/bind.h - the leash.core Lua module, one file per core concept.
+ *
+ * Only the module and the program include this; the core never does.  Each
+ * lx_*_lib adds its functions to the module table on top of the stack. */
+#ifndef LEASH_BIND_H
+#define LEASH_BIND_H
+
+#include <lua.h>
+
+struct store;
+
+/* Pushes the leash.core module table (what require "leash.core" returns). */
+int luaopen_leash_core(lua_State *L);
+
+void lx_core_lib(lua_State *L);         /* bind/core.c: clocks, limits, helpers */
+void lx_store_lib(lua_State *L);        /* bind/store.c: open_store */
+void lx_ctx_lib(lua_State *L);          /* bind/ctx.c: what ctx is built on */
+void lx_elect_lib(lua_State *L);        /* bind/elect.c: the elector, for specs */
+void lx_cfg_lib(lua_State *L);          /* bind/cfg.c: config_load, for specs */
+
+/* The store behind a leash.store userdata at idx, or NULL when the value is
+ * not one (or it was closed). */
+struct store *lx_test_store(lua_State *L, int idx);
+
+#endif

@@ -1,0 +1,60 @@
+/* child.h - everything after fork(): a run's child process.
+ *
+ * The child resets what it inherited, arms its self-fencing timers, runs the
+ * job's body through leash.run with a ctx, and ends with _exit(); it never
+ * returns into scheduler code.  The rest are the primitives ctx is built on
+ * (bind/ctx.c hands them to Lua). */
+#ifndef LEASH_CHILD_H
+#define LEASH_CHILD_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <lua.h>
+
+struct job;
+struct run_info;
+
+/* The parent pushes a child's stop deadline forward with this real-time
+ * signal; its value is the new deadline in CLOCK_BOOTTIME milliseconds. */
+#define CHILD_FENCE_SIGNAL (SIGRTMIN + 1)
+/* A child's own fence timer raises this to kill its process group. */
+#define CHILD_FENCE_KILL_SIGNAL (SIGRTMIN + 2)
+
+/* The fence signals.  The parent keeps them blocked all along, so that a
+ * child inherits them blocked across fork() and unblocks them only once its
+ * handlers are set: a push never meets a child that would die of it. */
+void child_fence_sigset(sigset_t *);
+
+/* The child's life: fds are the stdout, stderr and log-record pipes. */
+__attribute__((noreturn))
+void child_main(lua_State *L, const struct job *job, const struct run_info *info, long run_id,
+                int fds[3][2]);
+
+/* Installs the fence handlers and arms the self-fencing kill timer; stop_ms
+ * 0 = none (a push is then ignored).  timeout_stop_ms (boottime, 0 = none)
+ * only bounds what child_left_s says. */
+int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms);
+
+/* Seconds until the body will be stopped (fence or timeout), or HUGE_VAL. */
+double child_left_s(void);
+
+/* Writes one ctx.log record (a line) to the parent, whole. */
+void child_log(const char *rec, size_t n);
+
+/* Sleeps s seconds, through signals. */
+void child_sleep(double s);
+
+/* What child_exec collected from one stream. */
+struct child_buf {
+	char *b;
+	size_t n, cap;
+};
+
+/* Runs argv (no shell) to its end, collecting stdout and stderr; timeout_s
+ * 0 = none.  Returns the exit code (124 after a timeout, 127 when argv[0]
+ * cannot run, 128 + N when killed by signal N), or -1 with errno set when it
+ * could not start.  The caller frees out->b and err->b. */
+int child_exec(char **argv, double timeout_s, struct child_buf *out, struct child_buf *err);
+
+#endif
