@@ -57,7 +57,7 @@ static int run_body(lua_State *L, const struct job *job, const struct run_info *
 }
 
 void child_main(lua_State *L, const struct job *job, const struct run_info *info, long id,
-                int fds[3][2])
+                int fds[][2])
 {
 	sigset_t fence;
 	int devnull, code;

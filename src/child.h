@@ -29,7 +29,7 @@ void child_fence_sigset(sigset_t *);
 /* The child's life: fds are the stdout, stderr and log-record pipes. */
 __attribute__((noreturn))
 void child_main(lua_State *L, const struct job *job, const struct run_info *info, long run_id,
-                int fds[3][2]);
+                int fds[][2]);
 
 /* Installs the fence handlers and arms the self-fencing kill timer; stop_ms
  * 0 = none (a push is then ignored).  timeout_stop_ms (boottime, 0 = none)

@@ -225,6 +225,8 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 		if (!j->holder || strcmp(j->holder, info[i].owner) != 0) {
 			free(j->holder);
 			j->holder = strdup(info[i].owner);
+			if (el->on_follow)
+				el->on_follow(el->arg, j, info[i].owner, info[i].expires_at);
 		}
 		/* Wake exactly when the holder's lease runs out (database time
 		 * converted to our clock through the call's own end). */
@@ -311,7 +313,7 @@ int64_t elect_step(struct elector *el)
 	return next_wake(el);
 }
 
-int64_t elect_hold(struct elector *el)
+int64_t elect_check_deadlines(struct elector *el)
 {
 	check_deadlines(el, now_of(el));
 	return next_wake(el);

@@ -43,6 +43,10 @@ struct elect_cfg {
 typedef void (*elect_change_fn)(void *arg, struct elect_job *, int gained, const char *why);
 /* A store call failed; what = "renew" or "acquire". */
 typedef void (*elect_error_fn)(void *arg, const char *what, const char *err);
+/* A follower learned who holds its job (a new or another holder), with the
+ * holder's expiry on the database's clock. */
+typedef void (*elect_follow_fn)(void *arg, struct elect_job *, const char *holder,
+                                int64_t expires_at);
 
 struct elector {
 	struct elect_cfg cfg;
@@ -56,6 +60,7 @@ struct elector {
 	elect_change_fn on_change;
 	elect_error_fn on_error;
 	void *arg;
+	elect_follow_fn on_follow;      /* may be NULL */
 };
 
 void elect_init(struct elector *, const struct elect_cfg *, const char *owner,
@@ -75,7 +80,7 @@ int64_t elect_step(struct elector *);
 /* Only what needs no store call: holders past their deadline become
  * followers.  For a moment when a store call would delay something more
  * urgent (a fire about to start).  Returns as elect_step does. */
-int64_t elect_hold(struct elector *);
+int64_t elect_check_deadlines(struct elector *);
 
 /* Another replica released name (PostgreSQL NOTIFY): try it at once. */
 void elect_wake(struct elector *, const char *name);

@@ -23,9 +23,11 @@ struct job {
 	int64_t next_fire_ms;           /* wall clock; periodic jobs */
 	int64_t restart_at;             /* monotonic; services */
 	int64_t backoff_ms;             /* services */
-	struct run *run;                /* the current child, or NULL */
+	struct run *run;                /* the current run, or NULL */
+	long run_id;                    /* its id */
 	int removed;                    /* gone from jobs/: dropped once idle */
 	void *elect;                    /* election state, when singleton mode is on */
+	int follow_logged;              /* "following: held by X" said since it last held */
 };
 
 /* Lists the .lua files of dir and loads each file through leash.job.  For each good

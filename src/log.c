@@ -2,7 +2,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +11,14 @@
 static int as_json;
 static enum log_level min_level = LOG_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static log_sink_fn sink;
+static void *sink_arg;
+
+void log_set_sink(log_sink_fn fn, void *arg)
+{
+	sink = fn;
+	sink_arg = arg;
+}
 
 void log_setup(int json, enum log_level min)
 {
@@ -132,6 +139,11 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
 			put(&b, "=", 1);
 			puttext(&b, fields[2 * i + 1]);
 		}
+	}
+	if (sink) {
+		b.b[b.n] = '\0';
+		sink(sink_arg, lv, b.b);
+		return;
 	}
 	/* Keep room for the newline even when the record was cut. */
 	b.b[b.n++] = '\n';

@@ -9,6 +9,11 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 /* Sets the format ("text" or "json") and the lowest level written. */
 void log_setup(int json, enum log_level min);
 
+/* Sends every record (one line, no newline) to fn instead of stderr; NULL
+ * restores stderr.  For the specs that drive the core in-process. */
+typedef void (*log_sink_fn)(void *arg, enum log_level, const char *line);
+void log_set_sink(log_sink_fn fn, void *arg);
+
 /* Parses "debug", "info", "warn" or "error"; -1 when it is none of them. */
 int log_level_parse(const char *s);
 

@@ -27,13 +27,13 @@ static long next_run_id;
 
 struct run *runner_start(lua_State *L, struct job *job, const struct run_info *info)
 {
-	int fds[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+	int fds[RUN_STREAMS][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
 	struct run *r = calloc(1, sizeof *r);
 	pid_t pid;
 
 	if (!r)
 		goto fail;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < RUN_STREAMS; i++)
 		if (pipe2(fds[i], O_CLOEXEC) < 0)
 			goto fail;
 	r->id = ++next_run_id;
@@ -47,9 +47,10 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	r->pid = pid;
 	r->job = job;
 	r->grace_ms = info->grace_ms;
+	r->fence_ms = info->fence_stop_ms;
 	r->started_ms = clock_mono_ms();
 	r->timeout_at = job->timeout_ms ? r->started_ms + job->timeout_ms : 0;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < RUN_STREAMS; i++) {
 		close(fds[i][1]);
 		r->fd[i] = fds[i][0];
 		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
@@ -62,7 +63,7 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	return r;
 fail:
 	log_msg(LOG_ERROR, job->name, 0, "cannot start a run: %s", strerror(errno));
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < RUN_STREAMS; i++)
 		for (int k = 0; k < 2; k++)
 			if (fds[i][k] >= 0)
 				close(fds[i][k]);
@@ -106,19 +107,19 @@ static void log_record(struct run *r, char *line)
 	log_rec(lv, r->job->name, r->id, parts[1], parts + 2, (n - 2) / 2);
 }
 
-static void emit(struct run *r, int i, char *line)
+static void emit(struct run *r, enum run_stream i, char *line)
 {
 	static const char *const out[] = { "stream", "stdout" };
 	static const char *const err[] = { "stream", "stderr" };
 
-	if (i == 2)
+	if (i == RUN_RECORDS)
 		log_record(r, line);
 	else
-		log_rec(i == 0 ? LOG_INFO : LOG_WARN, r->job->name, r->id, line,
-		        i == 0 ? out : err, 1);
+		log_rec(i == RUN_STDOUT ? LOG_INFO : LOG_WARN, r->job->name, r->id, line,
+		        i == RUN_STDOUT ? out : err, 1);
 }
 
-void runner_read(struct run *r, int i)
+void runner_read(struct run *r, enum run_stream i)
 {
 	struct linebuf *lb = &r->lb[i];
 
@@ -240,7 +241,7 @@ void runner_report(struct run *r, int *failed)
 
 void runner_free(struct run *r)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < RUN_STREAMS; i++)
 		if (r->fd[i] >= 0)
 			close(r->fd[i]);
 	free(r);

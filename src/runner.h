@@ -18,6 +18,9 @@ struct run_info {
 	int64_t grace_ms;               /* SIGTERM to SIGKILL */
 };
 
+/* A run's three streams from its child. */
+enum run_stream { RUN_STDOUT, RUN_STDERR, RUN_RECORDS, RUN_STREAMS };
+
 struct linebuf {
 	char b[4096];
 	size_t n;
@@ -27,8 +30,8 @@ struct run {
 	pid_t pid;
 	long id;
 	struct job *job;
-	int fd[3];                      /* stdout, stderr, log records; -1 once closed */
-	struct linebuf lb[3];
+	int fd[RUN_STREAMS];            /* -1 once closed */
+	struct linebuf lb[RUN_STREAMS];
 	int64_t started_ms;             /* monotonic */
 	int64_t timeout_at;             /* monotonic; 0 = none */
 	int64_t kill_at;                /* monotonic; SIGKILL then; 0 = not stopping */
@@ -43,8 +46,8 @@ struct run {
  * the reason logged when the fork fails. */
 struct run *runner_start(lua_State *L, struct job *, const struct run_info *);
 
-/* Reads what is ready on r->fd[i] and logs complete lines. */
-void runner_read(struct run *, int i);
+/* Reads what is ready on one stream and logs its complete lines. */
+void runner_read(struct run *, enum run_stream);
 
 /* Asks the run to stop: SIGTERM to its process group now, SIGKILL after its
  * grace (runner_tick sends it).  Stopping twice keeps the first reason. */

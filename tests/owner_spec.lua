@@ -46,6 +46,14 @@ describe("owner ids", function()
     local h = R.holder(procs, sqlite, tbl)
     assert.is_table(h, "nobody holds the lease")
     assert.same({ [h.owner] = true }, owners)
+    -- and a follower says whom it follows, once at info
+    for _, p in ipairs(procs) do
+      if p ~= h then
+        local said = p:grep(" info  %[rec%] following: held by ")
+        assert.equal(1, #said, p:log_text())
+        assert.truthy(said[1]:find("held by " .. h.owner .. " until 20", 1, true), said[1])
+      end
+    end
   end)
 
   it("kill -9 of the parent and a restart 0.2 s later: the new process waits out the old lease", function()

@@ -198,7 +198,8 @@ int store_event_fd(struct store *s)
 
 int store_drain_events(struct store *s, void (*fn)(void *, const char *), void *arg)
 {
-	begin(s);
+	/* Not a statement: the last statement's error stays for whoever
+	 * reads it (reading events once made an outage look like recovery). */
 	return s->ops->drain_events ? s->ops->drain_events(s, fn, arg) : 0;
 }
 

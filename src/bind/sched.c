@@ -1,0 +1,359 @@
+/* bind/sched.c - leash.core.sched: the job table on a fake clock, for specs.
+ *
+ *   local s = core.sched {
+ *     jobs  = dir,                          -- a jobs/ directory
+ *     wall  = function() return ms end,     -- the wall clock (fire times)
+ *     mono  = function() return ms end,     -- the monotonic clock (services)
+ *     holds = function(name) return b end,  -- optional: singleton mode; whether
+ *   }                                       -- this replica holds the job's lease
+ *   s:load(reload)          s:due() -> ms to sleep
+ *   s:ended(name, failed, ran_ms)           s:gained(name)
+ *   s:drop_removed()        s:jobs() -> { [name] = { ... } }
+ *   s:events() -> list of { "start", name, scheduled_ms } / { "stop", name,
+ *                 reason } / { "enter", name } / { "leave", name } / { "log",
+ *                 line }, taken (the list starts empty again)
+ *   s:stop()                the shutdown: no new runs
+ *
+ * Runs are not processes here: "start" is an event, and the spec ends a run
+ * with s:ended().  Log records go to the events too.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "bind/bind.h"
+#include "log.h"
+#include "sched.h"
+
+#define SCHED_MT "leash.sched"
+
+struct lsched {
+	struct sched s;
+	lua_State *L;
+	int wall_ref, mono_ref, holds_ref, events_ref;
+	char *dir;
+	long next_id;
+	int open;
+};
+
+static char fake_run;                   /* what j->run points at while one "runs" */
+static char fake_elect;                 /* and j->elect while it stands */
+
+static void event(struct lsched *ls, const char *what, const char *a, lua_Integer n,
+                  const char *b)
+{
+	lua_State *L = ls->L;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->events_ref);
+	lua_createtable(L, 3, 0);
+	lua_pushstring(L, what);
+	lua_rawseti(L, -2, 1);
+	lua_pushstring(L, a);
+	lua_rawseti(L, -2, 2);
+	if (b)
+		lua_pushstring(L, b);
+	else
+		lua_pushinteger(L, n);
+	lua_rawseti(L, -2, 3);
+	lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+	lua_pop(L, 1);
+}
+
+static int64_t call_clock(struct lsched *ls, int ref)
+{
+	lua_State *L = ls->L;
+	int64_t v;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+	lua_call(L, 0, 1);
+	v = (int64_t)lua_tointeger(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+static int64_t wall(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->wall_ref); }
+static int64_t mono(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->mono_ref); }
+
+static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, long *id)
+{
+	struct lsched *ls = arg;
+
+	event(ls, "start", j->name, scheduled_ms, NULL);
+	*id = ++ls->next_id;
+	return (struct run *)&fake_run;
+}
+
+static void stop(void *arg, struct job *j, const char *reason)
+{
+	event(arg, "stop", j->name, 0, reason);
+}
+
+static int takes_part(void *arg, const struct job *j)
+{
+	(void)arg;
+	return j->singleton;
+}
+
+static int may_run(void *arg, const struct job *j)
+{
+	struct lsched *ls = arg;
+	lua_State *L = ls->L;
+	int v;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->holds_ref);
+	lua_pushstring(L, j->name);
+	lua_call(L, 1, 1);
+	v = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+static void enter(void *arg, struct job *j)
+{
+	if (!j->elect)
+		event(arg, "enter", j->name, 0, NULL);
+	j->elect = &fake_elect;
+}
+
+static void leave(void *arg, struct job *j)
+{
+	if (j->elect)
+		event(arg, "leave", j->name, 0, NULL);
+	j->elect = NULL;
+}
+
+static int stale(void *arg, const struct job *j)
+{
+	(void)arg;
+	return j->elect && !j->singleton;
+}
+
+static void sink(void *arg, enum log_level lv, const char *line)
+{
+	(void)lv;
+	event(arg, "log", line, 0, NULL);
+}
+
+static struct lsched *check(lua_State *L)
+{
+	struct lsched *ls = luaL_checkudata(L, 1, SCHED_MT);
+
+	luaL_argcheck(L, ls->open, 1, "the job table is closed");
+	ls->L = L;
+	log_set_sink(sink, ls);
+	return ls;
+}
+
+/* Every call ends here: the log goes back to stderr. */
+static int done(lua_State *L, int n)
+{
+	log_set_sink(NULL, NULL);
+	return n;
+}
+
+static int l_load(lua_State *L)
+{
+	struct lsched *ls = check(L);
+
+	sched_load(&ls->s, lua_toboolean(L, 2));
+	return done(L, 0);
+}
+
+static int l_due(lua_State *L)
+{
+	struct lsched *ls = check(L);
+
+	lua_pushinteger(L, sched_start_due(&ls->s));
+	return done(L, 1);
+}
+
+static struct job *find(lua_State *L, struct lsched *ls)
+{
+	struct job *j = sched_find(&ls->s, luaL_checkstring(L, 2));
+
+	if (!j) {
+		log_set_sink(NULL, NULL);
+		luaL_error(L, "no job %s", lua_tostring(L, 2));
+	}
+	return j;
+}
+
+static int l_ended(lua_State *L)
+{
+	struct lsched *ls = check(L);
+	struct job *j = find(L, ls);
+
+	if (!j->run) {
+		log_set_sink(NULL, NULL);
+		return luaL_error(L, "%s has no run going", j->name);
+	}
+	sched_run_ended(&ls->s, j, lua_toboolean(L, 3), (int64_t)luaL_optinteger(L, 4, 0));
+	return done(L, 0);
+}
+
+static int l_gained(lua_State *L)
+{
+	struct lsched *ls = check(L);
+
+	sched_gained(&ls->s, find(L, ls));
+	return done(L, 0);
+}
+
+static int l_drop_removed(lua_State *L)
+{
+	struct lsched *ls = check(L);
+
+	sched_drop_removed(&ls->s);
+	return done(L, 0);
+}
+
+static int l_stop(lua_State *L)
+{
+	struct lsched *ls = check(L);
+
+	ls->s.stopping = 1;
+	return done(L, 0);
+}
+
+#define SETINT(k, v) (lua_pushinteger(L, (lua_Integer)(v)), lua_setfield(L, -2, k))
+
+static int l_jobs(lua_State *L)
+{
+	static const char *const kinds[] = { "every", "cron", "service" };
+	struct lsched *ls = check(L);
+
+	lua_createtable(L, 0, (int)ls->s.njobs);
+	for (size_t i = 0; i < ls->s.njobs; i++) {
+		const struct job *j = ls->s.jobs[i];
+
+		lua_createtable(L, 0, 10);
+		lua_pushstring(L, kinds[j->kind]);
+		lua_setfield(L, -2, "kind");
+		lua_pushstring(L, j->describe);
+		lua_setfield(L, -2, "describe");
+		SETINT("next_fire_ms", j->next_fire_ms);
+		SETINT("restart_at", j->restart_at);
+		SETINT("backoff_ms", j->backoff_ms);
+		SETINT("lease_ms", j->lease_ms);
+		lua_pushboolean(L, j->run != NULL);
+		lua_setfield(L, -2, "running");
+		SETINT("run_id", j->run ? j->run_id : 0);
+		lua_pushboolean(L, j->removed);
+		lua_setfield(L, -2, "removed");
+		lua_pushboolean(L, j->elect != NULL);
+		lua_setfield(L, -2, "elected");
+		lua_setfield(L, -2, j->name);
+	}
+	return done(L, 1);
+}
+
+static int l_events(lua_State *L)
+{
+	struct lsched *ls = luaL_checkudata(L, 1, SCHED_MT);
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->events_ref);
+	luaL_unref(L, LUA_REGISTRYINDEX, ls->events_ref);
+	lua_newtable(L);
+	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	return 1;
+}
+
+static int l_gc(lua_State *L)
+{
+	struct lsched *ls = luaL_checkudata(L, 1, SCHED_MT);
+
+	if (ls->open) {
+		ls->L = L;
+		ls->open = 0;
+		/* No election to leave; events and logs go nowhere now. */
+		ls->s.env.leave = NULL;
+		log_set_sink(NULL, NULL);
+		for (size_t i = 0; i < ls->s.njobs; i++)
+			ls->s.jobs[i]->run = NULL;
+		sched_free(&ls->s);
+		free(ls->dir);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->wall_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->mono_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->holds_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->events_ref);
+	}
+	return 0;
+}
+
+static int fn_ref(lua_State *L, const char *key, int required)
+{
+	lua_getfield(L, 1, key);
+	if (lua_isnil(L, -1) && !required) {
+		lua_pop(L, 1);
+		return LUA_NOREF;
+	}
+	if (!lua_isfunction(L, -1))
+		luaL_error(L, "core.sched: %s must be a function", key);
+	return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+static int l_sched(lua_State *L)
+{
+	struct lsched *ls;
+	struct sched_env env = { 0 };
+	const char *dir;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_getfield(L, 1, "jobs");
+	dir = luaL_checkstring(L, -1);
+	ls = lua_newuserdatauv(L, sizeof *ls, 0);
+	memset(ls, 0, sizeof *ls);
+	ls->wall_ref = ls->mono_ref = ls->holds_ref = ls->events_ref = LUA_NOREF;
+	luaL_setmetatable(L, SCHED_MT);
+	ls->L = L;
+	ls->dir = strdup(dir);
+	ls->wall_ref = fn_ref(L, "wall", 1);
+	ls->mono_ref = fn_ref(L, "mono", 1);
+	ls->holds_ref = fn_ref(L, "holds", 0);
+	lua_newtable(L);
+	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	env.arg = env.elect_arg = ls;
+	env.wall_ms = wall;
+	env.mono_ms = mono;
+	env.start = start;
+	env.stop = stop;
+	if (ls->holds_ref != LUA_NOREF) {
+		env.takes_part = takes_part;
+		env.may_run = may_run;
+		env.enter = enter;
+		env.leave = leave;
+		env.stale = stale;
+	}
+	sched_init(&ls->s, L, ls->dir, &env);
+	ls->open = 1;
+	return 1;
+}
+
+void lx_sched_lib(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{ "load", l_load },
+		{ "due", l_due },
+		{ "ended", l_ended },
+		{ "gained", l_gained },
+		{ "drop_removed", l_drop_removed },
+		{ "jobs", l_jobs },
+		{ "events", l_events },
+		{ "stop", l_stop },
+		{ "__gc", l_gc },
+		{ NULL, NULL },
+	};
+	static const luaL_Reg fns[] = {
+		{ "sched", l_sched },
+		{ NULL, NULL },
+	};
+
+	if (luaL_newmetatable(L, SCHED_MT)) {
+		luaL_setfuncs(L, methods, 0);
+		lua_pushvalue(L, -1);
+		lua_setfield(L, -2, "__index");
+	}
+	lua_pop(L, 1);
+	luaL_setfuncs(L, fns, 0);
+}

@@ -1,0 +1,359 @@
+/* sched.c - the job table: what runs when, on an injected clock. */
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "sched.h"
+
+void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sched_env *env)
+{
+	memset(s, 0, sizeof *s);
+	s->L = L;
+	s->dir = dir;
+	s->env = *env;
+}
+
+static int64_t wall(struct sched *s) { return s->env.wall_ms(s->env.arg); }
+static int64_t mono(struct sched *s) { return s->env.mono_ms(s->env.arg); }
+
+static int takes_part(struct sched *s, const struct job *j)
+{
+	return s->env.takes_part && s->env.takes_part(s->env.elect_arg, j);
+}
+
+static int stale(struct sched *s, const struct job *j)
+{
+	return s->env.stale && s->env.stale(s->env.elect_arg, j);
+}
+
+static void enter(struct sched *s, struct job *j)
+{
+	if (s->env.enter && takes_part(s, j))
+		s->env.enter(s->env.elect_arg, j);
+}
+
+static void leave(struct sched *s, struct job *j)
+{
+	if (s->env.leave)
+		s->env.leave(s->env.elect_arg, j);
+}
+
+struct job *sched_find(struct sched *s, const char *name)
+{
+	for (size_t i = 0; i < s->njobs; i++)
+		if (strcmp(s->jobs[i]->name, name) == 0)
+			return s->jobs[i];
+	return NULL;
+}
+
+static void add_job(struct sched *s, struct job *j)
+{
+	if (s->njobs == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct job **nj = realloc(s->jobs, cap * sizeof *nj);
+		if (!nj) {
+			log_msg(LOG_ERROR, j->name, 0, "out of memory: job not added");
+			job_free(s->L, j);
+			return;
+		}
+		s->jobs = nj;
+		s->cap = cap;
+	}
+	s->jobs[s->njobs++] = j;
+}
+
+static void schedule(struct sched *s, struct job *j)
+{
+	if (j->kind == JOB_SERVICE)
+		j->restart_at = mono(s);
+	else
+		j->next_fire_ms = job_next_fire(s->L, j, wall(s));
+}
+
+/* ---- loading ---- */
+
+/* What one pass over jobs/ found. */
+struct reload {
+	struct sched *s;
+	struct job **fresh;
+	size_t nfresh, cap;
+	char **broken;                  /* names whose file has problems */
+	size_t nbroken;
+};
+
+static void on_good(void *arg, struct job *j)
+{
+	struct reload *r = arg;
+
+	if (r->nfresh == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		struct job **nf = realloc(r->fresh, cap * sizeof *nf);
+		if (!nf) {
+			job_free(r->s->L, j);
+			return;
+		}
+		r->fresh = nf;
+		r->cap = cap;
+	}
+	r->fresh[r->nfresh++] = j;
+}
+
+static void on_bad(void *arg, const char *file, const char *msg)
+{
+	struct reload *r = arg;
+	const char *base = strrchr(file, '/');
+	size_t n;
+	char **nb;
+
+	log_msg(LOG_ERROR, NULL, 0, "%s", msg);
+	base = base ? base + 1 : file;
+	n = strlen(base);
+	if (n < 5 || strcmp(base + n - 4, ".lua") != 0)
+		return;
+	nb = realloc(r->broken, (r->nbroken + 1) * sizeof *nb);
+	if (!nb)
+		return;
+	r->broken = nb;
+	r->broken[r->nbroken++] = strndup(base, n - 4);
+}
+
+static int is_broken(struct reload *r, const char *name)
+{
+	for (size_t i = 0; i < r->nbroken; i++)
+		if (r->broken[i] && strcmp(r->broken[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Takes in a fresh definition for a job that exists: the schedule state and
+ * a run in progress stay, the definition is replaced. */
+static void replace_job(struct sched *s, struct job *old, struct job *fresh)
+{
+	int changed = strcmp(old->describe, fresh->describe) != 0;
+	int edited = strcmp(old->digest, fresh->digest) != 0;
+
+	fresh->next_fire_ms = old->next_fire_ms;
+	fresh->restart_at = old->restart_at;
+	fresh->backoff_ms = old->backoff_ms;
+	fresh->run = old->run;
+	fresh->run_id = old->run_id;
+	fresh->elect = old->elect;
+	fresh->follow_logged = old->follow_logged;
+	if (fresh->elect) {
+		if (s->env.enter)
+			s->env.enter(s->env.elect_arg, fresh);    /* the election's user is the new one */
+		if (stale(s, fresh)) {
+			/* Leaves once the run is over (sched_run_ended), then
+			 * stands again with the new settings. */
+			if (fresh->run && s->env.may_run(s->env.elect_arg, fresh))
+				s->env.stop(s->env.arg, fresh, "the job's lease settings changed");
+			if (!fresh->run)
+				leave(s, fresh);
+		}
+	}
+	if (edited && !changed)
+		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s (the next run uses the new file)",
+		        fresh->describe);
+	if (changed) {
+		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s", fresh->describe);
+		if (fresh->kind != JOB_SERVICE)
+			fresh->next_fire_ms = job_next_fire(s->L, fresh, wall(s));
+		else if (old->kind != JOB_SERVICE)
+			fresh->restart_at = mono(s);
+	}
+	old->run = NULL;
+	old->elect = NULL;
+	job_free(s->L, old);
+}
+
+void sched_load(struct sched *s, int reload)
+{
+	struct reload r = { .s = s };
+	int seen = job_load_dir(s->L, s->dir, on_good, on_bad, &r);
+
+	if (seen == 0)
+		log_msg(LOG_WARN, NULL, 0, "no job files in %s (add NAME.lua files, then send SIGHUP)",
+		        s->dir);
+	/* Jobs whose file is gone: stopped, then dropped.  A broken file keeps
+	 * its last good definition. */
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct job *j = s->jobs[i];
+		int present = is_broken(&r, j->name);
+
+		if (present && reload)
+			log_msg(LOG_WARN, j->name, 0, "keeps its last good definition: %s has problems",
+			        j->file);
+		for (size_t k = 0; k < r.nfresh && !present; k++)
+			present = strcmp(r.fresh[k]->name, j->name) == 0;
+		if (!present && seen >= 0 && !j->removed) {
+			j->removed = 1;
+			log_msg(LOG_INFO, j->name, 0, "removed: %s is gone", j->file);
+			if (j->run)
+				s->env.stop(s->env.arg, j, "job file removed");
+		}
+	}
+	for (size_t k = 0; k < r.nfresh; k++) {
+		struct job *old = sched_find(s, r.fresh[k]->name);
+
+		if (old) {
+			/* Also a job removed a moment ago whose run is still
+			 * stopping: it comes back as the same job, so the new
+			 * definition cannot start beside the old run. */
+			if (old->removed)
+				log_msg(LOG_INFO, old->name, 0, "back: %s", r.fresh[k]->file);
+			old->removed = 0;
+			for (size_t i = 0; i < s->njobs; i++)
+				if (s->jobs[i] == old)
+					s->jobs[i] = r.fresh[k];
+			replace_job(s, old, r.fresh[k]);
+		} else {
+			add_job(s, r.fresh[k]);
+			schedule(s, r.fresh[k]);
+			enter(s, r.fresh[k]);
+			log_msg(LOG_INFO, r.fresh[k]->name, 0, "%s: %s",
+			        reload ? "added" : "loaded", r.fresh[k]->describe);
+		}
+	}
+	for (size_t i = 0; i < s->njobs; i++)
+		if (!s->jobs[i]->removed && !s->jobs[i]->run && !s->jobs[i]->elect)
+			enter(s, s->jobs[i]);
+	for (size_t i = 0; i < r.nbroken; i++)
+		free(r.broken[i]);
+	free(r.broken);
+	free(r.fresh);
+	/* Loading leaves sources and compiler garbage behind; the parent
+	 * lives long, so give it back now rather than at the GC's leisure. */
+	lua_gc(s->L, LUA_GCCOLLECT);
+	malloc_trim(0);
+}
+
+/* ---- runs ---- */
+
+/* Whether this replica may run the job now: the election gates the jobs
+ * that take part in it. */
+static int may_run(struct sched *s, const struct job *j)
+{
+	if (j->removed)
+		return 0;
+	if (!takes_part(s, j))
+		return 1;
+	return s->env.may_run(s->env.elect_arg, j);
+}
+
+static void start(struct sched *s, struct job *j, int64_t scheduled_ms)
+{
+	long id = 0;
+	struct run *r = s->env.start(s->env.arg, j, scheduled_ms, &id);
+
+	if (r) {
+		j->run = r;
+		j->run_id = id;
+	}
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+int64_t sched_start_due(struct sched *s)
+{
+	int64_t now = wall(s), mnow = mono(s);
+	int64_t sleep_ms = 60000;
+
+	for (size_t i = 0; i < s->njobs && !s->stopping; i++) {
+		struct job *j = s->jobs[i];
+
+		if (!may_run(s, j)) {
+			/* A follower's fire times pass too, so that when it
+			 * becomes the holder it neither repeats nor catches up. */
+			if (j->kind != JOB_SERVICE && j->next_fire_ms >= 0 && !j->removed) {
+				if (now >= j->next_fire_ms)
+					j->next_fire_ms = job_next_fire(s->L, j, now);
+				if (j->next_fire_ms >= 0)
+					sleep_ms = min64(sleep_ms, j->next_fire_ms - now);
+			}
+			continue;
+		}
+		if (j->kind == JOB_SERVICE) {
+			if (!j->run && mnow >= j->restart_at)
+				start(s, j, 0);
+			if (!j->run)
+				sleep_ms = min64(sleep_ms, j->restart_at - mnow);
+			continue;
+		}
+		if (j->next_fire_ms < 0)
+			continue;
+		if (now >= j->next_fire_ms) {
+			if (j->run) {
+				char at[32];
+
+				log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going",
+				        clock_iso(at, sizeof at, j->next_fire_ms, 0), j->run_id);
+			} else {
+				start(s, j, j->next_fire_ms);
+			}
+			j->next_fire_ms = job_next_fire(s->L, j, now);
+			if (j->next_fire_ms < 0)
+				continue;
+		}
+		sleep_ms = min64(sleep_ms, j->next_fire_ms - now);
+	}
+	return sleep_ms < 0 ? 0 : sleep_ms;
+}
+
+void sched_run_ended(struct sched *s, struct job *j, int failed, int64_t ran_ms)
+{
+	j->run = NULL;
+	if (stale(s, j)) {
+		leave(s, j);
+		enter(s, j);
+	}
+	if (j->kind == JOB_SERVICE && !s->stopping) {
+		if (ran_ms >= SCHED_BACKOFF_MAX)
+			j->backoff_ms = 0;
+		j->backoff_ms = j->backoff_ms ? j->backoff_ms * 2 : SCHED_BACKOFF_MIN;
+		if (j->backoff_ms > SCHED_BACKOFF_MAX)
+			j->backoff_ms = SCHED_BACKOFF_MAX;
+		j->restart_at = mono(s) + j->backoff_ms;
+		log_msg(LOG_INFO, j->name, 0, "service %s; restarting in %.1fs",
+		        failed ? "failed" : "returned", j->backoff_ms / 1000.0);
+	}
+}
+
+void sched_gained(struct sched *s, struct job *j)
+{
+	if (j->kind == JOB_SERVICE) {
+		j->restart_at = mono(s);
+		j->backoff_ms = 0;
+	}
+}
+
+void sched_drop_removed(struct sched *s)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct job *j = s->jobs[i];
+		if (j->removed && !j->run) {
+			leave(s, j);
+			job_free(s->L, j);
+		} else {
+			s->jobs[w++] = j;
+		}
+	}
+	s->njobs = w;
+}
+
+void sched_free(struct sched *s)
+{
+	for (size_t i = 0; i < s->njobs; i++) {
+		leave(s, s->jobs[i]);
+		job_free(s->L, s->jobs[i]);
+	}
+	free(s->jobs);
+	s->jobs = NULL;
+	s->njobs = s->cap = 0;
+}

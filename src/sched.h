@@ -1,0 +1,80 @@
+/* sched.h - the job table: loading and reloading jobs/, fire times, starting
+ * runs, services' backoff, dropping removed jobs.
+ *
+ * It owns no clock, no process and no election: the environment it is given
+ * reads the clocks, starts and stops runs, and (in singleton mode) says
+ * whether a job may run and takes it in and out of the election.  `leash
+ * run` wires it to the runner and the singleton glue; the specs drive it
+ * through leash.core.sched with a fake clock and fake runs, in milliseconds.
+ */
+#ifndef LEASH_SCHED_H
+#define LEASH_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <lua.h>
+
+#include "job.h"
+
+#define SCHED_BACKOFF_MIN 1000          /* ms: a service's first restart delay */
+#define SCHED_BACKOFF_MAX 60000         /* and the longest; a run this long resets it */
+
+struct sched_env {
+	void *arg;
+	int64_t (*wall_ms)(void *arg);  /* fire times */
+	int64_t (*mono_ms)(void *arg);  /* services' restarts */
+	/* Starts a run of the job (scheduled_ms 0 for a service): the run's
+	 * handle and id, or NULL when it could not start (the env logs why). */
+	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, long *id);
+	/* Asks the job's run to stop (it ends later, through sched_run_ended). */
+	void (*stop)(void *arg, struct job *, const char *reason);
+	/* The election, in singleton mode; all NULL without it.  They get
+	 * elect_arg. */
+	void *elect_arg;
+	int (*takes_part)(void *arg, const struct job *);   /* the job is elected */
+	int (*may_run)(void *arg, const struct job *);      /* holds its lease now */
+	void (*enter)(void *arg, struct job *);             /* stand for election */
+	void (*leave)(void *arg, struct job *);             /* release, forget */
+	int (*stale)(void *arg, const struct job *);        /* standing no longer fits */
+};
+
+struct sched {
+	lua_State *L;
+	const char *dir;
+	struct sched_env env;
+	struct job **jobs;
+	size_t njobs, cap;
+	int stopping;                   /* no new runs */
+};
+
+void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct sched_env *);
+
+/* Reads jobs/ (first load, or a reload on SIGHUP): new files start, changed
+ * ones take effect (a run going finishes under its old definition), removed
+ * ones have their run stopped and are dropped once it ended; a file that
+ * became broken keeps its last good definition.  Problems are logged. */
+void sched_load(struct sched *, int reload);
+
+/* Starts the runs that are due, lets past fire times go by (a follower's
+ * too, so a new holder neither repeats nor catches up), logs the fires it
+ * skips because a run is still going.  Returns ms until it wants to be
+ * called again (>= 0). */
+int64_t sched_start_due(struct sched *);
+
+/* A run of j ended (failed: not a clean exit; ran_ms: how long).  Restarts a
+ * service after its backoff, and puts a job whose election no longer fits
+ * back into it. */
+void sched_run_ended(struct sched *, struct job *, int failed, int64_t ran_ms);
+
+/* The job now holds its lease: a service starts at once. */
+void sched_gained(struct sched *, struct job *);
+
+/* Drops removed jobs whose run has ended. */
+void sched_drop_removed(struct sched *);
+
+struct job *sched_find(struct sched *, const char *name);
+
+/* Every job leaves the election (singleton mode), then all are freed. */
+void sched_free(struct sched *);
+
+#endif

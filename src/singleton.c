@@ -1,0 +1,287 @@
+/* singleton.c - singleton mode's glue: the store, the elector's callbacks,
+ * fence pushes, and the store's health as the log tells it. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "runner.h"
+#include "sched.h"
+#include "singleton.h"
+
+static int64_t boot_clock(void *arg)
+{
+	(void)arg;
+	return clock_boot_ms();
+}
+
+/* ---- the store's health ----
+ *
+ * An outage is logged once when it starts (with the reason), at most once a
+ * SINGLETON_OUTAGE_LOG_MS while it lasts (with its duration), and once when
+ * it ends.  Only the outcome of whole steps decides: a step in which any
+ * call failed is down, a step that made calls and saw no failure is up. */
+
+static void store_failed(struct singleton *sg, const char *what, const char *err)
+{
+	int64_t now = clock_boot_ms();
+
+	sg->step_failed = 1;
+	if (!sg->down) {
+		sg->down = 1;
+		sg->down_since = sg->down_logged = now;
+		snprintf(sg->down_why, sizeof sg->down_why, "%s", err);
+		log_msg(LOG_ERROR, NULL, 0, "lease store: %s failed: %s", what, err);
+	} else if (now - sg->down_logged >= SINGLETON_OUTAGE_LOG_MS) {
+		sg->down_logged = now;
+		snprintf(sg->down_why, sizeof sg->down_why, "%s", err);
+		log_msg(LOG_ERROR, NULL, 0, "lease store: not answering for %llds: %s failed: %s",
+		        (long long)((now - sg->down_since) / 1000), what, err);
+	}
+}
+
+static void store_answered(struct singleton *sg)
+{
+	if (!sg->down)
+		return;
+	sg->down = 0;
+	log_msg(LOG_INFO, NULL, 0, "lease store: answering again after %.1fs",
+	        (clock_boot_ms() - sg->down_since) / 1000.0);
+}
+
+/* ---- the elector's callbacks ---- */
+
+static void on_change(void *arg, struct elect_job *ej, int gained, const char *why)
+{
+	struct singleton *sg = arg;
+	struct job *j = ej->user;
+
+	if (gained) {
+		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
+		j->follow_logged = 0;
+		sched_gained(sg->sched, j);
+		return;
+	}
+	log_msg(LOG_WARN, j->name, 0, "%s", why);
+	if (j->run)
+		runner_stop(j->run, "lease lost");
+}
+
+static void on_error(void *arg, const char *what, const char *err)
+{
+	store_failed(arg, what, err);
+}
+
+static void on_follow(void *arg, struct elect_job *ej, const char *holder, int64_t expires_at)
+{
+	struct job *j = ej->user;
+	char at[32];
+
+	(void)arg;
+	/* Once at info (a newcomer sees why its replica runs nothing, and an
+	 * operator sees a job move), then at debug. */
+	log_msg(j->follow_logged ? LOG_DEBUG : LOG_INFO, j->name, 0, "following: held by %s until %s",
+	        *holder ? holder : "nobody", clock_iso(at, sizeof at, expires_at, 1));
+	j->follow_logged = 1;
+}
+
+static void on_release_event(void *arg, const char *name)
+{
+	struct singleton *sg = arg;
+
+	elect_wake(&sg->el, name);
+}
+
+int singleton_init(struct singleton *sg, const struct cfg *cfg, struct sched *sched,
+                   const char *owner, char *err, size_t errlen)
+{
+	struct elect_cfg ec = {
+		.lease_ms = cfg->lease_ms, .renew_ms = cfg->renew_ms,
+		.retry_ms = cfg->retry_ms, .margin_ms = cfg->margin_ms,
+		.timeout_ms = cfg->statement_timeout_ms,
+	};
+	uint64_t seed = 0;
+
+	memset(sg, 0, sizeof *sg);
+	sg->cfg = cfg;
+	sg->sched = sched;
+	if (cfg_store_opts(cfg, &sg->opts, err, errlen) < 0)
+		return -1;
+	if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
+		seed = (uint64_t)getpid() * 2654435761u;
+	elect_init(&sg->el, &ec, owner, boot_clock, NULL, seed);
+	sg->el.on_change = on_change;
+	sg->el.on_error = on_error;
+	sg->el.on_follow = on_follow;
+	sg->el.arg = sg;
+	return 0;
+}
+
+/* ---- the job table's hooks ---- */
+
+int singleton_takes_part(void *arg, const struct job *j)
+{
+	(void)arg;
+	return j->singleton;
+}
+
+int singleton_may_run(void *arg, const struct job *j)
+{
+	const struct elect_job *ej = j->elect;
+
+	(void)arg;
+	return ej && ej->state == ELECT_HOLDER && clock_boot_ms() < ej->deadline;
+}
+
+void singleton_enter(void *arg, struct job *j)
+{
+	struct singleton *sg = arg;
+
+	if (j->elect) {
+		((struct elect_job *)j->elect)->user = j;   /* a reload's fresh definition */
+		return;
+	}
+	j->elect = elect_add(&sg->el, j->name, j->lease_ms, j);
+	if (!j->elect)
+		log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
+}
+
+void singleton_leave(void *arg, struct job *j)
+{
+	struct singleton *sg = arg;
+	struct elect_job *ej = j->elect;
+
+	if (!ej)
+		return;
+	if (ej->state == ELECT_HOLDER && sg->release_failed) {
+		/* The store did not answer a release just now: the others would
+		 * each wait out a timeout too.  Their leases expire by themselves. */
+		log_msg(LOG_WARN, j->name, 0, "not released (the store is not answering): the lease "
+		        "expires by itself");
+	} else if (ej->state == ELECT_HOLDER) {
+		if (elect_release(&sg->el, ej) == STORE_OK) {
+			log_msg(LOG_INFO, j->name, 0, "released the lease");
+		} else {
+			store_failed(sg, "release", sg->el.store ? sg->el.store->err : "not open");
+			sg->release_failed = sg->sched->stopping;
+		}
+	}
+	elect_remove(&sg->el, ej);
+	j->elect = NULL;
+}
+
+int singleton_stale(void *arg, const struct job *j)
+{
+	struct singleton *sg = arg;
+	const struct elect_job *ej = j->elect;
+
+	return ej && (!j->singleton ||
+	              ej->lease_ms != (j->lease_ms ? j->lease_ms : sg->cfg->lease_ms));
+}
+
+/* ---- the turn ---- */
+
+static int64_t until(int64_t t)
+{
+	int64_t now = clock_boot_ms();
+
+	return t == INT64_MAX ? INT64_MAX : (t > now ? t - now : 0);
+}
+
+static void open_store(struct singleton *sg, int64_t now)
+{
+	char err[STORE_ERR_MAX + 128];
+
+	sg->el.store = store_open(sg->cfg->provider, &sg->opts, err, sizeof err);
+	if (sg->el.store) {
+		log_msg(LOG_INFO, NULL, 0, "lease store: %s open, table %s", sg->cfg->provider,
+		        sg->cfg->table);
+		return;
+	}
+	sg->open_retry_at = now + sg->cfg->retry_ms;
+	if (!sg->down) {
+		sg->down = 1;
+		sg->down_since = sg->down_logged = now;
+		log_msg(LOG_ERROR, NULL, 0, "lease store: cannot open %s: %s (retrying every %lldms)",
+		        sg->cfg->provider, err, (long long)sg->cfg->retry_ms);
+	} else if (now - sg->down_logged >= SINGLETON_OUTAGE_LOG_MS) {
+		sg->down_logged = now;
+		log_msg(LOG_ERROR, NULL, 0, "lease store: cannot open %s for %llds: %s",
+		        sg->cfg->provider, (long long)((now - sg->down_since) / 1000), err);
+	}
+}
+
+int64_t singleton_turn(struct singleton *sg, int64_t due_in)
+{
+	int64_t now = clock_boot_ms(), next, t0;
+	uint64_t c0;
+
+	/* A fire (or a restart) is moments away: a store call now could
+	 * hold it up by a round trip or a lock wait, while the renewals have
+	 * seconds to spare.  Check the deadlines only, and do the rest right
+	 * after.  Never for long, so nothing can starve the election. */
+	if (due_in < SINGLETON_FIRE_GUARD_MS &&
+	    (!sg->deferred_since || now - sg->deferred_since < SINGLETON_FIRE_GUARD_MS)) {
+		if (!sg->deferred_since)
+			sg->deferred_since = now;
+		return until(elect_check_deadlines(&sg->el));
+	}
+	sg->deferred_since = 0;
+	if (!sg->el.store && now >= sg->open_retry_at)
+		open_store(sg, now);
+	/* libpq may have read release events off the socket during a call, so
+	 * they are drained around every step, not only when it is readable. */
+	if (sg->el.store)
+		store_drain_events(sg->el.store, on_release_event, sg);
+	t0 = clock_mono_ms();
+	c0 = sg->el.store ? sg->el.store->calls : 0;
+	sg->step_failed = 0;
+	next = elect_step(&sg->el);
+	if (sg->el.store && store_drain_events(sg->el.store, on_release_event, sg) > 0)
+		next = elect_step(&sg->el);
+	if (sg->el.store) {
+		uint64_t made = sg->el.store->calls - c0;
+		if (clock_mono_ms() - t0 >= 5)
+			log_msg(LOG_DEBUG, NULL, 0, "lease store: %llu statements took %lldms",
+			        (unsigned long long)made, (long long)(clock_mono_ms() - t0));
+		if (made > 0 && !sg->step_failed)
+			store_answered(sg);
+	} else {
+		next = next < sg->open_retry_at ? next : sg->open_retry_at;
+	}
+	return until(next);
+}
+
+void singleton_push_fence(struct singleton *sg, struct run *r)
+{
+	struct elect_job *ej = r->job ? r->job->elect : NULL;
+
+	(void)sg;
+	if (ej && ej->state == ELECT_HOLDER && r->fence_ms && ej->deadline != r->fence_ms) {
+		runner_push_fence(r, ej->deadline);
+		r->fence_ms = ej->deadline;
+	}
+}
+
+int singleton_event_fd(struct singleton *sg)
+{
+	return sg->el.store ? store_event_fd(sg->el.store) : -1;
+}
+
+void singleton_events(struct singleton *sg)
+{
+	if (sg->el.store)
+		store_drain_events(sg->el.store, on_release_event, sg);
+}
+
+void singleton_free(struct singleton *sg, int64_t ran_ms)
+{
+	if (sg->el.store)
+		log_msg(LOG_INFO, NULL, 0, "lease store: %llu statements in %.1fs",
+		        (unsigned long long)sg->el.store->calls, ran_ms / 1000.0);
+	store_close(sg->el.store);
+	sg->el.store = NULL;
+	elect_free(&sg->el);
+}

@@ -1,0 +1,69 @@
+/* singleton.h - singleton mode's glue between the job table and the
+ * election: opening and retrying the store, the elector's callbacks, pushing
+ * running children's fence deadlines, and the one owner of "the store is
+ * down" / "the store is back" (and of what the log says about it).
+ *
+ * Never used, and the store never opened, with singleton mode off. */
+#ifndef LEASH_SINGLETON_H
+#define LEASH_SINGLETON_H
+
+#include <stdint.h>
+
+#include "cfg.h"
+#include "elect.h"
+#include "job.h"
+#include "store/store.h"
+
+struct sched;
+struct run;
+
+/* How often an outage that goes on is logged again. */
+#define SINGLETON_OUTAGE_LOG_MS 60000
+/* No store call this close to a fire (or a restart). */
+#define SINGLETON_FIRE_GUARD_MS 30
+
+struct singleton {
+	const struct cfg *cfg;
+	struct sched *sched;
+	struct elector el;
+	struct store_opts opts;
+	int64_t open_retry_at;          /* boottime: next attempt to open the store */
+	int64_t deferred_since;         /* boottime: store calls held back for a fire */
+	/* The store's health: the only place that decides it is down or back. */
+	int down;
+	int64_t down_since, down_logged;        /* boottime */
+	char down_why[STORE_ERR_MAX + 128];
+	int step_failed;                /* an error was reported during this step */
+	int release_failed;             /* at shutdown: stop trying to release */
+};
+
+/* Sets up the elector for owner.  Returns 0, or -1 with the reason in err
+ * (a store option the environment does not provide). */
+int singleton_init(struct singleton *, const struct cfg *, struct sched *, const char *owner,
+                   char *err, size_t errlen);
+
+/* The job table's election hooks (struct sched_env). */
+int singleton_takes_part(void *sg, const struct job *);
+int singleton_may_run(void *sg, const struct job *);
+void singleton_enter(void *sg, struct job *);
+void singleton_leave(void *sg, struct job *);
+int singleton_stale(void *sg, const struct job *);
+
+/* Opens the store when needed and lets the elector do what is due, unless
+ * a fire is due_in ms away (then only deadlines are checked).  Returns ms
+ * until it wants to be called again, or INT64_MAX. */
+int64_t singleton_turn(struct singleton *, int64_t due_in);
+
+/* Moves a running child's self-fencing deadline after a good renew. */
+void singleton_push_fence(struct singleton *, struct run *);
+
+/* The descriptor release events arrive on (PostgreSQL NOTIFY), or -1; and
+ * what to do when it is readable. */
+int singleton_event_fd(struct singleton *);
+void singleton_events(struct singleton *);
+
+/* At shutdown: releases what is held (through sched_free's leave), logs
+ * the statement count, closes the store. */
+void singleton_free(struct singleton *, int64_t ran_ms);
+
+#endif

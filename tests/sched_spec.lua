@@ -1,0 +1,271 @@
+-- The job table (src/sched.c) on a fake clock, through leash.core.sched:
+-- fire times, skip-if-running, services' backoff, reloads and the election's
+-- gate, in milliseconds.  Runs are not processes here: a start is an event
+-- and the spec ends a run when it likes.  What only real processes show
+-- (forks, signals, pipes) stays in run_spec.lua and election_spec.lua.
+local L = require "e2e"
+local core = require "leash.core"
+
+local T0 = 1800000000000                -- a whole second, 2027-01-15T08:00:00Z
+
+-- A job table over a fresh jobs/ with a clock the spec moves.
+local function table_of(jobs, opts)
+  opts = opts or {}
+  local d = L.dir { jobs = jobs }
+  local t = { wall = T0 + (opts.at or 500), mono = 1000000 }
+  local held = opts.held or {}
+  local s = core.sched {
+    jobs = d.jobs,
+    wall = function() return t.wall end,
+    mono = function() return t.mono end,
+    holds = opts.singleton and function(name) return held[name] == true end or nil,
+  }
+  s:load(false)
+  local o = { s = s, d = d, t = t, held = held, log = {} }
+  -- Moves both clocks by ms and runs the table; returns what it started.
+  function o.advance(ms)
+    t.wall, t.mono = t.wall + ms, t.mono + ms
+    return o.due()
+  end
+  function o.due()
+    o.sleep = s:due()
+    return o.take()
+  end
+  -- Events since the last call: starts as { name = scheduled_ms or true }.
+  function o.take()
+    local starts, other = {}, {}
+    for _, e in ipairs(s:events()) do
+      if e[1] == "start" then
+        starts[#starts + 1] = { name = e[2], at = e[3] }
+      elseif e[1] == "log" then
+        o.log[#o.log + 1] = e[2]
+      else
+        other[#other + 1] = e
+      end
+    end
+    o.other = other
+    return starts
+  end
+  function o.logged(pat)
+    for _, l in ipairs(o.log) do
+      if l:find(pat) then return l end
+    end
+  end
+  return o
+end
+
+local function every(d, extra)
+  return ('return { every = %q, %s run = function() end }'):format(d, extra or "")
+end
+
+describe("the job table", function()
+  describe("fire times", function()
+    it("every = 1s fires at each whole second, and sleeps exactly until the next", function()
+      local o = table_of { tick = every("1s") }
+      assert.same({}, o.due())
+      assert.equal(500, o.sleep)
+      local starts = o.advance(500)
+      assert.same({ { name = "tick", at = T0 + 1000 } }, starts)
+      o.s:ended("tick", false, 3)
+      assert.equal(1000, o.sleep)
+      assert.same({ { name = "tick", at = T0 + 2000 } }, o.advance(1000))
+    end)
+
+    it("a late turn starts the fire it missed once, then goes on from now", function()
+      local o = table_of { tick = every("1s") }
+      o.due()
+      local starts = o.advance(3700)         -- the loop was held up 3.2 s
+      assert.same({ { name = "tick", at = T0 + 1000 } }, starts)
+      o.s:ended("tick", false, 1)
+      assert.equal(T0 + 5000, o.s:jobs().tick.next_fire_ms)
+    end)
+
+    it("every = 1m30s fires on multiples of 90 s since the epoch", function()
+      local o = table_of { slow = every("1m30s") }
+      local next = o.s:jobs().slow.next_fire_ms
+      assert.equal(0, next % 90000)
+      assert.is_true(next > T0 and next - T0 <= 90000)
+    end)
+
+    it("a cron job fires at the expression's times", function()
+      local o = table_of { c = 'return { cron = "*/10 * * * * *", run = function() end }' }
+      assert.equal(T0 + 10000, o.s:jobs().c.next_fire_ms)
+      assert.same({ { name = "c", at = T0 + 10000 } }, o.advance(9500))
+    end)
+  end)
+
+  describe("skip if running", function()
+    it("a fire while the run goes on is skipped and logged; the next one runs", function()
+      local o = table_of { slow = every("1s") }
+      o.due()
+      assert.equal(1, #o.advance(500))
+      assert.same({}, o.advance(1000))
+      assert.truthy(o.logged("%[slow%] skipped the fire at 2027%-01%-15T08:00:02Z: run 1 is still going"))
+      o.s:ended("slow", false, 1600)
+      assert.same({ { name = "slow", at = T0 + 3000 } }, o.advance(1000))
+    end)
+  end)
+
+  describe("services", function()
+    it("start at once and restart after 1 s, 2 s, 4 s ... up to 60 s", function()
+      local o = table_of { svc = "return { run = function() end }" }
+      assert.same({ { name = "svc" } }, (function()
+        local s = o.due(); s[1].at = nil; return s
+      end)())
+      local waits = {}
+      for _ = 1, 8 do
+        o.s:ended("svc", true, 10)
+        waits[#waits + 1] = o.s:jobs().svc.backoff_ms
+        local b = waits[#waits]
+        assert.same({}, o.advance(b - 1), "restarted before its backoff")
+        assert.equal(1, #o.advance(1))
+      end
+      assert.same({ 1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000 }, waits)
+      assert.truthy(o.logged("%[svc%] service failed; restarting in 60%.0s"))
+    end)
+
+    it("a run of 60 s or more starts the backoff again at 1 s", function()
+      local o = table_of { svc = "return { run = function() end }" }
+      o.due()
+      o.s:ended("svc", false, 10)
+      o.advance(1000)
+      o.s:ended("svc", false, 10)
+      assert.equal(2000, o.s:jobs().svc.backoff_ms)
+      o.advance(2000)
+      o.s:ended("svc", false, 60000)
+      assert.equal(1000, o.s:jobs().svc.backoff_ms)
+      assert.truthy(o.logged("service returned; restarting in 1%.0s"))
+    end)
+
+    it("a service that gains its lease starts at once, its backoff forgotten", function()
+      local o = table_of({ svc = "return { run = function() end }" }, { singleton = true })
+      assert.same({}, o.due())
+      o.held.svc = true
+      assert.equal(1, #o.due())
+      o.s:ended("svc", true, 5)
+      assert.equal(1000, o.s:jobs().svc.backoff_ms)
+      o.s:gained("svc")                  -- lost and taken again meanwhile
+      assert.equal(0, o.s:jobs().svc.backoff_ms)
+      assert.equal(1, #o.due())
+    end)
+  end)
+
+  describe("reload", function()
+    it("an added file starts; a changed one takes its new schedule; an edit alone keeps it", function()
+      local o = table_of { a = every("1s"), b = every("1s") }
+      o.due()
+      o.d.write_job("c", every("2s"))
+      o.d.write_job("a", every("5s"))
+      o.d.write_job("b", every("1s", "description = 'edited',"))
+      o.s:load(true)
+      o.take()
+      assert.truthy(o.logged("%[c%] added: every 2s"))
+      assert.truthy(o.logged("%[a%] reloaded: every 5s"))
+      assert.truthy(o.logged("%[b%] reloaded: every 1s %(the next run uses the new file%)"))
+      local j = o.s:jobs()
+      assert.equal(T0 + 5000, j.a.next_fire_ms)
+      assert.equal(T0 + 1000, j.b.next_fire_ms)
+      assert.equal(T0 + 2000, j.c.next_fire_ms)
+    end)
+
+    it("a run going on finishes under its old definition, and the new one never starts beside it", function()
+      local o = table_of { a = every("1s") }
+      o.due()
+      assert.equal(1, #o.advance(500))
+      o.d.write_job("a", every("1s", "timeout = '10s',"))
+      o.s:load(true)
+      assert.is_true(o.s:jobs().a.running)
+      assert.same({}, o.advance(1000))
+      o.s:ended("a", false, 1500)
+      assert.equal(1, #o.advance(1000))
+    end)
+
+    it("a removed file's run is stopped and the job dropped once it ended; back before that, it is the same job", function()
+      local o = table_of { gone = every("1s"), back = every("1s") }
+      o.due()
+      assert.equal(2, #o.advance(500))
+      o.d.remove_job("gone")
+      o.d.remove_job("back")
+      o.s:load(true)
+      o.take()
+      local stops = {}
+      for _, e in ipairs(o.other) do
+        if e[1] == "stop" then stops[e[2]] = e[3] end
+      end
+      assert.same({ gone = "job file removed", back = "job file removed" }, stops)
+      o.d.write_job("back", every("1s"))
+      o.s:load(true)
+      o.take()
+      assert.truthy(o.logged("%[back%] back: "))
+      assert.same({}, o.advance(1000), "a new run beside the stopping one")
+      o.s:ended("gone", false, 600)
+      o.s:ended("back", false, 600)
+      o.s:drop_removed()
+      local j = o.s:jobs()
+      assert.is_nil(j.gone)
+      assert.is_table(j.back)
+      assert.same({ { name = "back", at = T0 + 3000 } }, o.advance(1000))
+    end)
+
+    it("a file that broke keeps its last good definition, and the log says why", function()
+      local o = table_of { b = every("1s") }
+      o.d.write_job("b", 'return { every = "1s", oops = 1, run = function() end }')
+      o.s:load(true)
+      o.take()
+      assert.truthy(o.logged("b%.lua:1: oops: unknown key"))
+      assert.truthy(o.logged("%[b%] keeps its last good definition: .*b%.lua has problems"))
+      assert.equal(1, #o.advance(500))
+    end)
+
+    it("a job file that loops forever is a load error and the others load", function()
+      local o = table_of { loops = "while true do end", ok = every("1s") }
+      assert.is_table(o.s:jobs().ok)
+      assert.is_nil(o.s:jobs().loops)
+      o.take()
+      assert.truthy(o.logged("loops%.lua"))
+    end)
+  end)
+
+  describe("the election's gate", function()
+    it("a follower's fire times pass, so the new holder neither repeats nor catches up", function()
+      local o = table_of({ tick = every("1s") }, { singleton = true })
+      assert.same({}, o.advance(2400))       -- the fires at :01 and :02 pass
+      assert.equal(T0 + 3000, o.s:jobs().tick.next_fire_ms)
+      o.held.tick = true
+      assert.same({}, o.due())
+      assert.same({ { name = "tick", at = T0 + 3000 } }, o.advance(100))
+    end)
+
+    it("singleton = false runs without the election", function()
+      local o = table_of({ everywhere = every("1s", "singleton = false,") }, { singleton = true })
+      o.take()
+      assert.same({}, o.other)
+      assert.is_false(o.s:jobs().everywhere.elected)
+      assert.equal(1, #o.advance(500))
+    end)
+
+    it("a reload to singleton = false leaves the election once the run is over, and runs everywhere", function()
+      local o = table_of({ j = every("1s") }, { singleton = true, held = { j = true } })
+      assert.is_true(o.s:jobs().j.elected)
+      assert.equal(1, #o.advance(500))
+      o.d.write_job("j", every("1s", "singleton = false,"))
+      o.s:load(true)
+      o.take()
+      assert.is_true(o.s:jobs().j.elected, "left while its run goes on")
+      o.s:ended("j", false, 100)
+      o.take()
+      assert.same({ { "leave", "j", 0 } }, o.other)
+      o.held.j = false
+      assert.is_false(o.s:jobs().j.elected)
+      assert.equal(1, #o.advance(1000))
+    end)
+  end)
+
+  it("after the stop no run starts, and a service is not restarted", function()
+    local o = table_of { tick = every("1s"), svc = "return { run = function() end }" }
+    assert.equal(1, #o.due())
+    o.s:stop()
+    o.s:ended("svc", false, 10)
+    assert.same({}, o.advance(5000))
+  end)
+end)
