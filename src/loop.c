@@ -78,12 +78,8 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, lon
 	};
 	struct run *r;
 
-	if (j->elect) {
-		const struct elect_job *ej = j->elect;
-		info.token = ej->token;
-		info.fence_stop_ms = ej->deadline;
-		info.fence_slack_ms = ej->margin_ms / 2;
-	}
+	if (lp->cfg->singleton)
+		singleton_run_info(&lp->sg, j, &info);
 	r = runner_start(lp->L, j, &info);
 	if (!r)
 		return NULL;
@@ -93,10 +89,10 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, lon
 	return r;
 }
 
-static void stop_run(void *arg, struct job *j, const char *reason)
+static void stop_run(void *arg, struct run *r, const char *reason)
 {
 	(void)arg;
-	runner_stop(j->run, reason);
+	runner_stop(r, reason);
 }
 
 /* ---- runs ---- */

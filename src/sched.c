@@ -148,7 +148,7 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 			/* Leaves once the run is over (sched_run_ended), then
 			 * stands again with the new settings. */
 			if (fresh->run && s->env.may_run(s->env.elect_arg, fresh))
-				s->env.stop(s->env.arg, fresh, "the job's lease settings changed");
+				s->env.stop(s->env.arg, fresh->run, "the job's lease settings changed");
 			if (!fresh->run)
 				leave(s, fresh);
 		}
@@ -191,7 +191,7 @@ void sched_load(struct sched *s, int reload)
 			j->removed = 1;
 			log_msg(LOG_INFO, j->name, 0, "removed: %s is gone", j->file);
 			if (j->run)
-				s->env.stop(s->env.arg, j, "job file removed");
+				s->env.stop(s->env.arg, j->run, "job file removed");
 		}
 	}
 	for (size_t k = 0; k < r.nfresh; k++) {

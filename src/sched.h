@@ -26,8 +26,8 @@ struct sched_env {
 	/* Starts a run of the job (scheduled_ms 0 for a service): the run's
 	 * handle and id, or NULL when it could not start (the env logs why). */
 	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, long *id);
-	/* Asks the job's run to stop (it ends later, through sched_run_ended). */
-	void (*stop)(void *arg, struct job *, const char *reason);
+	/* Asks a run to stop (it ends later, through sched_run_ended). */
+	void (*stop)(void *arg, struct run *, const char *reason);
 	/* The election, in singleton mode; all NULL without it.  They get
 	 * elect_arg. */
 	void *elect_arg;

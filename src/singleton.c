@@ -254,6 +254,18 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 	return until(next);
 }
 
+void singleton_run_info(struct singleton *sg, const struct job *j, struct run_info *info)
+{
+	const struct elect_job *ej = j->elect;
+
+	(void)sg;
+	if (!ej)
+		return;
+	info->token = ej->token;
+	info->fence_stop_ms = ej->deadline;
+	info->fence_slack_ms = ej->margin_ms / 2;
+}
+
 void singleton_push_fence(struct singleton *sg, struct run *r)
 {
 	struct elect_job *ej = r->job ? r->job->elect : NULL;

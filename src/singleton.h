@@ -54,6 +54,10 @@ int singleton_stale(void *sg, const struct job *);
  * until it wants to be called again, or INT64_MAX. */
 int64_t singleton_turn(struct singleton *, int64_t due_in);
 
+/* A run's token and fence deadline, when the job is elected. */
+struct run_info;
+void singleton_run_info(struct singleton *, const struct job *, struct run_info *);
+
 /* Moves a running child's self-fencing deadline after a good renew. */
 void singleton_push_fence(struct singleton *, struct run *);
 

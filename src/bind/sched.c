@@ -37,7 +37,10 @@ struct lsched {
 	int open;
 };
 
-static char fake_run;                   /* what j->run points at while one "runs" */
+/* What j->run points at while a job "runs". */
+struct fake_run {
+	struct job *job;
+};
 static char fake_elect;                 /* and j->elect while it stands */
 
 static void event(struct lsched *ls, const char *what, const char *a, lua_Integer n,
@@ -79,14 +82,19 @@ static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, long *i
 {
 	struct lsched *ls = arg;
 
+	struct fake_run *r = malloc(sizeof *r);
+
+	if (!r)
+		return NULL;
+	r->job = j;
 	event(ls, "start", j->name, scheduled_ms, NULL);
 	*id = ++ls->next_id;
-	return (struct run *)&fake_run;
+	return (struct run *)r;
 }
 
-static void stop(void *arg, struct job *j, const char *reason)
+static void stop(void *arg, struct run *r, const char *reason)
 {
-	event(arg, "stop", j->name, 0, reason);
+	event(arg, "stop", ((struct fake_run *)r)->job->name, 0, reason);
 }
 
 static int takes_part(void *arg, const struct job *j)
@@ -188,6 +196,7 @@ static int l_ended(lua_State *L)
 		log_set_sink(NULL, NULL);
 		return luaL_error(L, "%s has no run going", j->name);
 	}
+	free(j->run);
 	sched_run_ended(&ls->s, j, lua_toboolean(L, 3), (int64_t)luaL_optinteger(L, 4, 0));
 	return done(L, 0);
 }
@@ -269,8 +278,10 @@ static int l_gc(lua_State *L)
 		/* No election to leave; events and logs go nowhere now. */
 		ls->s.env.leave = NULL;
 		log_set_sink(NULL, NULL);
-		for (size_t i = 0; i < ls->s.njobs; i++)
+		for (size_t i = 0; i < ls->s.njobs; i++) {
+			free(ls->s.jobs[i]->run);
 			ls->s.jobs[i]->run = NULL;
+		}
 		sched_free(&ls->s);
 		free(ls->dir);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->wall_ref);
