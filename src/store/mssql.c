@@ -411,8 +411,11 @@ static void lease_row(struct ms_store *st, int resno, void *arg)
 	a->out->now = col_i64(st->db, 5);
 }
 
+/* One lease statement's answer: one row, or none when none_is_no (a lost
+ * renew, which names no holder: out stays zero). */
 static int lease_call(struct ms_store *st, const char *sql, const char *name,
-                      const char *owner, int64_t ms, struct lease_info *out)
+                      const char *owner, int64_t ms, int none_is_no,
+                      struct lease_info *out)
 {
 	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 }, { "@ms", NULL, ms } };
 	struct lease_answer a = { 0, 0, out };
@@ -421,6 +424,8 @@ static int lease_call(struct ms_store *st, const char *sql, const char *name,
 	if (call(st, sql, "@name " VC ", @owner " VC ", @ms BIGINT", p, 3, lease_row, &a) !=
 	    STORE_OK)
 		return STORE_ERR;
+	if (a.rows == 0 && none_is_no)
+		return STORE_NO;
 	if (a.rows != 1)
 		return store_fail(&st->base, "mssql %s:%d: expected one row, got %d", st->host,
 		                  st->port, a.rows);
@@ -434,7 +439,7 @@ static int ms_try_acquire(struct store *s, const char *name, const char *owner, 
 
 	/* A duplicate key (dupkey) means another replica inserted the row
 	 * between our UPDATE and INSERT: the batch's last SELECT names it. */
-	return lease_call(st, st->sql_acquire, name, owner, ms, out);
+	return lease_call(st, st->sql_acquire, name, owner, ms, 0, out);
 }
 
 static int ms_renew(struct store *s, const char *name, const char *owner, int64_t ms,
@@ -442,7 +447,7 @@ static int ms_renew(struct store *s, const char *name, const char *owner, int64_
 {
 	struct ms_store *st = (struct ms_store *)s;
 
-	return lease_call(st, st->sql_renew, name, owner, ms, out);
+	return lease_call(st, st->sql_renew, name, owner, ms, 1, out);
 }
 
 static int ms_release(struct store *s, const char *name, const char *owner)
@@ -842,17 +847,14 @@ static void build_sql(struct ms_store *st)
 	    "FROM @names n LEFT JOIN @r r ON r.name = n.name "
 	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
 
+	/* renew: one UPDATE by key and owner; a row back means renewed, none
+	 * means lost, and a lost renew names no holder, as on every provider. */
 	snprintf(st->sql_renew, SQL_MAX,
 	    "/* leash:renew */ SET NOCOUNT ON; "
 	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT); "
 	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
-	    "WHERE name = @name AND owner = @owner AND expires_at > @now; "
-	    "IF EXISTS (SELECT 1 FROM @r) "
-	    "SELECT 1, @owner, token, expires_at, @now FROM @r "
-	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
-	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t);
+	    "OUTPUT 1, inserted.owner, inserted.token, inserted.expires_at, @now "
+	    "WHERE name = @name AND owner = @owner AND expires_at > @now;", t);
 
 	snprintf(st->sql_release, SQL_MAX,
 	    "/* leash:release */ SET NOCOUNT ON; "

@@ -94,8 +94,8 @@ def renew(db, t, p, faults):
     cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
                      'WHERE name = ? AND owner = ? AND expires_at > ?',
                      (now, now + ms, name, owner, now))
-    if cur.rowcount == 0:
-        return [holder(db, t, name, now)]
+    if cur.rowcount == 0:               # lost: the UPDATE's OUTPUT has no row
+        return [("rows", LEASE_COLS, [])]
     token = db.execute(f'SELECT token FROM "{t}" WHERE name = ?', (name,)).fetchone()[0]
     return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now)])]
 
