@@ -138,7 +138,8 @@ fail:
 	return -1;
 }
 
-const char *store_mssql_client_version(void)
+/* The provider row's client_version: "1.3.17", from "freetds v1.3.17". */
+static const char *client_version(void)
 {
 	const char *v;
 	char err[8];
@@ -924,4 +925,4 @@ fail:
 	return NULL;
 }
 
-const struct store_provider store_mssql = { "mssql", open_mssql };
+const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", client_version };

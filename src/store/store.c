@@ -21,7 +21,7 @@ int store_register(const struct store_provider *p)
 	return 0;
 }
 
-const struct store_provider *store_find(const char *name)
+static void add_builtins(void)
 {
 	if (!builtins_added) {
 		builtins_added = 1;
@@ -30,9 +30,23 @@ const struct store_provider *store_find(const char *name)
 		store_register(&store_postgres);
 		store_register(&store_mssql);
 	}
+}
+
+const struct store_provider *store_find(const char *name)
+{
+	add_builtins();
 	for (int i = 0; i < nregistered; i++)
 		if (strcmp(registry[i]->name, name) == 0)
 			return registry[i];
+	return NULL;
+}
+
+const struct store_provider *store_provider_at(int i)
+{
+	add_builtins();
+	for (int j = 0; j < nregistered; j++)
+		if (store_find(registry[j]->name) == registry[j] && i-- == 0)
+			return registry[j];
 	return NULL;
 }
 
