@@ -222,6 +222,18 @@ void store_set_timeout(struct store *s, int ms)
 		s->ops->set_timeout(s, ms);
 }
 
+int store_floor(struct store *s, int kind)
+{
+	begin(s);
+	if (kind != STORE_FLOOR_SELECT && kind != STORE_FLOOR_UPDATE)
+		return store_fail(s, "floor kind %d is not STORE_FLOOR_SELECT or STORE_FLOOR_UPDATE",
+		                  kind);
+	if (!s->ops->floor)
+		return store_fail(s, "the %s provider has no floor op", s->ops->name);
+	s->calls++;
+	return s->ops->floor(s, kind);
+}
+
 void store_close(struct store *s)
 {
 	if (s)

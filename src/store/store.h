@@ -169,6 +169,9 @@ int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now)
 int store_event_fd(struct store *);
 int store_drain_events(struct store *, void (*fn)(void *, const char *), void *arg);
 void store_set_timeout(struct store *, int ms);
+/* The benchmarks' floor op; STORE_ERR when kind is unknown or the provider
+ * has none. */
+int store_floor(struct store *, int kind);
 void store_close(struct store *);
 
 /* For providers: formats into s->err and returns STORE_ERR. */
