@@ -25,6 +25,14 @@ local function clear_faults()
   if ctl then os.remove(ctl) end
 end
 
+-- How many logins the test server has accepted so far.
+local function logins()
+  local f = assert(io.open(ctl .. ".logins"))
+  local n = tonumber(f:read("l"))
+  f:close()
+  return n
+end
+
 -- Runs fn, returns its results and the seconds it took.
 local function timed(fn, ...)
   local t0 = system.monotime()
@@ -136,6 +144,42 @@ describe("mssql provider", function()
     assert.is_true(secs < 2.5, ("took %.1f s"):format(secs))
     local got, info = s:try_acquire(n, "A", 5000)
     assert.is_true(got, info)
+    s:close()
+  end)
+
+  -- A store with a 1 s statement timeout, a lease it holds, the test
+  -- server's login count, then a renew of that lease that times out under
+  -- the given faults: returns the store, the lease, the count, the error
+  -- and the seconds the renew took.
+  local function renew_timing_out(...)
+    local s = assert(core.open_store(cfg({ statement_timeout_ms = 1000 })))
+    local n = uniq("cancel")
+    assert.is_true((s:try_acquire(n, "A", 5000)))
+    local before = logins()
+    for _, f in ipairs({ ... }) do fault(f) end
+    local secs, ok, err = timed(s.renew, s, n, "A", 5000)
+    assert.is_nil(ok)
+    assert.matches("statement timeout", err, 1, true)
+    return s, n, before, err, secs
+  end
+
+  it_tds("a statement timeout cancels the statement and keeps the connection", function()
+    local s, n, before, err, secs = renew_timing_out("delay 5000")
+    assert.matches("cancelled", err, 1, true)
+    assert.is_true(secs > 0.9 and secs < 2, ("took %.1f s"):format(secs))
+    local again, info = s:renew(n, "A", 5000)
+    assert.is_true(again, info)
+    assert.equal(before, logins())            -- the same connection, no new login
+    s:close()
+  end)
+
+  it_tds("a cancel the server never acknowledges drops the connection; the next call reconnects", function()
+    local s, n, before, err, secs = renew_timing_out("delay 6000", "deaf")
+    assert.matches("nor to the cancel: connection dropped", err, 1, true)
+    assert.is_true(secs < 3, ("took %.1f s"):format(secs))
+    local again, info = s:renew(n, "A", 5000)
+    assert.is_true(again, info)
+    assert.equal(before + 1, logins())
     s:close()
   end)
 

@@ -8,7 +8,9 @@
  * db-lib's error and message handlers are process-global: they find the
  * handle through dbgetuserdata(), or through `opening` while dbopen() runs
  * (db-lib calls them with no usable DBPROCESS during a login).  db-lib counts
- * timeouts in whole seconds, so millisecond timeouts are rounded up.
+ * timeouts in whole seconds, so millisecond timeouts are rounded up.  A
+ * statement timeout cancels the statement and keeps the connection (see
+ * err_handler); only a cancel left unacknowledged drops it.
  *
  * libsybdb is loaded with dlopen() when the first mssql store is opened, not
  * linked: it pulls in gnutls and friends (about 2.5 MB resident, initialised
@@ -44,6 +46,7 @@ struct ms_store {
 	int connect_s, stmt_s, cur_s;   /* timeouts in seconds */
 	int wait_s;                     /* the one in force, for messages */
 	int failed;                     /* an error was reported during this call */
+	int cancelling;                 /* this call timed out and sent a cancel */
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
@@ -194,11 +197,34 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 {
 	struct ms_store *st = handle_of(db);
 	const char *lost;
+	int ours;
 
 	if (!st || dberr == SYBESMSG)   /* SYBESMSG only points at msg_handler's news */
 		return INT_CANCEL;
-	/* A handle's connection (not one being opened) that died. */
-	lost = db && dbgetuserdata(db) && dbdead(db) ? "connection lost: " : "";
+	/* A handle's connection (not one being opened): it may be kept. */
+	ours = db && dbgetuserdata(db);
+	if (dberr == SYBETIME && ours && !st->cancelling) {
+		/* A statement timeout.  INT_TIMEOUT makes db-lib send an attention
+		 * and go on reading until the server acknowledges it (a DONE with
+		 * DONE_ATTN): the statement is cancelled and the connection kept.
+		 * (Reconnecting instead costs a new login, and against a real
+		 * server the first statements on a new connection take 0.4-1 s:
+		 * a timeout could then follow every reconnect.) */
+		st->cancelling = 1;
+		note(st, "mssql %s:%d: no answer within %d s (statement timeout); cancelled",
+		     st->host, st->port, st->wait_s);
+		return INT_TIMEOUT;
+	}
+	if (dberr == SYBETIME && ours) {
+		/* The cancel went unanswered as long: drop the connection (INT_CANCEL
+		 * closes it); the next call reconnects. */
+		st->failed = 1;
+		snprintf(st->base.err, sizeof st->base.err,
+		         "mssql %s:%d: no answer within %d s (statement timeout), nor to the "
+		         "cancel: connection dropped", st->host, st->port, st->wait_s);
+		return INT_CANCEL;
+	}
+	lost = ours && dbdead(db) ? "connection lost: " : "";
 	if (dberr == SYBETIME)
 		note(st, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
 		     st->wait_s);
@@ -206,7 +232,6 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		note(st, "mssql %s:%d: %s%s (%s)", st->host, st->port, lost, dberrstr, oserrstr);
 	else
 		note(st, "mssql %s:%d: %s%s", st->host, st->port, lost, dberrstr);
-	/* On a timeout this drops the connection; the next call reconnects. */
 	return INT_CANCEL;
 }
 
@@ -339,14 +364,15 @@ static int read_results(struct ms_store *st,
 }
 
 /* One operation: (re)connects when needed, sends, reads.  Any error leaves
- * the connection usable or drops it, and a dropped one is made again by the
- * next call. */
+ * the connection usable (a timed-out statement is cancelled) or drops it,
+ * and a dropped one is made again by the next call. */
 static int call(struct ms_store *st, const char *stmt, const char *decl,
                 const struct param *p, int np,
                 void (*row)(struct ms_store *, int resno, void *arg), void *arg)
 {
 	st->failed = 0;
 	st->dupkey = 0;
+	st->cancelling = 0;
 	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
 	if (send_rpc(st->db, stmt, decl, p, np) != STORE_OK) {
@@ -363,7 +389,8 @@ fail:
 	if (st->db && dbdead(st->db))
 		disconnect(st);
 	else if (st->db)
-		dbcancel(st->db);       /* flushes whatever is left of the answer */
+		dbcancel(st->db);       /* flushes what is left of the answer (none after
+		                         * an acknowledged cancel: the connection is idle) */
 	return STORE_ERR;
 }
 
