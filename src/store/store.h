@@ -26,8 +26,9 @@
 enum { STORE_ERR = -1, STORE_NO = 0, STORE_OK = 1 };
 
 /* What a provider knows about one lease after an acquire or renew.  On
- * STORE_OK it is the caller's own lease; on STORE_NO it is the current holder
- * (owner may be "" and token 0 when no row exists, as after a failed renew). */
+ * STORE_OK it is the caller's own lease.  On STORE_NO from try_acquire it is
+ * the current holder; from renew (lost) it names no holder: every field is
+ * zero (owner ""), on every provider. */
 struct lease_info {
 	char owner[STORE_NAME_MAX + 1];
 	int64_t token;
