@@ -49,8 +49,8 @@ static int one(struct store *s, int op, const char *const *names, int64_t *token
 		return STORE_ERR;
 	t0 = now_us();
 	switch (op) {
-	case OP_SELECT: rc = s->ops->floor(s, STORE_FLOOR_SELECT); break;
-	case OP_UPDATE: rc = s->ops->floor(s, STORE_FLOOR_UPDATE); break;
+	case OP_SELECT: rc = store_floor(s, STORE_FLOOR_SELECT); break;
+	case OP_UPDATE: rc = store_floor(s, STORE_FLOOR_UPDATE); break;
 	case OP_ACQ_MINE: rc = store_try_acquire(s, "bench-a", "me", LEASE_MS, &in); break;
 	case OP_ACQ_OTHER:
 		rc = store_try_acquire(s, "bench-b", "me", LEASE_MS, &in);
@@ -77,10 +77,6 @@ static int bench(const char *provider, const char *label, const struct store_opt
 	if (!s) {
 		fprintf(stderr, "store_bench: %s\n", err);
 		return -1;
-	}
-	if (!s->ops->floor) {
-		fprintf(stderr, "store_bench: %s has no floor op\n", provider);
-		goto fail;
 	}
 	for (int i = 0; i < NAMES; i++) {
 		snprintf(buf[i], sizeof buf[i], "bench-many-%03d", i);

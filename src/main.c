@@ -244,16 +244,21 @@ done:
 
 static int cmd_version(int argc, char **argv)
 {
-	const char *pq = store_postgres_client_version();
-	const char *tds = store_mssql_client_version();
+	const struct store_provider *p;
 
 	(void)argc;
 	(void)argv;
 	printf("leash %s\n", LEASH_VERSION);
 	printf("%s\n", LUA_RELEASE);
-	printf("SQLite %s\n", sqlite3_libversion());
-	printf("libpq %s\n", pq ? pq : "not installed");
-	printf("FreeTDS %s\n", tds ? tds : "not installed");
+	/* One line per provider's client library: SQLite, libpq, FreeTDS. */
+	for (int i = 0; (p = store_provider_at(i)); i++) {
+		const char *v;
+
+		if (!p->client)
+			continue;
+		v = p->client_version ? p->client_version() : NULL;
+		printf("%s %s\n", p->client, v ? v : "not installed");
+	}
 	return 0;
 }
 

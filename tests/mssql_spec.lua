@@ -25,6 +25,14 @@ local function clear_faults()
   if ctl then os.remove(ctl) end
 end
 
+-- How many logins the test server has accepted so far.
+local function logins()
+  local f = assert(io.open(ctl .. ".logins"))
+  local n = tonumber(f:read("l"))
+  f:close()
+  return n
+end
+
 -- Runs fn, returns its results and the seconds it took.
 local function timed(fn, ...)
   local t0 = system.monotime()
@@ -93,10 +101,13 @@ describe("mssql provider", function()
   end)
 
   it("a missing database is a clear error within the connect timeout", function()
-    local secs, s, err = timed(core.open_store, cfg({ database = uniq("nodb") }))
+    local db = uniq("nodb")
+    local secs, s, err = timed(core.open_store, cfg({ database = db }))
     assert.is_nil(s)
-    assert.matches("4060", err)
-    assert.matches("Cannot open database", err)
+    -- SQL Server answers 4060 (Cannot open database), Babelfish 911
+    local no = err:match("server error (%d+)")
+    assert.is_truthy(no == "4060" or no == "911", err)
+    assert.matches(db, err, 1, true)
     assert.is_true(secs < 3, ("took %.1f s"):format(secs))
   end)
 
@@ -136,6 +147,42 @@ describe("mssql provider", function()
     assert.is_true(secs < 2.5, ("took %.1f s"):format(secs))
     local got, info = s:try_acquire(n, "A", 5000)
     assert.is_true(got, info)
+    s:close()
+  end)
+
+  -- A store with a 1 s statement timeout, a lease it holds, the test
+  -- server's login count, then a renew of that lease that times out under
+  -- the given faults: returns the store, the lease, the count, the error
+  -- and the seconds the renew took.
+  local function renew_timing_out(...)
+    local s = assert(core.open_store(cfg({ statement_timeout_ms = 1000 })))
+    local n = uniq("cancel")
+    assert.is_true((s:try_acquire(n, "A", 5000)))
+    local before = logins()
+    for _, f in ipairs({ ... }) do fault(f) end
+    local secs, ok, err = timed(s.renew, s, n, "A", 5000)
+    assert.is_nil(ok)
+    assert.matches("statement timeout", err, 1, true)
+    return s, n, before, err, secs
+  end
+
+  it_tds("a statement timeout cancels the statement and keeps the connection", function()
+    local s, n, before, err, secs = renew_timing_out("delay 5000")
+    assert.matches("cancelled", err, 1, true)
+    assert.is_true(secs > 0.9 and secs < 2, ("took %.1f s"):format(secs))
+    local again, info = s:renew(n, "A", 5000)
+    assert.is_true(again, info)
+    assert.equal(before, logins())            -- the same connection, no new login
+    s:close()
+  end)
+
+  it_tds("a cancel the server never acknowledges drops the connection; the next call reconnects", function()
+    local s, n, before, err, secs = renew_timing_out("delay 6000", "deaf")
+    assert.matches("nor to the cancel: connection dropped", err, 1, true)
+    assert.is_true(secs < 3, ("took %.1f s"):format(secs))
+    local again, info = s:renew(n, "A", 5000)
+    assert.is_true(again, info)
+    assert.equal(before + 1, logins())
     s:close()
   end)
 

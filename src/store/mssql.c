@@ -8,7 +8,9 @@
  * db-lib's error and message handlers are process-global: they find the
  * handle through dbgetuserdata(), or through `opening` while dbopen() runs
  * (db-lib calls them with no usable DBPROCESS during a login).  db-lib counts
- * timeouts in whole seconds, so millisecond timeouts are rounded up.
+ * timeouts in whole seconds, so millisecond timeouts are rounded up.  A
+ * statement timeout cancels the statement and keeps the connection (see
+ * err_handler); only a cancel left unacknowledged drops it.
  *
  * libsybdb is loaded with dlopen() when the first mssql store is opened, not
  * linked: it pulls in gnutls and friends (about 2.5 MB resident, initialised
@@ -44,6 +46,7 @@ struct ms_store {
 	int connect_s, stmt_s, cur_s;   /* timeouts in seconds */
 	int wait_s;                     /* the one in force, for messages */
 	int failed;                     /* an error was reported during this call */
+	int cancelling;                 /* this call timed out and sent a cancel */
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
@@ -138,7 +141,8 @@ fail:
 	return -1;
 }
 
-const char *store_mssql_client_version(void)
+/* The provider row's client_version: "1.3.17", from "freetds v1.3.17". */
+static const char *client_version(void)
 {
 	const char *v;
 	char err[8];
@@ -193,11 +197,34 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 {
 	struct ms_store *st = handle_of(db);
 	const char *lost;
+	int ours;
 
 	if (!st || dberr == SYBESMSG)   /* SYBESMSG only points at msg_handler's news */
 		return INT_CANCEL;
-	/* A handle's connection (not one being opened) that died. */
-	lost = db && dbgetuserdata(db) && dbdead(db) ? "connection lost: " : "";
+	/* A handle's connection (not one being opened): it may be kept. */
+	ours = db && dbgetuserdata(db);
+	if (dberr == SYBETIME && ours && !st->cancelling) {
+		/* A statement timeout.  INT_TIMEOUT makes db-lib send an attention
+		 * and go on reading until the server acknowledges it (a DONE with
+		 * DONE_ATTN): the statement is cancelled and the connection kept.
+		 * (Reconnecting instead costs a new login, and against a real
+		 * server the first statements on a new connection take 0.4-1 s:
+		 * a timeout could then follow every reconnect.) */
+		st->cancelling = 1;
+		note(st, "mssql %s:%d: no answer within %d s (statement timeout); cancelled",
+		     st->host, st->port, st->wait_s);
+		return INT_TIMEOUT;
+	}
+	if (dberr == SYBETIME && ours) {
+		/* The cancel went unanswered as long: drop the connection (INT_CANCEL
+		 * closes it); the next call reconnects. */
+		st->failed = 1;
+		snprintf(st->base.err, sizeof st->base.err,
+		         "mssql %s:%d: no answer within %d s (statement timeout), nor to the "
+		         "cancel: connection dropped", st->host, st->port, st->wait_s);
+		return INT_CANCEL;
+	}
+	lost = ours && dbdead(db) ? "connection lost: " : "";
 	if (dberr == SYBETIME)
 		note(st, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
 		     st->wait_s);
@@ -205,7 +232,6 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		note(st, "mssql %s:%d: %s%s (%s)", st->host, st->port, lost, dberrstr, oserrstr);
 	else
 		note(st, "mssql %s:%d: %s%s", st->host, st->port, lost, dberrstr);
-	/* On a timeout this drops the connection; the next call reconnects. */
 	return INT_CANCEL;
 }
 
@@ -338,14 +364,15 @@ static int read_results(struct ms_store *st,
 }
 
 /* One operation: (re)connects when needed, sends, reads.  Any error leaves
- * the connection usable or drops it, and a dropped one is made again by the
- * next call. */
+ * the connection usable (a timed-out statement is cancelled) or drops it,
+ * and a dropped one is made again by the next call. */
 static int call(struct ms_store *st, const char *stmt, const char *decl,
                 const struct param *p, int np,
                 void (*row)(struct ms_store *, int resno, void *arg), void *arg)
 {
 	st->failed = 0;
 	st->dupkey = 0;
+	st->cancelling = 0;
 	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
 	if (send_rpc(st->db, stmt, decl, p, np) != STORE_OK) {
@@ -362,7 +389,8 @@ fail:
 	if (st->db && dbdead(st->db))
 		disconnect(st);
 	else if (st->db)
-		dbcancel(st->db);       /* flushes whatever is left of the answer */
+		dbcancel(st->db);       /* flushes what is left of the answer (none after
+		                         * an acknowledged cancel: the connection is idle) */
 	return STORE_ERR;
 }
 
@@ -411,8 +439,11 @@ static void lease_row(struct ms_store *st, int resno, void *arg)
 	a->out->now = col_i64(st->db, 5);
 }
 
+/* One lease statement's answer: one row, or none when none_is_no (a lost
+ * renew, which names no holder: out stays zero). */
 static int lease_call(struct ms_store *st, const char *sql, const char *name,
-                      const char *owner, int64_t ms, struct lease_info *out)
+                      const char *owner, int64_t ms, int none_is_no,
+                      struct lease_info *out)
 {
 	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 }, { "@ms", NULL, ms } };
 	struct lease_answer a = { 0, 0, out };
@@ -421,6 +452,8 @@ static int lease_call(struct ms_store *st, const char *sql, const char *name,
 	if (call(st, sql, "@name " VC ", @owner " VC ", @ms BIGINT", p, 3, lease_row, &a) !=
 	    STORE_OK)
 		return STORE_ERR;
+	if (a.rows == 0 && none_is_no)
+		return STORE_NO;
 	if (a.rows != 1)
 		return store_fail(&st->base, "mssql %s:%d: expected one row, got %d", st->host,
 		                  st->port, a.rows);
@@ -434,7 +467,7 @@ static int ms_try_acquire(struct store *s, const char *name, const char *owner, 
 
 	/* A duplicate key (dupkey) means another replica inserted the row
 	 * between our UPDATE and INSERT: the batch's last SELECT names it. */
-	return lease_call(st, st->sql_acquire, name, owner, ms, out);
+	return lease_call(st, st->sql_acquire, name, owner, ms, 0, out);
 }
 
 static int ms_renew(struct store *s, const char *name, const char *owner, int64_t ms,
@@ -442,7 +475,7 @@ static int ms_renew(struct store *s, const char *name, const char *owner, int64_
 {
 	struct ms_store *st = (struct ms_store *)s;
 
-	return lease_call(st, st->sql_renew, name, owner, ms, out);
+	return lease_call(st, st->sql_renew, name, owner, ms, 1, out);
 }
 
 static int ms_release(struct store *s, const char *name, const char *owner)
@@ -842,17 +875,14 @@ static void build_sql(struct ms_store *st)
 	    "FROM @names n LEFT JOIN @r r ON r.name = n.name "
 	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
 
+	/* renew: one UPDATE by key and owner; a row back means renewed, none
+	 * means lost, and a lost renew names no holder, as on every provider. */
 	snprintf(st->sql_renew, SQL_MAX,
 	    "/* leash:renew */ SET NOCOUNT ON; "
 	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT); "
 	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
-	    "WHERE name = @name AND owner = @owner AND expires_at > @now; "
-	    "IF EXISTS (SELECT 1 FROM @r) "
-	    "SELECT 1, @owner, token, expires_at, @now FROM @r "
-	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
-	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t);
+	    "OUTPUT 1, inserted.owner, inserted.token, inserted.expires_at, @now "
+	    "WHERE name = @name AND owner = @owner AND expires_at > @now;", t);
 
 	snprintf(st->sql_release, SQL_MAX,
 	    "/* leash:release */ SET NOCOUNT ON; "
@@ -922,4 +952,4 @@ fail:
 	return NULL;
 }
 
-const struct store_provider store_mssql = { "mssql", open_mssql };
+const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", client_version };

@@ -206,7 +206,8 @@ static int load_libpq(char *err, size_t errlen)
 	return 0;
 }
 
-const char *store_postgres_client_version(void)
+/* The provider row's client_version: "15.18". */
+static const char *client_version(void)
 {
 	static char v[32];
 	char err[8];
@@ -834,4 +835,5 @@ fail:
 	return NULL;
 }
 
-const struct store_provider store_postgres = { "postgres", open_postgres };
+const struct store_provider store_postgres = { "postgres", open_postgres, "libpq",
+                                               client_version };

@@ -486,4 +486,10 @@ fail:
 	return NULL;
 }
 
-const struct store_provider store_sqlite = { "sqlite", open_sqlite };
+/* The provider row's client_version: SQLite is linked, never missing. */
+static const char *client_version(void)
+{
+	return sqlite3_libversion();
+}
+
+const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", client_version };

@@ -21,7 +21,7 @@ int store_register(const struct store_provider *p)
 	return 0;
 }
 
-const struct store_provider *store_find(const char *name)
+static void add_builtins(void)
 {
 	if (!builtins_added) {
 		builtins_added = 1;
@@ -30,9 +30,23 @@ const struct store_provider *store_find(const char *name)
 		store_register(&store_postgres);
 		store_register(&store_mssql);
 	}
+}
+
+const struct store_provider *store_find(const char *name)
+{
+	add_builtins();
 	for (int i = 0; i < nregistered; i++)
 		if (strcmp(registry[i]->name, name) == 0)
 			return registry[i];
+	return NULL;
+}
+
+const struct store_provider *store_provider_at(int i)
+{
+	add_builtins();
+	for (int j = 0; j < nregistered; j++)
+		if (store_find(registry[j]->name) == registry[j] && i-- == 0)
+			return registry[j];
 	return NULL;
 }
 
@@ -207,6 +221,18 @@ void store_set_timeout(struct store *s, int ms)
 {
 	if (s->ops->set_timeout)
 		s->ops->set_timeout(s, ms);
+}
+
+int store_floor(struct store *s, int kind)
+{
+	begin(s);
+	if (kind != STORE_FLOOR_SELECT && kind != STORE_FLOOR_UPDATE)
+		return store_fail(s, "floor kind %d is not STORE_FLOOR_SELECT or STORE_FLOOR_UPDATE",
+		                  kind);
+	if (!s->ops->floor)
+		return store_fail(s, "the %s provider has no floor op", s->ops->name);
+	s->calls++;
+	return s->ops->floor(s, kind);
 }
 
 void store_close(struct store *s)

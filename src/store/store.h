@@ -26,8 +26,9 @@
 enum { STORE_ERR = -1, STORE_NO = 0, STORE_OK = 1 };
 
 /* What a provider knows about one lease after an acquire or renew.  On
- * STORE_OK it is the caller's own lease; on STORE_NO it is the current holder
- * (owner may be "" and token 0 when no row exists, as after a failed renew). */
+ * STORE_OK it is the caller's own lease.  On STORE_NO from try_acquire it is
+ * the current holder; from renew (lost) it names no holder: every field is
+ * zero (owner ""), on every provider. */
 struct lease_info {
 	char owner[STORE_NAME_MAX + 1];
 	int64_t token;
@@ -121,10 +122,17 @@ struct store {
 	uint64_t calls;                 /* statements sent, for the benchmarks */
 };
 
-/* A provider: opens a handle or returns NULL with the reason in err. */
+/* A provider: opens a handle or returns NULL with the reason in err.  The
+ * row only grows at the end. */
 struct store_provider {
 	const char *name;
 	struct store *(*open)(const struct store_opts *, char *err, size_t errlen);
+
+	/* Optional: the client library the provider uses ("libpq"), and its
+	 * version ("15.18"), or NULL when it cannot be loaded.  client_version
+	 * loads the library (once) when not yet loaded. */
+	const char *client;
+	const char *(*client_version)(void);
 };
 
 /* Registers a provider.  A registration made before the built-ins are
@@ -134,6 +142,10 @@ int store_register(const struct store_provider *);
 
 /* The provider of that name, or NULL. */
 const struct store_provider *store_find(const char *name);
+
+/* The i-th provider (from 0) in the order store_find consults them, leaving
+ * out those a registration of the same name shadows; NULL past the last. */
+const struct store_provider *store_provider_at(int i);
 
 /* Opens provider `name`; NULL with the reason in err. */
 struct store *store_open(const char *name, const struct store_opts *, char *err,
@@ -158,15 +170,10 @@ int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now)
 int store_event_fd(struct store *);
 int store_drain_events(struct store *, void (*fn)(void *, const char *), void *arg);
 void store_set_timeout(struct store *, int ms);
+/* The benchmarks' floor op; STORE_ERR when kind is unknown or the provider
+ * has none. */
+int store_floor(struct store *, int kind);
 void store_close(struct store *);
-
-/* The FreeTDS version the mssql provider would use ("1.3.17"), or NULL when
- * libsybdb.so.5 cannot be loaded.  Loads it (once) when not yet loaded. */
-const char *store_mssql_client_version(void);
-
-/* The libpq version the postgres provider would use ("15.18"), or NULL when
- * libpq.so.5 cannot be loaded.  Loads it (once) when not yet loaded. */
-const char *store_postgres_client_version(void);
 
 /* For providers: formats into s->err and returns STORE_ERR. */
 int store_fail(struct store *, const char *fmt, ...)

@@ -18,16 +18,23 @@ Faults: the spec writes lines to the control file given by --ctl; the server
 takes each line (removing it) at the first point where it applies:
     stall           at the next PRELOGIN: never answer (a login timeout)
     drop            at the next RPC: close the connection instead of answering
-    delay <ms>      at the next RPC: wait this long before answering
+    delay <ms>      at the next RPC: wait this long before answering; an
+                    ATTENTION (the client's cancel) meanwhile abandons the
+                    statement, answered with a DONE carrying DONE_ATTN only
+    deaf            at the next RPC (with delay): ignore an ATTENTION, as a
+                    server too stuck to acknowledge the cancel
     fail <number>   at the next RPC: answer with that server error instead
     race <owner>    at the next RPC: an insert finds a row that <owner>
                     inserted first (a duplicate key, error 2627; in
                     acquire_all, the first name that has no row)
 Like SQL Server, it refuses an RPC with more than 2,100 parameters (8003).
+After each successful login it writes the number of logins so far to the
+file <ctl>.logins, so that a spec can tell a kept connection from a new one.
 """
 import argparse
 import os
 import re
+import select
 import socket
 import socketserver
 import sqlite3
@@ -94,8 +101,8 @@ def renew(db, t, p, faults):
     cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
                      'WHERE name = ? AND owner = ? AND expires_at > ?',
                      (now, now + ms, name, owner, now))
-    if cur.rowcount == 0:
-        return [holder(db, t, name, now)]
+    if cur.rowcount == 0:               # lost: the UPDATE's OUTPUT has no row
+        return [("rows", LEASE_COLS, [])]
     token = db.execute(f'SELECT token FROM "{t}" WHERE name = ?', (name,)).fetchone()[0]
     return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now)])]
 
@@ -392,6 +399,7 @@ class Handler(socketserver.BaseRequestHandler):
                       + done(0xFD, DONE_ERROR))
             return False
         self.db = sqlite3.connect(cfg.db, timeout=30, isolation_level=None)
+        self.server.count_login()
         ack = (bytes([1]) + bytes([0x74, 0, 0, 4]) + b_varchar("Microsoft SQL Server")
                + bytes([16, 0, 0, 0]))
         self.send(envchange(1, cfg.database, "master")
@@ -416,14 +424,29 @@ class Handler(socketserver.BaseRequestHandler):
             if self.server.cfg.verbose:
                 print(f"param {name} type 0x{r.last_type:02x} len {len(str(params[-1][1]))}",
                       file=sys.stderr, flush=True)
-        faults = self.server.take_faults(("drop", "delay", "fail", "race"))
+        faults = self.server.take_faults(("drop", "delay", "deaf", "fail", "race"))
         if "drop" in faults:
             self.request.shutdown(socket.SHUT_RDWR)
             return False
-        if "delay" in faults:
-            time.sleep(int(faults["delay"]) / 1000)
+        if "delay" in faults and self.stall(int(faults["delay"]) / 1000, "deaf" in faults):
+            return True
         self.send(self.execute(proc, params, faults))
         return True
+
+    def stall(self, secs, deaf):
+        """Takes secs before answering, as a slow statement would.  An
+        ATTENTION meanwhile abandons the statement (it never runs) and is
+        acknowledged, as SQL Server does, by a DONE with DONE_ATTN; unless
+        deaf.  True when the statement was abandoned."""
+        end = time.monotonic() + secs
+        while (left := end - time.monotonic()) > 0:
+            if not select.select([self.request], [], [], left)[0]:
+                continue
+            kind, _ = self.recv_message()
+            if kind == ATTENTION and not deaf:
+                self.send(done(0xFD, DONE_ATTN))
+                return True
+        return False
 
     def execute(self, proc, params, faults):
         """Runs one sp_executesql call; returns the encoded answer."""
@@ -486,6 +509,14 @@ class Server(socketserver.ThreadingTCPServer):
         super().__init__(("127.0.0.1", cfg.port), Handler)
         self.cfg = cfg
         self.lock = threading.Lock()
+        self.logins = 0
+
+    def count_login(self):
+        with self.lock:
+            self.logins += 1
+            with open(self.cfg.ctl + ".logins.tmp", "w") as f:
+                f.write(f"{self.logins}\n")
+            os.rename(self.cfg.ctl + ".logins.tmp", self.cfg.ctl + ".logins")
 
     def take_faults(self, keys):
         """Removes the control file's lines whose key is in keys; returns them."""
