@@ -121,7 +121,7 @@ static int election_stale(struct sched *s, struct job *j)
 static void join_election(struct sched *s, struct job *j)
 {
 	if (elected(s, j) && !j->elect) {
-		j->elect = elect_add(&s->el, j->name, j->lease_ms, j);
+		j->elect = elect_add(&s->el, j->name, j->lease_ms, j->renew_ms, j->margin_ms, j);
 		if (!j->elect)
 			log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
 	}
