@@ -142,59 +142,67 @@ const char *cfg_locate(const char *path)
 	return fallback[1];
 }
 
-static char *field_str(lua_State *L, const char *section, const char *key)
+/* Pushes config[section][key] of the checked table on top of the stack. */
+static void get_value(lua_State *L, const char *section, const char *key)
+{
+	lua_getfield(L, -1, section);
+	lua_getfield(L, -1, key);
+	lua_remove(L, -2);
+}
+
+static void get_str(lua_State *L, const char *section, const char *key,
+                    const char *words, char **out)
 {
 	const char *s;
-	char *copy;
 
-	lua_getfield(L, -1, section);
-	lua_getfield(L, -1, key);
+	get_value(L, section, key);
 	s = lua_tostring(L, -1);
-	copy = strdup(s ? s : "");
-	lua_pop(L, 2);
-	return copy;
+	*out = strdup(s ? s : "");
+	lua_pop(L, 1);
 }
 
-static int64_t field_int(lua_State *L, const char *section, const char *key)
+/* A BOOL, a PORT, or the position of an INDEX's word in "a|b|c". */
+static void get_int(lua_State *L, const char *section, const char *key,
+                    const char *words, int *out)
 {
-	int64_t v;
-
-	lua_getfield(L, -1, section);
-	lua_getfield(L, -1, key);
-	v = lua_isboolean(L, -1) ? lua_toboolean(L, -1) : lua_tointeger(L, -1);
-	lua_pop(L, 2);
-	return v;
+	get_value(L, section, key);
+	if (lua_isboolean(L, -1)) {
+		*out = lua_toboolean(L, -1);
+	} else if (words) {
+		/* leash.config took only one of words: find which. */
+		const char *w = lua_tostring(L, -1), *p = words;
+		size_t n = w ? strlen(w) : 0;
+		*out = 0;
+		while (w && !(strncmp(p, w, n) == 0 && (p[n] == '|' || p[n] == '\0'))
+		       && (p = strchr(p, '|'))) {
+			p++;
+			(*out)++;
+		}
+	} else {
+		*out = (int)lua_tointeger(L, -1);
+	}
+	lua_pop(L, 1);
 }
+
+static void get_ms(lua_State *L, const char *section, const char *key,
+                   const char *words, int64_t *out)
+{
+	get_value(L, section, key);
+	*out = lua_tointeger(L, -1);
+	lua_pop(L, 1);
+}
+
+_Static_assert(LOG_DEBUG == 0 && LOG_INFO == 1 && LOG_WARN == 2 && LOG_ERROR == 3,
+               "[leash] log_level is an INDEX into debug|info|warn|error");
 
 /* Copies the checked config table on top of the stack into c. */
 static void fill(lua_State *L, struct cfg *c)
 {
-	char *fmt = field_str(L, "leash", "log_format");
-	char *lvl = field_str(L, "leash", "log_level");
-
-	c->jobs = field_str(L, "leash", "jobs");
-	c->replica = field_str(L, "leash", "replica");
-	c->log_json = strcmp(fmt, "json") == 0;
-	c->log_level = log_level_parse(lvl);
-	free(fmt);
-	free(lvl);
-	c->grace_ms = field_int(L, "leash", "grace");
-	c->singleton = (int)field_int(L, "singleton", "enabled");
-	c->lease_ms = field_int(L, "singleton", "lease");
-	c->renew_ms = field_int(L, "singleton", "renew");
-	c->retry_ms = field_int(L, "singleton", "retry");
-	c->margin_ms = field_int(L, "singleton", "margin");
-	c->provider = field_str(L, "store", "provider");
-	c->table = field_str(L, "store", "table");
-	c->connect_timeout_ms = field_int(L, "store", "connect_timeout");
-	c->statement_timeout_ms = field_int(L, "store", "statement_timeout");
-	c->sqlite_path = field_str(L, "sqlite", "path");
-	c->pg_conninfo = field_str(L, "postgres", "conninfo");
-	c->mssql_host = field_str(L, "mssql", "host");
-	c->mssql_port = (int)field_int(L, "mssql", "port");
-	c->mssql_user = field_str(L, "mssql", "user");
-	c->mssql_password_env = field_str(L, "mssql", "password_env");
-	c->mssql_database = field_str(L, "mssql", "database");
+#define CFG_FILL(section, key, kind, words, def, min, max, field, meaning) \
+	_Generic(&c->field, char **: get_str, int *: get_int, int64_t *: get_ms) \
+		(L, #section, #key, words, &c->field);
+	CFG_KEYS(CFG_FILL)
+#undef CFG_FILL
 }
 
 int cfg_load(lua_State *L, const char *file, struct cfg *c, char *errs, size_t errlen)
@@ -288,14 +296,21 @@ int cfg_store_opts(const struct cfg *c, struct store_opts *o, char *err, size_t 
 	return 0;
 }
 
+static void free_str(char **p)
+{
+	free(*p);
+	*p = NULL;
+}
+
+static void free_none(const void *p)
+{
+}
+
 void cfg_free(struct cfg *c)
 {
-	char **strs[] = { &c->file, &c->jobs, &c->replica, &c->provider, &c->table,
-	                  &c->sqlite_path, &c->pg_conninfo, &c->mssql_host, &c->mssql_user,
-	                  &c->mssql_password_env, &c->mssql_database };
-
-	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
-		free(*strs[i]);
-		*strs[i] = NULL;
-	}
+	free_str(&c->file);
+#define CFG_FREE(section, key, kind, words, def, min, max, field, meaning) \
+	_Generic(&c->field, char **: free_str, default: free_none)(&c->field);
+	CFG_KEYS(CFG_FREE)
+#undef CFG_FREE
 }

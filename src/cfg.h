@@ -5,20 +5,17 @@
 #include <stdint.h>
 #include <lua.h>
 
+#include "cfg_keys.h"
 #include "store/store.h"
 
+/* One field per key of cfg_keys.h, typed by its kind; renew_ms and margin_ms
+ * hold the derived values when the file leaves them out. */
 struct cfg {
 	char *file;                     /* as given */
-	char *jobs, *replica;
-	int log_json, log_level;
-	int64_t grace_ms;
-	int singleton;
-	int64_t lease_ms, renew_ms, retry_ms, margin_ms;
-	char *provider, *table;
-	int64_t connect_timeout_ms, statement_timeout_ms;
-	char *sqlite_path, *pg_conninfo;
-	char *mssql_host, *mssql_user, *mssql_password_env, *mssql_database;
-	int mssql_port;
+#define CFG_FIELD(section, key, kind, words, def, min, max, field, meaning) \
+	CFG_TYPE_##kind field;
+	CFG_KEYS(CFG_FIELD)
+#undef CFG_FIELD
 };
 
 /* The file to read: path if given, else $LEASH_CONFIG, config/leash.ini,

@@ -37,7 +37,8 @@ static int64_t now_of(struct elector *el)
 	return el->clock(el->clock_arg);
 }
 
-struct elect_job *elect_add(struct elector *el, const char *name, int64_t lease_ms, void *user)
+struct elect_job *elect_add(struct elector *el, const char *name, int64_t lease_ms,
+                            int64_t renew_ms, int64_t margin_ms, void *user)
 {
 	struct elect_job *j;
 
@@ -54,10 +55,10 @@ struct elect_job *elect_add(struct elector *el, const char *name, int64_t lease_
 		free(j);
 		return NULL;
 	}
-	if (lease_ms > 0 && lease_ms != el->cfg.lease_ms) {
+	if (lease_ms > 0) {
 		j->lease_ms = lease_ms;
-		j->renew_ms = lease_ms / 3;
-		j->margin_ms = lease_ms / 5;
+		j->renew_ms = renew_ms;
+		j->margin_ms = margin_ms;
 	} else {
 		j->lease_ms = el->cfg.lease_ms;
 		j->renew_ms = el->cfg.renew_ms;

@@ -66,9 +66,11 @@ struct elector {
 void elect_init(struct elector *, const struct elect_cfg *, const char *owner,
                 int64_t (*clock)(void *), void *clock_arg, uint64_t seed);
 
-/* Adds a job as a follower that tries at once.  lease_ms 0 = the default;
- * a job with its own lease renews every lease/3 with margin lease/5. */
-struct elect_job *elect_add(struct elector *, const char *name, int64_t lease_ms, void *user);
+/* Adds a job as a follower that tries at once.  lease_ms 0 = the elector's
+ * lease, renew and margin; else the job's own three, which the caller has
+ * derived and checked (leash.config's timing(): renew < lease - margin). */
+struct elect_job *elect_add(struct elector *, const char *name, int64_t lease_ms,
+                            int64_t renew_ms, int64_t margin_ms, void *user);
 
 /* Forgets a job (release it first if it is held). */
 void elect_remove(struct elector *, struct elect_job *);

@@ -67,6 +67,8 @@ static struct job *from_table(lua_State *L)
 	if (!j->digest)
 		j->digest = strdup("");
 	j->lease_ms = field_int(L, t, "lease_ms");
+	j->renew_ms = field_int(L, t, "renew_ms");
+	j->margin_ms = field_int(L, t, "margin_ms");
 	lua_pushvalue(L, t);
 	if (lx_callmod(L, "leash.job", "describe", 1, 1) == LUA_OK && lua_isstring(L, -1))
 		j->describe = strdup(lua_tostring(L, -1));

@@ -15,7 +15,8 @@ struct job {
 	enum job_kind kind;
 	int singleton;                  /* 1 unless the file says singleton = false */
 	int64_t timeout_ms;             /* 0: none */
-	int64_t lease_ms;               /* 0: [singleton] lease */
+	int64_t lease_ms;               /* 0: [singleton] lease, renew and margin */
+	int64_t renew_ms, margin_ms;    /* with lease_ms: derived by leash.config.timing */
 	char *describe;                 /* "every 30s", for the log */
 	char *digest;                   /* of the file's text: tells an edit on reload */
 

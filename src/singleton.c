@@ -143,7 +143,7 @@ void singleton_enter(void *arg, struct job *j)
 		((struct elect_job *)j->elect)->user = j;   /* a reload's fresh definition */
 		return;
 	}
-	j->elect = elect_add(&sg->el, j->name, j->lease_ms, j);
+	j->elect = elect_add(&sg->el, j->name, j->lease_ms, j->renew_ms, j->margin_ms, j);
 	if (!j->elect)
 		log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
 }

@@ -114,6 +114,65 @@ describe("config errors", function()
   end)
 end)
 
+-- Values that passed check and then failed or spun in leash run (issue 9):
+-- each is refused on its own line, naming its key and the bound it misses.
+describe("config limits", function()
+  local HEAD = "[leash]\njobs = jobs\n[singleton]\nenabled = true\n"
+
+  it("statement_timeout = 0s (every renew failed, and nothing was logged)", function()
+    refused("[leash]\njobs = jobs\n[store]\nstatement_timeout = 0s\n", ":4:",
+      "[store] statement_timeout", "too short")
+    refused("[leash]\njobs = jobs\n[store]\nconnect_timeout = 0s\n", ":4:",
+      "[store] connect_timeout", "too short")
+  end)
+
+  it("lease = 48h (every try failed with \"at most 24h\")", function()
+    refused(HEAD .. "lease = 48h\n", ":5:", "[singleton] lease", "too long (at most 1d)")
+  end)
+
+  it("retry = 0s or 1ms (a follower sent 11,000 statements a second)", function()
+    refused(HEAD .. "retry = 0s\n", ":5:", "[singleton] retry", "too short (at least 50ms)")
+    refused(HEAD .. "retry = 1ms\n", ":5:", "[singleton] retry", "too short")
+  end)
+
+  it("renew = 0s (a busy loop that also killed runs)", function()
+    refused(HEAD .. "renew = 0s\n", ":5:", "[singleton] renew", "too short (at least 10ms)")
+  end)
+
+  it("lease = 0s is a lease problem on the lease's line, not a margin problem", function()
+    local err = refused(HEAD .. "retry = 1s\nlease = 0s\n", ":6:", "[singleton] lease",
+      "too short (at least 100ms)")
+    assert.is_nil(err:find("margin", 1, true), err)
+  end)
+
+  it("a bound is checked whether singleton mode is on or off", function()
+    refused("[leash]\njobs = jobs\n[singleton]\nlease = 48h\n", ":4:", "[singleton] lease")
+  end)
+
+  it("keeps the shortest timings the specs use, and the bounds themselves", function()
+    for _, t in ipairs {
+      "lease = 400ms\nrenew = 50ms\nretry = 100ms\n",
+      "lease = 2000ms\nretry = 500ms\n",
+      "lease = 100ms\nrenew = 10ms\nretry = 50ms\nmargin = 0s\n",
+      "lease = 24h\nretry = 24h\n",
+    } do
+      local c, err = core.config_load(ini(HEAD .. t .. "[store]\nstatement_timeout = 1ms\n"))
+      assert.is_table(c, err)
+    end
+    refused(HEAD .. "lease = 99ms\n", ":5:", "[singleton] lease", "too short")
+  end)
+
+  it("leash run refuses the same at start: exit 2 with file, line and key", function()
+    local file, dir = ini(HEAD .. "retry = 0s\n[sqlite]\npath = leash.db\n")
+    local p = L.spawn(file)
+    local rc = p:wait(5)
+    p:stop()
+    assert.equal(2, rc, p:log_text())
+    assert.matches(file .. ":5: [singleton] retry: 0s is too short", p:log_text(), 1, true)
+    assert.is_false(L.exists(dir .. "/leash.db"))
+  end)
+end)
+
 describe("config values", function()
   it("fills in every default", function()
     local file, dir = ini("[leash]\n")

@@ -274,7 +274,7 @@ describe("election state machine", function()
 
   it("a job with its own lease renews on its own cadence in its own statement", function()
     local el, store, clock = setup()
-    el:add("short", 900)
+    el:add("short", 900, require("leash.config").timing(900))
     el:add("default")
     el:step()
     assert.equal("holder", el:state("short").state)

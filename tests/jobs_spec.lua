@@ -109,6 +109,34 @@ describe("leash.job.load", function()
     assert.equal(30000, assert(load_src('return { every = 30, run = function() end }\n')).every_ms)
   end)
 
+  -- A job's own lease has the bounds of [singleton] lease: lease = "1ms"
+  -- used to pass and then spin (87% CPU, 1,000 new tokens a second).
+  it("a lease too short or too long, with its line", function()
+    refused('return {\n  every = "1s",\n  lease = "1ms",\n  run = function() end }\n',
+      "J/t.lua:3:", "lease", "1ms is too short (at least 100ms)")
+    refused('return {\n  lease = "0s", run = function() end }\n', "J/t.lua:2:", "lease", "too short")
+    refused('return {\n  lease = "48h", run = function() end }\n', "J/t.lua:2:", "lease",
+      "too long (at most 1d)")
+  end)
+
+  it("derives a job's renew and margin from its lease the way [singleton] does", function()
+    local config = require "leash.config"
+    for _, lease in ipairs { "100ms", "400ms", "9s", "24h" } do
+      local j = assert(load_src(('return { lease = %q, run = function() end }\n'):format(lease)))
+      local renew, margin, key = config.timing(j.lease_ms)
+      assert.is_nil(key)
+      assert.equal(renew, j.renew_ms)
+      assert.equal(margin, j.margin_ms)
+      assert.is_true(j.renew_ms < j.lease_ms - j.margin_ms, lease)
+    end
+    local j = assert(load_src('return { lease = "9s", run = function() end }\n'))
+    assert.equal(3000, j.renew_ms)
+    assert.equal(1800, j.margin_ms)
+    local s = assert(load_src("return { run = function() end }\n"))
+    assert.is_nil(s.lease_ms)
+    assert.is_nil(s.renew_ms)
+  end)
+
   it("both every and cron", function()
     refused('return { every = "1s",\n cron = "* * * * *", run = function() end }\n', "either every or cron")
   end)
@@ -198,6 +226,30 @@ describe("leash check", function()
     local code, out = L.leash { "check", "-c", d.config }
     assert.equal(1, code)
     assert.matches("cannot read the jobs directory", out, 1, true)
+  end)
+
+  it("a job whose lease leash run would spin on is a problem with file:line, exit 1", function()
+    local d = jobs_dir { ["good-a.lua"] = FILES["good-a.lua"],
+      ["fast.lua"] = 'return {\n  every = "1s",\n  lease = "1ms",\n  run = function() end,\n}\n' }
+    local code, out = L.leash { "check", "-c", d.config }
+    assert.equal(1, code, out)
+    assert.matches(d.jobs .. "/fast.lua:3: lease: 1ms is too short (at least 100ms)", out, 1, true)
+  end)
+
+  it("leash run logs that job with file:line, never runs it, and runs the others", function()
+    local d = jobs_dir {
+      ["good-a.lua"] = 'return { every = "1s", run = function() print("good ran") end }\n',
+      ["fast.lua"] = 'return {\n  every = "1s",\n  lease = "1ms",\n'
+        .. '  run = function() print("fast ran") end,\n}\n',
+    }
+    local p = L.spawn(d)
+    local ran = p:wait_log("%[good%-a run %d+%] good ran", 5)
+    local rc = p:stop()
+    local log = p:log_text()
+    assert.is_string(ran, log)
+    assert.equal(0, rc, log)
+    assert.matches("error [^\n]*/jobs/fast%.lua:3: lease: 1ms is too short", log)
+    assert.is_nil(log:find("fast ran", 1, true), log)
   end)
 
   it("a bad config is exit 2 even with bad jobs", function()

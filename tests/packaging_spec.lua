@@ -437,7 +437,7 @@ describe("the man page", function()
 
   it("documents every config key under its section, with its default", function()
     for _, k in ipairs(config.KEYS) do
-      local sec, key, default = k[1], k[2], k[4]
+      local sec, key, default = k.section, k.key, k.default
       local body = section("[" .. sec .. "]")
       local line = body:match("%.BR " .. key .. ' "[^\n]*')
       assert.is_string(line, ("[%s] %s is not in the man page"):format(sec, key))

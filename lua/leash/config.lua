@@ -5,41 +5,27 @@
 -- each [section] line); build() turns them into a table of typed values with
 -- the defaults filled in, or a list of errors naming file, line and key.
 local duration = require "leash.duration"
-local limits = require("leash.core").limits
+local core = require "leash.core"
+local limits = core.limits
 
 local M = {}
 
--- section, key, kind, default, meaning.  Kinds: a list of allowed words,
--- "string", "path" (relative to the config file), "bool", "duration" (ms),
--- "ident", "port", "replica".  A nil default is derived after reading (see derive()).
-M.KEYS = {
-  { "leash", "jobs", "path", "jobs", "directory of job files" },
-  { "leash", "replica", "replica", "auto", "the readable part of the owner id <replica>:<pid>:<8 random hex>; auto = the hostname" },
-  { "leash", "log_format", { "text", "json" }, "text", "log line format" },
-  { "leash", "log_level", { "debug", "info", "warn", "error" }, "info", "lowest level logged" },
-  { "leash", "grace", "duration", "5s", "time between SIGTERM and SIGKILL when a run is stopped" },
-  { "singleton", "enabled", "bool", "false", "elect one replica per job through the lease store" },
-  { "singleton", "lease", "duration", "15s", "lease duration asked for on acquire and renew" },
-  { "singleton", "renew", "duration", nil, "how often the holder renews (default lease/3)" },
-  { "singleton", "retry", "duration", "2s", "how often a follower tries to acquire (plus jitter)" },
-  { "singleton", "margin", "duration", nil, "the body stops this long before the lease could expire (default lease/5)" },
-  { "store", "provider", { "sqlite", "postgres", "mssql" }, "sqlite", "lease store provider" },
-  { "store", "table", "ident", "leash_leases", "lease table name" },
-  { "store", "connect_timeout", "duration", "5s", "time allowed to connect to the database" },
-  { "store", "statement_timeout", "duration", "5s", "time allowed for one statement" },
-  { "sqlite", "path", "path", "/var/lib/leash/leash.db", "SQLite database file" },
-  { "postgres", "conninfo", "string", "", "libpq connection string" },
-  { "mssql", "host", "string", "127.0.0.1", "SQL Server host" },
-  { "mssql", "port", "port", "1433", "SQL Server port" },
-  { "mssql", "user", "string", "leash", "SQL Server login" },
-  { "mssql", "password_env", "string", "LEASH_MSSQL_PASSWORD", "environment variable holding the password" },
-  { "mssql", "database", "string", "leash", "SQL Server database" },
-}
+-- Every key once, from the C core's list (src/cfg_keys.h): { section=, key=,
+-- kind=, words=, default=, min=, max=, field=, meaning= }.  Kinds: "path"
+-- (relative to the config file), "string", "ident", "replica", "word" and
+-- "index" (one of words), "bool", "port", "duration" (ms).  A nil default is
+-- derived after reading (see timing()); min and max bound a duration or port.
+M.KEYS = core.config_keys
 
 local by_key, sections = {}, {}
 for _, k in ipairs(M.KEYS) do
-  by_key[k[1] .. "." .. k[2]] = k
-  sections[k[1]] = true
+  by_key[k.section .. "." .. k.key] = k
+  sections[k.section] = true
+end
+
+-- The definition of [section] key.
+function M.key(section, key)
+  return by_key[section .. "." .. key]
 end
 
 -- dir/p with "." and ".." folded, so logs show the path that is used.
@@ -62,13 +48,14 @@ local function words(list)
   return table.concat(list, ", ")
 end
 
--- Converts one raw value to its kind; returns value, or nil and a message.
-local function convert(kind, raw, dir)
-  if type(kind) == "table" then
-    for _, w in ipairs(kind) do
+-- Converts one raw value by its key's kind; returns value, or nil and a message.
+local function convert(k, raw, dir)
+  local kind = k.kind
+  if k.words then
+    for _, w in ipairs(k.words) do
       if raw == w then return raw end
     end
-    return nil, ("%q is not one of %s"):format(raw, words(kind))
+    return nil, ("%q is not one of %s"):format(raw, words(k.words))
   elseif kind == "string" then
     return raw
   elseif kind == "path" then
@@ -80,7 +67,9 @@ local function convert(kind, raw, dir)
     if v == nil then return nil, ("%q is not a boolean (use true or false)"):format(raw) end
     return v
   elseif kind == "duration" then
-    return duration.parse(raw)
+    local ms, msg = duration.parse(raw)
+    if not ms then return nil, msg end
+    return duration.within(ms, k.min, k.max)
   elseif kind == "ident" then
     if #raw > limits.ident_max or not raw:match("^[A-Za-z_][A-Za-z0-9_]*$") then
       return nil, ("%q is not a valid table name ([A-Za-z_][A-Za-z0-9_]*, at most %d bytes)"):format(raw, limits.ident_max)
@@ -96,29 +85,43 @@ local function convert(kind, raw, dir)
     return raw
   elseif kind == "port" then
     local n = tonumber(raw)
-    if not raw:match("^%d+$") or n < 1 or n > 65535 then
-      return nil, ("%q is not a port (1-65535)"):format(raw)
+    if not raw:match("^%d+$") or n < k.min or n > k.max then
+      return nil, ("%q is not a port (%d-%d)"):format(raw, k.min, k.max)
     end
     return math.tointeger(n)
   end
   error("unknown kind " .. tostring(kind))
 end
 
+-- The renew interval and margin of a lease (ms): renew and margin when given,
+-- else lease/3 and lease/5.  The one rule for [singleton] and for a job with
+-- its own lease.  Returns renew, margin, and when they do not fit the lease
+-- the key at fault and why.
+function M.timing(lease, renew, margin)
+  renew = renew or lease // 3
+  margin = margin or lease // 5
+  local floor = by_key["singleton.renew"].min
+  if margin >= lease then
+    return renew, margin, "margin", ("%s must be shorter than lease (%s)"):format(
+      duration.format(margin), duration.format(lease))
+  elseif renew >= lease - margin then
+    return renew, margin, "renew", ("%s must be shorter than lease - margin (%s), or the lease runs out before it is renewed"):format(
+      duration.format(renew), duration.format(lease - margin))
+  elseif renew < floor then
+    return renew, margin, "renew", ("%s is too short (at least %s)"):format(
+      duration.format(renew), duration.format(floor))
+  end
+  return renew, margin
+end
+
 -- Values that depend on others, and the checks that span keys.
 local function derive(c, where, errors)
   local s = c.singleton
-  s.renew = s.renew or s.lease // 3
-  s.margin = s.margin or s.lease // 5
+  local key, msg
+  s.renew, s.margin, key, msg = M.timing(s.lease, s.renew, s.margin)
   if not s.enabled then return end
-  local function bad(key, msg)
+  if key then
     errors[#errors + 1] = ("%s: [singleton] %s: %s"):format(where(key), key, msg)
-  end
-  if s.margin >= s.lease then
-    bad("margin", ("%s must be shorter than lease (%s)"):format(
-      duration.format(s.margin), duration.format(s.lease)))
-  elseif s.renew >= s.lease - s.margin then
-    bad("renew", ("%s must be shorter than lease - margin (%s), or the lease runs out before it is renewed"):format(
-      duration.format(s.renew), duration.format(s.lease - s.margin)))
   end
   if c.store.provider == "postgres" and c.postgres.conninfo == "" then
     errors[#errors + 1] = ("%s: [postgres] conninfo: required when [store] provider = postgres"):format(
@@ -131,11 +134,11 @@ end
 function M.build(file, dir, entries)
   local c, errors, seen = {}, {}, {}
   for _, k in ipairs(M.KEYS) do
-    c[k[1]] = c[k[1]] or {}
-    if k[4] ~= nil then
-      local v, msg = convert(k[3], k[4], dir)
+    c[k.section] = c[k.section] or {}
+    if k.default ~= nil then
+      local v, msg = convert(k, k.default, dir)
       assert(v ~= nil, msg)
-      c[k[1]][k[2]] = v
+      c[k.section][k.key] = v
     end
   end
   local lines = {}
@@ -161,7 +164,7 @@ function M.build(file, dir, entries)
       else
         seen[id] = e.line
         lines[id] = e.line
-        local v, msg = convert(k[3], e.value, dir)
+        local v, msg = convert(k, e.value, dir)
         if v == nil then
           errors[#errors + 1] = ("%s:%d: [%s] %s: %s"):format(file, e.line, e.section, e.key, msg)
         else

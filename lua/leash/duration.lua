@@ -6,7 +6,7 @@
 -- fraction ("1.5s") as long as the result is a whole number of milliseconds.
 -- It returns the milliseconds, or nil and a short message that says what is
 -- allowed; the caller prefixes file:line and key.  Zero is a valid duration:
--- callers that need a minimum ("every" is at least 1s) check it themselves.
+-- callers that need a minimum ("every" is at least 1s) check it with within().
 --
 -- format(ms) is the inverse for humans: 90000 -> "1m30s", 0 -> "0s".
 local M = {}
@@ -105,6 +105,18 @@ function M.parse(v)
   if ty == "number" then return parse_number(v) end
   return nil, ("a duration must be a string or a number of seconds, not a %s %s")
     :format(ty, HINT)
+end
+
+-- within(ms, min, max) -> ms | nil, message: ms when min <= ms <= max (max
+-- may be nil); else says which bound it misses, for the caller to prefix.
+function M.within(ms, min, max)
+  if ms < min then
+    return nil, ("%s is too short (at least %s)"):format(M.format(ms), M.format(min))
+  end
+  if max and ms > max then
+    return nil, ("%s is too long (at most %s)"):format(M.format(ms), M.format(max))
+  end
+  return ms
 end
 
 -- format(ms) -> "1h30m", "500ms", "0s"; a negative value gets a leading "-".

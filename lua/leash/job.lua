@@ -1,6 +1,8 @@
 -- leash.job: loads one job file and checks it; the policy of what a job is.
 local duration = require "leash.duration"
 local cron = require "leash.cron"
+local config = require "leash.config"
+local limits = require("leash.core").limits
 
 local M = {}
 
@@ -16,11 +18,16 @@ local ENV_MT = { __index = _G }
 -- Instructions the top-level chunk may run before it counts as stuck.
 M.LOAD_BUDGET = 10000000
 
-M.NAME_RULE = "a-z, 0-9, '.', '_' and '-', starting with a letter or digit, at most 200 bytes"
+-- A job's name is its lease's name in the store.
+M.NAME_RULE = ("a-z, 0-9, '.', '_' and '-', starting with a letter or digit, at most %d bytes")
+  :format(limits.name_max)
 
 function M.valid_name(name)
-  return #name <= 200 and name:match("^[a-z0-9][a-z0-9._-]*$") ~= nil
+  return #name <= limits.name_max and name:match("^[a-z0-9][a-z0-9._-]*$") ~= nil
 end
+
+-- A job's own lease has the bounds of [singleton] lease.
+local LEASE = config.key("singleton", "lease")
 
 -- FNV-1a (32 bits) of the file's text and its length: tells a reload that
 -- the file changed even when its schedule did not.
@@ -102,9 +109,8 @@ function M.load(path, name)
     local v = t[key]
     if v == nil then return nil end
     local ms, msg = duration.parse(v)
+    if ms then ms, msg = duration.within(ms, min, max) end
     if not ms then bad(key, "%s", msg) return nil end
-    if ms < min then bad(key, "%s is too short (at least %s)", duration.format(ms), duration.format(min)) return nil end
-    if max and ms > max then bad(key, "%s is too long (at most %s)", duration.format(ms), duration.format(max)) return nil end
     return ms
   end
 
@@ -120,7 +126,12 @@ function M.load(path, name)
   local job = { name = name, file = path, singleton = true, tz = "UTC", digest = M.digest(src) }
   job.every_ms = dur("every", 1000)
   job.timeout_ms = dur("timeout", 1)
-  job.lease_ms = dur("lease", 1, 24 * 3600 * 1000)
+  job.lease_ms = dur("lease", LEASE.min, LEASE.max)
+  if job.lease_ms then
+    local key, msg
+    job.renew_ms, job.margin_ms, key, msg = config.timing(job.lease_ms)
+    if key then bad("lease", "its %s: %s", key, msg) end
+  end
   if t.cron ~= nil then
     if type(t.cron) ~= "string" then
       bad("cron", "expected a string such as \"*/10 * * * *\", got a %s", type(t.cron))

@@ -321,14 +321,19 @@ static int l_elector(lua_State *L)
 	return 1;
 }
 
+/* el:add(name [, lease, renew, margin]): a job with its own lease gives all
+ * three (leash.config.timing derives them), as leash run does. */
 static int l_add(lua_State *L)
 {
 	struct lelector *le = check(L);
 	const char *name = luaL_checkstring(L, 2);
+	lua_Integer lease = luaL_optinteger(L, 3, 0);
+	lua_Integer renew = lease ? luaL_checkinteger(L, 4) : 0;
+	lua_Integer margin = lease ? luaL_checkinteger(L, 5) : 0;
 
 	if (find(le, name))
 		return luaL_error(L, "elector: job \"%s\" was added already", name);
-	if (!elect_add(&le->el, name, luaL_optinteger(L, 3, 0), NULL))
+	if (!elect_add(&le->el, name, lease, renew, margin, NULL))
 		return luaL_error(L, "elector: out of memory");
 	return 0;
 }
