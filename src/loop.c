@@ -95,6 +95,12 @@ static void stop_run(void *arg, struct run *r, const char *reason)
 	runner_stop(r, reason);
 }
 
+static void adopt_run(void *arg, struct run *r, struct job *j)
+{
+	(void)arg;
+	r->job = j;
+}
+
 /* ---- runs ---- */
 
 /* Children that exited, by pid (what ctx.exec left behind is reaped too:
@@ -238,6 +244,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	struct loop lp = { .L = L, .cfg = cfg, .sigfd = -1 };
 	struct sched_env env = {
 		.arg = &lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
+		.adopt = adopt_run,
 	};
 	struct watch w = { 0 };
 	sigset_t mask;

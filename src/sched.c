@@ -139,6 +139,8 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->backoff_ms = old->backoff_ms;
 	fresh->run = old->run;
 	fresh->run_id = old->run_id;
+	if (fresh->run)
+		s->env.adopt(s->env.arg, fresh->run, fresh);
 	fresh->elect = old->elect;
 	fresh->follow_logged = old->follow_logged;
 	if (fresh->elect) {

@@ -28,6 +28,9 @@ struct sched_env {
 	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, long *id);
 	/* Asks a run to stop (it ends later, through sched_run_ended). */
 	void (*stop)(void *arg, struct run *, const char *reason);
+	/* A reload replaced the definition of a job whose run goes on: the run
+	 * now belongs to the fresh struct job (the old one is freed). */
+	void (*adopt)(void *arg, struct run *, struct job *);
 	/* The election, in singleton mode; all NULL without it.  They get
 	 * elect_arg. */
 	void *elect_arg;

@@ -180,6 +180,21 @@ describe("the job table", function()
       assert.equal(1, #o.advance(1000))
     end)
 
+    it("a run that outlives two reloads still belongs to its job", function()
+      local o = table_of { a = every("1s") }
+      o.due()
+      assert.equal(1, #o.advance(500))
+      o.d.write_job("a", every("1s", "timeout = '10s',"))
+      o.s:load(true)
+      o.d.remove_job("a")
+      o.s:load(true)
+      o.take()
+      assert.same({ { "stop", "a", "job file removed" } }, o.other)
+      o.s:ended("a", false, 800)
+      o.s:drop_removed()
+      assert.is_nil(o.s:jobs().a)
+    end)
+
     it("a removed file's run is stopped and the job dropped once it ended; back before that, it is the same job", function()
       local o = table_of { gone = every("1s"), back = every("1s") }
       o.due()

@@ -97,6 +97,12 @@ static void stop(void *arg, struct run *r, const char *reason)
 	event(arg, "stop", ((struct fake_run *)r)->job->name, 0, reason);
 }
 
+static void adopt(void *arg, struct run *r, struct job *j)
+{
+	(void)arg;
+	((struct fake_run *)r)->job = j;
+}
+
 static int takes_part(void *arg, const struct job *j)
 {
 	(void)arg;
@@ -329,6 +335,7 @@ static int l_sched(lua_State *L)
 	env.mono_ms = mono;
 	env.start = start;
 	env.stop = stop;
+	env.adopt = adopt;
 	if (ls->holds_ref != LUA_NOREF) {
 		env.takes_part = takes_part;
 		env.may_run = may_run;
