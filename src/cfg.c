@@ -18,6 +18,10 @@
 #include "lx.h"
 
 #define LONG_MARK "\x1b" "long:"
+/* The longest line read: a libpq connection string fits many times over,
+ * and a runaway file (a log, a binary) is refused before it is parsed. */
+#define LINE_MAX_BYTES (64 * 1024)
+#define PROBLEMS_MAX 16
 
 struct reader {
 	FILE *f;
@@ -27,7 +31,19 @@ struct reader {
 	int longs;                      /* stack index of the long values */
 	char *pending;                  /* rest of a line we already read */
 	int nlong;
+	/* Lines the reader refused itself (inih never sees them). */
+	struct { int line; char msg[96]; } problems[PROBLEMS_MAX];
+	int nproblems;
 };
+
+static void refuse_line(struct reader *r, const char *msg)
+{
+	if (r->nproblems < PROBLEMS_MAX) {
+		r->problems[r->nproblems].line = r->line;
+		snprintf(r->problems[r->nproblems].msg, sizeof r->problems[0].msg, "%s", msg);
+	}
+	r->nproblems++;
+}
 
 static void trim(char *s)
 {
@@ -75,6 +91,21 @@ static char *reader(char *str, int num, void *stream)
 		return NULL;
 	}
 	r->line++;
+	/* A NUL would end the value early (lease = 15s\0junk read as 15s),
+	 * and an endless line would be kept whole: both are refused, and inih
+	 * gets an empty line in their place. */
+	if ((size_t)n > LINE_MAX_BYTES || memchr(line, '\0', (size_t)n)) {
+		char msg[96];
+		if ((size_t)n > LINE_MAX_BYTES)
+			snprintf(msg, sizeof msg, "line too long (%zd bytes, at most %d)",
+			         n - (line[n - 1] == '\n'), LINE_MAX_BYTES);
+		else
+			snprintf(msg, sizeof msg, "the line holds a NUL byte");
+		refuse_line(r, msg);
+		free(line);
+		snprintf(str, num, "\n");
+		return str;
+	}
 	{
 		/* Section headers are noted here so an empty unknown section is
 		 * still reported with its line. */
@@ -241,9 +272,12 @@ int cfg_load(lua_State *L, const char *file, struct cfg *c, char *errs, size_t e
 	lua_pop(L, 1);                  /* the long values */
 	if (lx_pcall(L, 3, 2) != LUA_OK)
 		goto lua_fail;
-	if (syntax > 0)
-		used += snprintf(errs, errlen, "%s:%d: not a [section] or key = value line\n",
-		                 file, syntax);
+	for (int i = 0; i < r.nproblems && i < PROBLEMS_MAX && used < errlen; i++)
+		used += snprintf(errs + used, errlen - used, "%s:%d: %s\n", file, r.problems[i].line,
+		                 r.problems[i].msg);
+	if (syntax > 0 && used < errlen)
+		used += snprintf(errs + used, errlen - used,
+		                 "%s:%d: not a [section] or key = value line\n", file, syntax);
 	lua_pushnil(L);
 	while (lua_next(L, -2)) {
 		if (used < errlen)

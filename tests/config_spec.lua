@@ -106,6 +106,16 @@ describe("config errors", function()
       "[postgres] conninfo", "required")
   end)
 
+  it("a value with a NUL byte in it (lease = 15s\\0junk was read as 15s)", function()
+    refused("[leash]\njobs = jobs\n[singleton]\nlease = 15s\0junk\n", ":4:", "NUL byte")
+  end)
+
+  it("a 10 MB line is too long, whatever it holds", function()
+    refused("[leash]\njobs = jobs\n" .. string.rep("x", 10 * 1024 * 1024) .. "\n", ":3:",
+      "line too long (10485760 bytes, at most 65536)")
+    refused("[postgres]\nconninfo = " .. string.rep("x", 70000) .. "\n", ":2:", "line too long")
+  end)
+
   it("reports every problem of a file at once", function()
     local err = refused("[leash]\njobs = jobs\ncolour = red\n[singleton]\nlease = 3x\n[bogus]\n",
       ":3:", ":5:", ":6:")

@@ -102,6 +102,11 @@ describe("leash.duration.parse", function()
     refused(((1 << 53) + 1) .. "ms", "too large")
     refused("9999999999999999d", "too large")
     refused("104249991d86400000s", "too large")
+    -- integer seconds whose product with 1000 wraps past 2^63
+    refused(2305843009213693957, "too large")
+    refused(math.maxinteger, "too large")
+    refused((1 << 53) // 1000 + 1, "too large")
+    assert.equal((1 << 53) // 1000 * 1000, duration.parse((1 << 53) // 1000))
   end)
 
   it("refuses non-integer milliseconds", function()

@@ -83,6 +83,14 @@ local function parse_number(v)
   if v ~= v then return nil, "nan is not a duration " .. HINT end
   local shown = tostring(v)
   if v < 0 then return nil, ("%s is not a duration: negative %s"):format(shown, HINT) end
+  -- An integer times 1000 wraps around past 2^63 (2305843009213693957
+  -- came out as 5 s): compare before multiplying.
+  if math.type(v) == "integer" then
+    if v > M.MAX_MS // 1000 then
+      return nil, ("%s is not a duration: too large %s"):format(shown, HINT)
+    end
+    return v * 1000
+  end
   if v * 1000 > M.MAX_MS then
     return nil, ("%s is not a duration: too large %s"):format(shown, HINT)
   end
