@@ -28,6 +28,9 @@ describe("deadline pushes under load", function()
       end
     end
     assert.same({}, killed)
-    assert.is_true(finished >= 1000, "only " .. finished .. " runs finished")
+    -- An instrumented build forks far slower (ASan copies its shadow
+    -- memory): the stress is then thinner, but a kill still fails it.
+    local want = os.getenv("LEASH_SANITIZE") and 20 or 1000
+    assert.is_true(finished >= want, "only " .. finished .. " runs finished")
   end)
 end)

@@ -144,6 +144,7 @@ assert(bad == nil and err, "open of a bad path fails")
 collectgarbage()
 '
 step core-elector 0 vg core-elector lua5.4 /usr/bin/busted --output=TAP "$root/tests/elect_spec.lua"
+step core-sched 0 vg core-sched lua5.4 /usr/bin/busted --output=TAP "$root/tests/sched_spec.lua"
 
 # Any process with an error fails the run, whatever its exit code (a forked
 # run's exit only reaches leash's log).  A log whose "Parent PID" has a log
