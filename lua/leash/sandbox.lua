@@ -1,9 +1,12 @@
 -- leash.sandbox: the environment a job file's top level runs in, and the
 -- budget it runs under.
 --
--- The top level runs inside the scheduler's own Lua state (the job's run
--- function has to live there: every forked run calls it), so what a file
--- is given cannot reach the scheduler, leash's own modules or another file:
+-- Why not load in a forked process with rlimits and a timeout: the job's
+-- run function has to live in the scheduler's own Lua state (every forked
+-- run calls it), so a forked loader would only check the file and the
+-- parent would still have to run its top level again, with whatever it does
+-- the second time.  So the top level runs in the parent, and what a file is
+-- given cannot reach the scheduler, leash's own modules or another file:
 --  * its own copies of string, table, math, utf8, coroutine and os, so what
 --    it changes in them stays its own; no debug, no package;
 --  * require gives only leash.core (a view of it) while loading; in the
@@ -18,6 +21,10 @@
 --  * collectgarbage only counts, collects and steps while loading.
 -- M.run runs a function under the budget: a fixed number of instructions
 -- and bytes that no Lua code can catch, clear or reset (see src/budget.c).
+-- The budget counts Lua instructions: a single C library call that loops
+-- without allocating is not counted.  string.rep of "" and table.move are
+-- bounded here; a pathological string pattern ((".-"):rep(5) on a long
+-- subject) is not yet.
 local core = require "leash.core"
 
 local M = {}
