@@ -2,15 +2,82 @@
  * the rest in protected mode. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 
 #include "job.h"
 #include "log.h"
 #include "lx.h"
+
+static const char *file_kind(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+	     : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* stat() first, so a device is never even opened; fstat() after the open,
+ * so what was read is what was checked.  O_NONBLOCK: a FIFO put there
+ * between the two does not block open(). */
+int job_read(const char *path, size_t max, char **src, size_t *len, char *err, size_t errlen)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+	int fd = -1;
+
+	*src = NULL;
+	*len = 0;
+	if (stat(path, &st) < 0 || (fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0 ||
+	    fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "is %s, not a regular file: not read", file_kind(st.st_mode));
+		goto fail;
+	}
+	if ((unsigned long long)st.st_size > max) {
+		snprintf(err, errlen, "is %lld bytes, more than the %zu a job file may have: not read",
+		         (long long)st.st_size, max);
+		goto fail;
+	}
+	/* One byte more than allowed tells a file that grew since fstat. */
+	if (!(buf = malloc(max + 1))) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (;;) {
+		ssize_t r = read(fd, buf + n, max + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen, "%s", strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > max) {
+			snprintf(err, errlen, "grew past the %zu bytes a job file may have: not read", max);
+			goto fail;
+		}
+	}
+	close(fd);
+	*src = buf;
+	*len = n;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return -1;
+}
 
 static int cmp_str(const void *a, const void *b)
 {

@@ -31,6 +31,13 @@ struct job {
 	int follow_logged;              /* "following: held by X" said since it last held */
 };
 
+/* Reads the job file at path into a fresh buffer (*src, *len; the caller
+ * frees it).  Refuses, before reading anything, a path that is not a regular
+ * file (a FIFO, a device, a directory, a symlink to one) or is larger than
+ * max bytes; a FIFO never blocks the call.  0, or -1 with the reason (no
+ * file name) in err. */
+int job_read(const char *path, size_t max, char **src, size_t *len, char *err, size_t errlen);
+
 /* Lists the .lua files of dir and loads each file through leash.job.  For each good
  * file calls good(arg, job) with a fresh struct job (the callee owns it);
  * for each problem calls bad(arg, file, message).  Returns the number of

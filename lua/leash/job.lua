@@ -2,7 +2,10 @@
 local duration = require "leash.duration"
 local cron = require "leash.cron"
 local config = require "leash.config"
-local limits = require("leash.core").limits
+local core = require "leash.core"
+local sandbox = require "leash.sandbox"
+local quote = require("leash.text").quote
+local limits = core.limits
 
 local M = {}
 
@@ -11,12 +14,12 @@ M.KEYS = { "every", "cron", "tz", "timeout", "lease", "singleton", "run", "descr
 local known = {}
 for _, k in ipairs(M.KEYS) do known[k] = true end
 
--- Each file gets its own global table (what it sets stays its own), all
--- reading through to the real globals.
-local ENV_MT = { __index = _G }
-
--- Instructions the top-level chunk may run before it counts as stuck.
+-- What loading one file may take.  Its top level and the copy of the table
+-- it returns run under one budget of instructions and bytes of memory (see
+-- leash.sandbox); the file is not read at all when it is larger.
 M.LOAD_BUDGET = 10000000
+M.LOAD_MEMORY = 64 * 1024 * 1024
+M.FILE_MAX = 1024 * 1024
 
 -- A job's name is its lease's name in the store.
 M.NAME_RULE = ("a-z, 0-9, '.', '_' and '-', starting with a letter or digit, at most %d bytes")
@@ -39,42 +42,86 @@ function M.digest(src)
   return ("%08x-%d"):format(h, #src)
 end
 
--- The line where `key =` first appears in the source, for messages.
-local function key_line(src, key)
-  local n = 0
+-- The line where each `key =` first appears in the source, for messages.
+local function key_lines(src)
+  local lines, n = {}, 0
   for line in (src .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    local code = line:gsub("%-%-.*$", "")
-    if code:match("^%s*" .. key .. "%s*=") or code:match("[{,;]%s*" .. key .. "%s*=") then
-      return n
+    local code = "{" .. line:gsub("%-%-.*$", "")
+    for key in code:gmatch("[{,;]%s*([%a_][%w_]*)%s*=") do
+      lines[key] = lines[key] or n
     end
   end
+  return lines
 end
 
--- Runs the chunk in a coroutine with an instruction budget.
-local function run_chunk(chunk, path)
-  local co = coroutine.create(chunk)
-  debug.sethook(co, function()
-    error(("loading ran more than %d instructions (a loop at the top level?); "
-      .. "the file should only build and return the job table"):format(M.LOAD_BUDGET), 2)
-  end, "", M.LOAD_BUDGET)
-  -- os.exit at the top level would end the scheduler itself (or `leash
-  -- check`, with status 0): while loading it raises instead.
-  local exit = os.exit
-  os.exit = function()
-    error("os.exit called while loading; the file should only build and return the job table", 2)
+-- A value in a message, read with raw access only: no metamethod of the
+-- file runs, and a big table or string shows as a short line.
+local function show(v, depth)
+  local ty = type(v)
+  if ty == "string" then return quote(v) end
+  if ty == "number" or ty == "boolean" or ty == "nil" then return tostring(v) end
+  if ty ~= "table" or (depth or 0) >= 2 then return "a " .. ty end
+  local parts, more = {}, false
+  for k, x in next, v do
+    if #parts == 8 then more = true break end
+    local key = type(k) == "string" and #k <= 40 and k:match("^[%a_][%w_]*$")
+      or "[" .. show(k, 2) .. "]"
+    parts[#parts + 1] = key .. " = " .. show(x, (depth or 0) + 1)
   end
-  local ok, res = coroutine.resume(co)
-  os.exit = exit
-  if ok and coroutine.status(co) ~= "dead" then
-    return nil, path .. ": the file yielded while loading"
-  end
-  if not ok then
-    if type(res) ~= "string" then res = path .. ": raised a " .. type(res) .. " value" end
-    return nil, res
-  end
-  return true, res
+  table.sort(parts)
+  if more then parts[#parts + 1] = "..." end
+  if #parts == 0 then return "{}" end
+  return "{ " .. table.concat(parts, ", ") .. " }"
 end
+
+-- How many unknown keys a message names; the rest are counted.
+local UNKNOWN_SHOWN = 10
+
+-- The fields leash reads from the returned table, copied with raw access
+-- (under the load budget: the table may be huge), and its other keys.
+local function snapshot(t)
+  local fields, unknown, n = {}, {}, 0
+  for k, v in next, t do
+    if known[k] then
+      fields[k] = v
+    else
+      n = n + 1
+      if n <= UNKNOWN_SHOWN then unknown[n] = k end
+    end
+  end
+  return fields, unknown, n
+end
+
+-- The message for a file whose top level did not return normally.
+local function load_error(path, kind, line, v)
+  local where = line and ("%s:%d"):format(path, line) or path
+  local hint = "the file should only build and return the job table"
+  if kind == "instructions" then
+    return ("%s: loading ran more than %d instructions (a loop at the top level?); %s")
+      :format(where, M.LOAD_BUDGET, hint)
+  elseif kind == "memory" then
+    return ("%s: loading used more than %d MiB of memory; %s")
+      :format(where, M.LOAD_MEMORY // (1024 * 1024), hint)
+  end
+  local msg
+  if type(v) == "string" then
+    if v:sub(1, #path + 1) == path .. ":" then return v end
+    -- Where inside leash an error surfaced is no help to the file's author.
+    msg = v:gsub("^[^\n]-leash/[%w_]+%.lua:%d+: ", "")
+  elseif type(v) == "number" then
+    msg = tostring(v)
+  elseif type(v) == "table" then
+    msg = "error raised with a table: " .. show(v)
+  else
+    msg = "error raised with " .. (v == nil and "nil" or "a " .. type(v))
+  end
+  return ("%s: %s"):format(where, msg)
+end
+
+-- Strings longer than this are not parsed (a cron expression or a duration
+-- is short; parsing a huge one would take the time the budget saves).
+local VALUE_MAX = 256
 
 -- Loads and checks one file.  Returns the normalised job, or nil and a list
 -- of messages, each starting with "file:line:" (or "file:").
@@ -82,32 +129,45 @@ function M.load(path, name)
   if not M.valid_name(name) then
     return nil, { ("%s: %q is not a valid job name (use %s)"):format(path, name, M.NAME_RULE) }
   end
-  local f, err = io.open(path, "rb")
-  if not f then return nil, { ("%s: %s"):format(path, err) } end
-  local src = f:read("a")
-  f:close()
-  local env = setmetatable({}, ENV_MT)
-  local chunk, lerr = load(src, "@" .. path, "t", env)
-  if not chunk then return nil, { lerr } end
-  local ok, t = run_chunk(chunk, path)
-  if not ok then return nil, { t } end
-  if type(t) ~= "table" then
+  local src, err = core.read_job(path, M.FILE_MAX)
+  if not src then return nil, { ("%s: %s"):format(path, err) } end
+  local chunkname = "@" .. path
+  local ok, what, t, fields, unknown, n_unknown = sandbox.run(chunkname,
+    { instructions = M.LOAD_BUDGET, bytes = M.LOAD_MEMORY }, function()
+      local chunk, lerr = load(src, chunkname, "t", sandbox.env())
+      if not chunk then return "syntax", lerr end
+      local r = chunk()
+      if type(r) ~= "table" then return "value", r end
+      return "table", r, snapshot(r)
+    end)
+  if not ok then return nil, { load_error(path, what, t, fields) } end
+  if what == "syntax" then return nil, { t } end
+  if what ~= "table" then
     return nil, { ("%s: the file returned %s, expected a table such as "
       .. "return { every = \"30s\", run = function(ctx) ... end }"):format(path,
         t == nil and "nothing" or "a " .. type(t)) }
   end
+  t = fields
 
   local errors = {}
+  local lines
   local function where(key)
-    local line = key_line(src, key)
+    lines = lines or key_lines(src)
+    local line = lines[key]
     return line and ("%s:%d"):format(path, line) or path
   end
   local function bad(key, fmt, ...)
     errors[#errors + 1] = ("%s: %s: " .. fmt):format(where(key), key, ...)
   end
+  local function long(key)
+    if type(t[key]) == "string" and #t[key] > VALUE_MAX then
+      bad(key, "%s is %d bytes long, more than %d", quote(t[key]), #t[key], VALUE_MAX)
+      return true
+    end
+  end
   local function dur(key, min, max)
     local v = t[key]
-    if v == nil then return nil end
+    if v == nil or long(key) then return nil end
     local ms, msg = duration.parse(v)
     if ms then ms, msg = duration.within(ms, min, max) end
     if not ms then bad(key, "%s", msg) return nil end
@@ -115,12 +175,16 @@ function M.load(path, name)
   end
 
   local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = tostring(k) end
+  for i, k in ipairs(unknown) do
+    keys[i] = type(k) == "string" and #k <= 40 and k:match("^[%a_][%w_]*$")
+      or "[" .. show(k, 2) .. "]"
+  end
   table.sort(keys)
   for _, k in ipairs(keys) do
-    if not known[k] then
-      bad(k, "unknown key (a job has %s)", table.concat(M.KEYS, ", "))
-    end
+    bad(k, "unknown key (a job has %s)", table.concat(M.KEYS, ", "))
+  end
+  if n_unknown > #keys then
+    errors[#errors + 1] = ("%s: and %d more unknown keys"):format(path, n_unknown - #keys)
   end
 
   local job = { name = name, file = path, singleton = true, tz = "UTC", digest = M.digest(src) }
@@ -132,7 +196,7 @@ function M.load(path, name)
     job.renew_ms, job.margin_ms, key, msg = config.timing(job.lease_ms)
     if key then bad("lease", "its %s: %s", key, msg) end
   end
-  if t.cron ~= nil then
+  if t.cron ~= nil and not long("cron") then
     if type(t.cron) ~= "string" then
       bad("cron", "expected a string such as \"*/10 * * * *\", got a %s", type(t.cron))
     else
@@ -143,7 +207,7 @@ function M.load(path, name)
   end
   if t.tz ~= nil then
     if t.tz ~= "UTC" and t.tz ~= "local" then
-      bad("tz", "%q is not a time zone leash knows (use \"UTC\" or \"local\")", tostring(t.tz))
+      bad("tz", "%s is not a time zone leash knows (use \"UTC\" or \"local\")", show(t.tz))
     elseif t.cron == nil then
       bad("tz", "only applies to cron schedules (every is always aligned to UTC)")
     else
@@ -152,7 +216,7 @@ function M.load(path, name)
   end
   if t.singleton ~= nil then
     if type(t.singleton) ~= "boolean" then
-      bad("singleton", "expected true or false, got %s", tostring(t.singleton))
+      bad("singleton", "expected true or false, got %s", show(t.singleton))
     else
       job.singleton = t.singleton
     end

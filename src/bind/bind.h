@@ -18,6 +18,7 @@ void lx_ctx_lib(lua_State *L);          /* bind/ctx.c: what ctx is built on */
 void lx_elect_lib(lua_State *L);        /* bind/elect.c: the elector, for specs */
 void lx_cfg_lib(lua_State *L);          /* bind/cfg.c: config_load, for specs */
 void lx_sched_lib(lua_State *L);        /* bind/sched.c: the job table, for specs */
+void lx_load_lib(lua_State *L);         /* bind/load.c: reading and budgeting job files */
 
 /* The store behind a leash.store userdata at idx, or NULL when the value is
  * not one (or it was closed). */

@@ -71,5 +71,6 @@ int luaopen_leash_core(lua_State *L)
 	lx_cfg_lib(L);
 	lx_elect_lib(L);
 	lx_sched_lib(L);
+	lx_load_lib(L);
 	return 1;
 }

@@ -1,0 +1,169 @@
+-- leash.sandbox: the environment a job file's top level runs in, and the
+-- budget it runs under.
+--
+-- Why not load in a forked process with rlimits and a timeout: the job's
+-- run function has to live in the scheduler's own Lua state (every forked
+-- run calls it), so a forked loader would only check the file and the
+-- parent would still have to run its top level again, with whatever it does
+-- the second time.  So the top level runs in the parent, and what a file is
+-- given cannot reach the scheduler, leash's own modules or another file:
+--  * its own copies of string, table, math, utf8, coroutine and os, so what
+--    it changes in them stays its own; no debug, no package;
+--  * require gives only leash.core (a view of it) while loading; in the
+--    run's child it is the real require;
+--  * getmetatable sees only tables' metatables (never the string one);
+--    setmetatable refuses __gc while loading: a finalizer would run later,
+--    inside the scheduler, outside any budget;
+--  * calls that block or end the process (os.exit, os.execute, io.*,
+--    leash.core's sleep and exec, dofile, ...) raise while loading and work
+--    in the run's child, which is another process;
+--  * load makes text chunks in the file's environment;
+--  * collectgarbage only counts, collects and steps while loading.
+-- M.run runs a function under the budget: a fixed number of instructions
+-- and bytes that no Lua code can catch, clear or reset (see src/budget.c).
+-- The budget counts Lua instructions: a single C library call that loops
+-- without allocating is not counted.  string.rep of "" and table.move are
+-- bounded here; a pathological string pattern ((".-"):rep(5) on a long
+-- subject) is not yet.
+local core = require "leash.core"
+
+local M = {}
+
+local loading = false
+
+local function refuse(name)
+  error(name .. " is not available while loading: the top level runs inside the scheduler "
+    .. "and should only build the job table; call it in run(ctx)", 3)
+end
+
+-- A table of real's fields (looked up when used, so a child sees what it
+-- changed), refusing while loading all but the names in `now`.
+local function later(real, prefix, now)
+  local t = {}
+  for k in pairs(now or {}) do t[k] = real[k] end
+  return setmetatable(t, { __index = function(self, k)
+    local v = real[k]
+    if type(v) ~= "function" then
+      if v ~= nil and loading then refuse(prefix .. tostring(k)) end
+      return v
+    end
+    local f = function(...)
+      if loading then refuse(prefix .. k) end
+      return real[k](...)
+    end
+    rawset(self, k, f)
+    return f
+  end })
+end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+-- C loops the count hook cannot see, made bounded while loading.
+local GUARDED_STRING = copy(string)
+function GUARDED_STRING.rep(s, n, sep)
+  -- Empty s and sep: the C loop would run n times for nothing.
+  if loading and s == "" and (sep == nil or sep == "") and math.type(n) then return "" end
+  return string.rep(s, n, sep)
+end
+local MOVE_MAX = 1 << 24
+local function guarded_move(a1, f, e, t, a2)
+  if loading and math.type(f) == "integer" and math.type(e) == "integer"
+      and e // 2 - f // 2 >= MOVE_MAX // 2 then
+    error(("table.move: more than %d elements while loading"):format(MOVE_MAX), 2)
+  end
+  return table.move(a1, f, e, t, a2)
+end
+
+local SAFE_OS = { clock = true, date = true, difftime = true, getenv = true, time = true }
+local SAFE_CORE = { now = true, monotonic = true, version = true }
+local GC_WHILE_LOADING = { collect = true, count = true, step = true, isrunning = true }
+
+-- A fresh environment for one job file.
+function M.env()
+  local env = {}
+  for _, k in ipairs { "assert", "error", "ipairs", "next", "pairs", "pcall", "print",
+      "rawequal", "rawget", "rawlen", "rawset", "select", "tonumber", "tostring", "type",
+      "xpcall", "_VERSION" } do
+    env[k] = _G[k]
+  end
+  env._G = env
+  env.string = copy(GUARDED_STRING)
+  env.table = copy(table)
+  env.table.move = guarded_move
+  env.math = copy(math)
+  env.math.randomseed = function(...)
+    -- The generator is the scheduler's (and every run's, forked from it).
+    if loading then refuse("math.randomseed") end
+    return math.randomseed(...)
+  end
+  env.utf8 = copy(utf8)
+  env.coroutine = copy(coroutine)
+  -- A new thread's first tick of instructions is not counted by the hook.
+  function env.coroutine.create(f)
+    core.budget_charge()
+    return coroutine.create(f)
+  end
+  function env.coroutine.wrap(f)
+    core.budget_charge()
+    return coroutine.wrap(f)
+  end
+  env.os = later(os, "os.", SAFE_OS)
+  env.io = later(io, "io.")
+  local core_view = later(core, "leash.core.", SAFE_CORE)
+  rawset(core_view, "limits", copy(core.limits))
+  env.dofile = later(_G, "", {}).dofile
+  env.loadfile = later(_G, "", {}).loadfile
+  function env.require(name)
+    if name == "leash.core" then return core_view end
+    if loading then
+      error(("require %s: while loading, a job file may only require \"leash.core\"")
+        :format(type(name) == "string" and ("%q"):format(name) or "(a " .. type(name) .. ")"), 2)
+    end
+    return require(name)
+  end
+  function env.load(chunk, name, mode, ...)
+    if loading then mode = "t" end
+    if select("#", ...) == 0 then return load(chunk, name, mode, env) end
+    return load(chunk, name, mode, ...)
+  end
+  function env.getmetatable(v)
+    if type(v) == "table" then return getmetatable(v) end
+    return nil
+  end
+  function env.setmetatable(t, mt)
+    if loading and type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+      error("setmetatable: __gc is not allowed while loading: a finalizer would run later, "
+        .. "inside the scheduler", 2)
+    end
+    return setmetatable(t, mt)
+  end
+  function env.collectgarbage(opt, ...)
+    if loading and opt ~= nil and not GC_WHILE_LOADING[opt] then
+      refuse(("collectgarbage(%q)"):format(tostring(opt)))
+    end
+    return collectgarbage(opt, ...)
+  end
+  return env
+end
+
+-- Runs fn() under the budget (limits.instructions, limits.bytes), with the
+-- guards of M.env on; errors are located in chunkname ("@path").  Returns
+-- true and fn's results, or false, "error"|"instructions"|"memory", the
+-- line of chunkname (or nil) and the error value.
+function M.run(chunkname, limits, fn)
+  local smt = getmetatable("")
+  local index = smt.__index
+  -- Method calls on strings ("":rep(n)) reach the guarded functions too.
+  smt.__index = GUARDED_STRING
+  loading = true
+  local res = table.pack(core.budget_run(fn, chunkname, limits.instructions, limits.bytes))
+  loading = false
+  smt.__index = index
+  return table.unpack(res, 1, res.n)
+end
+
+return M
