@@ -205,6 +205,19 @@ describe("leash check", function()
     assert.equal(1, code)
   end)
 
+  it("20,000 unknown keys on one line: ten named, the rest counted, in bounded time (was 69 s)", function()
+    local keys = {}
+    for i = 1, 20000 do keys[i] = ("k%d = 1"):format(i) end
+    local d = jobs_dir { ["many.lua"] = 'return { every = "1s", run = function() end, '
+      .. table.concat(keys, ", ") .. " }\n" }
+    local t0 = L.monotonic()
+    local code, out = L.exec { "timeout", "20", L.bin, "check", "-c", d.config }
+    assert.equal(1, code)
+    assert.is_true(L.monotonic() - t0 < 5, ("took %.1fs"):format(L.monotonic() - t0))
+    assert.equal(10, select(2, out:gsub(": unknown key", "")), out)
+    assert.truthy(out:find("many.lua: and 19990 more unknown keys", 1, true), out)
+  end)
+
   it("all good: exit 0 and a count", function()
     local d = jobs_dir { ["good-a.lua"] = FILES["good-a.lua"], ["good.b.lua"] = FILES["good.b.lua"] }
     local code, out, err = L.leash { "check", "-c", d.config }

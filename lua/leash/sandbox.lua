@@ -22,9 +22,8 @@
 -- M.run runs a function under the budget: a fixed number of instructions
 -- and bytes that no Lua code can catch, clear or reset (see src/budget.c).
 -- The budget counts Lua instructions: a single C library call that loops
--- without allocating is not counted.  string.rep of "" and table.move are
--- bounded here; a pathological string pattern ((".-"):rep(5) on a long
--- subject) is not yet.
+-- without allocating is not counted: string.rep of "" and table.move are
+-- bounded here, and so are string patterns (by the steps they could take).
 local core = require "leash.core"
 
 local M = {}
@@ -77,6 +76,33 @@ local function guarded_move(a1, f, e, t, a2)
   end
   return table.move(a1, f, e, t, a2)
 end
+
+-- A pattern with k backtracking quantifiers (* + -) on n bytes can take
+-- about n^(k+1) steps inside one C call, where the count hook never fires
+-- (("a"):rep(3000):find(".-.-.-.-b") would run for hours).  While loading, a
+-- match whose bound passes PATTERN_STEPS is refused; run(ctx) has no bound.
+local PATTERN_STEPS = 1e8
+local gsub = string.gsub
+local function pattern_cost(subject, pat)
+  local body = gsub(gsub(pat, "%%.", "x"), "%[%^?%]?[^%]]*%]", "x")
+  local _, k = gsub(body, "[%*%+%-]", "")
+  local anchored = pat:sub(1, 1) == "^"
+  return (#subject + 1) ^ (k + (anchored and 0 or 1))
+end
+local function guard_pattern(name, f, plain_at)
+  return function(subject, pat, ...)
+    if loading and type(subject) == "string" and type(pat) == "string"
+        and not (plain_at and select(plain_at, ...)) and pattern_cost(subject, pat) > PATTERN_STEPS then
+      error(("string.%s: the pattern %q on %d bytes could run for too long while loading "
+        .. "(match in run(ctx) instead)"):format(name, pat:sub(1, 40), #subject), 2)
+    end
+    return f(subject, pat, ...)
+  end
+end
+GUARDED_STRING.find = guard_pattern("find", string.find, 2)
+GUARDED_STRING.match = guard_pattern("match", string.match)
+GUARDED_STRING.gmatch = guard_pattern("gmatch", string.gmatch)
+GUARDED_STRING.gsub = guard_pattern("gsub", string.gsub)
 
 local SAFE_OS = { clock = true, date = true, difftime = true, getenv = true, time = true }
 local SAFE_CORE = { now = true, monotonic = true, version = true }
