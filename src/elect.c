@@ -327,6 +327,16 @@ void elect_wake(struct elector *el, const char *name)
 			el->jobs[i]->wake_at = now_of(el);
 }
 
+/* A holder that released (or gave up releasing) its lease: a follower that
+ * tries again after retry, with no change reported (the body has stopped). */
+static void let_go(struct elect_job *j, int64_t next_try)
+{
+	j->state = ELECT_FOLLOWER;
+	j->token = 0;
+	j->next_try = next_try;
+	j->wake_at = NEVER;
+}
+
 int elect_release(struct elector *el, struct elect_job *j)
 {
 	int rc = STORE_OK;
@@ -337,19 +347,49 @@ int elect_release(struct elector *el, struct elect_job *j)
 		store_set_timeout(el->store, (int)el->cfg.timeout_ms);
 		rc = store_release(el->store, j->name, el->owner);
 	}
-	j->state = ELECT_FOLLOWER;
-	j->token = 0;
-	j->next_try = now_of(el) + el->cfg.retry_ms;
-	j->wake_at = NEVER;
+	let_go(j, now_of(el) + el->cfg.retry_ms);
 	if (rc != STORE_OK)
 		fail(el, "release");
 	return rc;
 }
 
-void elect_release_all(struct elector *el)
+int elect_release_all(struct elector *el, size_t *released)
 {
+	const char **names = malloc((el->n ? el->n : 1) * sizeof *names);
+	int64_t next;
+	size_t k = 0;
+	int rc = STORE_OK;
+
+	*released = 0;
+	if (!names) {
+		/* No room for the batch: one at a time (each reports its own
+		 * error), stopping at the first error. */
+		for (size_t i = 0; i < el->n && rc == STORE_OK; i++) {
+			if (el->jobs[i]->state != ELECT_HOLDER)
+				continue;
+			if ((rc = elect_release(el, el->jobs[i])) == STORE_OK)
+				++*released;
+		}
+	} else {
+		for (size_t i = 0; i < el->n; i++)
+			if (el->jobs[i]->state == ELECT_HOLDER)
+				names[k++] = el->jobs[i]->name;
+		if (k > 0 && el->store) {
+			store_set_timeout(el->store, (int)el->cfg.timeout_ms);
+			rc = store_release_all(el->store, el->owner, names, k);
+		}
+		free(names);
+		if (rc != STORE_OK)
+			fail(el, "release");
+		else
+			*released = k;
+	}
+	/* Released or not, none is held any more: as after elect_release. */
+	next = now_of(el) + el->cfg.retry_ms;
 	for (size_t i = 0; i < el->n; i++)
-		elect_release(el, el->jobs[i]);
+		if (el->jobs[i]->state == ELECT_HOLDER)
+			let_go(el->jobs[i], next);
+	return rc;
 }
 
 void elect_free(struct elector *el)

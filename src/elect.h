@@ -90,8 +90,12 @@ void elect_wake(struct elector *, const char *name);
 /* Releases one held lease (the body has stopped); returns the store's answer. */
 int elect_release(struct elector *, struct elect_job *);
 
-/* Releases every held lease. */
-void elect_release_all(struct elector *);
+/* Releases every held lease in one store_release_all (one statement per
+ * chunk; the store falls back to single releases, stopping at the first
+ * error).  Every holder is a follower afterwards, whatever the answer.
+ * Returns the store's answer; *released is how many were released (0 on
+ * an error). */
+int elect_release_all(struct elector *, size_t *released);
 
 void elect_free(struct elector *);
 

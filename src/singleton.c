@@ -172,6 +172,31 @@ void singleton_leave(void *arg, struct job *j)
 	j->elect = NULL;
 }
 
+void singleton_release_all(struct singleton *sg)
+{
+	size_t held = 0, released;
+
+	for (size_t i = 0; i < sg->el.n; i++)
+		if (sg->el.jobs[i]->state == ELECT_HOLDER) {
+			const struct job *j = sg->el.jobs[i]->user;
+
+			log_msg(LOG_DEBUG, j->name, 0, "releasing the lease (token %lld)",
+			        (long long)sg->el.jobs[i]->token);
+			held++;
+		}
+	if (held == 0)
+		return;
+	if (elect_release_all(&sg->el, &released) == STORE_OK) {
+		log_msg(LOG_INFO, NULL, 0, "released %zu lease%s", released, released == 1 ? "" : "s");
+		return;
+	}
+	/* The elector reported the error (on_error); the leases it could not
+	 * release expire by themselves, and leave tries no more. */
+	sg->release_failed = 1;
+	log_msg(LOG_WARN, NULL, 0, "%zu lease%s not released (the store is not answering): "
+	        "they expire by themselves", held, held == 1 ? "" : "s");
+}
+
 int singleton_stale(void *arg, const struct job *j)
 {
 	struct singleton *sg = arg;

@@ -66,8 +66,14 @@ void singleton_push_fence(struct singleton *, struct run *);
 int singleton_event_fd(struct singleton *);
 void singleton_events(struct singleton *);
 
-/* At shutdown: releases what is held (through sched_free's leave), logs
- * the statement count, closes the store. */
+/* At shutdown, once the bodies have stopped: releases every held lease in
+ * one batch (store_release_all), logs one line, and leaves every job a
+ * follower, so that sched_free's leave only forgets them.  A release that
+ * fails is not retried (release_failed). */
+void singleton_release_all(struct singleton *);
+
+/* At shutdown, after sched_free: logs the statement count, closes the
+ * store. */
 void singleton_free(struct singleton *, int64_t ran_ms);
 
 #endif

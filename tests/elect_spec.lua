@@ -49,6 +49,15 @@ local function fake(clock)
     if r and r.owner == owner then r.expires_at = now() end
     return true, {}
   end
+  function st:release_all(owner, names)
+    log("release_all", #names)
+    if self.fail then return nil, "database unreachable" end
+    for _, name in ipairs(names) do
+      local r = self.rows[name]
+      if r and r.owner == owner and r.expires_at > now() then r.expires_at = now() end
+    end
+    return true, {}
+  end
   function st:set_timeout(ms) self.timeouts[#self.timeouts + 1] = ms end
   -- Another replica takes the lease by force (as after our lease ran out).
   function st:steal(name, owner, ms)
@@ -226,6 +235,70 @@ describe("election state machine", function()
     assert.equal("follower", el:state("job").state)
     assert.equal(clock.t, store.rows.job.expires_at)
     assert.equal("release", store.calls[#store.calls].op)
+  end)
+
+  it("release_all: every held lease in one store call, each job then a follower", function()
+    local el, store, clock = setup()
+    for i = 1, 5 do el:add("job" .. i) end
+    store.rows.theirs = { owner = "other", token = 3, expires_at = clock.t + 10000 }
+    el:add("theirs")
+    el:step()
+    el:events()
+    store.calls = {}
+    clock.t = clock.t + 10
+    assert.equal(5, el:release_all())
+    assert.equal(1, #store.calls)
+    assert.same({ op = "release_all", n = 5 }, store.calls[1])
+    assert.equal(2000, store.timeouts[#store.timeouts])
+    for i = 1, 5 do
+      assert.equal("follower", el:state("job" .. i).state)
+      assert.equal(0, el:state("job" .. i).token)
+      assert.equal(clock.t, store.rows["job" .. i].expires_at)
+      assert.equal(1, store.rows["job" .. i].token)
+    end
+    assert.equal(clock.t + 9990, store.rows.theirs.expires_at)
+    assert.equal("", kinds(el:events()))    -- the bodies have stopped: no "lost"
+    store.calls = {}
+    assert.equal(0, el:release_all())       -- nothing held: no call
+    assert.same({}, store.calls)
+  end)
+
+  it("release_all on an error: reports it once, holds nothing, and does not retry", function()
+    local el, store = setup()
+    for i = 1, 3 do el:add("job" .. i) end
+    el:step()
+    el:events()
+    store.fail = true
+    store.calls = {}
+    local n, err = el:release_all()
+    assert.is_nil(n)
+    assert.matches("unreachable", err)
+    assert.equal(1, #store.calls)
+    assert.equal("error:release", kinds(el:events()))
+    for i = 1, 3 do assert.equal("follower", el:state("job" .. i).state) end
+  end)
+
+  it("release_all with a store that has no batched release: one release per lease, stopping at an error", function()
+    local clock = { t = 1000000 }
+    local store = fake(clock)
+    store.release_all = nil
+    local el = core.elector { owner = "me", lease = 3000, renew = 1000, retry = 500, margin = 600,
+      timeout = 2000, store = store, clock = function() return clock.t end, seed = 7 }
+    for i = 1, 3 do el:add("job" .. i) end
+    el:step()
+    store.calls = {}
+    assert.equal(3, el:release_all())
+    assert.equal(3, #store.calls)
+    for _, c in ipairs(store.calls) do assert.equal("release", c.op) end
+    el:step()                               -- back as holders after retry
+    clock.t = clock.t + 500
+    el:step()
+    for i = 1, 3 do assert.equal("holder", el:state("job" .. i).state) end
+    store.fail = true
+    store.calls = {}
+    assert.is_nil(el:release_all())
+    assert.equal(1, #store.calls)           -- a store that does not answer costs one call
+    for i = 1, 3 do assert.equal("follower", el:state("job" .. i).state) end
   end)
 
   it("wake: a release event makes a follower try at once", function()

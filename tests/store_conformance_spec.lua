@@ -209,6 +209,77 @@ for _, p in ipairs(providers.list) do
       assert.same({}, assert(s:renew_all("A", {}, 1000)))
     end)
 
+    it("release_all frees exactly the caller's held leases in one statement, keeping their tokens", function()
+      local mine1, mine2, other, expired, unknown = lease(), lease(), lease(), lease(), lease()
+      local _, m1 = s:try_acquire(mine1, "A", 60000)
+      local _, m2 = s:try_acquire(mine2, "A", 60000)
+      s:try_acquire(other, "B", 60000)
+      s:try_acquire(expired, "A", 80)
+      sleep_ms(150)
+      local before_other = row_of(s, other)
+      local before_expired = row_of(s, expired)
+      local calls = s:calls()
+      assert.is_true(s:release_all("A", { mine1, other, expired, unknown, mine2, mine1 }))
+      assert.equal(calls + 1, s:calls())
+      for name, tok in pairs({ [mine1] = m1.token, [mine2] = m2.token }) do
+        local r, now = row_of(s, name)
+        assert.equal("A", r.owner, name)
+        assert.equal(tok, r.token, name)
+        assert.is_true(r.expires_at <= now, name)
+      end
+      assert.same(before_other, (row_of(s, other)))
+      assert.same(before_expired, (row_of(s, expired)))   -- as release: nothing to free
+      assert.is_nil(row_of(s, unknown))
+      assert.is_false(s:renew(mine2, "A", 5000))
+      local ok, b = s:try_acquire(mine1, "B", 5000)
+      assert.is_true(ok)
+      assert.equal(m1.token + 1, b.token)
+      assert.is_false(s:try_acquire(other, "C", 5000))
+      calls = s:calls()
+      assert.is_true(s:release_all("A", {}))
+      assert.equal(calls, s:calls())
+    end)
+
+    it("release_all of 2,500 names: one statement per chunk, others' leases left alone", function()
+      local names, theirs = {}, {}
+      for i = 1, 2500 do names[i] = ("bulk-%04d.%s"):format(i, tbl) end
+      local chunk = pname == "mssql" and 2000 or #names   -- mssql: < 2,100 parameters
+      for i = 1, 2500, 500 do
+        theirs[names[i]] = true
+        assert.is_true(s:try_acquire(names[i], "B", 60000))
+      end
+      local got = assert(s:acquire_all("A", names, 60000))
+      local tokens = {}
+      for _, n in ipairs(names) do
+        assert.equal(not theirs[n], got[n].ok, n)
+        tokens[n] = got[n].token
+      end
+      local calls = s:calls()
+      assert.is_true(s:release_all("A", names))
+      assert.equal(calls + math.ceil(#names / chunk), s:calls())
+      local rows, now = assert(s:list())
+      local seen = 0
+      for _, r in ipairs(rows) do
+        if r.name:match("^bulk%-") and r.name:sub(-#tbl) == tbl then
+          seen = seen + 1
+          assert.equal(tokens[r.name], r.token, r.name)
+          if theirs[r.name] then
+            assert.equal("B", r.owner, r.name)
+            assert.is_true(r.expires_at > now, r.name)
+          else
+            assert.equal("A", r.owner, r.name)
+            assert.is_true(r.expires_at <= now, r.name)
+          end
+        end
+      end
+      assert.equal(2500, seen)
+      local again = assert(s:acquire_all("C", { names[2], names[2499], names[1] }, 5000))
+      assert.is_true(again[names[2]].ok)
+      assert.equal(tokens[names[2]] + 1, again[names[2]].token)
+      assert.is_true(again[names[2499]].ok)
+      assert.is_false(again[names[1]].ok)
+    end)
+
     it("acquire_all takes the free names and names the holders of the others", function()
       local free, held, mine = lease(), lease(), lease()
       s:try_acquire(held, "B", 5000)
@@ -320,7 +391,10 @@ for _, p in ipairs(providers.list) do
         refused("lease name", s:renew_all("A", { n, bad }, 1000))
         refused("owner", s:renew_all(bad, { n }, 1000))
         refused("lease name", s:acquire_all("A", { n, bad }, 1000))
+        refused("lease name", s:release_all("A", { n, bad }))
+        refused("owner", s:release_all(bad, { n }))
       end
+      refused("owner", s:release_all(nil, { n }))
       refused("lease name", s:try_acquire(nil, "A", 1000))
       refused("owner", s:try_acquire(n, nil, 1000))
       refused("lease name", s:try_acquire(42, "A", 1000))

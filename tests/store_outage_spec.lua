@@ -149,4 +149,29 @@ describe("postgres release events", function()
     a:close()
     b:close()
   end)
+
+  it("release_all notifies each lease it freed, once, and no other", function()
+    local a = assert(open({ table = "events_all" }))
+    local b = assert(open({ table = "events_all" }))
+    assert.is_true(b:event_fd() >= 0)
+    for _, n in ipairs({ "eva-1", "eva-2", "eva-3" }) do
+      assert.is_true(a:try_acquire(n, "A", 60000))
+    end
+    assert.is_true(b:try_acquire("eva-b", "B", 60000))
+    assert.same({}, assert(b:drain_events()))
+    assert.is_true(a:release_all("A", { "eva-1", "eva-3", "eva-b", "eva-none" }))
+    assert.is_true(a:release_all("A", { "eva-1" }))   -- not held any more: no second event
+    local got = {}
+    for _ = 1, 100 do
+      for _, n in ipairs(assert(b:drain_events())) do got[#got + 1] = n end
+      if #got >= 2 then break end
+      system.sleep(0.01)
+    end
+    system.sleep(0.05)
+    for _, n in ipairs(assert(b:drain_events())) do got[#got + 1] = n end
+    table.sort(got)
+    assert.same({ "eva-1", "eva-3" }, got)
+    a:close()
+    b:close()
+  end)
 end)

@@ -1,7 +1,7 @@
 /* bind/elect.c - leash.core.elector: the election state machine as busted sees
  * it, with an injected clock and either a real store or a fake one written
- * in Lua (a table with try_acquire, renew, release and renew_all methods
- * answering as the real store's methods do). */
+ * in Lua (a table with try_acquire, renew, release and renew_all methods,
+ * and optionally release_all, answering as the real store's methods do). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +135,22 @@ static int fake_renew_all(struct store *s, const char *owner, const char *const 
 	return rc;
 }
 
+/* owner, names -> true  or  nil, err */
+static int fake_release_all(struct store *s, const char *owner, const char *const *names,
+                            size_t n)
+{
+	struct fake_store *f = (struct fake_store *)s;
+	lua_State *L = f->L;
+
+	lua_pushstring(L, owner);
+	lua_createtable(L, (int)n, 0);
+	for (size_t i = 0; i < n; i++) {
+		lua_pushstring(L, names[i]);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	return call(f, "release_all", 2, 2) == STORE_OK ? answer(f, NULL) : STORE_ERR;
+}
+
 static int fake_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
 {
 	(void)rows;
@@ -165,16 +181,16 @@ static void fake_set_timeout(struct store *s, int ms)
 	}
 }
 
-static const struct store_ops fake_ops = {
-	.name = "fake",
-	.try_acquire = fake_acquire,
-	.renew = fake_renew,
-	.release = fake_release,
-	.renew_all = fake_renew_all,
-	.list = fake_list,
-	.close = fake_close,
-	.set_timeout = fake_set_timeout,
-};
+#define FAKE_OPS \
+	.name = "fake", .try_acquire = fake_acquire, .renew = fake_renew, \
+	.release = fake_release, .renew_all = fake_renew_all, .list = fake_list, \
+	.close = fake_close, .set_timeout = fake_set_timeout
+
+/* A fake with a release_all method gets the batched op; one without it
+ * shows the wrappers' fallback. */
+static const struct store_ops fake_ops = { FAKE_OPS };
+static const struct store_ops fake_ops_release_all = { FAKE_OPS,
+                                                       .release_all = fake_release_all };
 
 /* ---- the elector ---- */
 
@@ -311,7 +327,10 @@ static int l_elector(lua_State *L)
 		le->el.store = lx_test_store(L, -1);
 		le->store_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	} else if (lua_istable(L, -1)) {
-		le->fake.base.ops = &fake_ops;
+		int batched = lua_getfield(L, -1, "release_all") == LUA_TFUNCTION;
+
+		lua_pop(L, 1);
+		le->fake.base.ops = batched ? &fake_ops_release_all : &fake_ops;
 		le->fake.L = L;
 		le->fake.ref = luaL_ref(L, LUA_REGISTRYINDEX);
 		le->el.store = &le->fake.base;
@@ -421,10 +440,19 @@ static int l_release(lua_State *L)
 	return 1;
 }
 
+/* el:release_all() -> how many were released, or nil, err */
 static int l_release_all(lua_State *L)
 {
-	elect_release_all(&check(L)->el);
-	return 0;
+	struct lelector *le = check(L);
+	size_t n;
+
+	if (elect_release_all(&le->el, &n) != STORE_OK) {
+		lua_pushnil(L);
+		lua_pushstring(L, le->el.store ? le->el.store->err : "no store");
+		return 2;
+	}
+	lua_pushinteger(L, (lua_Integer)n);
+	return 1;
 }
 
 static int l_gc(lua_State *L)

@@ -143,6 +143,20 @@ static int l_renew_all(lua_State *L)
 	return 1;
 }
 
+/* s:release_all(owner, names) -> true, in one statement per chunk where the
+ * provider can; nil, err. */
+static int l_release_all(lua_State *L)
+{
+	struct store *s = check_open(L);
+	size_t n;
+	const char **names = names_arg(L, 3, &n);
+
+	if (store_release_all(s, opt_str(L, 2), names, n) == STORE_ERR)
+		return push_err(L, s);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /* s:acquire_all(owner, names, ms) -> { [name] = { ok=, owner=, token=,
  * expires_at=, now= } } in one statement where the provider can. */
 static int l_acquire_all(lua_State *L)
@@ -376,6 +390,7 @@ void lx_store_lib(lua_State *L)
 		{ "release", l_release },
 		{ "renew_all", l_renew_all },
 		{ "acquire_all", l_acquire_all },
+		{ "release_all", l_release_all },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },
 		{ "drain_events", l_drain_events },

@@ -27,7 +27,7 @@
 
 #include "store/store.h"
 
-#define CHUNK 2000              /* names per renew_all/acquire_all batch (< 2,100 parameters) */
+#define CHUNK 2000              /* names per renew_all/acquire_all/release_all batch (< 2,100 parameters) */
 #define ROWS_MAX 1000           /* rows per INSERT ... VALUES (SQL Server's limit) */
 #define SQL_MAX 2048
 
@@ -526,73 +526,107 @@ static void renew_row(struct ms_store *st, int resno, void *arg)
 		a->tokens[a->sorted[k].i] = token;
 }
 
-/* The parameters every batched statement takes: @owner, @ms and @n1..@nk
- * for names[0..k), their names written into pnames (8 bytes each) and
- * their declarations into decl. */
-static void bind_names(struct param *p, char *pnames, char *decl, size_t declmax,
-                       const char *owner, int64_t ms, const char *const *names, size_t k)
+/* The parameters every batched statement takes: @owner, @ms (unless ms < 0)
+ * and @n1..@nk for names[0..k), their names written into pnames (8 bytes
+ * each) and their declarations into decl.  Returns how many there are. */
+static int bind_names(struct param *p, char *pnames, char *decl, size_t declmax,
+                      const char *owner, int64_t ms, const char *const *names, size_t k)
 {
-	size_t dl = (size_t)snprintf(decl, declmax, "@owner " VC ", @ms BIGINT");
+	size_t dl = (size_t)snprintf(decl, declmax, "@owner " VC "%s", ms >= 0 ? ", @ms BIGINT" : "");
+	int np = 0;
 
-	p[0] = (struct param){ "@owner", owner, 0 };
-	p[1] = (struct param){ "@ms", NULL, ms };
+	p[np++] = (struct param){ "@owner", owner, 0 };
+	if (ms >= 0)
+		p[np++] = (struct param){ "@ms", NULL, ms };
 	for (size_t j = 0; j < k; j++) {
 		char *pn = pnames + j * 8;
 
 		snprintf(pn, 8, "@n%zu", j + 1);
-		p[j + 2] = (struct param){ pn, names[j], 0 };
+		p[np++] = (struct param){ pn, names[j], 0 };
 		dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
 	}
+	return np;
+}
+
+/* One batch per CHUNK names: head (formatted with the table name) followed
+ * by "@n1, ..., @nk);", with @owner, @ms (unless ms < 0) and the names
+ * bound; row() sees every chunk's rows.  The wrapper counted the first
+ * statement; each further chunk is counted here. */
+static int in_chunks(struct ms_store *st, const char *head, const char *owner, int64_t ms,
+                     const char *const *names, size_t n,
+                     void (*row)(struct ms_store *, int resno, void *arg), void *arg)
+{
+	size_t chunk = n < CHUNK ? n : CHUNK;
+	size_t sqlmax = 512 + strlen(head) + strlen(st->table) + chunk * 12;
+	size_t declmax = 64 + chunk * 24;
+	struct param *p = malloc((chunk + 2) * sizeof *p);
+	char *pnames = malloc(chunk * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
+	int rc = STORE_ERR;
+
+	if (!p || !pnames || !sql || !decl) {
+		store_fail(&st->base, "mssql: out of memory");
+		goto fail;
+	}
+	for (size_t at = 0; at < n; at += chunk) {
+		size_t k = n - at < chunk ? n - at : chunk;
+		size_t sl = (size_t)snprintf(sql, sqlmax, head, st->table);
+		int np = bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
+
+		if (at > 0)
+			st->base.calls++;
+		for (size_t j = 0; j < k; j++)
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "",
+			                       pnames + j * 8);
+		snprintf(sql + sl, sqlmax - sl, ");");
+		if (call(st, sql, decl, p, np, row, arg) != STORE_OK)
+			goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	free(p);
+	free(pnames);
+	free(sql);
+	free(decl);
+	return rc;
 }
 
 static int ms_renew_all(struct store *s, const char *owner, const char *const *names,
                         size_t n, int64_t ms, int64_t *tokens)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	size_t chunk = n < CHUNK ? n : CHUNK;
-	size_t sqlmax = 512 + strlen(st->table) + chunk * 12, declmax = 64 + chunk * 24;
 	struct sorted_name *sorted = malloc(n * sizeof *sorted);
-	struct param *p = malloc((chunk + 2) * sizeof *p);
-	char *pnames = malloc(chunk * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
-	int rc = STORE_ERR;
+	struct renew_answer a = { sorted, n, tokens };
+	int rc;
 
-	if (!sorted || !p || !pnames || !sql || !decl) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
+	if (!sorted)
+		return store_fail(s, "mssql: out of memory");
 	for (size_t i = 0; i < n; i++) {
 		tokens[i] = -1;
 		sorted[i].name = names[i];
 		sorted[i].i = i;
 	}
 	qsort(sorted, n, sizeof *sorted, cmp_sorted);
-	for (size_t at = 0; at < n; at += chunk) {
-		size_t k = n - at < chunk ? n - at : chunk;
-		size_t sl;
-		struct renew_answer a = { sorted, n, tokens };
-
-		sl = (size_t)snprintf(sql, sqlmax,
-		    "/* leash:renew_all */ SET NOCOUNT ON; "
-		    "DECLARE @now BIGINT = " NOW "; "
-		    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-		    "OUTPUT inserted.name, inserted.token "
-		    "WHERE owner = @owner AND expires_at > @now AND name IN (", st->table);
-		bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
-		for (size_t j = 0; j < k; j++)
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "",
-			                       pnames + j * 8);
-		snprintf(sql + sl, sqlmax - sl, ");");
-		if (call(st, sql, decl, p, (int)k + 2, renew_row, &a) != STORE_OK)
-			goto fail;
-	}
-	rc = STORE_OK;
-fail:
+	rc = in_chunks(st,
+	    "/* leash:renew_all */ SET NOCOUNT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
+	    "OUTPUT inserted.name, inserted.token "
+	    "WHERE owner = @owner AND expires_at > @now AND name IN (",
+	    owner, ms, names, n, renew_row, &a);
 	free(sorted);
-	free(p);
-	free(pnames);
-	free(sql);
-	free(decl);
 	return rc;
+}
+
+/* release's UPDATE over the names, CHUNK at a time. */
+static int ms_release_all(struct store *s, const char *owner, const char *const *names,
+                          size_t n)
+{
+	return in_chunks((struct ms_store *)s,
+	    "/* leash:release_all */ SET NOCOUNT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "UPDATE [%s] SET expires_at = @now "
+	    "WHERE owner = @owner AND expires_at > @now AND name IN (",
+	    owner, -1, names, n, NULL, NULL);
 }
 
 /* Rows of (i, got, owner, token, expires_at, now), one per @n<i>. */
@@ -644,9 +678,12 @@ static int ms_acquire_all(struct store *s, const char *owner, const char *const 
 		size_t k = n - at < chunk ? n - at : chunk;
 		size_t sl;
 		struct acquire_answer a = { at, k, 0, 0, out, got };
+		int np;
 
+		if (at > 0)
+			s->calls++;             /* the wrapper counted the first chunk */
 		sl = (size_t)snprintf(sql, sqlmax, "%s", st->sql_acq_head);
-		bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
+		np = bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
 		for (size_t j = 0; j < k; j++) {
 			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s)",
 			                       j % ROWS_MAX ? ", " : " INSERT INTO @names (i, name) VALUES ",
@@ -655,7 +692,7 @@ static int ms_acquire_all(struct store *s, const char *owner, const char *const 
 				sl += (size_t)snprintf(sql + sl, sqlmax - sl, ";");
 		}
 		snprintf(sql + sl, sqlmax - sl, " %s", st->sql_acq_tail);
-		if (call(st, sql, decl, p, (int)k + 2, acquire_row, &a) != STORE_OK)
+		if (call(st, sql, decl, p, np, acquire_row, &a) != STORE_OK)
 			goto fail;
 		if (a.bad || a.rows != k) {
 			store_fail(s, "mssql %s:%d: acquire_all: expected %zu rows, got %zu", st->host,
@@ -793,6 +830,7 @@ static const struct store_ops ms_ops = {
 	.acquire_all = ms_acquire_all,
 	.set_timeout = ms_set_timeout,
 	.floor = ms_floor,
+	.release_all = ms_release_all,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag

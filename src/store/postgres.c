@@ -64,12 +64,12 @@
 
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
-	Q_FLOOR_SELECT, Q_MAX
+	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
 	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
-	"leash_acquire_all", "leash_list", "leash_floor_select",
+	"leash_acquire_all", "leash_list", "leash_floor_select", "leash_release_all",
 };
 
 /* %1$s is the table name (checked by store_open), quoted where used. */
@@ -115,6 +115,12 @@ static const char *const q_text[Q_MAX] = {
 	" FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
 	" ORDER BY l.name COLLATE \"C\"",
 	[Q_FLOOR_SELECT] = "SELECT 1",
+	/* release_all: release over = ANY ($2), one NOTIFY per row it freed
+	 * (all delivered at the one commit). */
+	[Q_RELEASE_ALL] =
+	"UPDATE \"%1$s\" l SET expires_at = t0.n FROM (SELECT " NOW " AS n) t0"
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.n"
+	" RETURNING pg_notify('%1$s', l.name)",
 };
 
 /* Every libpq function this file calls, resolved from libpq.so.5 on first
@@ -629,6 +635,24 @@ fail:
 	return rc;
 }
 
+static int pg_release_all(struct store *s, const char *owner, const char *const *names,
+                          size_t n)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char *arr = array_literal(names, n);
+	const char *v[2] = { owner, arr };
+	PGresult *r;
+
+	if (!arr)
+		return store_fail(s, "postgres: release_all: out of memory");
+	r = call(ps, Q_RELEASE_ALL, 2, v, "release_all");
+	free(arr);
+	if (!r)
+		return STORE_ERR;
+	PQclear(r);
+	return STORE_OK;
+}
+
 static int pg_acquire_all(struct store *s, const char *owner, const char *const *names,
                           size_t n, int64_t ms, struct lease_info *out, int *got)
 {
@@ -805,6 +829,7 @@ static const struct store_ops postgres_ops = {
 	.drain_events = pg_drain_events,
 	.set_timeout = pg_set_timeout,
 	.floor = pg_floor,
+	.release_all = pg_release_all,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)

@@ -20,7 +20,7 @@
 #define NOW "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
 
 enum {
-	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_LIST,
+	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_MAX
 };
 
@@ -62,6 +62,12 @@ static const char *const sql_text[Q_MAX] = {
 	" WHERE owner = ?1 AND expires_at > " NOW
 	" AND name IN (SELECT value FROM json_each(?2))"
 	" RETURNING name, token",
+	/* release_all: release's UPDATE over every listed name, one statement
+	 * however many (json_each takes one parameter). */
+	[Q_RELEASE_ALL] =
+	"UPDATE \"%1$s\" SET expires_at = " NOW
+	" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))",
 	[Q_LIST] =
 	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
@@ -223,22 +229,28 @@ fail:
 	return rc;
 }
 
-static int sq_release(struct store *s, const char *name, const char *owner)
+/* Runs a write that answers no rows, with two text parameters. */
+static int run_write(struct sq_store *ss, int q, const char *a, const char *b,
+                     const char *what)
 {
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_RELEASE];
+	sqlite3_stmt *st = ss->q[q];
 	int rc = STORE_ERR;
 
-	if (bind3(ss, st, name, owner, -1) < 0)
+	if (bind3(ss, st, a, b, -1) < 0)
 		goto fail;
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		sq_fail(ss, "release");
+		sq_fail(ss, what);
 		goto fail;
 	}
 	rc = STORE_OK;
 fail:
 	sqlite3_reset(st);
 	return rc;
+}
+
+static int sq_release(struct store *s, const char *name, const char *owner)
+{
+	return run_write((struct sq_store *)s, Q_RELEASE, name, owner, "release");
 }
 
 /* names as a JSON array, for json_each(). */
@@ -303,6 +315,19 @@ static int sq_renew_all(struct store *s, const char *owner, const char *const *n
 	rc = STORE_OK;
 fail:
 	sqlite3_reset(st);
+	free(json);
+	return rc;
+}
+
+static int sq_release_all(struct store *s, const char *owner, const char *const *names,
+                          size_t n)
+{
+	char *json = json_names(names, n);
+	int rc;
+
+	if (!json)
+		return store_fail(s, "sqlite: release_all: out of memory");
+	rc = run_write((struct sq_store *)s, Q_RELEASE_ALL, owner, json, "release_all");
 	free(json);
 	return rc;
 }
@@ -428,6 +453,7 @@ static const struct store_ops sqlite_ops = {
 	.acquire_all = sq_acquire_all,
 	.set_timeout = sq_set_timeout,
 	.floor = sq_floor,
+	.release_all = sq_release_all,
 };
 
 static struct store *open_sqlite(const struct store_opts *o, char *err, size_t errlen)

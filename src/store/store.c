@@ -196,6 +196,26 @@ int store_acquire_all(struct store *s, const char *owner, const char *const *nam
 	return STORE_OK;
 }
 
+int store_release_all(struct store *s, const char *owner, const char *const *names,
+                      size_t n)
+{
+	begin(s);
+	if (check_str(s, "owner", owner) < 0 || check_names(s, names, n) < 0)
+		return STORE_ERR;
+	if (n == 0)
+		return STORE_OK;
+	if (s->ops->release_all) {
+		s->calls++;
+		return s->ops->release_all(s, owner, names, n);
+	}
+	for (size_t i = 0; i < n; i++) {
+		s->calls++;
+		if (s->ops->release(s, names[i], owner) == STORE_ERR)
+			return STORE_ERR;
+	}
+	return STORE_OK;
+}
+
 int store_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
 {
 	begin(s);

@@ -111,6 +111,13 @@ struct store_ops {
 	 * connection, kind STORE_FLOOR_SELECT (SELECT 1) or STORE_FLOOR_UPDATE (a
 	 * durable single-row UPDATE of a side table).  STORE_OK or STORE_ERR. */
 	int (*floor)(struct store *, int kind);
+
+	/* Optional.  release for many names, in one statement per chunk (a
+	 * provider may bound how many names one statement takes): each listed
+	 * lease that owner holds is freed (expires_at = db now, row and token
+	 * kept); a name owner does not hold is left alone. */
+	int (*release_all)(struct store *, const char *owner, const char *const *names,
+	                   size_t n);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -119,7 +126,9 @@ enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
 struct store {
 	const struct store_ops *ops;
 	char err[STORE_ERR_MAX];
-	uint64_t calls;                 /* statements sent, for the benchmarks */
+	uint64_t calls;                 /* statements sent, for the benchmarks: the
+	                                 * wrappers count one per call, a provider
+	                                 * that splits a batch counts the others */
 };
 
 /* A provider: opens a handle or returns NULL with the reason in err.  The
@@ -166,6 +175,10 @@ int store_renew_all(struct store *, const char *owner, const char *const *names,
                     size_t n, int64_t ms, int64_t *tokens);
 int store_acquire_all(struct store *, const char *owner, const char *const *names,
                       size_t n, int64_t ms, struct lease_info *out, int *got);
+/* Falls back to one release per name, stopping at the first error (a store
+ * that does not answer costs one timeout, not one per name). */
+int store_release_all(struct store *, const char *owner, const char *const *names,
+                      size_t n);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
 int store_event_fd(struct store *);
 int store_drain_events(struct store *, void (*fn)(void *, const char *), void *arg);

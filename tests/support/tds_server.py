@@ -114,6 +114,14 @@ def release(db, t, p, faults):
     return []
 
 
+def release_all(db, t, p, faults):
+    owner, now = p["@owner"], now_ms()
+    for name in dict.fromkeys(v for k, v in p.items() if re.fullmatch(r"@n\d+", k)):
+        db.execute(f'UPDATE "{t}" SET expires_at = ? WHERE name = ? AND owner = ? '
+                   'AND expires_at > ?', (now, name, owner, now))
+    return []
+
+
 def renew_all(db, t, p, faults):
     owner, ms, now = p["@owner"], p["@ms"], now_ms()
     names = [v for k, v in p.items() if re.fullmatch(r"@n\d+", k)]
@@ -199,6 +207,7 @@ STATEMENTS = {
     "renew": renew,
     "release": release,
     "renew_all": renew_all,
+    "release_all": release_all,
     "acquire_all": acquire_all,
     "list": list_leases,
     "floor_select": floor_select,       # the benchmark's floors
