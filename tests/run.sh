@@ -34,9 +34,50 @@ for svc in tests/support/services/*.sh; do
 	eval "$env_out"
 done
 
-# Spec files named on the command line run alone; otherwise every spec runs.
-specs=(tests)
+busted_run() {
+	lua5.4 /usr/bin/busted --output=tests/support/summary.lua --pattern=_spec "$@"
+}
+
+# Spec files named on the command line (or busted options) run alone, as asked.
 for a in "$@"; do
-	case "$a" in *.lua) specs=() ;; esac
+	case "$a" in *.lua | -*) busted_run "$@"; exit ;; esac
 done
-lua5.4 /usr/bin/busted --output=tests/support/summary.lua --pattern=_spec "$@" "${specs[@]}"
+
+# The whole suite runs in two lanes at once, one per core: the specs that
+# use the shared test databases (they stop, freeze and fault them, so they
+# run one after another) and the specs that need none.  Each lane's output
+# is shown whole, then one closing line for both.
+db=() local_=()
+for f in tests/*_spec.lua; do
+	if grep -q 'require "providers"\|LEASH_TEST_PG\|LEASH_TEST_MSSQL' "$f"; then
+		db+=("$f")
+	else
+		local_+=("$f")
+	fi
+done
+busted_run "${db[@]}" >"$LEASH_TEST_TMP/lane-db.out" 2>&1 &
+db_pid=$!
+busted_run "${local_[@]}" >"$LEASH_TEST_TMP/lane-local.out" 2>&1
+local_rc=$?
+wait "$db_pid"
+db_rc=$?
+passed=0 failed=0 skipped=0
+for lane in local db; do
+	out="$LEASH_TEST_TMP/lane-$lane.out"
+	cat "$out"
+	last="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)"
+	if [ -z "$last" ]; then
+		echo "tests/run.sh: the $lane lane ended without a summary" >&2
+		failed=$((failed + 1))
+		continue
+	fi
+	set -- $last
+	passed=$((passed + $1))
+	failed=$((failed + ${3%,}))
+	[ "${5:-}" = "" ] || skipped=$((skipped + $5))
+done
+line="$passed passed, $failed failed"
+[ "$skipped" -eq 0 ] || line="$line, $skipped skipped"
+echo
+echo "$line"
+[ "$failed" -eq 0 ] && [ "$local_rc" -eq 0 ] && [ "$db_rc" -eq 0 ]
