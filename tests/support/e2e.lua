@@ -103,6 +103,18 @@ function M.sh(cmdline)
   return code, out, err
 end
 
+-- What a command line starts with for opts.env (a table of extra
+-- variables; false unsets one) and opts.cwd.
+local function shell_prefix(opts)
+  local prefix = ""
+  for k, v in pairs(opts.env or {}) do
+    if v == false then prefix = prefix .. "unset " .. k .. "; "
+    else prefix = prefix .. ("export %s=%s; "):format(k, sq(v)) end
+  end
+  if opts.cwd then prefix = prefix .. "cd " .. sq(opts.cwd) .. " && " end
+  return prefix
+end
+
 -- Runs argv (a list; no shell involved in the words) with opts.env (a table
 -- of extra variables; false unsets one) and opts.cwd.  Returns exit code,
 -- stdout, stderr.
@@ -110,12 +122,7 @@ function M.exec(argv, opts)
   opts = opts or {}
   local words = {}
   for _, a in ipairs(argv) do words[#words + 1] = sq(a) end
-  local prefix = ""
-  for k, v in pairs(opts.env or {}) do
-    if v == false then prefix = prefix .. "unset " .. k .. "; "
-    else prefix = prefix .. ("export %s=%s; "):format(k, sq(v)) end
-  end
-  if opts.cwd then prefix = prefix .. "cd " .. sq(opts.cwd) .. " && " end
+  local prefix = shell_prefix(opts)
   return M.sh(prefix .. "exec " .. table.concat(words, " "))
 end
 
@@ -171,12 +178,7 @@ function M.spawn_cmd(cmdline, opts)
   os.remove(base)
   local log = opts.log or (base .. ".log")
   local pidf, rcf = base .. ".pid", base .. ".rc"
-  local prefix = ""
-  for k, v in pairs(opts.env or {}) do
-    if v == false then prefix = prefix .. "unset " .. k .. "; "
-    else prefix = prefix .. ("export %s=%s; "):format(k, sq(v)) end
-  end
-  if opts.cwd then prefix = prefix .. "cd " .. sq(opts.cwd) .. " && " end
+  local prefix = shell_prefix(opts)
   -- A subshell starts the command, notes its pid, waits for it and notes
   -- its status, so the exit code is known although we are not its parent.
   local script = ("%s%s >>%s 2>&1 </dev/null & echo $! >%s.tmp; mv %s.tmp %s; wait $!; echo $? >%s.tmp; mv %s.tmp %s")
