@@ -157,7 +157,7 @@ const char *lx_report(lua_State *L, char *err, size_t errlen)
 
 static void push_row(lua_State *L, const struct lease_row *r)
 {
-	lua_createtable(L, 0, 6);
+	lua_createtable(L, 0, 7);
 	lua_pushstring(L, r->name);
 	lua_setfield(L, -2, "name");
 	lua_pushstring(L, r->owner);
@@ -170,6 +170,10 @@ static void push_row(lua_State *L, const struct lease_row *r)
 	lua_setfield(L, -2, "renewed_at");
 	lua_pushinteger(L, r->expires_at);
 	lua_setfield(L, -2, "expires_at");
+	if (r->last_fire >= 0) {                /* nil: no fire claimed yet */
+		lua_pushinteger(L, r->last_fire);
+		lua_setfield(L, -2, "last_fire");
+	}
 }
 
 void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)

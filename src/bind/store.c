@@ -57,7 +57,7 @@ static int push_err(lua_State *L, struct store *s)
 
 static void push_info(lua_State *L, const struct lease_info *in)
 {
-	lua_createtable(L, 0, 4);
+	lua_createtable(L, 0, 5);
 	lua_pushstring(L, in->owner);
 	lua_setfield(L, -2, "owner");
 	lua_pushinteger(L, in->token);
@@ -66,6 +66,10 @@ static void push_info(lua_State *L, const struct lease_info *in)
 	lua_setfield(L, -2, "expires_at");
 	lua_pushinteger(L, in->now);
 	lua_setfield(L, -2, "now");
+	if (in->last_fire >= 0) {               /* nil: no fire claimed yet */
+		lua_pushinteger(L, in->last_fire);
+		lua_setfield(L, -2, "last_fire");
+	}
 }
 
 static int answer(lua_State *L, struct store *s, int rc, const struct lease_info *in)
@@ -83,6 +87,7 @@ static int l_try_acquire(lua_State *L)
 	struct lease_info in;
 
 	memset(&in, 0, sizeof in);
+	in.last_fire = STORE_NO_FIRE;
 	return answer(L, s, store_try_acquire(s, opt_str(L, 2), opt_str(L, 3), opt_ms(L, 4), &in),
 	              &in);
 }
@@ -93,6 +98,7 @@ static int l_renew(lua_State *L)
 	struct lease_info in;
 
 	memset(&in, 0, sizeof in);
+	in.last_fire = STORE_NO_FIRE;
 	return answer(L, s, store_renew(s, opt_str(L, 2), opt_str(L, 3), opt_ms(L, 4), &in), &in);
 }
 
@@ -179,6 +185,57 @@ static int l_acquire_all(lua_State *L)
 		lua_setfield(L, -2, names[k]);
 	}
 	return 1;
+}
+
+/* An integer field of the table at the top, or dflt when it is missing or
+ * not an integer (the wrapper refuses the defaults). */
+static int64_t int_field(lua_State *L, const char *k, int64_t dflt)
+{
+	int isint;
+	lua_Integer v;
+
+	lua_getfield(L, -1, k);
+	v = lua_tointegerx(L, -1, &isint);
+	lua_pop(L, 1);
+	return isint ? (int64_t)v : dflt;
+}
+
+/* s:claim_all(owner, { { name=, token=, fire= }, ... }) -> { true|false, ... }
+ * (in the order given), the database's now; or nil, err.  One statement
+ * per chunk. */
+static int l_claim_all(lua_State *L)
+{
+	struct store *s = check_open(L);
+	struct store_claim *c;
+	int *ok;
+	int64_t now = 0;
+	size_t n;
+
+	luaL_checktype(L, 3, LUA_TTABLE);
+	n = (size_t)lua_rawlen(L, 3);
+	c = lua_newuserdatauv(L, (n ? n : 1) * sizeof *c, 0);
+	ok = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ok, 0);
+	for (size_t k = 0; k < n; k++) {
+		c[k] = (struct store_claim){ NULL, 0, -1 };
+		if (lua_rawgeti(L, 3, (lua_Integer)k + 1) == LUA_TTABLE) {
+			lua_getfield(L, -1, "name");
+			/* anchored: the claim table stays in the argument list */
+			c[k].name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+			lua_pop(L, 1);
+			c[k].token = int_field(L, "token", 0);
+			c[k].fire = int_field(L, "fire", -1);
+		}
+		lua_pop(L, 1);
+	}
+	if (store_claim_all(s, opt_str(L, 2), c, n, ok, &now) == STORE_ERR)
+		return push_err(L, s);
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		lua_pushboolean(L, ok[k]);
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+	lua_pushinteger(L, now);
+	return 2;
 }
 
 static int l_list(lua_State *L)
@@ -391,6 +448,7 @@ void lx_store_lib(lua_State *L)
 		{ "renew_all", l_renew_all },
 		{ "acquire_all", l_acquire_all },
 		{ "release_all", l_release_all },
+		{ "claim_all", l_claim_all },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },
 		{ "drain_events", l_drain_events },

@@ -6,7 +6,9 @@
  * in autocommit: a write statement takes the WAL write lock before it reads,
  * so several processes sharing the file serialise on busy_timeout.
  * acquire_all is one batch: BEGIN IMMEDIATE, the try_acquire upsert per
- * name, COMMIT: one write lock, one transaction, one fsync.
+ * name, COMMIT: one write lock, one transaction, one fsync.  claim_all is
+ * one such transaction too: it reads the clock once under the write lock,
+ * then one conditional UPDATE per claim, judged by that reading.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,7 @@
 
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
-	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_MAX
+	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM, Q_MAX
 };
 
 struct sq_store {
@@ -49,11 +51,11 @@ static const char *const sql_text[Q_MAX] = {
 	"   THEN excluded.renewed_at ELSE l.renewed_at END,"
 	"  expires_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
 	"   THEN excluded.expires_at ELSE l.expires_at END"
-	" RETURNING owner, token, expires_at, " NOW,
+	" RETURNING owner, token, expires_at, " NOW ", last_fire",
 	[Q_RENEW] =
 	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
 	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW
-	" RETURNING owner, token, expires_at, " NOW,
+	" RETURNING owner, token, expires_at, " NOW ", last_fire",
 	[Q_RELEASE] =
 	"UPDATE \"%1$s\" SET expires_at = " NOW
 	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW,
@@ -69,12 +71,20 @@ static const char *const sql_text[Q_MAX] = {
 	" WHERE owner = ?1 AND expires_at > " NOW
 	" AND name IN (SELECT value FROM json_each(?2))",
 	[Q_LIST] =
-	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at"
+	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
+	" l.last_fire"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 	[Q_BEGIN] = "BEGIN IMMEDIATE",
 	[Q_COMMIT] = "COMMIT",
 	[Q_ROLLBACK] = "ROLLBACK",
+	[Q_NOW] = "SELECT " NOW,
+	/* One claim: ?1 name, ?2 owner, ?3 fire, ?4 token, ?5 the clock that
+	 * claim_all read inside its write transaction. */
+	[Q_CLAIM] =
+	"UPDATE \"%1$s\" SET last_fire = ?3"
+	" WHERE name = ?1 AND owner = ?2 AND token = ?4 AND expires_at > ?5"
+	" AND (last_fire IS NULL OR last_fire < ?3)",
 };
 
 static int sq_fail(struct sq_store *ss, const char *what)
@@ -109,12 +119,20 @@ static int bind3(struct sq_store *ss, sqlite3_stmt *st, const char *a, const cha
 	return STORE_OK;
 }
 
+/* The cursor in column col: STORE_NO_FIRE for NULL. */
+static int64_t fire_col(sqlite3_stmt *st, int col)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL ? STORE_NO_FIRE
+	                                                   : sqlite3_column_int64(st, col);
+}
+
 static void info_from(struct lease_info *out, sqlite3_stmt *st)
 {
 	copy_text(out->owner, st, 0);
 	out->token = sqlite3_column_int64(st, 1);
 	out->expires_at = sqlite3_column_int64(st, 2);
 	out->now = sqlite3_column_int64(st, 3);
+	out->last_fire = fire_col(st, 4);
 }
 
 /* One try_acquire upsert on the prepared statement; leaves it reset. */
@@ -159,6 +177,16 @@ static int run_tx(struct sq_store *ss, int q, const char *what)
 	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
 }
 
+/* Rolls back the open transaction, keeping the first error's message. */
+static void rollback(struct sq_store *ss)
+{
+	if (sqlite3_get_autocommit(ss->db) == 0) {
+		sqlite3_reset(ss->q[Q_ROLLBACK]);
+		sqlite3_step(ss->q[Q_ROLLBACK]);
+		sqlite3_reset(ss->q[Q_ROLLBACK]);
+	}
+}
+
 /* try_acquire for every name in one transaction: BEGIN IMMEDIATE takes the
  * write lock once (waiting up to busy_timeout), each upsert answers as
  * try_acquire would, and one COMMIT makes them all durable together.  On any
@@ -172,6 +200,7 @@ static int sq_acquire_all(struct store *s, const char *owner, const char *const 
 	for (size_t i = 0; i < n; i++) {
 		got[i] = 0;
 		memset(&out[i], 0, sizeof out[i]);
+		out[i].last_fire = STORE_NO_FIRE;
 	}
 	if (run_tx(ss, Q_BEGIN, "acquire_all: begin") < 0)
 		goto fail;
@@ -188,12 +217,8 @@ static int sq_acquire_all(struct store *s, const char *owner, const char *const 
 	open_tx = 0;
 	rc = STORE_OK;
 fail:
-	if (open_tx && sqlite3_get_autocommit(ss->db) == 0) {
-		/* Keep the first error's message; the rollback's own is moot. */
-		sqlite3_reset(ss->q[Q_ROLLBACK]);
-		sqlite3_step(ss->q[Q_ROLLBACK]);
-		sqlite3_reset(ss->q[Q_ROLLBACK]);
-	}
+	if (open_tx)
+		rollback(ss);
 	if (rc != STORE_OK)
 		for (size_t i = 0; i < n; i++)
 			got[i] = 0;
@@ -223,6 +248,7 @@ static int sq_renew(struct store *s, const char *name, const char *owner, int64_
 	}
 	/* Lost; like every provider, one statement and no holder named. */
 	memset(out, 0, sizeof *out);
+	out->last_fire = STORE_NO_FIRE;
 	rc = STORE_NO;
 fail:
 	sqlite3_reset(st);
@@ -332,6 +358,73 @@ static int sq_release_all(struct store *s, const char *owner, const char *const 
 	return rc;
 }
 
+/* One claim on the prepared UPDATE: 1 accepted, 0 refused, STORE_ERR. */
+static int claim_one(struct sq_store *ss, const char *owner, const struct store_claim *c,
+                     int64_t now)
+{
+	sqlite3_stmt *st = ss->q[Q_CLAIM];
+	int rc = STORE_ERR;
+
+	if (bind3(ss, st, c->name, owner, c->fire) < 0)
+		goto fail;
+	if (sqlite3_bind_int64(st, 4, c->token) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 5, now) != SQLITE_OK) {
+		sq_fail(ss, "claim_all: bind");
+		goto fail;
+	}
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		sq_fail(ss, "claim_all");
+		goto fail;
+	}
+	rc = sqlite3_changes(ss->db) > 0;
+fail:
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* BEGIN IMMEDIATE takes the write lock (so nobody can take or renew a lease
+ * until COMMIT), the clock is read once, and each claim is judged by that
+ * reading.  On any error nothing is kept and every ok[] is 0. */
+static int sq_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                        size_t n, int *ok, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_NOW];
+	int rc = STORE_ERR, open_tx = 0;
+	int64_t t;
+
+	if (run_tx(ss, Q_BEGIN, "claim_all: begin") < 0)
+		goto fail;
+	open_tx = 1;
+	sqlite3_reset(st);
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		sq_fail(ss, "claim_all: now");
+		sqlite3_reset(st);
+		goto fail;
+	}
+	t = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	for (size_t i = 0; i < n; i++) {
+		int r = claim_one(ss, owner, &claims[i], t);
+
+		if (r == STORE_ERR)
+			goto fail;
+		ok[i] = r;
+	}
+	if (run_tx(ss, Q_COMMIT, "claim_all: commit") < 0)
+		goto fail;
+	open_tx = 0;
+	*now = t;
+	rc = STORE_OK;
+fail:
+	if (open_tx)
+		rollback(ss);
+	if (rc != STORE_OK)
+		for (size_t i = 0; i < n; i++)
+			ok[i] = 0;
+	return rc;
+}
+
 static int sq_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
 {
 	struct sq_store *ss = (struct sq_store *)s;
@@ -362,6 +455,7 @@ static int sq_list(struct store *s, struct lease_row **rows, size_t *n, int64_t 
 		r[len].acquired_at = sqlite3_column_int64(st, 4);
 		r[len].renewed_at = sqlite3_column_int64(st, 5);
 		r[len].expires_at = sqlite3_column_int64(st, 6);
+		r[len].last_fire = fire_col(st, 7);
 		len++;
 	}
 	if (step != SQLITE_DONE) {
@@ -454,7 +548,47 @@ static const struct store_ops sqlite_ops = {
 	.set_timeout = sq_set_timeout,
 	.floor = sq_floor,
 	.release_all = sq_release_all,
+	.claim_all = sq_claim_all,
 };
+
+/* 1 when the table has a last_fire column, 0 when not, -1 on error. */
+static int has_last_fire(struct sq_store *ss)
+{
+	char sql[128];
+	sqlite3_stmt *st = NULL;
+	int found = 0, step;
+
+	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s')", ss->table);
+	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW)
+		if (sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), "last_fire") == 0)
+			found = 1;
+	sqlite3_finalize(st);
+	return step == SQLITE_DONE ? found : -1;
+}
+
+/* A table made before the fire cursor existed gets the column, NULL in
+ * every row (rows and tokens stay).  Two replicas opening at once may both
+ * try; the one that loses finds the column there. */
+static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
+{
+	char sql[128];
+	int has = has_last_fire(ss);
+
+	if (has == 0) {
+		snprintf(sql, sizeof sql, "ALTER TABLE \"%s\" ADD COLUMN last_fire BIGINT", ss->table);
+		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			has = has_last_fire(ss);
+		else
+			has = 1;
+	}
+	if (has == 1)
+		return 0;
+	snprintf(err, errlen, "sqlite: %s: cannot add the last_fire column: %s", ss->table,
+	         sqlite3_errmsg(ss->db));
+	return -1;
+}
 
 static struct store *open_sqlite(const struct store_opts *o, char *err, size_t errlen)
 {
@@ -491,11 +625,14 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 	         " token BIGINT NOT NULL,"
 	         " acquired_at BIGINT NOT NULL,"
 	         " renewed_at BIGINT NOT NULL,"
-	         " expires_at BIGINT NOT NULL)", table);
+	         " expires_at BIGINT NOT NULL,"
+	         " last_fire BIGINT)", table);
 	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
 		goto fail;
 	}
+	if (add_last_fire(ss, err, errlen) < 0)
+		goto fail;
 	for (int i = 0; i < Q_MAX; i++) {
 		snprintf(sql, sizeof sql, sql_text[i], table);
 		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],

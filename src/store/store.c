@@ -216,6 +216,64 @@ int store_release_all(struct store *s, const char *owner, const char *const *nam
 	return STORE_OK;
 }
 
+static int cmp_claim_name(const void *a, const void *b)
+{
+	return strcmp((*(const struct store_claim *const *)a)->name,
+	              (*(const struct store_claim *const *)b)->name);
+}
+
+/* Every claim well formed, and no name twice (one row cannot take two
+ * fires in one statement: which one wins would be the provider's choice). */
+static int check_claims(struct store *s, const struct store_claim *c, size_t n)
+{
+	const struct store_claim **sorted;
+	int rc = STORE_OK;
+
+	for (size_t i = 0; i < n; i++) {
+		if (check_str(s, "lease name", c[i].name) != STORE_OK)
+			return STORE_ERR;
+		if (c[i].token <= 0)
+			return store_fail(s, "claim of \"%s\": token must be > 0, got %lld", c[i].name,
+			                  (long long)c[i].token);
+		if (c[i].fire < 0)
+			return store_fail(s, "claim of \"%s\": fire must be >= 0 ms, got %lld",
+			                  c[i].name, (long long)c[i].fire);
+	}
+	if (n < 2)
+		return STORE_OK;
+	if (!(sorted = malloc(n * sizeof *sorted)))
+		return store_fail(s, "claim_all: out of memory");
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = &c[i];
+	qsort(sorted, n, sizeof *sorted, cmp_claim_name);
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
+			rc = store_fail(s, "claim of \"%s\": the name is listed twice",
+			                sorted[i]->name);
+			break;
+		}
+	free(sorted);
+	return rc;
+}
+
+int store_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                    size_t n, int *ok, int64_t *now)
+{
+	begin(s);
+	*now = 0;
+	for (size_t i = 0; i < n; i++)
+		ok[i] = 0;
+	if (check_str(s, "owner", owner) < 0 || check_claims(s, claims, n) < 0)
+		return STORE_ERR;
+	if (!s->ops->claim_all)
+		return store_fail(s, "the %s provider has no claim_all: claiming fires is not supported",
+		                  s->ops->name);
+	if (n == 0)
+		return STORE_OK;
+	s->calls++;
+	return s->ops->claim_all(s, owner, claims, n, ok, now);
+}
+
 int store_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
 {
 	begin(s);

@@ -1,6 +1,9 @@
 /* store.h - the lease store: one contract, one provider per database.
  *
- * A lease is a row (name, owner, token, acquired_at, renewed_at, expires_at).
+ * A lease is a row (name, owner, token, acquired_at, renewed_at, expires_at,
+ * last_fire).  last_fire is the job's fire cursor: the scheduled time (ms)
+ * of the latest fire claimed with claim_all, NULL while none was.  A table
+ * made before the column existed gets it, NULL in every row, at open.
  * All times are integer milliseconds since the Unix epoch on the DATABASE's
  * clock; no provider ever reads the local clock.  Every operation is one
  * atomic statement (or batch) and one round trip, in autocommit.
@@ -25,21 +28,35 @@
 
 enum { STORE_ERR = -1, STORE_NO = 0, STORE_OK = 1 };
 
+/* last_fire when the column is NULL (no fire claimed yet).  A claimed fire
+ * is >= 0, so "no fire" compares below every fire. */
+#define STORE_NO_FIRE (-1LL)
+
 /* What a provider knows about one lease after an acquire or renew.  On
  * STORE_OK it is the caller's own lease.  On STORE_NO from try_acquire it is
  * the current holder; from renew (lost) it names no holder: every field is
- * zero (owner ""), on every provider. */
+ * zero (owner "") and last_fire is STORE_NO_FIRE, on every provider. */
 struct lease_info {
 	char owner[STORE_NAME_MAX + 1];
 	int64_t token;
 	int64_t expires_at;
 	int64_t now;                             /* the database's clock */
+	int64_t last_fire;                       /* the cursor, or STORE_NO_FIRE */
 };
 
 struct lease_row {
 	char name[STORE_NAME_MAX + 1];
 	char owner[STORE_NAME_MAX + 1];
 	int64_t token, acquired_at, renewed_at, expires_at;
+	int64_t last_fire;                       /* the cursor, or STORE_NO_FIRE */
+};
+
+/* One fire to claim: lease name, the token the caller holds it with, and the
+ * fire's scheduled time (ms since the epoch, >= 0). */
+struct store_claim {
+	const char *name;
+	int64_t token;
+	int64_t fire;
 };
 
 /* How to reach a database.  Each provider reads the fields it knows. */
@@ -118,6 +135,18 @@ struct store_ops {
 	 * kept); a name owner does not hold is left alone. */
 	int (*release_all)(struct store *, const char *owner, const char *const *names,
 	                   size_t n);
+
+	/* Claims fires, in one statement (or one transaction) per chunk: the
+	 * cursor of claims[i].name becomes claims[i].fire, and ok[i] is 1, iff
+	 * that row is held by owner with claims[i].token, unexpired on the
+	 * database's clock (expires_at > db now), and its last_fire is NULL or
+	 * below the fire; else ok[i] is 0 and the row is left alone (refused:
+	 * someone else holds the lease now, or the token is stale, or the fire
+	 * or a later one was claimed already).  *now is the database clock the
+	 * (last) statement judged expiry by.  Names are distinct (the wrapper
+	 * refuses repeats).  Optional: a provider without it answers STORE_ERR. */
+	int (*claim_all)(struct store *, const char *owner, const struct store_claim *claims,
+	                 size_t n, int *ok, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -179,6 +208,12 @@ int store_acquire_all(struct store *, const char *owner, const char *const *name
  * that does not answer costs one timeout, not one per name). */
 int store_release_all(struct store *, const char *owner, const char *const *names,
                       size_t n);
+/* Also checks each claim (name 1-200 bytes, token > 0, fire >= 0, no name
+ * twice) and refuses the call ("not supported") when the provider has no
+ * claim_all: a claim is never silently accepted.  n == 0 sends nothing and
+ * sets *now to 0. */
+int store_claim_all(struct store *, const char *owner, const struct store_claim *claims,
+                    size_t n, int *ok, int64_t *now);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
 int store_event_fd(struct store *);
 int store_drain_events(struct store *, void (*fn)(void *, const char *), void *arg);
