@@ -50,7 +50,7 @@
 	"  renewed_at = CASE WHEN " TAKE " THEN EXCLUDED.renewed_at ELSE l.renewed_at END," \
 	"  expires_at = CASE WHEN " TAKE " THEN EXCLUDED.expires_at ELSE l.expires_at END" \
 	" RETURNING l.owner = $2, l.owner, l.token, l.expires_at," \
-	"  CASE WHEN l.owner = $2 THEN l.renewed_at ELSE " NOW " END"
+	"  CASE WHEN l.owner = $2 THEN l.renewed_at ELSE " NOW " END, l.last_fire"
 
 /* acquire_all's upsert: the token grows unless the same owner held it
  * unexpired; a lease held by another owner and not expired is left alone. */
@@ -64,12 +64,13 @@
 
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
-	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_MAX
+	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_CLAIM_ALL, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
 	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
 	"leash_acquire_all", "leash_list", "leash_floor_select", "leash_release_all",
+	"leash_claim_all",
 };
 
 /* %1$s is the table name (checked by store_open), quoted where used. */
@@ -80,7 +81,7 @@ static const char *const q_text[Q_MAX] = {
 	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"
 	" FROM (SELECT " NOW " AS n) t0"
 	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
-	" RETURNING true, l.owner, l.token, l.expires_at, t0.n",
+	" RETURNING true, l.owner, l.token, l.expires_at, t0.n, l.last_fire",
 	/* release: expires_at = now for the holder's unexpired row, and a NOTIFY
 	 * (delivered at commit) for each row it freed. */
 	[Q_RELEASE] =
@@ -105,14 +106,15 @@ static const char *const q_text[Q_MAX] = {
 	"   AND o.owner <> $1::text AND o.expires_at > t0.now)"
 	"  ORDER BY req.name COLLATE \"C\""
 	UPSERT_SET
-	"  RETURNING l.name, l.owner, l.token, l.expires_at)"
+	"  RETURNING l.name, l.owner, l.token, l.expires_at, l.last_fire)"
 	" SELECT req.name, up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
-	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now"
+	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now,"
+	"  CASE WHEN up.token IS NOT NULL THEN up.last_fire ELSE h.last_fire END"
 	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
 	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
 	[Q_LIST] =
-	"SELECT t0.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at"
-	" FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
+	"SELECT t0.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
+	" l.last_fire FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
 	" ORDER BY l.name COLLATE \"C\"",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 	/* release_all: release over = ANY ($2), one NOTIFY per row it freed
@@ -121,6 +123,20 @@ static const char *const q_text[Q_MAX] = {
 	"UPDATE \"%1$s\" l SET expires_at = t0.n FROM (SELECT " NOW " AS n) t0"
 	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.n"
 	" RETURNING pg_notify('%1$s', l.name)",
+	/* claim_all: one UPDATE over the claims as three parallel arrays (name,
+	 * token, fire); t0 is the statement's one reading of the clock, and the
+	 * outer SELECT answers it even when no claim was accepted.  A row that
+	 * another transaction changes meanwhile is judged again on its new
+	 * version (READ COMMITTED re-checks the WHERE), so a claim never lands
+	 * on a lease that passed to another owner or token. */
+	[Q_CLAIM_ALL] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" up AS (UPDATE \"%1$s\" l SET last_fire = c.fire"
+	"  FROM t0, unnest($2::text[], $3::bigint[], $4::bigint[]) AS c(name, token, fire)"
+	"  WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token"
+	"  AND l.expires_at > t0.now AND (l.last_fire IS NULL OR l.last_fire < c.fire)"
+	"  RETURNING l.name)"
+	" SELECT t0.now, up.name FROM t0 LEFT JOIN up ON true",
 };
 
 /* Every libpq function this file calls, resolved from libpq.so.5 on first
@@ -442,12 +458,25 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	         " token BIGINT NOT NULL,"
 	         " acquired_at BIGINT NOT NULL,"
 	         " renewed_at BIGINT NOT NULL,"
-	         " expires_at BIGINT NOT NULL)", ps->table);
+	         " expires_at BIGINT NOT NULL,"
+	         " last_fire BIGINT)", ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "create table") < 0) {
 		/* Two processes creating it at once: one loses on the catalog. */
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create table") < 0)
 			goto fail_setup;
 	}
+	/* A table made before the fire cursor gets the column (NULL in every
+	 * row).  ALTER TABLE locks the table exclusively even when the column
+	 * is there, so it runs only when the catalog says it is missing; IF NOT
+	 * EXISTS covers two replicas adding it at once. */
+	snprintf(sql, sizeof sql,
+	         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
+	         " WHERE attrelid = '\"%s\"'::regclass AND attname = 'last_fire'"
+	         " AND NOT attisdropped) THEN"
+	         " ALTER TABLE \"%s\" ADD COLUMN IF NOT EXISTS last_fire BIGINT; END IF; END $$",
+	         ps->table, ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "add last_fire") < 0)
+		goto fail_setup;
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "listen") < 0)
 		goto fail_setup;
@@ -508,13 +537,20 @@ static int64_t col_i64(PGresult *r, int row, int col)
 	return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
+/* The cursor: STORE_NO_FIRE for NULL. */
+static int64_t col_fire(PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? STORE_NO_FIRE : col_i64(r, row, col);
+}
+
 static void col_str(char *dst, PGresult *r, int row, int col)
 {
 	snprintf(dst, STORE_NAME_MAX + 1, "%s",
 	         PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
 }
 
-/* The answer of try_acquire / renew: got, owner, token, expires_at, now. */
+/* The answer of try_acquire / renew: got, owner, token, expires_at, now,
+ * last_fire. */
 static int lease_answer(struct pg_store *ps, PGresult *r, struct lease_info *out,
                         const char *what)
 {
@@ -522,7 +558,7 @@ static int lease_answer(struct pg_store *ps, PGresult *r, struct lease_info *out
 
 	if (!r)
 		return STORE_ERR;
-	if (PQntuples(r) != 1 || PQnfields(r) != 5) {
+	if (PQntuples(r) != 1 || PQnfields(r) != 6) {
 		PQclear(r);
 		return store_fail(&ps->base, "postgres: %s: unexpected answer", what);
 	}
@@ -530,6 +566,7 @@ static int lease_answer(struct pg_store *ps, PGresult *r, struct lease_info *out
 	out->token = col_i64(r, 0, 2);
 	out->expires_at = col_i64(r, 0, 3);
 	out->now = col_i64(r, 0, 4);
+	out->last_fire = col_fire(r, 0, 5);
 	rc = PQgetvalue(r, 0, 0)[0] == 't' ? STORE_OK : STORE_NO;
 	PQclear(r);
 	return rc;
@@ -564,6 +601,7 @@ static int pg_renew(struct store *s, const char *name, const char *owner, int64_
 		return lease_answer(ps, r, out, "renew");
 	PQclear(r);
 	memset(out, 0, sizeof *out);
+	out->last_fire = STORE_NO_FIRE;
 	return STORE_NO;
 }
 
@@ -665,6 +703,7 @@ static int pg_acquire_all(struct store *s, const char *owner, const char *const 
 	for (size_t i = 0; i < n; i++) {
 		got[i] = 0;
 		memset(&out[i], 0, sizeof out[i]);
+		out[i].last_fire = STORE_NO_FIRE;
 	}
 	if (!arr) {
 		store_fail(s, "postgres: acquire_all: out of memory");
@@ -682,11 +721,72 @@ static int pg_acquire_all(struct store *s, const char *owner, const char *const 
 			out[i].token = col_i64(r, row, 3);
 			out[i].expires_at = col_i64(r, row, 4);
 			out[i].now = col_i64(r, row, 5);
+			out[i].last_fire = col_fire(r, row, 6);
 		}
 	rc = STORE_OK;
 fail:
 	PQclear(r);
 	free(arr);
+	return rc;
+}
+
+/* A bigint[] literal of the claims' tokens (which 0) or fires (which 1). */
+static char *int_array(const struct store_claim *c, size_t n, int which)
+{
+	char *buf = malloc(3 + n * 21), *p;
+
+	if (!buf)
+		return NULL;
+	p = buf;
+	*p++ = '{';
+	for (size_t i = 0; i < n; i++)
+		p += sprintf(p, "%s%lld", i ? "," : "", (long long)(which ? c[i].fire : c[i].token));
+	*p++ = '}';
+	*p = '\0';
+	return buf;
+}
+
+static int pg_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                        size_t n, int *ok, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	const char **names = malloc(n * sizeof *names);
+	char *arr = NULL, *tokens = int_array(claims, n, 0), *fires = int_array(claims, n, 1);
+	const char *v[4] = { owner, NULL, tokens, fires };
+	PGresult *r = NULL;
+	int rc = STORE_ERR;
+
+	if (!names || !tokens || !fires) {
+		store_fail(s, "postgres: claim_all: out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++)
+		names[i] = claims[i].name;
+	if (!(v[1] = arr = array_literal(names, n))) {
+		store_fail(s, "postgres: claim_all: out of memory");
+		goto fail;
+	}
+	if (!(r = call(ps, Q_CLAIM_ALL, 4, v, "claim_all")))
+		goto fail;
+	if (PQntuples(r) < 1 || PQnfields(r) != 2) {
+		store_fail(s, "postgres: claim_all: unexpected answer");
+		goto fail;
+	}
+	for (int row = 0; row < PQntuples(r); row++) {
+		if (PQgetisnull(r, row, 1))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(names[i], PQgetvalue(r, row, 1)) == 0)
+				ok[i] = 1;
+	}
+	*now = col_i64(r, 0, 0);
+	rc = STORE_OK;
+fail:
+	PQclear(r);
+	free(names);
+	free(arr);
+	free(tokens);
+	free(fires);
 	return rc;
 }
 
@@ -715,6 +815,7 @@ static int pg_list(struct store *s, struct lease_row **rows, size_t *n, int64_t 
 		out[len].acquired_at = col_i64(r, row, 4);
 		out[len].renewed_at = col_i64(r, row, 5);
 		out[len].expires_at = col_i64(r, row, 6);
+		out[len].last_fire = col_fire(r, row, 7);
 		len++;
 	}
 	PQclear(r);
@@ -830,6 +931,7 @@ static const struct store_ops postgres_ops = {
 	.set_timeout = pg_set_timeout,
 	.floor = pg_floor,
 	.release_all = pg_release_all,
+	.claim_all = pg_claim_all,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
