@@ -28,6 +28,7 @@
 #include "store/store.h"
 
 #define CHUNK 2000              /* names per renew_all/acquire_all/release_all batch (< 2,100 parameters) */
+#define CLAIM_CHUNK 650         /* claims per claim_all batch: 3 parameters each, + @owner */
 #define ROWS_MAX 1000           /* rows per INSERT ... VALUES (SQL Server's limit) */
 #define SQL_MAX 2048
 
@@ -50,7 +51,7 @@ struct ms_store {
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
-	char sql_create[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
+	char sql_create[SQL_MAX], sql_upgrade[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 };
@@ -407,6 +408,12 @@ static int64_t col_i64(DBPROCESS *db, int c)
 	return v;
 }
 
+/* The cursor: STORE_NO_FIRE for NULL (db-lib gives no data for it). */
+static int64_t col_fire(DBPROCESS *db, int c)
+{
+	return !dbdata(db, c) || dbdatlen(db, c) <= 0 ? STORE_NO_FIRE : col_i64(db, c);
+}
+
 static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 {
 	BYTE *p = dbdata(db, c);
@@ -421,7 +428,7 @@ static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
-/* Rows of (got, owner, token, expires_at, now). */
+/* Rows of (got, owner, token, expires_at, now, last_fire). */
 struct lease_answer {
 	int rows, got;
 	struct lease_info *out;
@@ -437,6 +444,7 @@ static void lease_row(struct ms_store *st, int resno, void *arg)
 	a->out->token = col_i64(st->db, 3);
 	a->out->expires_at = col_i64(st->db, 4);
 	a->out->now = col_i64(st->db, 5);
+	a->out->last_fire = col_fire(st->db, 6);
 }
 
 /* One lease statement's answer: one row, or none when none_is_no (a lost
@@ -449,6 +457,7 @@ static int lease_call(struct ms_store *st, const char *sql, const char *name,
 	struct lease_answer a = { 0, 0, out };
 
 	memset(out, 0, sizeof *out);
+	out->last_fire = STORE_NO_FIRE;
 	if (call(st, sql, "@name " VC ", @owner " VC ", @ms BIGINT", p, 3, lease_row, &a) !=
 	    STORE_OK)
 		return STORE_ERR;
@@ -629,7 +638,7 @@ static int ms_release_all(struct store *s, const char *owner, const char *const 
 	    owner, -1, names, n, NULL, NULL);
 }
 
-/* Rows of (i, got, owner, token, expires_at, now), one per @n<i>. */
+/* Rows of (i, got, owner, token, expires_at, now, last_fire), one per @n<i>. */
 struct acquire_answer {
 	size_t at, k, rows;
 	int bad;
@@ -653,6 +662,7 @@ static void acquire_row(struct ms_store *st, int resno, void *arg)
 	a->out[at].token = col_i64(st->db, 4);
 	a->out[at].expires_at = col_i64(st->db, 5);
 	a->out[at].now = col_i64(st->db, 6);
+	a->out[at].last_fire = col_fire(st->db, 7);
 }
 
 /* One batch per CHUNK names: the names go into a table variable (bound as
@@ -674,6 +684,8 @@ static int ms_acquire_all(struct store *s, const char *owner, const char *const 
 	}
 	memset(out, 0, n * sizeof *out);
 	memset(got, 0, n * sizeof *got);
+	for (size_t i = 0; i < n; i++)
+		out[i].last_fire = STORE_NO_FIRE;
 	for (size_t at = 0; at < n; at += chunk) {
 		size_t k = n - at < chunk ? n - at : chunk;
 		size_t sl;
@@ -702,6 +714,108 @@ static int ms_acquire_all(struct store *s, const char *owner, const char *const 
 	}
 	rc = STORE_OK;
 fail:
+	free(p);
+	free(pnames);
+	free(sql);
+	free(decl);
+	return rc;
+}
+
+/* Rows of (i, ok, now), one per claim of the chunk. */
+struct claim_answer {
+	size_t at, k, rows;
+	int bad;
+	int *ok;
+	int64_t now;
+};
+
+static void claim_row(struct ms_store *st, int resno, void *arg)
+{
+	struct claim_answer *a = arg;
+	int64_t i = col_i64(st->db, 1);
+
+	if (i < 1 || (size_t)i > a->k) {
+		a->bad = 1;
+		return;
+	}
+	a->rows++;
+	a->ok[a->at + (size_t)i - 1] = col_i64(st->db, 2) != 0;
+	a->now = col_i64(st->db, 3);
+}
+
+/* One batch per CLAIM_CHUNK claims: the claims go into a table variable
+ * keyed by name (bound as @n<i>, @t<i>, @f<i>), one UPDATE joins it to the
+ * lease rows (in key order, as acquire_all's), and a SELECT answers every
+ * claim with the batch's one clock reading.  The wrapper counted the first
+ * batch; each further one is counted here. */
+static int ms_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                        size_t n, int *ok, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	size_t chunk = n < CLAIM_CHUNK ? n : CLAIM_CHUNK;
+	size_t sqlmax = 2 * SQL_MAX + chunk * 48, declmax = 64 + chunk * 64;
+	struct param *p = malloc((3 * chunk + 1) * sizeof *p);
+	char *pnames = malloc(chunk * 3 * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
+	int rc = STORE_ERR;
+
+	if (!p || !pnames || !sql || !decl) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	for (size_t at = 0; at < n; at += chunk) {
+		size_t k = n - at < chunk ? n - at : chunk;
+		size_t sl, dl;
+		struct claim_answer a = { at, k, 0, 0, ok, 0 };
+		int np = 0;
+
+		if (at > 0)
+			s->calls++;
+		sl = (size_t)snprintf(sql, sqlmax,
+		    "/* leash:claim_all */ SET NOCOUNT ON; "
+		    "DECLARE @now BIGINT = " NOW "; "
+		    "DECLARE @c TABLE (i INT NOT NULL UNIQUE, "
+		    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+		    "token BIGINT NOT NULL, fire BIGINT NOT NULL); "
+		    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
+		    "INSERT INTO @c (i, name, token, fire) VALUES ");
+		dl = (size_t)snprintf(decl, declmax, "@owner " VC);
+		p[np++] = (struct param){ "@owner", owner, 0 };
+		for (size_t j = 0; j < k; j++) {
+			char *pn = pnames + j * 24;
+			const struct store_claim *c = &claims[at + j];
+
+			snprintf(pn, 8, "@n%zu", j + 1);
+			snprintf(pn + 8, 8, "@t%zu", j + 1);
+			snprintf(pn + 16, 8, "@f%zu", j + 1);
+			p[np++] = (struct param){ pn, c->name, 0 };
+			p[np++] = (struct param){ pn + 8, NULL, c->token };
+			p[np++] = (struct param){ pn + 16, NULL, c->fire };
+			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC ", %s BIGINT, %s BIGINT",
+			                       pn, pn + 8, pn + 16);
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s, %s, %s)", j ? ", " : "",
+			                       j + 1, pn, pn + 8, pn + 16);
+		}
+		snprintf(sql + sl, sqlmax - sl,
+		    "; UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
+		    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
+		    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
+		    "AND (l.last_fire IS NULL OR l.last_fire < c.fire); "
+		    "SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
+		    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;", st->table);
+		if (call(st, sql, decl, p, np, claim_row, &a) != STORE_OK)
+			goto fail;
+		if (a.bad || a.rows != k) {
+			store_fail(s, "mssql %s:%d: claim_all: expected %zu rows, got %zu", st->host,
+			           st->port, k, a.rows);
+			goto fail;
+		}
+		*now = a.now;
+	}
+	rc = STORE_OK;
+fail:
+	if (rc != STORE_OK)
+		for (size_t i = 0; i < n; i++)
+			ok[i] = 0;
 	free(p);
 	free(pnames);
 	free(sql);
@@ -743,6 +857,7 @@ static void list_row(struct ms_store *st, int resno, void *arg)
 	r->acquired_at = col_i64(st->db, 4);
 	r->renewed_at = col_i64(st->db, 5);
 	r->expires_at = col_i64(st->db, 6);
+	r->last_fire = col_fire(st->db, 7);
 }
 
 static int ms_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
@@ -831,6 +946,7 @@ static const struct store_ops ms_ops = {
 	.set_timeout = ms_set_timeout,
 	.floor = ms_floor,
 	.release_all = ms_release_all,
+	.claim_all = ms_claim_all,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -846,8 +962,15 @@ static void build_sql(struct ms_store *st)
 	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
 	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 	    "token BIGINT NOT NULL, acquired_at BIGINT NOT NULL, "
-	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL) "
+	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_fire BIGINT NULL) "
 	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;", t, t);
+
+	/* A table made before the fire cursor gets the column (NULL in every
+	 * row); 2705 is another replica adding it at the same moment. */
+	snprintf(st->sql_upgrade, SQL_MAX,
+	    "/* leash:add_last_fire */ IF COL_LENGTH(N'[%s]', N'last_fire') IS NULL "
+	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD last_fire BIGINT NULL; "
+	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
 
 	/* Take it when free, expired or ours; insert when missing.  Between the
 	 * UPDATE and the INSERT another replica may insert first: its duplicate
@@ -856,22 +979,23 @@ static void build_sql(struct ms_store *st)
 	snprintf(st->sql_acquire, SQL_MAX,
 	    "/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
 	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT); "
+	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT, last_fire BIGINT); "
 	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
 	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
 	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
 	    "THEN acquired_at ELSE @now END, "
 	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
+	    "OUTPUT inserted.token, inserted.expires_at, inserted.last_fire INTO @r "
 	    "WHERE name = @name AND (owner = @owner OR expires_at <= @now); "
 	    "IF @@ROWCOUNT = 0 AND NOT EXISTS (SELECT 1 FROM [%s] WHERE name = @name) "
 	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.token, inserted.expires_at INTO @r "
+	    "OUTPUT inserted.token, inserted.expires_at, inserted.last_fire INTO @r "
 	    "VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
 	    "IF EXISTS (SELECT 1 FROM @r) "
-	    "SELECT 1, @owner, token, expires_at, @now FROM @r "
+	    "SELECT 1, @owner, token, expires_at, @now, last_fire FROM @r "
 	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
-	    "ISNULL(MAX(expires_at), 0), @now FROM [%s] WHERE name = @name;", t, t, t, t);
+	    "ISNULL(MAX(expires_at), 0), @now, MAX(last_fire) FROM [%s] WHERE name = @name;",
+	    t, t, t, t);
 
 	/* acquire_all, around the INSERTs of its names into @names: the same
 	 * UPDATE for every listed row, then an INSERT for each name that still
@@ -909,8 +1033,8 @@ static void build_sql(struct ms_store *st)
 	    "END; "
 	    "SELECT n.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, "
 	    "CASE WHEN r.name IS NULL THEN ISNULL(t.owner, N'') ELSE @owner END, "
-	    "COALESCE(r.token, t.token, 0), COALESCE(r.expires_at, t.expires_at, 0), @now "
-	    "FROM @names n LEFT JOIN @r r ON r.name = n.name "
+	    "COALESCE(r.token, t.token, 0), COALESCE(r.expires_at, t.expires_at, 0), @now, "
+	    "t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
 	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
 
 	/* renew: one UPDATE by key and owner; a row back means renewed, none
@@ -919,7 +1043,8 @@ static void build_sql(struct ms_store *st)
 	    "/* leash:renew */ SET NOCOUNT ON; "
 	    "DECLARE @now BIGINT = " NOW "; "
 	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT 1, inserted.owner, inserted.token, inserted.expires_at, @now "
+	    "OUTPUT 1, inserted.owner, inserted.token, inserted.expires_at, @now, "
+	    "inserted.last_fire "
 	    "WHERE name = @name AND owner = @owner AND expires_at > @now;", t);
 
 	snprintf(st->sql_release, SQL_MAX,
@@ -930,7 +1055,7 @@ static void build_sql(struct ms_store *st)
 
 	snprintf(st->sql_list, SQL_MAX,
 	    "/* leash:list */ SET NOCOUNT ON; SELECT " NOW "; "
-	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at "
+	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire "
 	    "FROM [%s] ORDER BY name;", t);
 }
 
@@ -978,7 +1103,8 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	st->cur_s = st->stmt_s;
 	snprintf(st->table, sizeof st->table, "%s", table);
 	build_sql(st);
-	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK) {
+	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
+	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);
 		goto fail;
 	}

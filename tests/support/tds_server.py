@@ -49,7 +49,7 @@ import time
 # Columns are (name, "int" | "str").
 
 LEASE_COLS = [("got", "int"), ("owner", "str"), ("token", "int"),
-              ("expires_at", "int"), ("now", "int")]
+              ("expires_at", "int"), ("now", "int"), ("last_fire", "int")]
 
 
 def now_ms():
@@ -59,20 +59,30 @@ def now_ms():
 def create(db, t, p, faults):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (name TEXT PRIMARY KEY, '
                'owner TEXT NOT NULL, token INTEGER NOT NULL, acquired_at INTEGER NOT NULL, '
-               'renewed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)')
+               'renewed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, last_fire INTEGER)')
+    return []
+
+
+def add_last_fire(db, t, p, faults):
+    """IF COL_LENGTH(table, 'last_fire') IS NULL ALTER TABLE ... ADD: a table
+    made before the fire cursor gets the column, NULL in every row."""
+    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
+    if "last_fire" not in cols:
+        db.execute(f'ALTER TABLE "{t}" ADD COLUMN last_fire INTEGER')
     return []
 
 
 def holder(db, t, name, now):
-    r = db.execute(f'SELECT owner, token, expires_at FROM "{t}" WHERE name = ?',
+    r = db.execute(f'SELECT owner, token, expires_at, last_fire FROM "{t}" WHERE name = ?',
                    (name,)).fetchone()
-    return ("rows", LEASE_COLS, [(0,) + tuple(r or ("", 0, 0)) + (now,)])
+    r = r or ("", 0, 0, None)
+    return ("rows", LEASE_COLS, [(0,) + tuple(r[:3]) + (now, r[3])])
 
 
 def try_acquire(db, t, p, faults):
     name, owner, ms, now = p["@name"], p["@owner"], p["@ms"], now_ms()
     out = []
-    row = db.execute(f'SELECT owner, token, acquired_at, expires_at FROM "{t}" '
+    row = db.execute(f'SELECT owner, token, acquired_at, expires_at, last_fire FROM "{t}" '
                      'WHERE name = ?', (name,)).fetchone()
     if row and (row[0] == owner or row[3] <= now):
         same = row[0] == owner and row[3] > now
@@ -80,20 +90,20 @@ def try_acquire(db, t, p, faults):
         acquired = row[2] if same else now
         db.execute(f'UPDATE "{t}" SET owner = ?, token = ?, acquired_at = ?, renewed_at = ?, '
                    'expires_at = ? WHERE name = ?', (owner, token, acquired, now, now + ms, name))
-        return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now)])]
+        return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now, row[4])])]
     if row:
         return [holder(db, t, name, now)]
     if "race" in faults:        # another replica inserts between UPDATE and INSERT
-        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
                    (name, faults["race"], now, now, now + 60000))
     try:
-        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
                    (name, owner, now, now, now + ms))
     except sqlite3.IntegrityError:
         out.append(("error", 2627, 14, "Violation of PRIMARY KEY constraint. "
                     f"Cannot insert duplicate key in object 'dbo.{t}'."))
         return out + [holder(db, t, name, now)]
-    return [("rows", LEASE_COLS, [(1, owner, 1, now + ms, now)])]
+    return [("rows", LEASE_COLS, [(1, owner, 1, now + ms, now, None)])]
 
 
 def renew(db, t, p, faults):
@@ -103,8 +113,9 @@ def renew(db, t, p, faults):
                      (now, now + ms, name, owner, now))
     if cur.rowcount == 0:               # lost: the UPDATE's OUTPUT has no row
         return [("rows", LEASE_COLS, [])]
-    token = db.execute(f'SELECT token FROM "{t}" WHERE name = ?', (name,)).fetchone()[0]
-    return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now)])]
+    token, last_fire = db.execute(f'SELECT token, last_fire FROM "{t}" WHERE name = ?',
+                                  (name,)).fetchone()
+    return [("rows", LEASE_COLS, [(1, owner, token, now + ms, now, last_fire)])]
 
 
 def release(db, t, p, faults):
@@ -160,11 +171,11 @@ def acquire_all(db, t, p, faults):
         if db.execute(f'SELECT 1 FROM "{t}" WHERE name = ?', (name,)).fetchone():
             continue
         if race is not None:    # another replica inserts between the check and the INSERT
-            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
                        (name, race, now, now, now + 60000))
             race = None
         try:
-            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?)',
+            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
                        (name, owner, now, now, now + ms))
             taken[name] = (1, now + ms)
         except sqlite3.IntegrityError:
@@ -172,18 +183,36 @@ def acquire_all(db, t, p, faults):
     rows = []
     for i, name in names:
         if name in taken:
-            rows.append((i, 1, owner) + taken[name] + (now,))
+            last_fire = db.execute(f'SELECT last_fire FROM "{t}" WHERE name = ?',
+                                   (name,)).fetchone()[0]
+            rows.append((i, 1, owner) + taken[name] + (now, last_fire))
         else:
             rows.append((i,) + holder(db, t, name, now)[2][0])
     return [("rows", [("i", "int")] + LEASE_COLS, rows)]
 
 
 def list_leases(db, t, p, faults):
-    rows = db.execute(f'SELECT name, owner, token, acquired_at, renewed_at, expires_at '
-                      f'FROM "{t}" ORDER BY name').fetchall()
+    rows = db.execute(f'SELECT name, owner, token, acquired_at, renewed_at, expires_at, '
+                      f'last_fire FROM "{t}" ORDER BY name').fetchall()
     cols = [("name", "str"), ("owner", "str"), ("token", "int"), ("acquired_at", "int"),
-            ("renewed_at", "int"), ("expires_at", "int")]
+            ("renewed_at", "int"), ("expires_at", "int"), ("last_fire", "int")]
     return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", cols, rows)]
+
+
+def claim_all(db, t, p, faults):
+    """The UPDATE of every row held by @owner with @t<i>, unexpired at the
+    batch's @now and with last_fire below @f<i>; then a row (i, ok, now) per
+    claim.  The names of one batch are distinct (the wrapper sees to it)."""
+    owner, now = p["@owner"], now_ms()
+    idx = sorted(int(k[2:]) for k in p if re.fullmatch(r"@n\d+", k))
+    rows = []
+    for i in idx:
+        cur = db.execute(f'UPDATE "{t}" SET last_fire = ? WHERE name = ? AND owner = ? '
+                         'AND token = ? AND expires_at > ? '
+                         'AND (last_fire IS NULL OR last_fire < ?)',
+                         (p[f"@f{i}"], p[f"@n{i}"], owner, p[f"@t{i}"], now, p[f"@f{i}"]))
+        rows.append((i, 1 if cur.rowcount else 0, now))
+    return [("rows", [("i", "int"), ("ok", "int"), ("now", "int")], rows)]
 
 
 def floor_select(db, t, p, faults):
@@ -203,12 +232,14 @@ def floor_update(db, t, p, faults):
 
 STATEMENTS = {
     "create": create,
+    "add_last_fire": add_last_fire,
     "try_acquire": try_acquire,
     "renew": renew,
     "release": release,
     "renew_all": renew_all,
     "release_all": release_all,
     "acquire_all": acquire_all,
+    "claim_all": claim_all,
     "list": list_leases,
     "floor_select": floor_select,       # the benchmark's floors
     "floor_create": floor_create,
