@@ -188,7 +188,7 @@ static int l_acquire_all(lua_State *L)
 }
 
 /* An integer field of the table at the top, or dflt when it is missing or
- * not an integer (the wrapper refuses the defaults). */
+ * not an integer number (the wrapper refuses the defaults). */
 static int64_t int_field(lua_State *L, const char *k, int64_t dflt)
 {
 	int isint;
@@ -196,6 +196,7 @@ static int64_t int_field(lua_State *L, const char *k, int64_t dflt)
 
 	lua_getfield(L, -1, k);
 	v = lua_tointegerx(L, -1, &isint);
+	isint = isint && lua_type(L, -1) == LUA_TNUMBER;   /* not "5" */
 	lua_pop(L, 1);
 	return isint ? (int64_t)v : dflt;
 }
