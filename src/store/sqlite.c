@@ -177,14 +177,19 @@ static int run_tx(struct sq_store *ss, int q, const char *what)
 	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
 }
 
-/* Rolls back the open transaction, keeping the first error's message. */
-static void rollback(struct sq_store *ss)
+/* Ends the transaction that Q_BEGIN opened: COMMIT when rc is STORE_OK,
+ * else ROLLBACK, keeping the first error's message (the rollback's own is
+ * moot).  Returns rc, or STORE_ERR when the COMMIT fails. */
+static int end_tx(struct sq_store *ss, int rc, const char *what)
 {
+	if (rc == STORE_OK && (rc = run_tx(ss, Q_COMMIT, what)) == STORE_OK)
+		return rc;
 	if (sqlite3_get_autocommit(ss->db) == 0) {
 		sqlite3_reset(ss->q[Q_ROLLBACK]);
 		sqlite3_step(ss->q[Q_ROLLBACK]);
 		sqlite3_reset(ss->q[Q_ROLLBACK]);
 	}
+	return STORE_ERR;
 }
 
 /* try_acquire for every name in one transaction: BEGIN IMMEDIATE takes the
@@ -195,31 +200,23 @@ static int sq_acquire_all(struct store *s, const char *owner, const char *const 
                           size_t n, int64_t ms, struct lease_info *out, int *got)
 {
 	struct sq_store *ss = (struct sq_store *)s;
-	int rc = STORE_ERR, open_tx = 0;
+	int rc;
 
 	for (size_t i = 0; i < n; i++) {
 		got[i] = 0;
 		memset(&out[i], 0, sizeof out[i]);
 		out[i].last_fire = STORE_NO_FIRE;
 	}
-	if (run_tx(ss, Q_BEGIN, "acquire_all: begin") < 0)
-		goto fail;
-	open_tx = 1;
-	for (size_t i = 0; i < n; i++) {
+	if ((rc = run_tx(ss, Q_BEGIN, "acquire_all: begin")) < 0)
+		return rc;
+	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
 		int r = acquire_one(ss, names[i], owner, ms, &out[i], "acquire_all");
 
 		if (r == STORE_ERR)
-			goto fail;
+			rc = STORE_ERR;
 		got[i] = r == STORE_OK;
 	}
-	if (run_tx(ss, Q_COMMIT, "acquire_all: commit") < 0)
-		goto fail;
-	open_tx = 0;
-	rc = STORE_OK;
-fail:
-	if (open_tx)
-		rollback(ss);
-	if (rc != STORE_OK)
+	if ((rc = end_tx(ss, rc, "acquire_all: commit")) != STORE_OK)
 		for (size_t i = 0; i < n; i++)
 			got[i] = 0;
 	return rc;
@@ -390,38 +387,29 @@ static int sq_claim_all(struct store *s, const char *owner, const struct store_c
 {
 	struct sq_store *ss = (struct sq_store *)s;
 	sqlite3_stmt *st = ss->q[Q_NOW];
-	int rc = STORE_ERR, open_tx = 0;
-	int64_t t;
+	int rc;
+	int64_t t = 0;
 
-	if (run_tx(ss, Q_BEGIN, "claim_all: begin") < 0)
-		goto fail;
-	open_tx = 1;
+	if ((rc = run_tx(ss, Q_BEGIN, "claim_all: begin")) < 0)
+		return rc;
 	sqlite3_reset(st);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sq_fail(ss, "claim_all: now");
-		sqlite3_reset(st);
-		goto fail;
-	}
-	t = sqlite3_column_int64(st, 0);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		t = sqlite3_column_int64(st, 0);
+	else
+		rc = sq_fail(ss, "claim_all: now");
 	sqlite3_reset(st);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
 		int r = claim_one(ss, owner, &claims[i], t);
 
 		if (r == STORE_ERR)
-			goto fail;
-		ok[i] = r;
+			rc = STORE_ERR;
+		ok[i] = r == 1;
 	}
-	if (run_tx(ss, Q_COMMIT, "claim_all: commit") < 0)
-		goto fail;
-	open_tx = 0;
-	*now = t;
-	rc = STORE_OK;
-fail:
-	if (open_tx)
-		rollback(ss);
-	if (rc != STORE_OK)
+	if ((rc = end_tx(ss, rc, "claim_all: commit")) != STORE_OK)
 		for (size_t i = 0; i < n; i++)
 			ok[i] = 0;
+	else
+		*now = t;
 	return rc;
 }
 
