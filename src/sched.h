@@ -26,7 +26,8 @@ struct sched_env {
 	/* Starts a run of the job (scheduled_ms 0 for a service): the run's
 	 * handle and id, or NULL when it could not start (the env logs why). */
 	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, long *id);
-	/* Asks a run to stop (it ends later, through sched_run_ended). */
+	/* Asks a run to stop (it ends later, through sched_run_ended).  The
+	 * reason may live on the caller's stack: keep a copy. */
 	void (*stop)(void *arg, struct run *, const char *reason);
 	/* A reload replaced the definition of a job whose run goes on: the run
 	 * now belongs to the fresh struct job (the old one is freed). */
