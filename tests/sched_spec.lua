@@ -238,6 +238,12 @@ describe("the job table", function()
       assert.equal(T0 + 120000 + off, o.s:jobs().late.next_fire_ms)
     end)
 
+    it("leash run logs a job's check warnings when it loads it", function()
+      local o = table_of { drift = every("7m") }
+      o.take()
+      assert.truthy(o.logged("%[drift%] .*drift%.lua:1: every: warning: 7m does not divide a day"))
+    end)
+
     it("a thousand names spread over the jitter", function()
       local seen, buckets = {}, 0
       for i = 1, 1000 do
