@@ -107,7 +107,33 @@ static int64_t field_int(lua_State *L, int t, const char *k)
 }
 
 /* The fields of a job table that leash.run and leash.job.next_fire read. */
-static const char *const kept[] = { "name", "kind", "every_ms", "cron", "tz", "run" };
+static const char *const kept[] = { "name", "kind", "every_ms", "cron", "tz", "offset_ms", "run" };
+
+/* The job's warnings (a list of lines) as one string, or NULL for none. */
+static char *warnings_dup(lua_State *L, int t)
+{
+	char *r = NULL;
+	int w;
+
+	lua_getfield(L, t, "warnings");
+	w = lua_gettop(L);
+	if (lua_istable(L, w) && lua_rawlen(L, w) > 0) {
+		luaL_Buffer b;
+
+		luaL_buffinit(L, &b);
+		for (lua_Unsigned i = 1; i <= lua_rawlen(L, w); i++) {
+			if (i > 1)
+				luaL_addchar(&b, '\n');
+			lua_rawgeti(L, w, (lua_Integer)i);
+			luaL_addvalue(&b);
+		}
+		luaL_pushresult(&b);
+		r = strdup(lua_tostring(L, -1));
+		lua_pop(L, 1);
+	}
+	lua_settop(L, w - 1);
+	return r;
+}
 
 /* Turns the job table on top of the stack into a struct job (pops it). */
 static struct job *from_table(lua_State *L)
@@ -136,6 +162,11 @@ static struct job *from_table(lua_State *L)
 	j->lease_ms = field_int(L, t, "lease_ms");
 	j->renew_ms = field_int(L, t, "renew_ms");
 	j->margin_ms = field_int(L, t, "margin_ms");
+	kind = field_dup(L, t, "overlap");
+	j->overlap = !kind ? JOB_SKIP : strcmp(kind, "queue") == 0 ? JOB_QUEUE
+	           : strcmp(kind, "replace") == 0 ? JOB_REPLACE : JOB_SKIP;
+	free(kind);
+	j->warnings = warnings_dup(L, t);
 	lua_pushvalue(L, t);
 	if (lx_callmod(L, "leash.job", "describe", 1, 1) == LUA_OK && lua_isstring(L, -1))
 		j->describe = strdup(lua_tostring(L, -1));
@@ -144,7 +175,7 @@ static struct job *from_table(lua_State *L)
 	lua_settop(L, t);
 	/* Kept: only what runs and schedules need (the rest is in struct job),
 	 * in a table sized for it: 1,000 jobs live in the parent all along. */
-	lua_createtable(L, 0, 6);
+	lua_createtable(L, 0, sizeof kept / sizeof kept[0]);
 	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
 		lua_getfield(L, t, kept[i]);
 		lua_setfield(L, -2, kept[i]);
@@ -259,5 +290,6 @@ void job_free(lua_State *L, struct job *j)
 	free(j->file);
 	free(j->describe);
 	free(j->digest);
+	free(j->warnings);
 	free(j);
 }

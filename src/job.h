@@ -7,6 +7,9 @@
 
 enum job_kind { JOB_EVERY, JOB_CRON, JOB_SERVICE };
 
+/* What a fire does while the previous run still goes (leash.job OVERLAP). */
+enum job_overlap { JOB_SKIP, JOB_QUEUE, JOB_REPLACE };
+
 struct run;
 
 struct job {
@@ -19,12 +22,16 @@ struct job {
 	int64_t renew_ms, margin_ms;    /* with lease_ms: derived by leash.config.timing */
 	char *describe;                 /* "every 30s", for the log */
 	char *digest;                   /* of the file's text: tells an edit on reload */
+	enum job_overlap overlap;       /* periodic jobs; a service ignores it */
+	char *warnings;                 /* leash.job's warnings, one a line, or NULL */
 
 	/* Scheduling state, kept across reloads. */
 	int64_t next_fire_ms;           /* wall clock; periodic jobs */
 	int64_t restart_at;             /* monotonic; services */
 	int64_t backoff_ms;             /* services */
 	struct run *run;                /* the current run, or NULL */
+	int64_t pending_ms;             /* a fire waiting for that run to end
+	                                 * (queue, replace), or 0 */
 	long run_id;                    /* its id */
 	int removed;                    /* gone from jobs/: dropped once idle */
 	void *elect;                    /* election state, when singleton mode is on */

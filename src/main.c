@@ -84,6 +84,9 @@ static void check_good(void *arg, struct job *j)
 	struct check *ck = arg;
 	struct job **nj = realloc(ck->jobs, (ck->njobs + 1) * sizeof *nj);
 
+	/* Warnings are printed like problems but are none. */
+	if (j->warnings)
+		printf("%s\n", j->warnings);
 	if (!nj) {
 		job_free(ck->L, j);
 		return;
@@ -149,7 +152,7 @@ static int cmd_check(int argc, char **argv)
 			t = job_next_fire(ck.L, j, t);
 			if (t < 0)
 				break;
-			printf("%s %s\n", j->name, clock_iso(buf, sizeof buf, t, 0));
+			printf("%s %s\n", j->name, clock_iso(buf, sizeof buf, t, t % 1000 != 0));
 		}
 	}
 	fprintf(stderr, "%s: %zu job%s ok, %d problem%s\n", c.file, ck.njobs,

@@ -163,7 +163,9 @@ void runner_stop(struct run *r, const char *reason)
 {
 	if (r->exited || r->kill_at)
 		return;
-	r->stop_reason = reason;
+	/* Copied: a reason may be built on the caller's stack ("replaced by
+	 * the fire at T"). */
+	snprintf(r->stop_reason, sizeof r->stop_reason, "%s", reason);
 	r->kill_at = clock_mono_ms() + r->grace_ms;
 	log_msg(LOG_WARN, r->job->name, r->id, "stopping (%s): SIGTERM, SIGKILL in %lldms",
 	        reason, (long long)r->grace_ms);
@@ -221,7 +223,7 @@ void runner_report(struct run *r, int *failed)
 	int st = r->status;
 
 	*failed = 1;
-	if (r->stop_reason) {
+	if (r->stop_reason[0]) {
 		log_msg(LOG_WARN, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,
 		        secs);
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {

@@ -37,7 +37,7 @@ struct run {
 	int64_t kill_at;                /* monotonic; SIGKILL then; 0 = not stopping */
 	int64_t grace_ms;
 	int64_t fence_ms;               /* boottime: the stop deadline the child knows */
-	const char *stop_reason;        /* why the parent stopped it */
+	char stop_reason[128];          /* why the parent stopped it ("": it did not) */
 	int exited, status;
 	struct run *next;
 };
@@ -50,7 +50,8 @@ struct run *runner_start(lua_State *L, struct job *, const struct run_info *);
 void runner_read(struct run *, enum run_stream);
 
 /* Asks the run to stop: SIGTERM to its process group now, SIGKILL after its
- * grace (runner_tick sends it).  Stopping twice keeps the first reason. */
+ * grace (runner_tick sends it).  Stopping twice keeps the first reason; the
+ * reason is copied (at most 127 bytes). */
 void runner_stop(struct run *, const char *reason);
 
 /* Sends SIGKILL or SIGTERM when a deadline has come; returns the next

@@ -1,5 +1,6 @@
 /* sched.c - the job table: what runs when, on an injected clock. */
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,26 @@ static void add_job(struct sched *s, struct job *j)
 		s->cap = cap;
 	}
 	s->jobs[s->njobs++] = j;
+}
+
+/* A fire time for the log: with its milliseconds when a jitter gave it some. */
+static char *fire_iso(char *out, size_t len, int64_t ms)
+{
+	return clock_iso(out, len, ms, ms % 1000 != 0);
+}
+
+/* Says what the job's file warns about (leash check shows the same lines). */
+static void log_warnings(const struct job *j)
+{
+	const char *p = j->warnings;
+
+	while (p && *p) {
+		const char *nl = strchr(p, '\n');
+		int n = nl ? (int)(nl - p) : (int)strlen(p);
+
+		log_msg(LOG_WARN, j->name, 0, "%.*s", n, p);
+		p = nl ? nl + 1 : p + n;
+	}
 }
 
 static void schedule(struct sched *s, struct job *j)
@@ -139,6 +160,16 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->backoff_ms = old->backoff_ms;
 	fresh->run = old->run;
 	fresh->run_id = old->run_id;
+	/* A fire waiting for the run keeps its place only under the same
+	 * schedule (jitter and overlap are part of it, see describe). */
+	if (!changed)
+		fresh->pending_ms = old->pending_ms;
+	else if (old->pending_ms) {
+		char at[32];
+
+		log_msg(LOG_INFO, fresh->name, 0, "dropped the fire at %s that waited for run %ld: "
+		        "the schedule changed", fire_iso(at, sizeof at, old->pending_ms), old->run_id);
+	}
 	if (fresh->run)
 		s->env.adopt(s->env.arg, fresh->run, fresh);
 	fresh->elect = old->elect;
@@ -158,6 +189,8 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	if (edited && !changed)
 		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s (the next run uses the new file)",
 		        fresh->describe);
+	if (edited)
+		log_warnings(fresh);
 	if (changed) {
 		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s", fresh->describe);
 		if (fresh->kind != JOB_SERVICE)
@@ -191,6 +224,7 @@ void sched_load(struct sched *s, int reload)
 			present = strcmp(r.fresh[k]->name, j->name) == 0;
 		if (!present && seen >= 0 && !j->removed) {
 			j->removed = 1;
+			j->pending_ms = 0;
 			log_msg(LOG_INFO, j->name, 0, "removed: %s is gone", j->file);
 			if (j->run)
 				s->env.stop(s->env.arg, j->run, "job file removed");
@@ -216,6 +250,7 @@ void sched_load(struct sched *s, int reload)
 			enter(s, r.fresh[k]);
 			log_msg(LOG_INFO, r.fresh[k]->name, 0, "%s: %s",
 			        reload ? "added" : "loaded", r.fresh[k]->describe);
+			log_warnings(r.fresh[k]);
 		}
 	}
 	for (size_t i = 0; i < s->njobs; i++)
@@ -255,6 +290,70 @@ static void start(struct sched *s, struct job *j, int64_t scheduled_ms)
 	}
 }
 
+/* A fire came while run j->run still goes: the job's overlap policy. */
+static void overlapped(struct sched *s, struct job *j, int64_t fire)
+{
+	char at[32], was[32], why[64];
+
+	fire_iso(at, sizeof at, fire);
+	switch (j->overlap) {
+	case JOB_SKIP:
+		log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going", at,
+		        j->run_id);
+		break;
+	case JOB_QUEUE:
+		/* One waits at most: the first, which the later ones queue behind. */
+		if (j->pending_ms) {
+			log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going "
+			        "and the fire at %s is queued", at, j->run_id,
+			        fire_iso(was, sizeof was, j->pending_ms));
+			break;
+		}
+		j->pending_ms = fire;
+		log_msg(LOG_INFO, j->name, 0, "queued the fire at %s: run %ld is still going", at,
+		        j->run_id);
+		break;
+	case JOB_REPLACE:
+		/* The new run starts once the old one ended (sched_run_ended), so
+		 * two never overlap; a later fire meanwhile takes the place. */
+		if (j->pending_ms) {
+			log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: the fire at %s replaces it "
+			        "(run %ld is still stopping)", fire_iso(was, sizeof was, j->pending_ms), at,
+			        j->run_id);
+			j->pending_ms = fire;
+			break;
+		}
+		j->pending_ms = fire;
+		snprintf(why, sizeof why, "replaced by the fire at %s", at);
+		s->env.stop(s->env.arg, j->run, why);
+		break;
+	}
+}
+
+/* The run ended: the fire that waited for it (queue, replace) starts now, if
+ * this replica may still run the job. */
+static void start_pending(struct sched *s, struct job *j, long ended_id)
+{
+	int64_t fire = j->pending_ms;
+	char at[32];
+
+	j->pending_ms = 0;
+	if (!fire || s->stopping || j->removed)
+		return;
+	fire_iso(at, sizeof at, fire);
+	if (!may_run(s, j)) {
+		log_msg(LOG_INFO, j->name, 0, "dropped the fire at %s that waited for run %ld: "
+		        "this replica no longer holds the lease", at, ended_id);
+		return;
+	}
+	if (j->overlap == JOB_QUEUE)
+		log_msg(LOG_INFO, j->name, 0, "starting the queued fire at %s", at);
+	else
+		log_msg(LOG_INFO, j->name, 0, "starting the fire at %s: run %ld was replaced", at,
+		        ended_id);
+	start(s, j, fire);
+}
+
 static int64_t min64(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
@@ -289,14 +388,10 @@ int64_t sched_start_due(struct sched *s)
 		if (j->next_fire_ms < 0)
 			continue;
 		if (now >= j->next_fire_ms) {
-			if (j->run) {
-				char at[32];
-
-				log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going",
-				        clock_iso(at, sizeof at, j->next_fire_ms, 0), j->run_id);
-			} else {
+			if (j->run)
+				overlapped(s, j, j->next_fire_ms);
+			else
 				start(s, j, j->next_fire_ms);
-			}
 			j->next_fire_ms = job_next_fire(s->L, j, now);
 			if (j->next_fire_ms < 0)
 				continue;
@@ -322,6 +417,8 @@ void sched_run_ended(struct sched *s, struct job *j, int failed, int64_t ran_ms)
 		j->restart_at = mono(s) + j->backoff_ms;
 		log_msg(LOG_INFO, j->name, 0, "service %s; restarting in %.1fs",
 		        failed ? "failed" : "returned", j->backoff_ms / 1000.0);
+	} else if (j->kind != JOB_SERVICE) {
+		start_pending(s, j, j->run_id);
 	}
 }
 

@@ -26,7 +26,8 @@ struct sched_env {
 	/* Starts a run of the job (scheduled_ms 0 for a service): the run's
 	 * handle and id, or NULL when it could not start (the env logs why). */
 	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, long *id);
-	/* Asks a run to stop (it ends later, through sched_run_ended). */
+	/* Asks a run to stop (it ends later, through sched_run_ended).  The
+	 * reason may live on the caller's stack: keep a copy. */
 	void (*stop)(void *arg, struct run *, const char *reason);
 	/* A reload replaced the definition of a job whose run goes on: the run
 	 * now belongs to the fresh struct job (the old one is freed). */
@@ -59,14 +60,16 @@ void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct
 void sched_load(struct sched *, int reload);
 
 /* Starts the runs that are due, lets past fire times go by (a follower's
- * too, so a new holder neither repeats nor catches up), logs the fires it
- * skips because a run is still going.  Returns ms until it wants to be
- * called again (>= 0). */
+ * too, so a new holder neither repeats nor catches up).  A fire while the
+ * job's run still goes follows its overlap: skip (logged), queue (one fire
+ * waits for the run's end) or replace (the run is asked to stop and the fire
+ * waits for its end).  Returns ms until it wants to be called again (>= 0). */
 int64_t sched_start_due(struct sched *);
 
 /* A run of j ended (failed: not a clean exit; ran_ms: how long).  Restarts a
- * service after its backoff, and puts a job whose election no longer fits
- * back into it. */
+ * service after its backoff, puts a job whose election no longer fits back
+ * into it, and starts the fire that waited for the run (queue, replace)
+ * unless the job was removed, leash is stopping or the lease is not held. */
 void sched_run_ended(struct sched *, struct job *, int failed, int64_t ran_ms);
 
 /* The job now holds its lease: a service starts at once. */

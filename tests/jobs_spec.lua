@@ -147,6 +147,68 @@ describe("leash.job.load", function()
     refused('return { every = "1s",\n tz = "local", run = function() end }\n', "J/t.lua:2:", "tz")
   end)
 
+  it("jitter and overlap: the offset is the name's, overlap defaults to skip", function()
+    local j = assert(load_src('return { every = "1m", jitter = "30s", overlap = "queue", run = function() end }\n', "spread"))
+    assert.equal(30000, j.jitter_ms)
+    assert.equal(job.offset("spread", 30000), j.offset_ms)
+    assert.equal("queue", j.overlap)
+    assert.equal("every 1m, jitter 30s, overlap queue", job.describe(j))
+    assert.equal(60000 + j.offset_ms, job.next_fire(j, j.offset_ms))
+    assert.equal(j.offset_ms, job.next_fire(j, j.offset_ms - 1))
+    local plain = assert(load_src('return { every = "1m", run = function() end }\n'))
+    assert.equal("skip", plain.overlap)
+    assert.equal(0, plain.offset_ms)
+    -- A jitter of exactly the period is allowed: the fires spread over all of it.
+    assert(load_src('return { cron = "0,30 * * * * *", jitter = "30s", run = function() end }\n'))
+  end)
+
+  it("a jitter negative, zero or longer than the shortest period, or overlap not a word: file:line", function()
+    refused('return { every = "1m",\n jitter = "-5s", run = function() end }\n', "J/t.lua:2: jitter:", "negative")
+    refused('return { every = "1m",\n jitter = 0, run = function() end }\n', "J/t.lua:2: jitter:", "too short")
+    refused('return { every = "1m",\n jitter = "2m", run = function() end }\n',
+      "J/t.lua:2: jitter: 2m is longer than the job's shortest period (1m)")
+    refused('return { cron = "0,45 * * * *",\n jitter = "20m", run = function() end }\n',
+      "J/t.lua:2: jitter: 20m is longer than the job's shortest period (15m)")
+    refused('return { cron = "0 9 * * *",\n jitter = "25h", run = function() end }\n',
+      "J/t.lua:2: jitter: 1d1h is longer than the job's shortest period (1d)")
+    refused('return { every = "1m",\n overlap = "wait", run = function() end }\n',
+      'J/t.lua:2: overlap: "wait" is not one of "skip", "queue", "replace"')
+    refused('return { every = "1m",\n overlap = true, run = function() end }\n', "J/t.lua:2: overlap: true")
+    refused('return {\n overlap = "queue",\n jitter = "1s", run = function() end }\n',
+      "J/t.lua:2: overlap: only applies to every and cron jobs", "J/t.lua:3: jitter: only applies")
+  end)
+
+  it("the shortest period: every, or cron's finest field with more than one value", function()
+    local cron = require "leash.cron"
+    local function p(expr) return job.shortest_period { cron = assert(cron.parse(expr)) } end
+    assert.equal(7000, job.shortest_period { every_ms = 7000 })
+    assert.equal(10000, p("*/10 * * * * *"))
+    assert.equal(1000, p("0,59 * * * * *"))          -- :59 to the next minute's :00
+    assert.equal(15 * 60000, p("0,45 * * * *"))
+    assert.equal(8 * 3600000, p("0 9,17 * * 1-5"))
+    assert.equal(86400000, p("0 9 * * 1-5"))
+  end)
+
+  it("warnings: a timeout longer than the period, an every that does not divide a day", function()
+    local function warns(src)
+      local j = assert(load_src(src))
+      return (table.concat(j.warnings, "\n"):gsub("^.-/t%.lua", "J/t.lua"))
+    end
+    assert.equal('J/t.lua:2: timeout: warning: 2m is longer than the job\'s period (1m): with overlap = '
+      .. '"skip" a run that long makes the next fire skip (every other fire, or more)',
+      warns('return { every = "1m",\n timeout = "2m", run = function() end }\n'))
+    assert.matches("timeout: warning: 2h is longer than the job's shortest period %(1h%): with overlap = "
+      .. '"queue" the runs fall behind the fires',
+      warns('return { cron = "0 * * * *", overlap = "queue",\n timeout = "2h", run = function() end }\n'))
+    assert.matches("J/t.lua:1: every: warning: 7m does not divide a day",
+      warns('return { every = "7m", run = function() end }\n'))
+    assert.matches("every: warning: 1d12h does not divide a day",
+      warns('return { every = "36h", run = function() end }\n'))
+    for _, ok in ipairs { "7s", "90s", "5m", "45m", "8h", "2d" } do
+      assert.equal("", warns(('return { every = %q, timeout = "1s", run = function() end }\n'):format(ok)), ok)
+    end
+  end)
+
   it("run missing or not a function", function()
     refused(FILES["notfn.lua"], "J/t.lua:3:", "run", "expected a function, got a string")
     refused(FILES["norun.lua"], "J/t.lua", "run", "missing")
@@ -301,6 +363,33 @@ describe("leash check", function()
       assert.matches("^[a-z]+ %d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$", line)
     end
     assert.is_nil(out:find("svc", 1, true))
+  end)
+
+  it("warnings are printed as file:line lines and leave the exit code 0", function()
+    local d = jobs_dir {
+      ["drift.lua"] = 'return {\n  every = "7m",\n  run = function() end,\n}\n',
+      ["long.lua"] = 'return {\n  every = "1m",\n  timeout = "5m",\n  run = function() end,\n}\n',
+    }
+    local code, out, err = L.leash { "check", "-c", d.config }
+    assert.equal(0, code)
+    assert.truthy(out:find(d.jobs .. "/drift.lua:2: every: warning: 7m does not divide a day", 1, true), out)
+    assert.truthy(out:find(d.jobs .. "/long.lua:3: timeout: warning: 5m is longer than the job's period (1m)", 1, true), out)
+    assert.equal(d.config .. ": 2 jobs ok, 0 problems\n", err)
+  end)
+
+  it("--next shows the times a jitter shifted, with their milliseconds", function()
+    local d = jobs_dir { ["spread.lua"] = 'return { every = "1m", jitter = "1m", run = function() end }\n' }
+    local off = job.offset("spread", 60000)
+    local code, out = L.leash { "check", "-c", d.config, "--next", "2" }
+    assert.equal(0, code)
+    local times = {}
+    for y, mo, dd, h, mi, sec, ms in out:gmatch("spread (%d+)%-(%d+)%-(%d+)T(%d+):(%d+):(%d+)%.?(%d*)Z") do
+      times[#times + 1] = L.timegm(tonumber(y), tonumber(mo), tonumber(dd), tonumber(h),
+        tonumber(mi), tonumber(sec)) * 1000 + (tonumber(ms) or 0)
+    end
+    assert.equal(2, #times, out)
+    assert.equal(off, times[1] % 60000)
+    assert.equal(60000, times[2] - times[1])
   end)
 
   it("--next needs a count", function()

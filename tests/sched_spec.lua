@@ -1,6 +1,6 @@
 -- The job table (src/sched.c) on a fake clock, through leash.core.sched:
--- fire times, skip-if-running, services' backoff, reloads and the election's
--- gate, in milliseconds.  Runs are not processes here: a start is an event
+-- fire times, jitter, overlap (skip, queue, replace), services' backoff,
+-- reloads and the election's gate, in milliseconds.  Runs are not processes here: a start is an event
 -- and the spec ends a run when it likes.  What only real processes show
 -- (forks, signals, pipes) stays in run_spec.lua and election_spec.lua.
 local L = require "e2e"
@@ -103,6 +103,166 @@ describe("the job table", function()
       assert.truthy(o.logged("%[slow%] skipped the fire at 2027%-01%-15T08:00:02Z: run 1 is still going"))
       o.s:ended("slow", false, 1600)
       assert.same({ { name = "slow", at = T0 + 3000 } }, o.advance(1000))
+    end)
+  end)
+
+  describe("overlap", function()
+    -- A job of every = 1s whose first run starts at T0 + 1 s.
+    local function running(policy, opts)
+      local o = table_of({ j = every("1s", ("overlap = %q,"):format(policy)) }, opts)
+      o.due()
+      assert.same({ { name = "j", at = T0 + 1000 } }, o.advance(500))
+      return o
+    end
+
+    it("queue: the fire while the run goes waits and starts the moment the run ends", function()
+      local o = running("queue")
+      assert.same({}, o.advance(1000))
+      assert.truthy(o.logged("%[j%] queued the fire at 2027%-01%-15T08:00:02Z: run 1 is still going"))
+      assert.equal(T0 + 2000, o.s:jobs().j.pending_ms)
+      o.t.wall = o.t.wall + 300
+      o.s:ended("j", false, 1300)
+      assert.same({ { name = "j", at = T0 + 2000 } }, o.take())
+      assert.truthy(o.logged("%[j%] starting the queued fire at 2027%-01%-15T08:00:02Z"))
+      assert.equal(0, o.s:jobs().j.pending_ms)
+      o.s:ended("j", false, 100)
+      assert.same({ { name = "j", at = T0 + 3000 } }, o.advance(700))
+    end)
+
+    it("queue: at most one waits; the later fires are skipped", function()
+      local o = running("queue")
+      o.advance(1000)
+      assert.same({}, o.advance(1000))
+      assert.truthy(o.logged("skipped the fire at 2027%-01%-15T08:00:03Z: run 1 is still going "
+        .. "and the fire at 2027%-01%-15T08:00:02Z is queued"))
+      o.s:ended("j", false, 2100)
+      assert.same({ { name = "j", at = T0 + 2000 } }, o.take())
+      o.s:ended("j", false, 10)
+      assert.same({}, o.take(), "a second queued fire")
+    end)
+
+    it("replace: the fire stops the run, and its own run starts only once that one ended", function()
+      local o = running("replace")
+      assert.same({}, o.advance(1000))
+      assert.same({ { "stop", "j", "replaced by the fire at 2027-01-15T08:00:02Z" } }, o.other)
+      assert.is_true(o.s:jobs().j.running, "started beside the run it replaces")
+      o.t.wall = o.t.wall + 50
+      o.s:ended("j", true, 1050)
+      assert.same({ { name = "j", at = T0 + 2000 } }, o.take())
+      assert.truthy(o.logged("%[j%] starting the fire at 2027%-01%-15T08:00:02Z: run 1 was replaced"))
+    end)
+
+    it("replace: a fire while the old run is still stopping takes the waiting one's place", function()
+      local o = running("replace")
+      o.advance(1000)
+      assert.same({}, o.advance(1000))
+      assert.same({}, o.other, "stopped twice")
+      assert.truthy(o.logged("skipped the fire at 2027%-01%-15T08:00:02Z: the fire at "
+        .. "2027%-01%-15T08:00:03Z replaces it %(run 1 is still stopping%)"))
+      o.s:ended("j", true, 2000)
+      assert.same({ { name = "j", at = T0 + 3000 } }, o.take())
+    end)
+
+    it("skip stays the default", function()
+      local o = table_of { j = every("1s") }
+      assert.equal("skip", o.s:jobs().j.overlap)
+    end)
+
+    it("a waiting fire survives a reload that keeps the schedule, not one that changes it", function()
+      local o = running("queue")
+      o.advance(1000)
+      o.d.write_job("j", every("1s", 'overlap = "queue", description = "edited",'))
+      o.s:load(true)
+      assert.equal(T0 + 2000, o.s:jobs().j.pending_ms)
+      o.d.write_job("j", every("2s", 'overlap = "queue",'))
+      o.s:load(true)
+      o.take()
+      assert.equal(0, o.s:jobs().j.pending_ms)
+      assert.truthy(o.logged("%[j%] dropped the fire at 2027%-01%-15T08:00:02Z that waited for run 1: "
+        .. "the schedule changed"))
+      o.s:ended("j", false, 1200)
+      assert.same({}, o.take())
+    end)
+
+    it("a removed job's waiting fire never starts", function()
+      local o = running("queue")
+      o.advance(1000)
+      o.d.remove_job("j")
+      o.s:load(true)
+      o.s:ended("j", false, 1200)
+      assert.same({}, o.take())
+    end)
+
+    it("a replica that lost the lease meanwhile drops the waiting fire", function()
+      local o = running("queue", { singleton = true, held = { j = true } })
+      o.advance(1000)
+      o.held.j = false
+      o.s:ended("j", false, 1200)
+      assert.same({}, o.take())
+      assert.truthy(o.logged("dropped the fire at 2027%-01%-15T08:00:02Z that waited for run 1: "
+        .. "this replica no longer holds the lease"))
+    end)
+
+    it("after the stop a waiting fire does not start", function()
+      local o = running("replace")
+      o.advance(1000)
+      o.s:stop()
+      o.s:ended("j", true, 1000)
+      assert.same({}, o.take())
+    end)
+  end)
+
+  describe("jitter", function()
+    local job = require "leash.job"
+
+    it("shifts every fire by the name's offset in [0, jitter), the same in every table", function()
+      local off = job.offset("spread", 30000)
+      assert.is_true(off >= 0 and off < 30000)
+      local src = every("1m", 'jitter = "30s",')
+      local o = table_of { spread = src }
+      -- The first shifted minute after T0 + 500 ms: T0's own when the offset is past 500 ms.
+      local base = off > 500 and T0 or T0 + 60000
+      assert.equal(base + off, o.s:jobs().spread.next_fire_ms)
+      assert.same({}, o.advance(base + off - 1 - o.t.wall))
+      assert.same({ { name = "spread", at = base + off } }, o.advance(1))
+      o.s:ended("spread", false, 5)
+      assert.equal(base + 60000 + off, o.s:jobs().spread.next_fire_ms)
+      local again = table_of { spread = src }
+      assert.equal(base + off, again.s:jobs().spread.next_fire_ms)
+    end)
+
+    it("a fire already shifted past is not repeated: the next is one period later", function()
+      local off = job.offset("late", 20000)
+      -- Just after the shifted fire of the minute T0 + 60 s.
+      local o = table_of({ late = every("1m", 'jitter = "20s",') }, { at = 60000 + off + 1 })
+      assert.equal(T0 + 120000 + off, o.s:jobs().late.next_fire_ms)
+    end)
+
+    it("leash run logs a job's check warnings when it loads it", function()
+      local o = table_of { drift = every("7m") }
+      o.take()
+      assert.truthy(o.logged("%[drift%] .*drift%.lua:1: every: warning: 7m does not divide a day"))
+    end)
+
+    it("a thousand names spread over the jitter", function()
+      local seen, buckets = {}, 0
+      for i = 1, 1000 do
+        local b = job.offset(("job-%04d"):format(i), 60000) // 1000
+        if not seen[b] then seen[b], buckets = true, buckets + 1 end
+      end
+      assert.is_true(buckets >= 55, buckets .. " of 60 seconds used")
+    end)
+
+    it("a cron job's fires are shifted too, and the log shows their milliseconds", function()
+      local off = job.offset("c", 10000)
+      local o = table_of { c = 'return { cron = "*/10 * * * * *", jitter = "10s", run = function() end }' }
+      local first = o.s:jobs().c.next_fire_ms
+      assert.equal(off, (first - T0) % 10000)
+      assert.equal(1, #o.advance(first - o.t.wall))
+      o.advance(10000)
+      if off % 1000 ~= 0 then
+        assert.truthy(o.logged("skipped the fire at 2027%-01%-15T08:00:%d%d%.%d%d%dZ"))
+      end
     end)
   end)
 

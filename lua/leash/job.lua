@@ -10,7 +10,8 @@ local limits = core.limits
 local M = {}
 
 -- The keys a job table may have.
-M.KEYS = { "every", "cron", "tz", "timeout", "lease", "singleton", "run", "description" }
+M.KEYS = { "every", "cron", "tz", "jitter", "overlap", "timeout", "lease", "singleton", "run",
+  "description" }
 local known = {}
 for _, k in ipairs(M.KEYS) do known[k] = true end
 
@@ -31,6 +32,41 @@ end
 
 -- A job's own lease has the bounds of [singleton] lease.
 local LEASE = config.key("singleton", "lease")
+
+-- What a fire does while the job's previous run still goes (see sched.c).
+M.OVERLAP = { "skip", "queue", "replace" }
+local overlaps = {}
+for _, k in ipairs(M.OVERLAP) do overlaps[k] = true end
+
+-- A job's jitter offset in [0, jitter_ms): FNV-1a (64 bits, wrapping) of its
+-- name, so every replica and every restart agrees on it.
+function M.offset(name, jitter_ms)
+  local h = -3750763034362895579        -- 14695981039346656037 as a signed integer
+  for i = 1, #name do
+    h = (h ~ name:byte(i)) * 1099511628211
+  end
+  return h % jitter_ms                  -- floored: in [0, jitter_ms) for any h
+end
+
+-- The shortest time between two fires of a job, in ms, or nil for a
+-- service.  For cron it is a bound from the finest field that has more than
+-- one value (seconds, minutes, then hours, each with its wrap-around gap:
+-- `0,45 * * * *` is 15 minutes); with one value in each of those, a day.
+-- Daylight saving is not counted.
+function M.shortest_period(job)
+  if job.kind == "every" or job.every_ms then return job.every_ms end
+  local spec = job.cron
+  if not spec then return nil end
+  for _, f in ipairs { { "sec", 60, 1000 }, { "min", 60, 60000 }, { "hour", 24, 3600000 } } do
+    local list = spec[f[1]].list
+    if #list > 1 then
+      local gap = list[1] + f[2] - list[#list]
+      for i = 2, #list do gap = math.min(gap, list[i] - list[i - 1]) end
+      return gap * f[3]
+    end
+  end
+  return 86400000
+end
 
 -- FNV-1a (32 bits) of the file's text and its length: tells a reload that
 -- the file changed even when its schedule did not.
@@ -124,7 +160,9 @@ end
 local VALUE_MAX = 256
 
 -- Loads and checks one file.  Returns the normalised job, or nil and a list
--- of messages, each starting with "file:line:" (or "file:").
+-- of messages, each starting with "file:line:" (or "file:").  A good job's
+-- `warnings` lists what `leash check` points out without failing
+-- ("file:line: key: warning: ...").
 function M.load(path, name)
   if not M.valid_name(name) then
     return nil, { ("%s: %q is not a valid job name (use %s)"):format(path, name, M.NAME_RULE) }
@@ -225,6 +263,32 @@ function M.load(path, name)
     bad("description", "expected a string, got a %s", type(t.description))
   end
   job.description = t.description
+  -- A service (neither every nor cron given) has one run at a time and no
+  -- fire times; a bad every or cron leaves the period unknown.
+  local service = t.every == nil and t.cron == nil
+  if t.overlap ~= nil then
+    if not overlaps[t.overlap] then
+      bad("overlap", "%s is not one of \"skip\", \"queue\", \"replace\"", show(t.overlap))
+    elseif service then
+      bad("overlap", "only applies to every and cron jobs (a service has one run at a time)")
+    else
+      job.overlap = t.overlap
+    end
+  end
+  job.jitter_ms = dur("jitter", 1)
+  if job.jitter_ms then
+    local period = (job.every_ms or job.cron) and M.shortest_period(job)
+    if service then
+      bad("jitter", "only applies to every and cron jobs")
+    elseif not period then
+      job.jitter_ms = nil
+    elseif job.jitter_ms > period then
+      bad("jitter", "%s is longer than the job's shortest period (%s)",
+        duration.format(job.jitter_ms), duration.format(period))
+    else
+      job.offset_ms = M.offset(name, job.jitter_ms)
+    end
+  end
   if t.run == nil then
     errors[#errors + 1] = ("%s: run: missing; a job needs run = function(ctx) ... end"):format(path)
   elseif type(t.run) ~= "function" then
@@ -233,17 +297,51 @@ function M.load(path, name)
   job.run = t.run
   if #errors > 0 then return nil, errors end
   job.kind = job.every_ms and "every" or job.cron and "cron" or "service"
+  job.overlap = job.overlap or "skip"
+  job.offset_ms = job.offset_ms or 0
+  job.warnings = M.warnings(job, where)
   return job
 end
 
+-- Whether a period looks meant for the clock: whole minutes.
+local MINUTE, DAY = 60000, 86400000
+
+-- What `leash check` warns about in a good job; where(key) gives "file:line".
+function M.warnings(job, where)
+  local out = {}
+  local function warn(key, fmt, ...)
+    out[#out + 1] = ("%s: %s: warning: " .. fmt):format(where(key), key, ...)
+  end
+  local period = M.shortest_period(job)
+  if period and job.timeout_ms and job.timeout_ms > period then
+    local what = {
+      skip = "with overlap = \"skip\" a run that long makes the next fire skip (every other fire, or more)",
+      queue = "with overlap = \"queue\" the runs fall behind the fires",
+      replace = "with overlap = \"replace\" the next fire stops a run before its timeout",
+    }
+    warn("timeout", "%s is longer than the job's %speriod (%s): %s", duration.format(job.timeout_ms),
+      job.kind == "cron" and "shortest " or "", duration.format(period), what[job.overlap])
+  end
+  local e = job.every_ms
+  if e and e % MINUTE == 0 and (e < DAY and DAY % e ~= 0 or e > DAY and e % DAY ~= 0) then
+    warn("every", "%s does not divide a day: the fires drift against the clock from one day "
+      .. "to the next (use a divisor of 24h such as 5m, 10m or 1h, or a cron expression)",
+      duration.format(e))
+  end
+  return out
+end
+
 -- The first fire time strictly after after_ms (ms since the epoch), or nil
--- for a service.
+-- for a service.  A jitter offset shifts every fire: the next shifted fire
+-- after t is the next base fire after t - offset, plus the offset.
 function M.next_fire(job, after_ms)
+  local off = job.offset_ms or 0
   if job.kind == "every" then
-    return cron.every_next(job.every_ms, after_ms)
+    local t = cron.every_next(job.every_ms, after_ms - off)
+    return t and t + off
   elseif job.kind == "cron" then
-    local t = cron.next(job.cron, after_ms // 1000, job.tz)
-    return t and t * 1000
+    local t = cron.next(job.cron, (after_ms - off) // 1000, job.tz)
+    return t and t * 1000 + off
   end
 end
 
@@ -253,6 +351,8 @@ function M.describe(job)
   if job.kind == "every" then what = "every " .. duration.format(job.every_ms)
   elseif job.kind == "cron" then what = ("cron %q %s"):format(job.cron_expr, job.tz)
   else what = "service" end
+  if job.jitter_ms then what = what .. ", jitter " .. duration.format(job.jitter_ms) end
+  if job.overlap and job.overlap ~= "skip" then what = what .. ", overlap " .. job.overlap end
   if not job.singleton then what = what .. ", on every replica" end
   return what
 end

@@ -236,18 +236,22 @@ static int l_stop(lua_State *L)
 static int l_jobs(lua_State *L)
 {
 	static const char *const kinds[] = { "every", "cron", "service" };
+	static const char *const overlaps[] = { "skip", "queue", "replace" };
 	struct lsched *ls = check(L);
 
 	lua_createtable(L, 0, (int)ls->s.njobs);
 	for (size_t i = 0; i < ls->s.njobs; i++) {
 		const struct job *j = ls->s.jobs[i];
 
-		lua_createtable(L, 0, 10);
+		lua_createtable(L, 0, 12);
 		lua_pushstring(L, kinds[j->kind]);
 		lua_setfield(L, -2, "kind");
 		lua_pushstring(L, j->describe);
 		lua_setfield(L, -2, "describe");
 		SETINT("next_fire_ms", j->next_fire_ms);
+		lua_pushstring(L, overlaps[j->overlap]);
+		lua_setfield(L, -2, "overlap");
+		SETINT("pending_ms", j->pending_ms);
 		SETINT("restart_at", j->restart_at);
 		SETINT("backoff_ms", j->backoff_ms);
 		SETINT("lease_ms", j->lease_ms);
