@@ -5,8 +5,12 @@
 -- range `a-b`, any of those with a step (`*/5`, `10-50/10`, `5/15` meaning
 -- 5-max/15), or a comma list of them.  Months and days of the week may be
 -- named (JAN-DEC, SUN-SAT, any case, also in ranges); Sunday is 0 or 7.
--- When day-of-month and day-of-week are both restricted (neither is exactly
--- `*`), a day matches if either matches (Vixie cron); otherwise both must.
+-- Vixie's day rule: a day field whose text starts with `*` (`*`, `*/2`,
+-- `*/1`, `*,5`) counts as unrestricted.  When neither day field starts with
+-- `*`, a day matches if either matches; otherwise both sets must match, so
+-- `0 0 */2 * *` fires on odd days and `0 0 */1 * 0` on Sundays only (as in
+-- Vixie cron, cronie and Debian's cron, whose entry.c sets DOM_STAR and
+-- DOW_STAR from the field's first character).
 -- It returns a spec table, or nil and a message that names the field.  An
 -- expression that can never fire (`0 0 30 2 *`) is refused.
 --
@@ -169,8 +173,10 @@ local function index(set, lo, hi)
   return nxt, list
 end
 
--- Could a restricted day-of-month with `*` day-of-week ever fire in one of
--- the allowed months?  (29 February counts: it happens in leap years.)
+-- Could the days ever fire in one of the allowed months?  Only a day-of-month
+-- ANDed with a `*`-led day-of-week can miss: a `*`-led day-of-month holds
+-- the 1st, and every date falls on every weekday sooner or later (29
+-- February counts: it happens in leap years).
 local function ever_fires(spec)
   if spec.dom_star or not spec.dow_star then return true end
   local LONGEST = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 }
@@ -202,8 +208,8 @@ function M.parse(expr)
     local nxt, list = index(set, f.min, hi)
     spec[f.key] = { set = set, next = nxt, list = list, first = list[1] }
   end
-  spec.dom_star = words[4] == "*"
-  spec.dow_star = words[6] == "*"
+  spec.dom_star = words[4]:sub(1, 1) == "*"
+  spec.dow_star = words[6]:sub(1, 1) == "*"
   if not ever_fires(spec) then
     return nil, ("%s never fires: no allowed month has day %d"):format(
       quote(expr), spec.dom.list[1])
