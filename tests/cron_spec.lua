@@ -324,7 +324,10 @@ describe("leash.cron.next in UTC", function()
 
   it("refuses an unknown tz and a non-integer t", function()
     local spec = spec_of("* * * * *")
-    local t, err = cron.next(spec, 0, "Europe/Berlin")
+    local t, err = cron.next(spec, 0, "Mars/Olympus_Mons")
+    assert.is_nil(t)
+    assert.matches("Mars/Olympus_Mons", err, 1, true)
+    t, err = cron.next(spec, 0, 42)
     assert.is_nil(t)
     assert.matches("tz", err)
     t, err = cron.next(spec, 0.5)
@@ -634,11 +637,27 @@ describe("leash.cron.every_next", function()
   end)
 end)
 
-describe("leash.cron.next with tz local", function()
+-- The DST specs run twice: with tz = "local" and the process's TZ set to
+-- the zone, and with the zone named in tz while the process's TZ is a zone
+-- on the other side of the world (its own daylight saving included).
+for _, mode in ipairs { "local", "named" } do
+describe("leash.cron.next with tz " .. mode, function()
   local saved = os.getenv("TZ")
-  local function zone(name) core.setenv("TZ", name) end
+  local tz_of = "local"
+  local function zone(name)
+    if mode == "local" then
+      core.setenv("TZ", name)
+    else
+      core.setenv("TZ", name:find("^America") and "Australia/Sydney" or "America/Santiago")
+      tz_of = name
+    end
+  end
   after_each(function() core.setenv("TZ", saved) end)
   teardown(function() core.setenv("TZ", saved) end)
+  local real_fires = fires
+  local function fires(expr, from, n, tz)     -- luacheck: ignore 431
+    return real_fires(expr, from, n, tz == "local" and tz_of or tz)
+  end
 
   describe("Europe/Berlin", function()
     before_each(function() zone("Europe/Berlin") end)
@@ -766,5 +785,127 @@ describe("leash.cron.next with tz local", function()
   it("gives UTC results that do not depend on TZ", function()
     zone("America/New_York")
     assert.same({ "2026-11-01T01:30:00Z" }, fires("30 1 * * *", "2026-11-01T00:00:00Z", 1))
+  end)
+end)
+end
+
+describe("leash.cron.next in IANA zones", function()
+  local saved = os.getenv("TZ")
+  after_each(function() core.setenv("TZ", saved) end)
+
+  it("reads Lord Howe's 30-minute daylight saving", function()
+    -- +10:30, +11:00 from the first Sunday of October (02:00 -> 02:30)
+    -- to the first Sunday of April (02:00 -> 01:30)
+    local z = "Australia/Lord_Howe"
+    assert.same(utc { "2026-07-15T12:00:00+10:30", "2026-12-15T12:00:00+11:00" },
+      { fires("0 12 15 * *", "2026-07-01T00:00:00Z", 1, z)[1],
+        fires("0 12 15 * *", "2026-12-01T00:00:00Z", 1, z)[1] })
+    assert.same(utc { "2026-10-03T02:15:00+10:30", "2026-10-04T02:30:00+11:00",
+                      "2026-10-05T02:15:00+11:00" },
+      fires("15 2 * * *", "2026-10-02T12:00:00Z", 3, z))
+    assert.same(utc { "2026-10-04T01:59:00+10:30", "2026-10-04T02:30:00+11:00",
+                      "2026-10-04T02:31:00+11:00" },
+      fires("* * * * *", "2026-10-04T01:58:00+10:30", 3, z))
+    -- the half hour 01:30-01:59 happens twice on 5 April 2026: once
+    assert.same(utc { "2026-04-05T01:45:00+11:00", "2026-04-06T01:45:00+10:30" },
+      fires("45 1 * * *", "2026-04-04T12:00:00Z", 2, z))
+    assert.same(utc { "2026-04-05T01:50:00+11:00", "2026-04-05T02:00:00+10:30" },
+      fires("*/10 * * * *", "2026-04-05T01:45:00+11:00", 2, z))
+  end)
+
+  it("reads Chatham's +12:45 and its 02:45 change", function()
+    local z = "Pacific/Chatham"
+    assert.same(utc { "2026-01-15T12:00:00+13:45" }, fires("0 12 * * *", "2026-01-15T00:00:00+13:45", 1, z))
+    assert.same(utc { "2026-07-15T12:00:00+12:45" }, fires("0 12 * * *", "2026-07-15T00:00:00+12:45", 1, z))
+    -- last Sunday of September: 02:45 +12:45 -> 03:45 +13:45
+    assert.same(utc { "2026-09-26T03:00:00+12:45", "2026-09-27T03:45:00+13:45",
+                      "2026-09-28T03:00:00+13:45" },
+      fires("0 3 * * *", "2026-09-25T12:00:00Z", 3, z))
+    -- first Sunday of April: 03:45 +13:45 -> 02:45 +12:45
+    assert.same(utc { "2026-04-05T03:00:00+13:45", "2026-04-06T03:00:00+12:45" },
+      fires("0 3 * * *", "2026-04-04T12:00:00Z", 2, z))
+  end)
+
+  it("follows zones whose offset changed by law", function()
+    -- Moscow: +03/+04 with DST until March 2011, then +04 all year (no
+    -- fall-back in October 2011), then +03 from 26 October 2014 02:00
+    local z = "Europe/Moscow"
+    assert.same(utc { "2011-01-15T12:00:00+03:00" }, fires("0 12 15 * *", "2011-01-01T00:00:00Z", 1, z))
+    assert.same(utc { "2011-11-15T12:00:00+04:00" }, fires("0 12 15 * *", "2011-11-01T00:00:00Z", 1, z))
+    assert.same(utc { "2013-01-15T12:00:00+04:00" }, fires("0 12 15 * *", "2013-01-01T00:00:00Z", 1, z))
+    assert.same(utc { "2014-10-26T01:30:00+04:00", "2014-10-27T01:30:00+03:00" },
+      fires("30 1 * * *", "2014-10-25T12:00:00Z", 2, z))
+    assert.same(utc { "2026-07-15T12:00:00+03:00" }, fires("0 12 15 * *", "2026-07-01T00:00:00Z", 1, z))
+    -- Samoa skipped 30 December 2011 (-10 -> +14): noon that day fires
+    -- once, at the first second after the gap
+    assert.same(utc { "2011-12-29T12:00:00-10:00", "2011-12-31T00:00:00+14:00",
+                      "2011-12-31T12:00:00+14:00" },
+      fires("0 12 * * *", "2011-12-29T00:00:00-10:00", 3, "Pacific/Apia"))
+  end)
+
+  it("uses the footer's rule past the file's last transition", function()
+    local z = "Europe/Berlin"
+    assert.same(utc { "2100-01-15T12:00:00+01:00" }, fires("0 12 15 1 *", "2099-12-01T00:00:00Z", 1, z))
+    assert.same(utc { "2100-07-15T12:00:00+02:00" }, fires("0 12 15 7 *", "2100-01-01T00:00:00Z", 1, z))
+    assert.same(utc { "2099-03-28T02:30:00+01:00", "2099-03-29T03:00:00+02:00" },
+      fires("30 2 * * *", "2099-03-27T12:00:00Z", 2, z))
+    assert.same(utc { "2300-11-04T01:30:00-04:00", "2300-11-05T01:30:00-05:00" },
+      fires("30 1 * * *", "2300-11-03T12:00:00Z", 2, "America/New_York"))
+  end)
+
+  it("gives the same fires whatever the process's TZ", function()
+    local exprs = { "30 2 * * *", "*/15 * * * *", "0 * * * *", "* * * * *", "*/20 59 2 * * *" }
+    local ref
+    for _, tz in ipairs { "UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata",
+                          "Australia/Lord_Howe", "" } do
+      core.setenv("TZ", tz ~= "" and tz or nil)
+      local got = {}
+      for _, e in ipairs(exprs) do
+        for _, from in ipairs { "2026-03-29T00:50:00Z", "2026-10-25T00:10:00Z" } do
+          got[#got + 1] = table.concat(fires(e, from, 5, "Europe/Berlin"), " ")
+        end
+      end
+      if ref then assert.same(ref, got, "with TZ=" .. tz) else ref = got end
+    end
+  end)
+
+  it("agrees with tz = \"local\" through the C library on random schedules", function()
+    -- glibc reads the same TZif files on its own: a zone named in tz and the
+    -- process's TZ set to it must give the same fires, gaps and folds too.
+    local rnd = 99
+    local function rand(n) rnd = (rnd * 1103515245 + 12345) % 2147483648; return rnd // 65536 % n end
+    local exprs = { "30 2 * * *", "*/15 * * * *", "0 * * * *", "* * * * *", "*/20 59 2 * * *",
+                    "45 1 * * *", "0 3 * * sun", "*/7 1-3 * * *", "0 0 1 * *" }
+    for _, z in ipairs { "Europe/Berlin", "America/New_York", "Australia/Lord_Howe",
+                         "Pacific/Chatham", "Europe/Moscow", "America/Sao_Paulo", "Asia/Tehran" } do
+      for _ = 1, 40 do
+        local e = exprs[1 + rand(#exprs)]
+        local spec = spec_of(e)
+        -- near a change often: the spec walks from a random time in 1990-2040
+        local t = T("1990-01-01T00:00:00Z") + 60 * rand(50 * 525960)
+        local named, loc = {}, {}
+        core.setenv("TZ", "UTC")
+        local u = t
+        for i = 1, 4 do u = assert(cron.next(spec, u, z)); named[i] = iso(u) end
+        core.setenv("TZ", z)
+        u = t
+        for i = 1, 4 do u = assert(cron.next(spec, u, "local")); loc[i] = iso(u) end
+        assert.same(loc, named, ("%s %q after %s"):format(z, e, iso(t)))
+      end
+    end
+  end)
+
+  it("notes a fire that a gap moved", function()
+    local spec = spec_of("30 2 * * *")
+    assert.equal("02:30 Europe/Berlin does not exist: fires at 03:00",
+      cron.note(spec, T("2027-03-28T01:00:00Z"), "Europe/Berlin"))
+    assert.is_nil(cron.note(spec, T("2027-03-29T00:30:00Z"), "Europe/Berlin"))
+    -- a fold is not a move: the first 02:30 is the fire
+    assert.is_nil(cron.note(spec, T("2026-10-25T00:30:00Z"), "Europe/Berlin"))
+    assert.is_nil(cron.note(spec, T("2027-03-28T02:30:00Z"), "UTC"))
+    assert.equal("02:15 Australia/Lord_Howe does not exist: fires at 02:30",
+      cron.note(spec_of("15 2 * * *"), T("2026-10-04T02:30:00+11:00"), "Australia/Lord_Howe"))
+    assert.equal("02:00:30 Europe/Berlin does not exist: fires at 03:00:00",
+      cron.note(spec_of("30 * 2 * * *"), T("2026-03-29T01:00:00Z"), "Europe/Berlin"))
   end)
 end)
