@@ -107,6 +107,29 @@ static void check_bad(void *arg, const char *file, const char *msg)
 		printf("%s: %s\n", file, msg);
 }
 
+/* Prints fire time t of j for --next, with what a daylight-saving gap did
+ * to it (leash.cron.note), if anything. */
+static void print_fire(lua_State *L, struct job *j, int64_t t)
+{
+	char buf[32];
+	int top = lua_gettop(L);
+	const char *note = NULL;
+
+	if (j->kind == JOB_CRON) {
+		lua_rawgeti(L, LUA_REGISTRYINDEX, j->ref);
+		lua_getfield(L, -1, "cron");
+		lua_pushinteger(L, t / 1000);
+		lua_getfield(L, -3, "tz");
+		if (lx_callmod(L, "leash.cron", "note", 3, 1) == LUA_OK && lua_isstring(L, -1))
+			note = lua_tostring(L, -1);
+	}
+	if (note)
+		printf("%s %s  (%s)\n", j->name, clock_iso(buf, sizeof buf, t, t % 1000 != 0), note);
+	else
+		printf("%s %s\n", j->name, clock_iso(buf, sizeof buf, t, t % 1000 != 0));
+	lua_settop(L, top);
+}
+
 static int cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -147,12 +170,10 @@ static int cmd_check(int argc, char **argv)
 		int64_t t = clock_wall_ms();
 
 		for (long k = 0; k < next && j->kind != JOB_SERVICE; k++) {
-			char buf[32];
-
 			t = job_next_fire(ck.L, j, t);
 			if (t < 0)
 				break;
-			printf("%s %s\n", j->name, clock_iso(buf, sizeof buf, t, t % 1000 != 0));
+			print_fire(ck.L, j, t);
 		}
 	}
 	fprintf(stderr, "%s: %zu job%s ok, %d problem%s\n", c.file, ck.njobs,

@@ -242,10 +242,13 @@ describe("leash.cron.next in UTC", function()
     assert.same({ "2026-01-05T00:00:00Z", "2026-01-12T00:00:00Z", "2026-01-15T00:00:00Z",
                   "2026-01-19T00:00:00Z" },
       fires("0 0 1,15 * mon", "2026-01-01T00:00:00Z", 4))
-    -- a step is a restriction too: days 1,11,21,31 or Mondays
+    -- a stepped range is a restriction too: days 1,11,21,31 or Mondays
     assert.same({ "2026-01-05T00:00:00Z", "2026-01-11T00:00:00Z", "2026-01-12T00:00:00Z",
                   "2026-01-19T00:00:00Z", "2026-01-21T00:00:00Z" },
-      fires("0 0 */10 * 1", "2026-01-01T00:00:00Z", 5))
+      fires("0 0 1-31/10 * 1", "2026-01-01T00:00:00Z", 5))
+    -- but */10 starts with *: days 1,11,21,31 that are Mondays (Vixie's rule)
+    assert.same({ "2026-05-11T00:00:00Z" },
+      fires("0 0 */10 * 1", "2026-01-01T00:00:00Z", 1))
   end)
 
   it("ANDs them when one of them is *", function()
@@ -321,7 +324,10 @@ describe("leash.cron.next in UTC", function()
 
   it("refuses an unknown tz and a non-integer t", function()
     local spec = spec_of("* * * * *")
-    local t, err = cron.next(spec, 0, "Europe/Berlin")
+    local t, err = cron.next(spec, 0, "Mars/Olympus_Mons")
+    assert.is_nil(t)
+    assert.matches("Mars/Olympus_Mons", err, 1, true)
+    t, err = cron.next(spec, 0, 42)
     assert.is_nil(t)
     assert.matches("tz", err)
     t, err = cron.next(spec, 0.5)
@@ -384,6 +390,219 @@ describe("leash.cron.next in UTC", function()
   end)
 end)
 
+describe("Vixie's day rule", function()
+  -- A day field whose text starts with `*` counts as unrestricted, whatever
+  -- follows: the sets are then ANDed, not ORed.
+  local function days(expr, from, n)
+    local out = {}
+    for i, s in ipairs(fires(expr, from, n)) do out[i] = s:sub(1, 10) end
+    return out
+  end
+
+  it("reads */N in day-of-month alone as a plain set", function()
+    -- 2026-03-01 is a Sunday; odd days only, whatever the weekday
+    assert.same({ "2026-03-01", "2026-03-03", "2026-03-05", "2026-03-07" },
+      days("32 19 */2 * *", "2026-03-01T00:00:00Z", 4))
+    assert.same({ "2026-03-29", "2026-03-31", "2026-04-01" },
+      days("32 19 */2 * *", "2026-03-28T00:00:00Z", 3))
+    assert.same({ "2026-03-01", "2026-03-11", "2026-03-21", "2026-03-31", "2026-04-01" },
+      days("0 0 */10 * *", "2026-02-28T12:00:00Z", 5))
+  end)
+
+  it("reads */N in day-of-week alone as a plain set", function()
+    -- Sunday, Tuesday, Thursday, Saturday
+    assert.same({ "2026-03-01", "2026-03-03", "2026-03-05", "2026-03-07", "2026-03-08" },
+      days("0 0 * * */2", "2026-02-28T12:00:00Z", 5))
+    -- */7 over 0-6 is Sunday alone
+    assert.same({ "2026-03-01", "2026-03-08" }, days("0 0 * * */7", "2026-02-28T12:00:00Z", 2))
+  end)
+
+  it("fires 32 19 */2 * */1 on odd days only", function()
+    assert.same(utc { "2026-03-01T19:32:00Z", "2026-03-03T19:32:00Z", "2026-03-05T19:32:00Z" },
+      fires("32 19 */2 * */1", "2026-03-01T00:00:00Z", 3))
+    -- the 31st, then the 1st: a month's odd days, not every other day
+    assert.same({ "2026-03-31", "2026-04-01", "2026-04-03" },
+      days("32 19 */2 * */1", "2026-03-30T00:00:00Z", 3))
+  end)
+
+  it("fires * 12-15 */1 * 0 on Sundays only", function()
+    assert.same(utc { "2026-03-01T12:00:00Z", "2026-03-01T12:01:00Z" },
+      fires("* 12-15 */1 * 0", "2026-02-28T00:00:00Z", 2))
+    assert.same(utc { "2026-03-08T12:00:00Z" }, fires("* 12-15 */1 * 0", "2026-03-01T15:59:00Z", 1))
+  end)
+
+  it("ANDs */N in both day fields", function()
+    -- odd days that are Sunday, Wednesday or Saturday
+    assert.same({ "2026-03-01", "2026-03-07", "2026-03-11", "2026-03-15", "2026-03-21" },
+      days("0 0 */2 * */3", "2026-02-28T12:00:00Z", 5))
+    assert.same({ "2026-03-01", "2026-03-02" }, days("0 0 */1 * */1", "2026-02-28T12:00:00Z", 2))
+  end)
+
+  it("looks only at the first character of the field", function()
+    -- "*,5" starts with *: unrestricted, so Mondays only
+    assert.same({ "2026-03-02", "2026-03-09" }, days("0 0 *,5 * 1", "2026-03-01T00:00:00Z", 2))
+    -- "5,*" and "1-31" do not: ORed with Monday, so every day
+    assert.same({ "2026-03-03", "2026-03-04" }, days("0 0 5,* * 1", "2026-03-02T00:00:00Z", 2))
+    assert.same({ "2026-03-03", "2026-03-04" }, days("0 0 1-31 * 1", "2026-03-02T00:00:00Z", 2))
+    -- day-of-week "0-7" is not *: ORed with the 13th
+    assert.same({ "2026-03-03", "2026-03-04" }, days("0 0 13 * 0-7", "2026-03-02T00:00:00Z", 2))
+  end)
+
+  it("refuses a */N day-of-week ANDed with a day no allowed month has", function()
+    refused("0 0 31 4 */2", "never fires")
+    refused("0 0 30 2 */1", "never fires")
+    assert.same({ "2032-02-29" }, days("0 0 29 2 */7", "2026-01-01T00:00:00Z", 1))
+  end)
+
+  it("shows the rule in describe", function()
+    assert.equal("sec 0 min 0 hour 0 dom 1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31 mon * dow *",
+      cron.describe(spec_of("0 0 */2 * */1")))
+  end)
+
+  -- The oracle: a cron written from Vixie cron's documented semantics
+  -- (crontab(5) and its entry.c/cron.c), sharing nothing with leash.cron:
+  -- each field a set of bits (day-of-week 0-7, 0 and 7 both Sunday),
+  -- DOM_STAR and DOW_STAR from the field's first character, and a time
+  -- matches when minute, hour and month match and the days match by
+  -- (DOM_STAR or DOW_STAR) ? dom and dow : dom or dow.  Its next fire is a
+  -- brute-force walk, day by day and then minute by minute.
+  local VIXIE = {
+    { lo = 0, hi = 59 }, { lo = 0, hi = 23 }, { lo = 1, hi = 31 },
+    { lo = 1, hi = 12, names = { "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug",
+                                 "sep", "oct", "nov", "dec" }, base = 1 },
+    { lo = 0, hi = 7, names = { "sun", "mon", "tue", "wed", "thu", "fri", "sat" }, base = 0 },
+  }
+
+  local function vixie_number(f, s)
+    local n = tonumber(s)
+    if n then return n end
+    for i, name in ipairs(f.names) do
+      if name == s:lower() then return i - 1 + f.base end
+    end
+    error("oracle: bad number " .. s)
+  end
+
+  local function vixie_field(f, text)
+    local bits = {}
+    for item in text:gmatch("[^,]+") do
+      local range, step = item:match("^([^/]+)/(%d+)$")
+      range, step = range or item, tonumber(step) or 1
+      local a, b
+      if range == "*" then
+        a, b = f.lo, f.hi
+      elseif range:find("-", 1, true) then
+        local x, y = range:match("^(%w+)-(%w+)$")
+        a, b = vixie_number(f, x), vixie_number(f, y)
+      else
+        a = vixie_number(f, range)
+        b = a
+      end
+      for v = a, b, step do bits[v] = true end
+    end
+    return bits
+  end
+
+  local function vixie_entry(expr)
+    local words = {}
+    for w in expr:gmatch("%S+") do words[#words + 1] = w end
+    local e = {}
+    for i, f in ipairs(VIXIE) do e[i] = vixie_field(f, words[i]) end
+    if e[5][0] or e[5][7] then e[5][0], e[5][7] = true, true end
+    e.dom_star = words[3]:sub(1, 1) == "*"
+    e.dow_star = words[5]:sub(1, 1) == "*"
+    return e
+  end
+
+  local function vixie_day(e, day)
+    local f = os.date("!*t", day * 86400)
+    if not e[4][f.month] then return false end
+    local dom, dow = e[3][f.day] == true, e[5][f.wday - 1] == true
+    if e.dom_star or e.dow_star then return dom and dow end
+    return dom or dow
+  end
+
+  -- The first matching minute strictly after t (a whole minute), within
+  -- `years` years, or nil.
+  local function vixie_next(e, t, years)
+    local day = t // 86400
+    local from = t % 86400 // 60 + 1
+    for _ = 0, years * 366 do
+      if vixie_day(e, day) then
+        for m = from, 1439 do
+          if e[2][m // 60] and e[1][m % 60] then return day * 86400 + m * 60 end
+        end
+      end
+      day, from = day + 1, 0
+    end
+    return nil
+  end
+
+  -- Random expressions in Vixie's syntax: *, */N, N, a-b, a-b/N, names in
+  -- any case, lists of them, 7 as Sunday; day fields are often `*`-led.
+  local rnd = 20260314
+  local function rand(n) rnd = (rnd * 1103515245 + 12345) % 2147483648; return rnd // 65536 % n end
+  local function number(f, v)
+    if f.names and v - f.base < #f.names and rand(4) == 0 then
+      local name = f.names[v - f.base + 1]
+      if rand(2) == 0 then name = name:upper() end
+      return name
+    end
+    return tostring(v)
+  end
+  local function gen_item(f, span)
+    local k = rand(10)
+    if k <= 1 then return "*" end
+    if k <= 3 then return "*/" .. (1 + rand(span)) end
+    local a = f.lo + rand(f.hi - f.lo + 1)
+    if k <= 5 then return number(f, a) end
+    local b = a + rand(f.hi - a + 1)
+    local r = number(f, a) .. "-" .. number(f, b)
+    if k <= 7 then return r end
+    return r .. "/" .. (1 + rand(span))
+  end
+  local SPANS = { 60, 24, 31, 12, 7 }
+  local function gen_field(i)
+    local f = VIXIE[i]
+    local star = ({ 15, 25, 40, 60, 40 })[i]
+    if rand(100) < star then return "*" end
+    local items = {}
+    for j = 1, 1 + (rand(3) == 0 and rand(3) or 0) do items[j] = gen_item(f, SPANS[i]) end
+    return table.concat(items, ",")
+  end
+
+  it("agrees with an independent Vixie cron on random expressions", function()
+    local N, compared, refused_n = 3000, 0, 0
+    local t0 = os.clock()
+    for _ = 1, N do
+      local words = {}
+      for i = 1, 5 do words[i] = gen_field(i) end
+      local expr = table.concat(words, " ")
+      local e = vixie_entry(expr)
+      local spec, err = cron.parse(expr)
+      local t = T("2000-01-01T00:00:00Z") + 60 * rand(100 * 525960)
+      if not spec then
+        -- leash refuses only what Vixie cron would never run
+        assert.matches("never fires", err, 1, true)
+        assert.is_nil(vixie_next(e, t, 8), expr)
+        refused_n = refused_n + 1
+      else
+        for _ = 1, 3 do
+          local got = assert(cron.next(spec, t))
+          local want = vixie_next(e, t, 30)
+          if want or got - t < 30 * 365 * 86400 then
+            assert.equal(iso(want), iso(got), ("%q after %s"):format(expr, iso(t)))
+          end
+          t = got
+        end
+        compared = compared + 1
+      end
+    end
+    assert.is_true(compared > N * 0.9, "only " .. compared .. " compared")
+    assert.is_true(refused_n < N * 0.1)
+    assert.is_true(os.clock() - t0 < 10, "the oracle took " .. (os.clock() - t0) .. "s")
+  end)
+end)
+
 describe("leash.cron.every_next", function()
   it("returns the next multiple of the interval since the epoch", function()
     assert.equal(1000, cron.every_next(1000, 0))
@@ -418,11 +637,27 @@ describe("leash.cron.every_next", function()
   end)
 end)
 
-describe("leash.cron.next with tz local", function()
+-- The DST specs run twice: with tz = "local" and the process's TZ set to
+-- the zone, and with the zone named in tz while the process's TZ is a zone
+-- on the other side of the world (its own daylight saving included).
+for _, mode in ipairs { "local", "named" } do
+describe("leash.cron.next with tz " .. mode, function()
   local saved = os.getenv("TZ")
-  local function zone(name) core.setenv("TZ", name) end
+  local tz_of = "local"
+  local function zone(name)
+    if mode == "local" then
+      core.setenv("TZ", name)
+    else
+      core.setenv("TZ", name:find("^America") and "Australia/Sydney" or "America/Santiago")
+      tz_of = name
+    end
+  end
   after_each(function() core.setenv("TZ", saved) end)
   teardown(function() core.setenv("TZ", saved) end)
+  local real_fires = fires
+  local function fires(expr, from, n, tz)     -- luacheck: ignore 431
+    return real_fires(expr, from, n, tz == "local" and tz_of or tz)
+  end
 
   describe("Europe/Berlin", function()
     before_each(function() zone("Europe/Berlin") end)
@@ -550,5 +785,127 @@ describe("leash.cron.next with tz local", function()
   it("gives UTC results that do not depend on TZ", function()
     zone("America/New_York")
     assert.same({ "2026-11-01T01:30:00Z" }, fires("30 1 * * *", "2026-11-01T00:00:00Z", 1))
+  end)
+end)
+end
+
+describe("leash.cron.next in IANA zones", function()
+  local saved = os.getenv("TZ")
+  after_each(function() core.setenv("TZ", saved) end)
+
+  it("reads Lord Howe's 30-minute daylight saving", function()
+    -- +10:30, +11:00 from the first Sunday of October (02:00 -> 02:30)
+    -- to the first Sunday of April (02:00 -> 01:30)
+    local z = "Australia/Lord_Howe"
+    assert.same(utc { "2026-07-15T12:00:00+10:30", "2026-12-15T12:00:00+11:00" },
+      { fires("0 12 15 * *", "2026-07-01T00:00:00Z", 1, z)[1],
+        fires("0 12 15 * *", "2026-12-01T00:00:00Z", 1, z)[1] })
+    assert.same(utc { "2026-10-03T02:15:00+10:30", "2026-10-04T02:30:00+11:00",
+                      "2026-10-05T02:15:00+11:00" },
+      fires("15 2 * * *", "2026-10-02T12:00:00Z", 3, z))
+    assert.same(utc { "2026-10-04T01:59:00+10:30", "2026-10-04T02:30:00+11:00",
+                      "2026-10-04T02:31:00+11:00" },
+      fires("* * * * *", "2026-10-04T01:58:00+10:30", 3, z))
+    -- the half hour 01:30-01:59 happens twice on 5 April 2026: once
+    assert.same(utc { "2026-04-05T01:45:00+11:00", "2026-04-06T01:45:00+10:30" },
+      fires("45 1 * * *", "2026-04-04T12:00:00Z", 2, z))
+    assert.same(utc { "2026-04-05T01:50:00+11:00", "2026-04-05T02:00:00+10:30" },
+      fires("*/10 * * * *", "2026-04-05T01:45:00+11:00", 2, z))
+  end)
+
+  it("reads Chatham's +12:45 and its 02:45 change", function()
+    local z = "Pacific/Chatham"
+    assert.same(utc { "2026-01-15T12:00:00+13:45" }, fires("0 12 * * *", "2026-01-15T00:00:00+13:45", 1, z))
+    assert.same(utc { "2026-07-15T12:00:00+12:45" }, fires("0 12 * * *", "2026-07-15T00:00:00+12:45", 1, z))
+    -- last Sunday of September: 02:45 +12:45 -> 03:45 +13:45
+    assert.same(utc { "2026-09-26T03:00:00+12:45", "2026-09-27T03:45:00+13:45",
+                      "2026-09-28T03:00:00+13:45" },
+      fires("0 3 * * *", "2026-09-25T12:00:00Z", 3, z))
+    -- first Sunday of April: 03:45 +13:45 -> 02:45 +12:45
+    assert.same(utc { "2026-04-05T03:00:00+13:45", "2026-04-06T03:00:00+12:45" },
+      fires("0 3 * * *", "2026-04-04T12:00:00Z", 2, z))
+  end)
+
+  it("follows zones whose offset changed by law", function()
+    -- Moscow: +03/+04 with DST until March 2011, then +04 all year (no
+    -- fall-back in October 2011), then +03 from 26 October 2014 02:00
+    local z = "Europe/Moscow"
+    assert.same(utc { "2011-01-15T12:00:00+03:00" }, fires("0 12 15 * *", "2011-01-01T00:00:00Z", 1, z))
+    assert.same(utc { "2011-11-15T12:00:00+04:00" }, fires("0 12 15 * *", "2011-11-01T00:00:00Z", 1, z))
+    assert.same(utc { "2013-01-15T12:00:00+04:00" }, fires("0 12 15 * *", "2013-01-01T00:00:00Z", 1, z))
+    assert.same(utc { "2014-10-26T01:30:00+04:00", "2014-10-27T01:30:00+03:00" },
+      fires("30 1 * * *", "2014-10-25T12:00:00Z", 2, z))
+    assert.same(utc { "2026-07-15T12:00:00+03:00" }, fires("0 12 15 * *", "2026-07-01T00:00:00Z", 1, z))
+    -- Samoa skipped 30 December 2011 (-10 -> +14): noon that day fires
+    -- once, at the first second after the gap
+    assert.same(utc { "2011-12-29T12:00:00-10:00", "2011-12-31T00:00:00+14:00",
+                      "2011-12-31T12:00:00+14:00" },
+      fires("0 12 * * *", "2011-12-29T00:00:00-10:00", 3, "Pacific/Apia"))
+  end)
+
+  it("uses the footer's rule past the file's last transition", function()
+    local z = "Europe/Berlin"
+    assert.same(utc { "2100-01-15T12:00:00+01:00" }, fires("0 12 15 1 *", "2099-12-01T00:00:00Z", 1, z))
+    assert.same(utc { "2100-07-15T12:00:00+02:00" }, fires("0 12 15 7 *", "2100-01-01T00:00:00Z", 1, z))
+    assert.same(utc { "2099-03-28T02:30:00+01:00", "2099-03-29T03:00:00+02:00" },
+      fires("30 2 * * *", "2099-03-27T12:00:00Z", 2, z))
+    assert.same(utc { "2300-11-04T01:30:00-04:00", "2300-11-05T01:30:00-05:00" },
+      fires("30 1 * * *", "2300-11-03T12:00:00Z", 2, "America/New_York"))
+  end)
+
+  it("gives the same fires whatever the process's TZ", function()
+    local exprs = { "30 2 * * *", "*/15 * * * *", "0 * * * *", "* * * * *", "*/20 59 2 * * *" }
+    local ref
+    for _, tz in ipairs { "UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata",
+                          "Australia/Lord_Howe", "" } do
+      core.setenv("TZ", tz ~= "" and tz or nil)
+      local got = {}
+      for _, e in ipairs(exprs) do
+        for _, from in ipairs { "2026-03-29T00:50:00Z", "2026-10-25T00:10:00Z" } do
+          got[#got + 1] = table.concat(fires(e, from, 5, "Europe/Berlin"), " ")
+        end
+      end
+      if ref then assert.same(ref, got, "with TZ=" .. tz) else ref = got end
+    end
+  end)
+
+  it("agrees with tz = \"local\" through the C library on random schedules", function()
+    -- glibc reads the same TZif files on its own: a zone named in tz and the
+    -- process's TZ set to it must give the same fires, gaps and folds too.
+    local rnd = 99
+    local function rand(n) rnd = (rnd * 1103515245 + 12345) % 2147483648; return rnd // 65536 % n end
+    local exprs = { "30 2 * * *", "*/15 * * * *", "0 * * * *", "* * * * *", "*/20 59 2 * * *",
+                    "45 1 * * *", "0 3 * * sun", "*/7 1-3 * * *", "0 0 1 * *" }
+    for _, z in ipairs { "Europe/Berlin", "America/New_York", "Australia/Lord_Howe",
+                         "Pacific/Chatham", "Europe/Moscow", "America/Sao_Paulo", "Asia/Tehran" } do
+      for _ = 1, 40 do
+        local e = exprs[1 + rand(#exprs)]
+        local spec = spec_of(e)
+        -- near a change often: the spec walks from a random time in 1990-2040
+        local t = T("1990-01-01T00:00:00Z") + 60 * rand(50 * 525960)
+        local named, loc = {}, {}
+        core.setenv("TZ", "UTC")
+        local u = t
+        for i = 1, 4 do u = assert(cron.next(spec, u, z)); named[i] = iso(u) end
+        core.setenv("TZ", z)
+        u = t
+        for i = 1, 4 do u = assert(cron.next(spec, u, "local")); loc[i] = iso(u) end
+        assert.same(loc, named, ("%s %q after %s"):format(z, e, iso(t)))
+      end
+    end
+  end)
+
+  it("notes a fire that a gap moved", function()
+    local spec = spec_of("30 2 * * *")
+    assert.equal("02:30 Europe/Berlin does not exist: fires at 03:00",
+      cron.note(spec, T("2027-03-28T01:00:00Z"), "Europe/Berlin"))
+    assert.is_nil(cron.note(spec, T("2027-03-29T00:30:00Z"), "Europe/Berlin"))
+    -- a fold is not a move: the first 02:30 is the fire
+    assert.is_nil(cron.note(spec, T("2026-10-25T00:30:00Z"), "Europe/Berlin"))
+    assert.is_nil(cron.note(spec, T("2027-03-28T02:30:00Z"), "UTC"))
+    assert.equal("02:15 Australia/Lord_Howe does not exist: fires at 02:30",
+      cron.note(spec_of("15 2 * * *"), T("2026-10-04T02:30:00+11:00"), "Australia/Lord_Howe"))
+    assert.equal("02:00:30 Europe/Berlin does not exist: fires at 03:00:00",
+      cron.note(spec_of("30 * 2 * * *"), T("2026-03-29T01:00:00Z"), "Europe/Berlin"))
   end)
 end)

@@ -142,9 +142,42 @@ describe("leash.job.load", function()
   end)
 
   it("a tz leash does not know, or tz without cron", function()
-    refused('return { cron = "* * * * *",\n tz = "Europe/Berlin", run = function() end }\n',
-      "J/t.lua:2:", "tz")
+    refused('return { cron = "* * * * *",\n tz = "Europe/Atlantis", run = function() end }\n',
+      'J/t.lua:2: tz: "Europe/Atlantis" is not a time zone in /usr/share/zoneinfo',
+      'such as "Europe/Berlin"')
+    refused('return { cron = "* * * * *",\n\n tz = "../../etc/passwd", run = function() end }\n',
+      'J/t.lua:3: tz: "../../etc/passwd" is not a time zone name')
+    refused('return { cron = "* * * * *",\n tz = 7, run = function() end }\n',
+      "J/t.lua:2: tz: 7 is not a time zone")
+    refused('return { cron = "* * * * *",\n tz = "' .. ("x"):rep(300) .. '", run = function() end }\n',
+      "J/t.lua:2: tz:", "300 bytes long")
     refused('return { every = "1s",\n tz = "local", run = function() end }\n', "J/t.lua:2:", "tz")
+    refused('return { every = "1s",\n tz = "Europe/Berlin", run = function() end }\n',
+      "J/t.lua:2: tz: only applies to cron")
+  end)
+
+  it("an IANA zone, read once for all the jobs that name it", function()
+    local j = assert(load_src('return { cron = "30 2 * * *", tz = "Europe/Berlin", run = function() end }\n'))
+    assert.equal("Europe/Berlin", j.tz)
+    assert.equal('cron "30 2 * * *" Europe/Berlin', job.describe(j))
+    -- 2027-03-28: 02:30 does not exist in Berlin; fires at 03:00 CEST
+    assert.equal(1806195600000, job.next_fire(j, 1806192000000))
+    local tz = require "leash.tz"
+    assert.equal(tz.get("Europe/Berlin"), tz.get("Europe/Berlin"))
+  end)
+
+  it("a zone file that is garbage, with the file's line and the zone", function()
+    local dir = os.getenv("LEASH_TEST_TMP") .. "/zoneinfo-jobs"
+    os.execute("mkdir -p " .. dir .. "/Bad")
+    local f = assert(io.open(dir .. "/Bad/Zone", "wb"))
+    f:write("TZif2" .. ("\0"):rep(10))
+    f:close()
+    local saved = os.getenv("TZDIR")
+    require("leash.core").setenv("TZDIR", dir)
+    local ok, msg = pcall(refused, 'return { cron = "* * * * *",\n tz = "Bad/Zone", run = function() end }\n',
+      'J/t.lua:2: tz: time zone "Bad/Zone": ' .. dir .. "/Bad/Zone is not a usable TZif file: truncated")
+    require("leash.core").setenv("TZDIR", saved)
+    assert(ok, msg)
   end)
 
   it("jitter and overlap: the offset is the name's, overlap defaults to skip", function()
@@ -390,6 +423,32 @@ describe("leash check", function()
     assert.equal(2, #times, out)
     assert.equal(off, times[1] % 60000)
     assert.equal(60000, times[2] - times[1])
+  end)
+
+  it("--next marks a fire that a daylight-saving gap moved, whatever the TZ", function()
+    local d = jobs_dir {
+      ["berlin.lua"] = 'return { cron = "30 2 28 3 *", tz = "Europe/Berlin", run = function() end }\n',
+    }
+    local outs = {}
+    for i, zone in ipairs { "America/New_York", "Asia/Tokyo" } do
+      local code, out = L.leash({ "check", "-c", d.config, "--next", "12" }, { env = { TZ = zone } })
+      assert.equal(0, code)
+      outs[i] = out
+    end
+    assert.equal(outs[1], outs[2])
+    -- 28 March is the day Berlin springs forward when it is the last Sunday
+    -- (2027, 2032, 2038): 02:30 does not exist and it fires at 03:00 CEST
+    local moved = 0
+    for line in outs[1]:gmatch("[^\n]+") do
+      local note = line:match("^berlin %d%d%d%d%-03%-28T01:00:00Z  %((.*)%)$")
+      if note then
+        assert.equal("02:30 Europe/Berlin does not exist: fires at 03:00", note)
+        moved = moved + 1
+      else
+        assert.matches("^berlin %d%d%d%d%-03%-28T0[01]:30:00Z$", line)
+      end
+    end
+    assert.is_true(moved >= 1, outs[1])
   end)
 
   it("--next needs a count", function()

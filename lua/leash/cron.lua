@@ -5,16 +5,22 @@
 -- range `a-b`, any of those with a step (`*/5`, `10-50/10`, `5/15` meaning
 -- 5-max/15), or a comma list of them.  Months and days of the week may be
 -- named (JAN-DEC, SUN-SAT, any case, also in ranges); Sunday is 0 or 7.
--- When day-of-month and day-of-week are both restricted (neither is exactly
--- `*`), a day matches if either matches (Vixie cron); otherwise both must.
+-- Vixie's day rule: a day field whose text starts with `*` (`*`, `*/2`,
+-- `*/1`, `*,5`) counts as unrestricted.  When neither day field starts with
+-- `*`, a day matches if either matches; otherwise both sets must match, so
+-- `0 0 */2 * *` fires on odd days and `0 0 */1 * 0` on Sundays only (as in
+-- Vixie cron, cronie and Debian's cron, whose entry.c sets DOM_STAR and
+-- DOW_STAR from the field's first character).
 -- It returns a spec table, or nil and a message that names the field.  An
 -- expression that can never fire (`0 0 30 2 *`) is refused.
 --
 -- next(spec, t, tz) is the first fire time strictly after epoch second t, in
--- the time zone "UTC" (default) or "local" (the process's TZ).  With "local",
--- a wall time in a spring-forward gap fires once, at the first second after
--- the gap, and a wall time that occurs twice in a fall-back fires once, at
--- its first occurrence.
+-- the time zone "UTC" (default), "local" (the process's TZ) or an IANA zone
+-- such as "Europe/Berlin" (its TZif file, through leash.tz, whatever the
+-- process's TZ).  In a zone with daylight saving, a wall time in a
+-- spring-forward gap fires once, at the first second after the gap, and a
+-- wall time that occurs twice in a fall-back fires once, at its first
+-- occurrence.  note(spec, at, tz) says when a gap moved the fire at `at`.
 --
 -- every_next(every_ms, t_ms) is the next multiple of every_ms since the Unix
 -- epoch strictly after t_ms.
@@ -83,6 +89,7 @@ local FIELDS = {
 }
 
 local quote = require("leash.text").quote
+local tzdb = require "leash.tz"
 
 -- One value of a field: a number or, for months and days, a name.
 local function value(f, s)
@@ -169,8 +176,10 @@ local function index(set, lo, hi)
   return nxt, list
 end
 
--- Could a restricted day-of-month with `*` day-of-week ever fire in one of
--- the allowed months?  (29 February counts: it happens in leap years.)
+-- Could the days ever fire in one of the allowed months?  Only a day-of-month
+-- ANDed with a `*`-led day-of-week can miss: a `*`-led day-of-month holds
+-- the 1st, and every date falls on every weekday sooner or later (29
+-- February counts: it happens in leap years).
 local function ever_fires(spec)
   if spec.dom_star or not spec.dow_star then return true end
   local LONGEST = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 }
@@ -202,8 +211,8 @@ function M.parse(expr)
     local nxt, list = index(set, f.min, hi)
     spec[f.key] = { set = set, next = nxt, list = list, first = list[1] }
   end
-  spec.dom_star = words[4] == "*"
-  spec.dow_star = words[6] == "*"
+  spec.dom_star = words[4]:sub(1, 1) == "*"
+  spec.dow_star = words[6]:sub(1, 1) == "*"
   if not ever_fires(spec) then
     return nil, ("%s never fires: no allowed month has day %d"):format(
       quote(expr), spec.dom.list[1])
@@ -273,62 +282,75 @@ local function next_wall(spec, w)
   return nil
 end
 
--- Local time: offsets from os.date, never mktime's DST guessing.
+-- Zoned time.  A zone is an offset function: off(t) is the UTC offset
+-- (seconds east) at instant t.  "local" asks os.date (the process's TZ; no
+-- mktime and its DST guessing), an IANA zone its TZif data (leash.tz).
 
--- UTC offset (seconds east) of the process's TZ at instant t.
-local function offset(t)
+local function local_offset(t)
   local lt = os.date("*t", t)
   return timegm(lt.year, lt.month, lt.day, lt.hour, lt.min, lt.sec) - t
 end
 
-local function wall(t) return t + offset(t) end
+-- The offset function of tz, or nil and a message.  UTC is nil, nil.
+local function zone_of(tz)
+  if tz == nil or tz == "UTC" then return nil end
+  if tz == "local" then return local_offset end
+  if type(tz) ~= "string" then
+    return nil, ("tz must be \"UTC\", \"local\" or a zone name, not a %s"):format(type(tz))
+  end
+  local z, err = tzdb.get(tz)
+  if not z then return nil, err end
+  return z.offset
+end
 
 -- The largest wall time reached at or before instant t.  Just after a
 -- fall-back the clock shows wall times it already showed; those fired then.
-local function max_wall(t)
-  local now = offset(t)
-  local before = offset(t - 86400)
+local function max_wall(off, t)
+  local now = off(t)
+  local before = off(t - 86400)
   if before <= now then return t + now end
   local back = before - now              -- how far the clock went back
-  if offset(t - back) == now then return t + now end  -- the fold is over
+  if off(t - back) == now then return t + now end  -- the fold is over
   -- The transition is in (t - back, t]: find its instant T (first second
   -- with the new offset); the wall time just before it is the largest.
-  local lo, hi = t - back, t             -- offset(lo) ~= now, offset(hi) == now
+  local lo, hi = t - back, t             -- off(lo) ~= now, off(hi) == now
   while hi - lo > 1 do
     local mid = (lo + hi) // 2
-    if offset(mid) == now then hi = mid else lo = mid end
+    if off(mid) == now then hi = mid else lo = mid end
   end
-  return math.max(t + now, wall(hi - 1))
+  return math.max(t + now, hi - 1 + off(hi - 1))
 end
 
 -- The first instant whose wall time is W; for a W in a spring-forward gap,
 -- the first instant after the gap.
-local function first_instant(W)
-  local early, late = offset(W - 86400), offset(W + 86400)
+local function first_instant(off, W)
+  local early, late = off(W - 86400), off(W + 86400)
   local best
   for _, o in ipairs { early, late } do
     local t = W - o
-    if offset(t) == o and (not best or t < best) then best = t end
+    if off(t) == o and (not best or t < best) then best = t end
   end
   if best then return best end
   -- In a gap: the instants W - late and W - early straddle it.  Find the
   -- first instant whose wall time is at least W.
   local lo, hi = math.min(W - early, W - late), math.max(W - early, W - late)
-  if wall(lo) >= W then return lo end
+  if lo + off(lo) >= W then return lo end
   while hi - lo > 1 do
     local mid = (lo + hi) // 2
-    if wall(mid) >= W then hi = mid else lo = mid end
+    if mid + off(mid) >= W then hi = mid else lo = mid end
   end
   return hi
 end
 
-local function next_local(spec, t)
-  local w = max_wall(t)
+-- The first fire strictly after t, and the wall time it is for (which a
+-- gap moves: then the fire's own wall time is later).
+local function next_zoned(spec, t, off)
+  local w = max_wall(off, t)
   for _ = 1, 1000 do
     local W = next_wall(spec, w)
     if not W then return nil end
-    local at = first_instant(W)
-    if at > t then return at end
+    local at = first_instant(off, W)
+    if at > t then return at, W end
     w = W
   end
   return nil
@@ -338,16 +360,30 @@ end
 function M.next(spec, t, tz)
   t = math.tointeger(t)
   if not t then return nil, "cron.next: t must be an integer number of seconds" end
-  if tz == nil or tz == "UTC" then
-    local at = next_wall(spec, t)
-    if not at then return nil, "never fires" end
-    return at
-  elseif tz == "local" then
-    local at = next_local(spec, t)
-    if not at then return nil, "never fires" end
-    return at
+  local off, err = zone_of(tz)
+  if err then return nil, err end
+  local at
+  if off then at = next_zoned(spec, t, off) else at = next_wall(spec, t) end
+  if not at then return nil, "never fires" end
+  return at
+end
+
+-- note(spec, at, tz) -> nil | "02:30 Europe/Berlin does not exist: fires at 03:00"
+-- for a fire time `at` that cron.next gave: says when a spring-forward gap
+-- moved it from the wall time it was for.
+function M.note(spec, at, tz)
+  local off = zone_of(tz)
+  if not off then return nil end
+  local got, W = next_zoned(spec, at - 1, off)
+  if got ~= at or W == at + off(at) then return nil end
+  local function hm(w)
+    local sod = w % 86400
+    if sod % 60 == 0 and spec.fields == 5 then
+      return ("%02d:%02d"):format(sod // 3600, sod % 3600 // 60)
+    end
+    return ("%02d:%02d:%02d"):format(sod // 3600, sod % 3600 // 60, sod % 60)
   end
-  return nil, ("tz must be \"UTC\" or \"local\", not %s"):format(quote(tostring(tz)))
+  return ("%s %s does not exist: fires at %s"):format(hm(W), tz, hm(at + off(at)))
 end
 
 -- every_next(every_ms, t_ms) -> ms | nil, message

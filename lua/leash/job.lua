@@ -1,6 +1,7 @@
 -- leash.job: loads one job file and checks it; the policy of what a job is.
 local duration = require "leash.duration"
 local cron = require "leash.cron"
+local tz = require "leash.tz"
 local config = require "leash.config"
 local core = require "leash.core"
 local sandbox = require "leash.sandbox"
@@ -243,9 +244,18 @@ function M.load(path, name)
     end
     if t.every ~= nil then bad("cron", "give either every or cron, not both") end
   end
-  if t.tz ~= nil then
-    if t.tz ~= "UTC" and t.tz ~= "local" then
-      bad("tz", "%s is not a time zone leash knows (use \"UTC\" or \"local\")", show(t.tz))
+  if t.tz ~= nil and not long("tz") then
+    local zone_err
+    if type(t.tz) ~= "string" then
+      zone_err = ("%s is not a time zone"):format(show(t.tz))
+    elseif t.tz ~= "UTC" and t.tz ~= "local" then
+      -- Read (once per process, kept by leash.tz) here, outside the file's
+      -- budget and environment, so a bad zone is this file's error.
+      zone_err = select(2, tz.get(t.tz))
+    end
+    if zone_err then
+      bad("tz", "%s (use \"UTC\", \"local\" or a zone of %s such as \"Europe/Berlin\")",
+        zone_err, tz.dir())
     elseif t.cron == nil then
       bad("tz", "only applies to cron schedules (every is always aligned to UTC)")
     else
