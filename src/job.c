@@ -166,6 +166,12 @@ static struct job *from_table(lua_State *L)
 	j->overlap = !kind ? JOB_SKIP : strcmp(kind, "queue") == 0 ? JOB_QUEUE
 	           : strcmp(kind, "replace") == 0 ? JOB_REPLACE : JOB_SKIP;
 	free(kind);
+	kind = field_dup(L, t, "missed");
+	j->missed = !kind ? JOB_MISSED_ONCE : strcmp(kind, "skip") == 0 ? JOB_MISSED_SKIP
+	          : strcmp(kind, "all") == 0 ? JOB_MISSED_ALL : JOB_MISSED_ONCE;
+	free(kind);
+	j->missed_within_ms = field_int(L, t, "missed_within_ms");
+	j->missed_max = (int)field_int(L, t, "missed_max");
 	j->warnings = warnings_dup(L, t);
 	lua_pushvalue(L, t);
 	if (lx_callmod(L, "leash.job", "describe", 1, 1) == LUA_OK && lua_isstring(L, -1))

@@ -10,6 +10,9 @@ enum job_kind { JOB_EVERY, JOB_CRON, JOB_SERVICE };
 /* What a fire does while the previous run still goes (leash.job OVERLAP). */
 enum job_overlap { JOB_SKIP, JOB_QUEUE, JOB_REPLACE };
 
+/* Which of the fires nobody ran a new holder runs (leash.job MISSED). */
+enum job_missed { JOB_MISSED_ONCE, JOB_MISSED_SKIP, JOB_MISSED_ALL };
+
 struct run;
 
 struct job {
@@ -24,6 +27,9 @@ struct job {
 	char *digest;                   /* of the file's text: tells an edit on reload */
 	enum job_overlap overlap;       /* periodic jobs; a service ignores it */
 	char *warnings;                 /* leash.job's warnings, one a line, or NULL */
+	enum job_missed missed;         /* periodic jobs: catch-up on taking the lease */
+	int64_t missed_within_ms;       /* older fires are never run */
+	int missed_max;                 /* missed = "all": at most this many */
 
 	/* Scheduling state, kept across reloads. */
 	int64_t next_fire_ms;           /* wall clock; periodic jobs */
@@ -33,6 +39,15 @@ struct job {
 	int64_t pending_ms;             /* a fire waiting for that run to end
 	                                 * (queue, replace), or 0 */
 	long run_id;                    /* its id */
+	/* Fires of a job that claims them (singleton mode). */
+	int64_t want_ms;                /* to claim and start when no run goes (a
+	                                 * catch-up, or one whose claim erred), or 0 */
+	int want_catchup;               /* want_ms is a catch-up fire */
+	int64_t retry_at;               /* wall clock: an erred claim's next try */
+	int64_t claimed_ms;             /* claimed ahead of its time: starts then, or 0 */
+	int64_t backlog_ms;             /* missed = "all": the next catch-up fire, or 0 */
+	int64_t backlog_until;          /* the catch-up's fires are before this */
+	int backlog_left;               /* how many more (backlog_ms included) */
 	int removed;                    /* gone from jobs/: dropped once idle */
 	void *elect;                    /* election state, when singleton mode is on */
 	int follow_logged;              /* "following: held by X" said since it last held */

@@ -211,6 +211,19 @@ describe("leash.job.load", function()
       "J/t.lua:2: overlap: only applies to every and cron jobs", "J/t.lua:3: jitter: only applies")
   end)
 
+  it("missed, missed_within, missed_max: the words, a duration up to 24h, a count with missed = all; file:line", function()
+    assert(load_src('return { every = "1m", missed = "all", missed_within = "24h", missed_max = 1000, run = function() end }\n'))
+    refused('return { every = "1m",\n missed = "some", run = function() end }\n',
+      'J/t.lua:2: missed: "some" is not one of "skip", "once", "all"')
+    refused('return { every = "1m",\n missed_within = "25h", run = function() end }\n', "J/t.lua:2: missed_within:")
+    refused('return { every = "1m",\n missed = "all", missed_max = 0, run = function() end }\n',
+      "J/t.lua:2: missed_max: 0 is not a whole number from 1 to 1000")
+    refused('return { every = "1m",\n missed_max = 3, run = function() end }\n',
+      'J/t.lua:2: missed_max: only applies with missed = "all"')
+    refused('return {\n missed = "all",\n missed_within = "1m", run = function() end }\n',
+      "J/t.lua:2: missed: only applies to every and cron jobs", "J/t.lua:3: missed_within: only applies")
+  end)
+
   it("the shortest period: every, or cron's finest field with more than one value", function()
     local cron = require "leash.cron"
     local function p(expr) return job.shortest_period { cron = assert(cron.parse(expr)) } end

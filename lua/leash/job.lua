@@ -11,8 +11,8 @@ local limits = core.limits
 local M = {}
 
 -- The keys a job table may have.
-M.KEYS = { "every", "cron", "tz", "jitter", "overlap", "timeout", "lease", "singleton", "run",
-  "description" }
+M.KEYS = { "every", "cron", "tz", "jitter", "overlap", "missed", "missed_within", "missed_max",
+  "timeout", "lease", "singleton", "run", "description" }
 local known = {}
 for _, k in ipairs(M.KEYS) do known[k] = true end
 
@@ -38,6 +38,17 @@ local LEASE = config.key("singleton", "lease")
 M.OVERLAP = { "skip", "queue", "replace" }
 local overlaps = {}
 for _, k in ipairs(M.OVERLAP) do overlaps[k] = true end
+
+-- Which of the fires nobody ran a new holder of the lease runs (see
+-- sched.c's catch_up), how old one may be, and for "all" how many.
+M.MISSED = { "skip", "once", "all" }
+local misseds = {}
+for _, k in ipairs(M.MISSED) do misseds[k] = true end
+M.MISSED_DEFAULT = "once"
+M.MISSED_WITHIN_DEFAULT = 3600000       -- 1h
+M.MISSED_WITHIN_MAX = 86400000          -- 24h: a catch-up walks its fires one by one
+M.MISSED_MAX_DEFAULT = 10
+M.MISSED_MAX_MAX = 1000
 
 -- A job's jitter offset in [0, jitter_ms): FNV-1a (64 bits, wrapping) of its
 -- name, so every replica and every restart agrees on it.
@@ -276,13 +287,34 @@ function M.load(path, name)
   -- A service (neither every nor cron given) has one run at a time and no
   -- fire times; a bad every or cron leaves the period unknown.
   local service = t.every == nil and t.cron == nil
-  if t.overlap ~= nil then
-    if not overlaps[t.overlap] then
-      bad("overlap", "%s is not one of \"skip\", \"queue\", \"replace\"", show(t.overlap))
+  -- A word of a list (overlap, missed) that only a periodic job may give.
+  local function word(key, words, list, why)
+    if t[key] == nil then return nil end
+    if not words[t[key]] then
+      bad(key, "%s is not one of %s", show(t[key]), (table.concat(list, ", "):gsub("[^, ]+", '"%0"')))
     elseif service then
-      bad("overlap", "only applies to every and cron jobs (a service has one run at a time)")
+      bad(key, "only applies to every and cron jobs (%s)", why)
     else
-      job.overlap = t.overlap
+      return t[key]
+    end
+  end
+  local NO_FIRES = "a service has no fires to miss"
+  job.overlap = word("overlap", overlaps, M.OVERLAP, "a service has one run at a time")
+  job.missed = word("missed", misseds, M.MISSED, NO_FIRES)
+  job.missed_within_ms = dur("missed_within", 1000, M.MISSED_WITHIN_MAX)
+  if job.missed_within_ms and service then
+    bad("missed_within", "only applies to every and cron jobs (%s)", NO_FIRES)
+  end
+  if t.missed_max ~= nil then
+    local v = t.missed_max
+    if math.type(v) ~= "integer" or v < 1 or v > M.MISSED_MAX_MAX then
+      bad("missed_max", "%s is not a whole number from 1 to %d", show(v), M.MISSED_MAX_MAX)
+    elseif service then
+      bad("missed_max", "only applies to every and cron jobs (%s)", NO_FIRES)
+    elseif (t.missed or M.MISSED_DEFAULT) ~= "all" then
+      bad("missed_max", "only applies with missed = \"all\"")
+    else
+      job.missed_max = v
     end
   end
   job.jitter_ms = dur("jitter", 1)
@@ -308,6 +340,11 @@ function M.load(path, name)
   if #errors > 0 then return nil, errors end
   job.kind = job.every_ms and "every" or job.cron and "cron" or "service"
   job.overlap = job.overlap or "skip"
+  if job.kind ~= "service" then
+    job.missed = job.missed or M.MISSED_DEFAULT
+    job.missed_within_ms = job.missed_within_ms or M.MISSED_WITHIN_DEFAULT
+    job.missed_max = job.missed_max or M.MISSED_MAX_DEFAULT
+  end
   job.offset_ms = job.offset_ms or 0
   job.warnings = M.warnings(job, where)
   return job
@@ -363,6 +400,7 @@ function M.describe(job)
   else what = "service" end
   if job.jitter_ms then what = what .. ", jitter " .. duration.format(job.jitter_ms) end
   if job.overlap and job.overlap ~= "skip" then what = what .. ", overlap " .. job.overlap end
+  if job.missed and job.missed ~= M.MISSED_DEFAULT then what = what .. ", missed " .. job.missed end
   if not job.singleton then what = what .. ", on every replica" end
   return what
 end

@@ -34,6 +34,7 @@ function M.ctx(job, info)
     token = info.token,
     run_id = info.run_id,
     scheduled_at = info.scheduled_at,
+    catchup = info.catchup == true,
   }
   function ctx.log(level, msg, fields)
     if not LEVELS[level] then
