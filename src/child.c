@@ -35,7 +35,7 @@ static int run_body(lua_State *L, const struct job *job, const struct run_info *
 	int ok = 0;
 
 	lua_rawgeti(L, LUA_REGISTRYINDEX, job->ref);
-	lua_createtable(L, 0, 4);
+	lua_createtable(L, 0, 5);
 	lua_pushstring(L, info->replica);
 	lua_setfield(L, -2, "replica");
 	lua_pushinteger(L, info->token);
@@ -47,6 +47,8 @@ static int run_body(lua_State *L, const struct job *job, const struct run_info *
 	else
 		lua_pushnil(L);
 	lua_setfield(L, -2, "scheduled_at");
+	lua_pushboolean(L, info->catchup);
+	lua_setfield(L, -2, "catchup");
 	if (lx_callmod(L, "leash.run", "main", 2, 1) == LUA_OK) {
 		ok = lua_toboolean(L, -1);
 	} else {

@@ -65,6 +65,7 @@ struct elect_job *elect_add(struct elector *el, const char *name, int64_t lease_
 		j->margin_ms = el->cfg.margin_ms;
 	}
 	j->state = ELECT_FOLLOWER;
+	j->last_fire = STORE_NO_FIRE;
 	j->next_try = now_of(el);
 	j->wake_at = NEVER;
 	j->user = user;
@@ -219,6 +220,7 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 	for (size_t i = 0; i < k; i++) {
 		struct elect_job *j = js[i];
 		if (got[i]) {
+			j->last_fire = info[i].last_fire;
 			become_holder(el, j, now, info[i].token);
 			continue;
 		}

@@ -25,6 +25,7 @@ struct elect_job {
 	int64_t lease_ms, renew_ms, margin_ms;
 	enum elect_state state;
 	int64_t token;                  /* holder: our fencing token */
+	int64_t last_fire;              /* the fire cursor the acquire read (STORE_NO_FIRE) */
 	int64_t deadline;               /* holder: the body must stop here */
 	int64_t renew_due;              /* holder: next renew */
 	int64_t next_try;               /* follower: next retry (shared by a batch) */
@@ -38,8 +39,8 @@ struct elect_cfg {
 	int64_t timeout_ms;             /* the longest any store call may take */
 };
 
-/* What happened to a job: gained (now holder, with token) or lost (the
- * body must stop now), and why. */
+/* What happened to a job: gained (now holder, with token and the cursor
+ * last_fire the acquire read) or lost (the body must stop now), and why. */
 typedef void (*elect_change_fn)(void *arg, struct elect_job *, int gained, const char *why);
 /* A store call failed; what = "renew" or "acquire". */
 typedef void (*elect_error_fn)(void *arg, const char *what, const char *err);

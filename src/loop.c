@@ -68,12 +68,14 @@ void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 static int64_t wall(void *arg) { (void)arg; return clock_wall_ms(); }
 static int64_t mono(void *arg) { (void)arg; return clock_mono_ms(); }
 
-static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, long *id)
+static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int catchup,
+                             long *id)
 {
 	struct loop *lp = arg;
 	struct run_info info = {
 		.replica = lp->owner,
 		.scheduled_ms = scheduled_ms,
+		.catchup = catchup,
 		.grace_ms = lp->cfg->grace_ms,
 	};
 	struct run *r;
@@ -282,6 +284,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.enter = singleton_enter;
 		env.leave = singleton_leave;
 		env.stale = singleton_stale;
+		env.claim = singleton_claim;
 	}
 	sched_init(&lp.sched, L, cfg->jobs, &env);
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",

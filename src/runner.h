@@ -13,6 +13,7 @@ struct run_info {
 	const char *replica;
 	int64_t token;
 	int64_t scheduled_ms;           /* wall clock; 0 for a service */
+	int catchup;                    /* a missed fire, run late */
 	int64_t fence_stop_ms;          /* boottime: the body is stopped here; 0 = never */
 	int64_t fence_slack_ms;         /* the child kills itself this long after that */
 	int64_t grace_ms;               /* SIGTERM to SIGKILL */

@@ -160,6 +160,13 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->backoff_ms = old->backoff_ms;
 	fresh->run = old->run;
 	fresh->run_id = old->run_id;
+	fresh->want_ms = old->want_ms;
+	fresh->want_catchup = old->want_catchup;
+	fresh->retry_at = old->retry_at;
+	fresh->claimed_ms = old->claimed_ms;
+	fresh->backlog_ms = old->backlog_ms;
+	fresh->backlog_until = old->backlog_until;
+	fresh->backlog_left = old->backlog_left;
 	/* A fire waiting for the run keeps its place only under the same
 	 * schedule (jitter and overlap are part of it, see describe). */
 	if (!changed)
@@ -279,10 +286,10 @@ static int may_run(struct sched *s, const struct job *j)
 	return s->env.may_run(s->env.elect_arg, j);
 }
 
-static void start(struct sched *s, struct job *j, int64_t scheduled_ms)
+static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catchup)
 {
 	long id = 0;
-	struct run *r = s->env.start(s->env.arg, j, scheduled_ms, &id);
+	struct run *r = s->env.start(s->env.arg, j, scheduled_ms, catchup, &id);
 
 	if (r) {
 		j->run = r;
@@ -330,46 +337,269 @@ static void overlapped(struct sched *s, struct job *j, int64_t fire)
 	}
 }
 
-/* The run ended: the fire that waited for it (queue, replace) starts now, if
- * this replica may still run the job. */
-static void start_pending(struct sched *s, struct job *j, long ended_id)
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Whether j's fires start only once claimed. */
+static int claims(struct sched *s, const struct job *j)
+{
+	return s->env.claim && takes_part(s, j);
+}
+
+/* Forgets the fires j was going to start (why: "the job was removed", ...). */
+static void drop_wanted(struct sched *s, struct job *j, const char *why)
+{
+	char at[32], to[32];
+
+	(void)s;
+	if (j->want_ms)
+		log_msg(LOG_INFO, j->name, 0, "fire at %s not started: %s", fire_iso(at, sizeof at,
+		        j->want_ms), why);
+	if (j->claimed_ms)
+		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: claimed, but not started: %s",
+		        fire_iso(at, sizeof at, j->claimed_ms), why);
+	if (j->backlog_ms)
+		log_msg(LOG_INFO, j->name, 0, "%d missed fire%s from %s to before %s not caught up: %s",
+		        j->backlog_left, j->backlog_left == 1 ? "" : "s",
+		        fire_iso(at, sizeof at, j->backlog_ms), fire_iso(to, sizeof to, j->backlog_until),
+		        why);
+	j->want_ms = j->claimed_ms = j->backlog_ms = 0;
+	j->want_catchup = 0;
+	j->retry_at = 0;
+	j->backlog_left = 0;
+}
+
+/* The next catch-up fire of a missed = "all" backlog becomes the wanted one. */
+static void backlog_pop(struct sched *s, struct job *j)
+{
+	int64_t next;
+
+	j->want_ms = j->backlog_ms;
+	j->want_catchup = 1;
+	j->retry_at = 0;
+	next = --j->backlog_left > 0 ? job_next_fire(s->L, j, j->backlog_ms) : -1;
+	if (next < 0 || next >= j->backlog_until) {
+		j->backlog_ms = 0;
+		j->backlog_left = 0;
+	} else {
+		j->backlog_ms = next;
+	}
+}
+
+/* The run ended: what starts next, if this replica may still run the job:
+ * the fire that waited for it (queue, replace) or the next catch-up fire.
+ * Catch-up fires are older, so they go first (the cursor only moves on),
+ * except that a replacing fire drops them.  Returns whether one is wanted. */
+static int next_wanted(struct sched *s, struct job *j, long ended_id)
 {
 	int64_t fire = j->pending_ms;
 	char at[32];
 
-	j->pending_ms = 0;
-	if (!fire || s->stopping || j->removed)
-		return;
-	fire_iso(at, sizeof at, fire);
-	if (!may_run(s, j)) {
-		log_msg(LOG_INFO, j->name, 0, "dropped the fire at %s that waited for run %ld: "
-		        "this replica no longer holds the lease", at, ended_id);
-		return;
+	if (s->stopping || j->removed) {
+		j->pending_ms = 0;
+		drop_wanted(s, j, s->stopping ? "leash is stopping" : "the job was removed");
+		return 0;
 	}
+	if (!may_run(s, j)) {
+		j->pending_ms = 0;
+		if (fire)
+			log_msg(LOG_INFO, j->name, 0, "dropped the fire at %s that waited for run %ld: "
+			        "this replica no longer holds the lease", fire_iso(at, sizeof at, fire),
+			        ended_id);
+		drop_wanted(s, j, "this replica no longer holds the lease");
+		return 0;
+	}
+	if (j->want_ms)
+		return 1;
+	if (fire && j->overlap == JOB_REPLACE && j->backlog_ms)
+		drop_wanted(s, j, "a newer fire replaced the catch-up");
+	if (j->backlog_ms) {
+		backlog_pop(s, j);
+		log_msg(LOG_INFO, j->name, 0, "catching up the fire at %s", fire_iso(at, sizeof at,
+		        j->want_ms));
+		return 1;
+	}
+	if (!fire)
+		return 0;
+	j->pending_ms = 0;
+	fire_iso(at, sizeof at, fire);
 	if (j->overlap == JOB_QUEUE)
 		log_msg(LOG_INFO, j->name, 0, "starting the queued fire at %s", at);
 	else
 		log_msg(LOG_INFO, j->name, 0, "starting the fire at %s: run %ld was replaced", at,
 		        ended_id);
-	start(s, j, fire);
+	j->want_ms = fire;
+	j->want_catchup = 0;
+	j->retry_at = 0;
+	return 1;
 }
 
-static int64_t min64(int64_t a, int64_t b)
+static int grow_batch(struct sched *s, size_t n)
 {
-	return a < b ? a : b;
+	struct job **cj;
+	int64_t *cf;
+	int *cok;
+
+	if (n <= s->ccap)
+		return 0;
+	if (!(cj = realloc(s->cj, n * sizeof *cj)))
+		return -1;
+	s->cj = cj;
+	if (!(cf = realloc(s->cf, n * sizeof *cf)))
+		return -1;
+	s->cf = cf;
+	if (!(cok = realloc(s->cok, n * sizeof *cok)))
+		return -1;
+	s->cok = cok;
+	s->ccap = n;
+	return 0;
+}
+
+/* Claims the wanted fires of s->cj[0..n) in one call and starts those the
+ * store accepted (a fire claimed ahead of its time starts at it).  Returns
+ * ms until a job of the batch wants a turn again, or INT64_MAX. */
+static int64_t claim_batch(struct sched *s, size_t n)
+{
+	int64_t wake = INT64_MAX, now;
+	int rc;
+
+	if (n == 0)
+		return wake;
+	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
+	now = wall(s);
+	for (size_t i = 0; i < n; i++) {
+		struct job *j = s->cj[i];
+		char at[32], until[32];
+
+		fire_iso(at, sizeof at, j->want_ms);
+		if (rc < 0) {
+			if (!j->retry_at)
+				log_msg(LOG_WARN, j->name, 0, "fire at %s not started yet: its claim failed "
+				        "(the store did not answer); trying again until %s", at,
+				        fire_iso(until, sizeof until, j->want_ms + j->missed_within_ms));
+			j->retry_at = now + SCHED_CLAIM_RETRY_MS;
+			wake = min64(wake, SCHED_CLAIM_RETRY_MS);
+			continue;
+		}
+		if (!s->cok[i]) {
+			log_msg(LOG_WARN, j->name, 0, "fire at %s not started: the claim was refused "
+			        "(another replica holds the lease, or the fire ran already)", at);
+		} else if (j->want_ms > now) {
+			j->claimed_ms = j->want_ms;
+			wake = min64(wake, j->claimed_ms - now);
+		} else {
+			if (j->want_catchup)
+				log_msg(LOG_INFO, j->name, 0, "catch-up run of the fire at %s", at);
+			start(s, j, j->want_ms, j->want_catchup);
+		}
+		j->want_ms = 0;
+		j->want_catchup = 0;
+		j->retry_at = 0;
+		/* A refused catch-up fire: the next one of the backlog, if any,
+		 * waits for the next turn. */
+		if (!j->run && !j->claimed_ms && j->backlog_ms) {
+			backlog_pop(s, j);
+			wake = 0;
+		}
+	}
+	return wake;
+}
+
+/* Starts j's wanted fire: at once when the job claims nothing, else through
+ * a claim of its own. */
+static void start_wanted(struct sched *s, struct job *j)
+{
+	if (!claims(s, j)) {
+		start(s, j, j->want_ms, j->want_catchup);
+		j->want_ms = 0;
+		j->want_catchup = 0;
+		return;
+	}
+	if (grow_batch(s, 1) < 0) {
+		log_msg(LOG_ERROR, j->name, 0, "out of memory: fire not claimed");
+		return;
+	}
+	s->cj[0] = j;
+	s->cf[0] = j->want_ms;
+	claim_batch(s, 1);
+}
+
+/* A periodic job that may run: its fire if due (or about to be, when it is
+ * claimed), and the fire it wants started, into the claim batch (*n). */
+static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
+{
+	int64_t sleep_ms = INT64_MAX, ahead = 0;
+	char at[32], was[32];
+
+	if (j->claimed_ms && !j->run) {
+		if (now < j->claimed_ms)
+			return j->claimed_ms - now;
+		start(s, j, j->claimed_ms, 0);
+		j->claimed_ms = 0;
+	}
+	if (claims(s, j) && !j->run && !j->claimed_ms)
+		ahead = SCHED_CLAIM_AHEAD_MS;
+	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead) {
+		int64_t fire = j->next_fire_ms;
+
+		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
+		if (j->run || j->claimed_ms) {
+			overlapped(s, j, fire);
+		} else {
+			if (j->want_ms)
+				log_msg(LOG_WARN, j->name, 0, "fire at %s missed: the fire at %s takes its "
+				        "place", fire_iso(was, sizeof was, j->want_ms),
+				        fire_iso(at, sizeof at, fire));
+			j->want_ms = fire;
+			j->want_catchup = 0;
+			j->retry_at = 0;
+		}
+	}
+	if (j->next_fire_ms >= 0)
+		sleep_ms = j->next_fire_ms - ahead - now;
+	if (!j->want_ms || j->run || j->claimed_ms)
+		return sleep_ms;
+	if (!claims(s, j)) {
+		start_wanted(s, j);
+	} else if (now - j->want_ms > j->missed_within_ms) {
+		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: no claim succeeded within "
+		        "missed_within", fire_iso(at, sizeof at, j->want_ms));
+		j->want_ms = 0;
+		j->retry_at = 0;
+		if (j->backlog_ms) {
+			backlog_pop(s, j);
+			sleep_ms = 0;
+		}
+	} else if (now < j->retry_at) {
+		sleep_ms = min64(sleep_ms, j->retry_at - now);
+	} else {
+		s->cj[*n] = j;
+		s->cf[(*n)++] = j->want_ms;
+	}
+	return sleep_ms;
 }
 
 int64_t sched_start_due(struct sched *s)
 {
 	int64_t now = wall(s), mnow = mono(s);
 	int64_t sleep_ms = 60000;
+	size_t n = 0;
 
+	if (grow_batch(s, s->njobs) < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "out of memory: no fire starts this turn");
+		return 1000;
+	}
 	for (size_t i = 0; i < s->njobs && !s->stopping; i++) {
 		struct job *j = s->jobs[i];
 
 		if (!may_run(s, j)) {
-			/* A follower's fire times pass too, so that when it
-			 * becomes the holder it neither repeats nor catches up. */
+			/* A follower's fire times pass too: what it catches up
+			 * when it becomes the holder is sched_gained's choice. */
+			if (j->want_ms || j->claimed_ms || j->backlog_ms)
+				drop_wanted(s, j, j->removed ? "the job was removed"
+				            : "this replica no longer holds the lease");
 			if (j->kind != JOB_SERVICE && j->next_fire_ms >= 0 && !j->removed) {
 				if (now >= j->next_fire_ms)
 					j->next_fire_ms = job_next_fire(s->L, j, now);
@@ -380,24 +610,15 @@ int64_t sched_start_due(struct sched *s)
 		}
 		if (j->kind == JOB_SERVICE) {
 			if (!j->run && mnow >= j->restart_at)
-				start(s, j, 0);
+				start(s, j, 0, 0);
 			if (!j->run)
 				sleep_ms = min64(sleep_ms, j->restart_at - mnow);
 			continue;
 		}
-		if (j->next_fire_ms < 0)
-			continue;
-		if (now >= j->next_fire_ms) {
-			if (j->run)
-				overlapped(s, j, j->next_fire_ms);
-			else
-				start(s, j, j->next_fire_ms);
-			j->next_fire_ms = job_next_fire(s->L, j, now);
-			if (j->next_fire_ms < 0)
-				continue;
-		}
-		sleep_ms = min64(sleep_ms, j->next_fire_ms - now);
+		sleep_ms = min64(sleep_ms, due_fire(s, j, now, &n));
 	}
+	if (!s->stopping)
+		sleep_ms = min64(sleep_ms, claim_batch(s, n));
 	return sleep_ms < 0 ? 0 : sleep_ms;
 }
 
@@ -417,17 +638,99 @@ void sched_run_ended(struct sched *s, struct job *j, int failed, int64_t ran_ms)
 		j->restart_at = mono(s) + j->backoff_ms;
 		log_msg(LOG_INFO, j->name, 0, "service %s; restarting in %.1fs",
 		        failed ? "failed" : "returned", j->backoff_ms / 1000.0);
-	} else if (j->kind != JOB_SERVICE) {
-		start_pending(s, j, j->run_id);
+	} else if (j->kind != JOB_SERVICE && next_wanted(s, j, j->run_id)) {
+		start_wanted(s, j);
 	}
 }
 
-void sched_gained(struct sched *s, struct job *j)
+static const char *const missed_words[] = { "once", "skip", "all" };
+
+/* Logs count missed fires from first to last (a range, or one). */
+static void log_missed(const struct job *j, int count, int64_t first, int64_t last,
+                       const char *why)
+{
+	char a[32], b[32];
+
+	if (count <= 0)
+		return;
+	if (count == 1)
+		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: %s", fire_iso(a, sizeof a, first), why);
+	else
+		log_msg(LOG_WARN, j->name, 0, "%d fires from %s to %s missed: %s", count,
+		        fire_iso(a, sizeof a, first), fire_iso(b, sizeof b, last), why);
+}
+
+/* The catch-up of a periodic job that just took its lease with cursor
+ * last_fire: the fires after it and before the first fire the regular path
+ * starts (next_fire_ms, when it is due already, else now). */
+static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
+{
+	int64_t now = wall(s), oldest = now - j->missed_within_ms;
+	int64_t until = j->next_fire_ms >= 0 && j->next_fire_ms < now ? j->next_fire_ms : now;
+	int64_t f, first = -1, last = -1, run_from;
+	int count = 0, run, k;
+	char why[96];
+
+	drop_wanted(s, j, "the lease was taken again");
+	if (last_fire < 0)
+		return;                 /* a new job: nothing to catch up */
+	f = job_next_fire(s->L, j, last_fire);
+	if (f >= 0 && f < oldest && f < until) {
+		char a[32], b[32];
+
+		/* Not counted: the cursor may be years old. */
+		log_msg(LOG_WARN, j->name, 0, "fires from %s to before %s missed: older than "
+		        "missed_within", fire_iso(a, sizeof a, f), fire_iso(b, sizeof b,
+		        oldest < until ? oldest : until));
+		f = job_next_fire(s->L, j, oldest - 1);
+	}
+	for (; f >= 0 && f < until; f = job_next_fire(s->L, j, f)) {
+		if (first < 0)
+			first = f;
+		last = f;
+		count++;
+	}
+	if (count == 0)
+		return;
+	snprintf(why, sizeof why, "missed = \"%s\"", missed_words[j->missed]);
+	run = j->missed == JOB_MISSED_SKIP ? 0 : j->missed == JOB_MISSED_ONCE ? 1
+	    : count < j->missed_max ? count : j->missed_max;
+	if (run == 0) {
+		log_missed(j, count, first, last, why);
+		return;
+	}
+	/* The run newest ones, oldest first. */
+	run_from = first;
+	for (k = 0; k < count - run; k++)
+		run_from = job_next_fire(s->L, j, run_from);
+	if (count > run) {
+		int64_t before = first;
+
+		for (k = 0; k < count - run - 1; k++)
+			before = job_next_fire(s->L, j, before);
+		log_missed(j, count - run, first, before, j->missed == JOB_MISSED_ONCE
+		           ? "missed = \"once\" runs the latest" : "more than missed_max");
+	}
+	log_msg(LOG_INFO, j->name, 0, "catching up %d missed fire%s (%s)", run, run == 1 ? "" : "s",
+	        why);
+	j->want_ms = run_from;
+	j->want_catchup = 1;
+	j->retry_at = 0;
+	if (run > 1) {
+		j->backlog_ms = job_next_fire(s->L, j, run_from);
+		j->backlog_left = run - 1;
+		j->backlog_until = until;
+	}
+}
+
+void sched_gained(struct sched *s, struct job *j, int64_t last_fire)
 {
 	if (j->kind == JOB_SERVICE) {
 		j->restart_at = mono(s);
 		j->backoff_ms = 0;
+		return;
 	}
+	catch_up(s, j, last_fire);
 }
 
 void sched_drop_removed(struct sched *s)
@@ -455,4 +758,11 @@ void sched_free(struct sched *s)
 	free(s->jobs);
 	s->jobs = NULL;
 	s->njobs = s->cap = 0;
+	free(s->cj);
+	free(s->cf);
+	free(s->cok);
+	s->cj = NULL;
+	s->cf = NULL;
+	s->cok = NULL;
+	s->ccap = 0;
 }

@@ -18,14 +18,17 @@
 
 #define SCHED_BACKOFF_MIN 1000          /* ms: a service's first restart delay */
 #define SCHED_BACKOFF_MAX 60000         /* and the longest; a run this long resets it */
+#define SCHED_CLAIM_AHEAD_MS 5          /* a fire's claim goes out this early */
+#define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
 
 struct sched_env {
 	void *arg;
 	int64_t (*wall_ms)(void *arg);  /* fire times */
 	int64_t (*mono_ms)(void *arg);  /* services' restarts */
-	/* Starts a run of the job (scheduled_ms 0 for a service): the run's
-	 * handle and id, or NULL when it could not start (the env logs why). */
-	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, long *id);
+	/* Starts a run of the job (scheduled_ms 0 for a service; catchup: a
+	 * missed fire run late): the run's handle and id, or NULL when it could
+	 * not start (the env logs why). */
+	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, int catchup, long *id);
 	/* Asks a run to stop (it ends later, through sched_run_ended).  The
 	 * reason may live on the caller's stack: keep a copy. */
 	void (*stop)(void *arg, struct run *, const char *reason);
@@ -40,6 +43,12 @@ struct sched_env {
 	void (*enter)(void *arg, struct job *);             /* stand for election */
 	void (*leave)(void *arg, struct job *);             /* release, forget */
 	int (*stale)(void *arg, const struct job *);        /* standing no longer fits */
+	/* Claims fires[i] of the elected jobs[i] (distinct jobs, each holding
+	 * its lease), all in one store call: ok[i] is 1 when the fire may
+	 * start, 0 when the store refused it (another replica holds the lease,
+	 * or the fire ran already).  0, or -1 when the store did not answer
+	 * (ok unset; the env logs why).  NULL: fires start unclaimed. */
+	int (*claim)(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
 };
 
 struct sched {
@@ -49,6 +58,11 @@ struct sched {
 	struct job **jobs;
 	size_t njobs, cap;
 	int stopping;                   /* no new runs */
+	/* sched_start_due's batch of claims, room for njobs. */
+	struct job **cj;
+	int64_t *cf;
+	int *cok;
+	size_t ccap;
 };
 
 void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct sched_env *);
@@ -60,7 +74,12 @@ void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct
 void sched_load(struct sched *, int reload);
 
 /* Starts the runs that are due, lets past fire times go by (a follower's
- * too, so a new holder neither repeats nor catches up).  A fire while the
+ * too: what a new holder catches up is sched_gained's decision).  With a
+ * claim hook, an elected job's fire starts only once claimed: the fires due
+ * now (or within SCHED_CLAIM_AHEAD_MS) of all jobs go in one claim call.  A
+ * refused fire does not start (logged); one whose claim erred is tried
+ * again every SCHED_CLAIM_RETRY_MS until it is missed_within old, then it
+ * is missed (logged), as is a waiting fire a newer one supersedes.  A fire while the
  * job's run still goes follows its overlap: skip (logged), queue (one fire
  * waits for the run's end) or replace (the run is asked to stop and the fire
  * waits for its end).  Returns ms until it wants to be called again (>= 0). */
@@ -72,8 +91,13 @@ int64_t sched_start_due(struct sched *);
  * unless the job was removed, leash is stopping or the lease is not held. */
 void sched_run_ended(struct sched *, struct job *, int failed, int64_t ran_ms);
 
-/* The job now holds its lease: a service starts at once. */
-void sched_gained(struct sched *, struct job *);
+/* The job now holds its lease: a service starts at once.  A periodic job
+ * catches up the fires after its cursor last_fire (< 0: none, a new job:
+ * nothing) and before now, per its missed policy: "once" the latest, "all"
+ * the latest missed_max oldest first (one at a time, through the overlap
+ * rule), "skip" none; never one older than missed_within.  Each fire not
+ * run is logged as missed. */
+void sched_gained(struct sched *, struct job *, int64_t last_fire);
 
 /* Drops removed jobs whose run has ended. */
 void sched_drop_removed(struct sched *);

@@ -1,6 +1,7 @@
 /* singleton.c - singleton mode's glue: the store, the elector's callbacks,
  * fence pushes, and the store's health as the log tells it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -61,7 +62,7 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 	if (gained) {
 		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
 		j->follow_logged = 0;
-		sched_gained(sg->sched, j);
+		sched_gained(sg->sched, j, ej->last_fire);
 		return;
 	}
 	log_msg(LOG_WARN, j->name, 0, "%s", why);
@@ -195,6 +196,41 @@ void singleton_release_all(struct singleton *sg)
 	sg->release_failed = 1;
 	log_msg(LOG_WARN, NULL, 0, "%zu lease%s not released (the store is not answering): "
 	        "they expire by themselves", held, held == 1 ? "" : "s");
+}
+
+int singleton_claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+{
+	struct singleton *sg = arg;
+	struct store_claim *c = malloc(n * sizeof *c);
+	int64_t now = clock_boot_ms(), timeout = sg->cfg->statement_timeout_ms, dbnow;
+	int rc;
+
+	if (!c) {
+		store_failed(sg, "claim", "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct elect_job *ej = jobs[i]->elect;
+
+		c[i] = (struct store_claim){ jobs[i]->name, ej ? ej->token : 0, fires[i] };
+		/* A claim answered after the lease's deadline is no use. */
+		if (ej && ej->deadline - now < timeout)
+			timeout = ej->deadline - now;
+	}
+	if (!sg->el.store) {
+		store_failed(sg, "claim", "the store is not open");
+		free(c);
+		return -1;
+	}
+	store_set_timeout(sg->el.store, (int)(timeout > 1 ? timeout : 1));
+	rc = store_claim_all(sg->el.store, sg->el.owner, c, n, ok, &dbnow);
+	free(c);
+	if (rc != STORE_OK) {
+		store_failed(sg, "claim", sg->el.store->err);
+		return -1;
+	}
+	store_answered(sg);
+	return 0;
 }
 
 int singleton_stale(void *arg, const struct job *j)

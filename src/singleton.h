@@ -48,6 +48,9 @@ int singleton_may_run(void *sg, const struct job *);
 void singleton_enter(void *sg, struct job *);
 void singleton_leave(void *sg, struct job *);
 int singleton_stale(void *sg, const struct job *);
+/* Claims the fires in one store_claim_all with each job's token; -1 (and
+ * the store is down) when it did not answer. */
+int singleton_claim(void *sg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
 
 /* Opens the store when needed and lets the elector do what is due, unless
  * a fire is due_in ms away (then only deadlines are checked).  Returns ms

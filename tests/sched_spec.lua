@@ -19,6 +19,7 @@ local function table_of(jobs, opts)
     wall = function() return t.wall end,
     mono = function() return t.mono end,
     holds = opts.singleton and function(name) return held[name] == true end or nil,
+    claim = opts.claim,
   }
   s:load(false)
   local o = { s = s, d = d, t = t, held = held, log = {} }
@@ -36,7 +37,7 @@ local function table_of(jobs, opts)
     local starts, other = {}, {}
     for _, e in ipairs(s:events()) do
       if e[1] == "start" then
-        starts[#starts + 1] = { name = e[2], at = e[3] }
+        starts[#starts + 1] = { name = e[2], at = e[3], catchup = e[4] == "catchup" or nil }
       elseif e[1] == "log" then
         o.log[#o.log + 1] = e[2]
       else
@@ -433,6 +434,172 @@ describe("the job table", function()
       o.held.j = false
       assert.is_false(o.s:jobs().j.elected)
       assert.equal(1, #o.advance(1000))
+    end)
+  end)
+
+  describe("claims and catch-up", function()
+    -- A table in singleton mode whose claims the spec answers: answer(list)
+    -- returns the list of booleans (default: all accepted) or nil, err.
+    local function claiming(jobs, answer, held)
+      local calls = {}
+      local o
+      o = table_of(jobs, { singleton = true, held = held or {}, claim = function(list)
+        calls[#calls + 1] = list
+        if answer then return answer(list) end
+        local ok = {}
+        for i = 1, #list do ok[i] = true end
+        return ok
+      end })
+      o.calls = calls
+      return o
+    end
+
+    -- j's lease is taken with cursor (nil: none), the fires before T0 + 500 passed.
+    local function gained(o, cursor)
+      o.due()
+      o.held.j = true
+      o.s:gained("j", cursor)
+    end
+
+    -- The catch-up runs of j start one at a time, each as the last ended.
+    local function one_by_one(o, ats)
+      for i, at in ipairs(ats) do
+        assert.same({ { name = "j", at = at, catchup = true } }, i == 1 and o.due() or o.take())
+        if i == 1 then assert.same({}, o.due(), "one at a time") end
+        o.s:ended("j", false, 10)
+      end
+      assert.same({}, o.take())
+    end
+
+    it("claims all the fires due at one instant in one call, a few ms ahead, and starts them on time", function()
+      local o = claiming({ a = every("1s"), b = every("1s") }, nil, { a = true, b = true })
+      assert.same({}, o.due())
+      assert.equal(495, o.sleep)
+      assert.same({}, o.advance(495))
+      assert.equal(1, #o.calls)
+      local names = {}
+      for _, c in ipairs(o.calls[1]) do
+        names[#names + 1] = c.name
+        assert.equal(T0 + 1000, c.fire)
+      end
+      table.sort(names)
+      assert.same({ "a", "b" }, names)
+      assert.equal(5, o.sleep)
+      local starts = o.advance(5)
+      table.sort(starts, function(x, y) return x.name < y.name end)
+      assert.same({ { name = "a", at = T0 + 1000 }, { name = "b", at = T0 + 1000 } }, starts)
+      assert.equal(1, #o.calls, "no second claim for a claimed fire")
+    end)
+
+    it("a refused claim starts nothing and says why", function()
+      local o = claiming({ j = every("1s") }, function() return { false } end, { j = true })
+      o.due()
+      assert.same({}, o.advance(500))
+      assert.same({}, o.advance(100))
+      assert.truthy(o.logged("%[j%] fire at 2027%-01%-15T08:00:01Z not started: the claim was refused "
+        .. "%(another replica holds the lease, or the fire ran already%)"))
+      assert.equal(1, #o.calls, "a refusal is not retried")
+      assert.same({}, o.advance(895))
+      assert.equal(2, #o.calls, "the next fire is claimed")
+    end)
+
+    it("an erring claim is retried, and the fire starts late with its own time once one succeeds", function()
+      local down = true
+      local o = claiming({ j = every("10s") }, function(list)
+        if down then return nil, "database is down" end
+        return { true }
+      end, { j = true })
+      o.due()
+      assert.same({}, o.advance(9500))
+      assert.truthy(o.logged("%[j%] fire at 2027%-01%-15T08:00:10Z not started yet: its claim failed"))
+      assert.equal(1000, o.sleep)
+      assert.same({}, o.advance(500))
+      assert.equal(1, #o.calls, "not before the retry period")
+      down = false
+      assert.same({ { name = "j", at = T0 + 10000 } }, o.advance(500))
+      assert.equal(2, #o.calls)
+    end)
+
+    it("an erring claim is missed once missed_within passed", function()
+      local o = claiming({ j = every("10s", 'missed_within = "2s",') },
+        function() return nil, "database is down" end, { j = true })
+      o.due()
+      o.advance(9500)
+      for _ = 1, 3 do assert.same({}, o.advance(1000)) end
+      assert.truthy(o.logged("%[j%] fire at 2027%-01%-15T08:00:10Z missed: no claim succeeded within missed_within"))
+      local n = #o.calls
+      assert.same({}, o.advance(1000))
+      assert.equal(n, #o.calls, "no more tries")
+    end)
+
+    it("missed = once (the default): the latest fire after the cursor runs now as a catch-up", function()
+      local o = claiming({ j = every("1s") })
+      gained(o, T0 - 5000)
+      assert.same({ { name = "j", at = T0, catchup = true } }, o.due())
+      assert.same({ { { name = "j", fire = T0 } } }, o.calls)
+      assert.truthy(o.logged("%[j%] 4 fires from 2027%-01%-15T07:59:56Z to 2027%-01%-15T07:59:59Z missed: "
+        .. 'missed = "once" runs the latest'))
+      o.s:ended("j", false, 10)
+      assert.same({ { name = "j", at = T0 + 1000 } }, o.advance(500), "then the regular fires")
+    end)
+
+    it("missed = all: the latest missed_max, oldest first, one at a time", function()
+      local o = claiming({ j = every("1s", 'missed = "all", missed_max = 3,') })
+      gained(o, T0 - 5000)
+      one_by_one(o, { T0 - 2000, T0 - 1000, T0 })
+      assert.truthy(o.logged("2 fires from 2027%-01%-15T07:59:56Z to 2027%-01%-15T07:59:57Z missed: more than missed_max"))
+      assert.same({ { name = "j", at = T0 + 1000 } }, o.advance(500))
+      assert.equal(4, #o.calls, "each fire claimed")
+    end)
+
+    it("missed = skip runs none and logs them missed", function()
+      local o = claiming({ j = every("1s", 'missed = "skip",') })
+      gained(o, T0 - 3000)
+      assert.same({}, o.due())
+      assert.truthy(o.logged('3 fires from 2027%-01%-15T07:59:58Z to 2027%-01%-15T08:00:00Z missed: missed = "skip"'))
+      assert.equal(0, #o.calls)
+    end)
+
+    it("fires older than missed_within never run", function()
+      local o = claiming({ j = every("1s", 'missed = "all", missed_within = "3s",') })
+      gained(o, T0 - 10000)
+      one_by_one(o, { T0 - 2000, T0 - 1000, T0 })
+      assert.truthy(o.logged("fires from 2027%-01%-15T07:59:51Z to before 2027%-01%-15T07:59:57.500Z missed: "
+        .. "older than missed_within"))
+    end)
+
+    it("a refused catch-up (the fire ran already) starts nothing", function()
+      local o = claiming({ j = every("1s") }, function() return { false } end)
+      gained(o, T0 - 2000)
+      assert.same({}, o.due())
+      assert.truthy(o.logged("fire at 2027%-01%-15T08:00:00Z not started: the claim was refused"))
+    end)
+
+    it("a job with no cursor (new) catches up nothing", function()
+      local o = claiming({ j = every("1s") })
+      o.due()
+      o.held.j = true
+      o.s:gained("j")
+      assert.same({}, o.due())
+      assert.equal(0, #o.calls)
+    end)
+
+    it("services and singleton = false jobs never claim", function()
+      local o = claiming({ svc = "return { run = function() end }", everywhere = every("1s", "singleton = false,") })
+      o.held.svc = true
+      o.s:gained("svc", T0 - 5000)
+      assert.same({ { name = "svc", at = 0 } }, o.due())
+      assert.same({ { name = "everywhere", at = T0 + 1000 } }, o.advance(500))
+      assert.equal(0, #o.calls)
+    end)
+
+    it("losing the lease drops a fire waiting for its claim", function()
+      local o = claiming({ j = every("10s") }, function() return nil, "down" end, { j = true })
+      o.due()
+      o.advance(9500)
+      o.held.j = false
+      o.advance(100)
+      assert.truthy(o.logged("fire at 2027%-01%-15T08:00:10Z not started: this replica no longer holds the lease"))
     end)
   end)
 

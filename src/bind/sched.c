@@ -5,9 +5,12 @@
  *     wall  = function() return ms end,     -- the wall clock (fire times)
  *     mono  = function() return ms end,     -- the monotonic clock (services)
  *     holds = function(name) return b end,  -- optional: singleton mode; whether
- *   }                                       -- this replica holds the job's lease
+ *                                           -- this replica holds the job's lease
+ *     claim = function(list) ... end,       -- optional, with holds: claims
+ *   }                                       -- { { name=, fire= }, ... } -> list of
+ *                                           -- booleans, or nil, err (no answer)
  *   s:load(reload)          s:due() -> ms to sleep
- *   s:ended(name, failed, ran_ms)           s:gained(name)
+ *   s:ended(name, failed, ran_ms)           s:gained(name, last_fire or nil)
  *   s:drop_removed()        s:jobs() -> { [name] = { ... } }
  *   s:events() -> list of { "start", name, scheduled_ms } / { "stop", name,
  *                 reason } / { "enter", name } / { "leave", name } / { "log",
@@ -31,7 +34,7 @@
 struct lsched {
 	struct sched s;
 	lua_State *L;
-	int wall_ref, mono_ref, holds_ref, events_ref;
+	int wall_ref, mono_ref, holds_ref, claim_ref, events_ref;
 	char *dir;
 	long next_id;
 	int open;
@@ -43,8 +46,8 @@ struct fake_run {
 };
 static char fake_elect;                 /* and j->elect while it stands */
 
-static void event(struct lsched *ls, const char *what, const char *a, lua_Integer n,
-                  const char *b)
+static void event4(struct lsched *ls, const char *what, const char *a, lua_Integer n,
+                   const char *b, const char *c)
 {
 	lua_State *L = ls->L;
 
@@ -59,8 +62,18 @@ static void event(struct lsched *ls, const char *what, const char *a, lua_Intege
 	else
 		lua_pushinteger(L, n);
 	lua_rawseti(L, -2, 3);
+	if (c) {
+		lua_pushstring(L, c);
+		lua_rawseti(L, -2, 4);
+	}
 	lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
 	lua_pop(L, 1);
+}
+
+static void event(struct lsched *ls, const char *what, const char *a, lua_Integer n,
+                  const char *b)
+{
+	event4(ls, what, a, n, b, NULL);
 }
 
 static int64_t call_clock(struct lsched *ls, int ref)
@@ -78,7 +91,7 @@ static int64_t call_clock(struct lsched *ls, int ref)
 static int64_t wall(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->wall_ref); }
 static int64_t mono(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->mono_ref); }
 
-static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, long *id)
+static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, int catchup, long *id)
 {
 	struct lsched *ls = arg;
 
@@ -87,7 +100,7 @@ static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, long *i
 	if (!r)
 		return NULL;
 	r->job = j;
-	event(ls, "start", j->name, scheduled_ms, NULL);
+	event4(ls, "start", j->name, scheduled_ms, NULL, catchup ? "catchup" : NULL);
 	*id = ++ls->next_id;
 	return (struct run *)r;
 }
@@ -141,6 +154,40 @@ static int stale(void *arg, const struct job *j)
 {
 	(void)arg;
 	return j->elect && !j->singleton;
+}
+
+/* The spec's claim: a list of { name=, fire= } in, a list of booleans or
+ * nil, err out.  An error is logged, as singleton.c's store_failed does. */
+static int claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+{
+	struct lsched *ls = arg;
+	lua_State *L = ls->L;
+	int rc = 0;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->claim_ref);
+	lua_createtable(L, (int)n, 0);
+	for (size_t i = 0; i < n; i++) {
+		lua_createtable(L, 0, 2);
+		lua_pushstring(L, jobs[i]->name);
+		lua_setfield(L, -2, "name");
+		lua_pushinteger(L, (lua_Integer)fires[i]);
+		lua_setfield(L, -2, "fire");
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_call(L, 1, 2);
+	if (!lua_istable(L, -2)) {
+		log_msg(LOG_ERROR, NULL, 0, "lease store: claim failed: %s",
+		        lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+		rc = -1;
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			lua_rawgeti(L, -2, (lua_Integer)i + 1);
+			ok[i] = lua_toboolean(L, -1);
+			lua_pop(L, 1);
+		}
+	}
+	lua_pop(L, 2);
+	return rc;
 }
 
 static void sink(void *arg, enum log_level lv, const char *line)
@@ -210,8 +257,9 @@ static int l_ended(lua_State *L)
 static int l_gained(lua_State *L)
 {
 	struct lsched *ls = check(L);
+	struct job *j = find(L, ls);
 
-	sched_gained(&ls->s, find(L, ls));
+	sched_gained(&ls->s, j, (int64_t)luaL_optinteger(L, 3, -1));
 	return done(L, 0);
 }
 
@@ -243,7 +291,7 @@ static int l_jobs(lua_State *L)
 	for (size_t i = 0; i < ls->s.njobs; i++) {
 		const struct job *j = ls->s.jobs[i];
 
-		lua_createtable(L, 0, 12);
+		lua_createtable(L, 0, 16);
 		lua_pushstring(L, kinds[j->kind]);
 		lua_setfield(L, -2, "kind");
 		lua_pushstring(L, j->describe);
@@ -252,6 +300,10 @@ static int l_jobs(lua_State *L)
 		lua_pushstring(L, overlaps[j->overlap]);
 		lua_setfield(L, -2, "overlap");
 		SETINT("pending_ms", j->pending_ms);
+		SETINT("want_ms", j->want_ms);
+		SETINT("claimed_ms", j->claimed_ms);
+		SETINT("backlog_ms", j->backlog_ms);
+		SETINT("backlog_left", j->backlog_left);
 		SETINT("restart_at", j->restart_at);
 		SETINT("backoff_ms", j->backoff_ms);
 		SETINT("lease_ms", j->lease_ms);
@@ -297,6 +349,7 @@ static int l_gc(lua_State *L)
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->wall_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->mono_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->holds_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->claim_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->events_ref);
 	}
 	return 0;
@@ -325,13 +378,14 @@ static int l_sched(lua_State *L)
 	dir = luaL_checkstring(L, -1);
 	ls = lua_newuserdatauv(L, sizeof *ls, 0);
 	memset(ls, 0, sizeof *ls);
-	ls->wall_ref = ls->mono_ref = ls->holds_ref = ls->events_ref = LUA_NOREF;
+	ls->wall_ref = ls->mono_ref = ls->holds_ref = ls->claim_ref = ls->events_ref = LUA_NOREF;
 	luaL_setmetatable(L, SCHED_MT);
 	ls->L = L;
 	ls->dir = strdup(dir);
 	ls->wall_ref = fn_ref(L, "wall", 1);
 	ls->mono_ref = fn_ref(L, "mono", 1);
 	ls->holds_ref = fn_ref(L, "holds", 0);
+	ls->claim_ref = fn_ref(L, "claim", 0);
 	lua_newtable(L);
 	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	env.arg = env.elect_arg = ls;
@@ -346,6 +400,8 @@ static int l_sched(lua_State *L)
 		env.enter = enter;
 		env.leave = leave;
 		env.stale = stale;
+		if (ls->claim_ref != LUA_NOREF)
+			env.claim = claim;
 	}
 	sched_init(&ls->s, L, ls->dir, &env);
 	ls->open = 1;
