@@ -93,6 +93,8 @@ static void schedule(struct sched *s, struct job *j)
 		j->next_fire_ms = job_next_fire(s->L, j, wall(s));
 }
 
+static void drop_wanted(struct sched *, struct job *, const char *why);
+
 /* ---- loading ---- */
 
 /* What one pass over jobs/ found. */
@@ -204,6 +206,8 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 			fresh->next_fire_ms = job_next_fire(s->L, fresh, wall(s));
 		else if (old->kind != JOB_SERVICE)
 			fresh->restart_at = mono(s);
+		/* Fires of the old schedule: none is started under the new one. */
+		drop_wanted(s, fresh, "the schedule changed");
 	}
 	old->run = NULL;
 	old->elect = NULL;

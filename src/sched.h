@@ -87,7 +87,8 @@ int64_t sched_start_due(struct sched *);
 
 /* A run of j ended (failed: not a clean exit; ran_ms: how long).  Restarts a
  * service after its backoff, puts a job whose election no longer fits back
- * into it, and starts the fire that waited for the run (queue, replace)
+ * into it, and starts (through a claim of its own, when the job claims) the
+ * next catch-up fire or the fire that waited for the run (queue, replace),
  * unless the job was removed, leash is stopping or the lease is not held. */
 void sched_run_ended(struct sched *, struct job *, int failed, int64_t ran_ms);
 

@@ -552,6 +552,18 @@ describe("the job table", function()
       assert.equal(4, #o.calls, "each fire claimed")
     end)
 
+    it("a reload that changes the schedule drops the rest of a catch-up", function()
+      local o = claiming({ j = every("1s", 'missed = "all", missed_max = 3,') })
+      gained(o, T0 - 5000)
+      assert.same({ { name = "j", at = T0 - 2000, catchup = true } }, o.due())
+      o.d.write_job("j", every("2s", 'missed = "all",'))
+      o.s:load(true)
+      o.s:ended("j", false, 10)
+      assert.same({}, o.take())
+      assert.truthy(o.logged("2 missed fires from 2027%-01%-15T07:59:59Z to before 2027%-01%-15T08:00:00.500Z "
+        .. "not caught up: the schedule changed"))
+    end)
+
     it("missed = skip runs none and logs them missed", function()
       local o = claiming({ j = every("1s", 'missed = "skip",') })
       gained(o, T0 - 3000)
