@@ -55,12 +55,13 @@ for f in tests/*_spec.lua; do
 		local_+=("$f")
 	fi
 done
-# Each lane gets a directory of its own: busted seeds math.random with the
-# time, so two lanes started in the same second would draw the same
-# temporary names.
-mkdir -p "$LEASH_TEST_TMP/db" "$LEASH_TEST_TMP/local"
-chmod 755 "$LEASH_TEST_TMP/db" "$LEASH_TEST_TMP/local"
-LEASH_TEST_TMP="$LEASH_TEST_TMP/db" busted_run "${db[@]}" >"$LEASH_TEST_TMP/lane-db.out" 2>&1 &
+# The local lane gets a directory of its own: busted seeds math.random with
+# the time, so two lanes started in the same second would draw the same
+# temporary names.  (The db lane keeps $LEASH_TEST_TMP: the services'
+# control scripts find their state there.)
+mkdir -p "$LEASH_TEST_TMP/local"
+chmod 755 "$LEASH_TEST_TMP/local"
+busted_run "${db[@]}" >"$LEASH_TEST_TMP/lane-db.out" 2>&1 &
 db_pid=$!
 LEASH_TEST_TMP="$LEASH_TEST_TMP/local" busted_run "${local_[@]}" >"$LEASH_TEST_TMP/lane-local.out" 2>&1
 local_rc=$?

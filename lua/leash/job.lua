@@ -141,6 +141,15 @@ local function snapshot(t)
   return fields, unknown, n
 end
 
+-- Lua cuts a chunk's name in messages to its last 60 bytes ("...s/jobs/x.lua:3:
+-- msg"); a long jobs/ path gets its whole name back, so the message starts
+-- with the file as every other message does.
+local function relocate(msg, path)
+  local tail, rest = msg:match("^%.%.%.(.-)(:%d+: .*)$")
+  if tail and #tail > 0 and path:sub(-#tail) == tail then return path .. rest end
+  return msg
+end
+
 -- The message for a file whose top level did not return normally.
 local function load_error(path, kind, line, v)
   local where = line and ("%s:%d"):format(path, line) or path
@@ -154,6 +163,7 @@ local function load_error(path, kind, line, v)
   end
   local msg
   if type(v) == "string" then
+    v = relocate(v, path)
     if v:sub(1, #path + 1) == path .. ":" then return v end
     -- Where inside leash an error surfaced is no help to the file's author.
     msg = v:gsub("^[^\n]-leash/[%w_]+%.lua:%d+: ", "")
@@ -191,7 +201,7 @@ function M.load(path, name)
       return "table", r, snapshot(r)
     end)
   if not ok then return nil, { load_error(path, what, t, fields) } end
-  if what == "syntax" then return nil, { t } end
+  if what == "syntax" then return nil, { relocate(t, path) } end
   if what ~= "table" then
     return nil, { ("%s: the file returned %s, expected a table such as "
       .. "return { every = \"30s\", run = function(ctx) ... end }"):format(path,
