@@ -20,17 +20,21 @@ describe("deadline pushes under load", function()
     assert(p:wait_log("holding the lease", 10), "no lease taken")
     L.sleep(6)
     assert.equal(0, p:stop(10))
+    -- An instrumented build is far slower (ASan copies its shadow memory at
+    -- every fork): renewals then miss deadlines and the self-fencing
+    -- SIGKILL strikes, as it must.  There only a kill by one of our
+    -- real-time signals fails it; in the plain build any kill does.
+    local sanitized = os.getenv("LEASH_SANITIZE")
     local finished, killed = 0, {}
     for _, line in ipairs(p:log_lines()) do
       if line:find("] finished in ", 1, true) then finished = finished + 1 end
-      if line:find("signal", 1, true) and line:find("failed after", 1, true) then
+      if line:find("failed after", 1, true) and line:find("killed by signal", 1, true)
+          and (not sanitized or line:find("Real%-time signal")) then
         killed[#killed + 1] = line
       end
     end
     assert.same({}, killed)
-    -- An instrumented build forks far slower (ASan copies its shadow
-    -- memory): the stress is then thinner, but a kill still fails it.
-    local want = os.getenv("LEASH_SANITIZE") and 20 or 1000
+    local want = sanitized and 20 or 1000
     assert.is_true(finished >= want, "only " .. finished .. " runs finished")
   end)
 end)
