@@ -25,7 +25,8 @@ static int64_t boot_clock(void *arg)
  * it ends.  Only the outcome of whole steps decides: a step in which any
  * call failed is down, a step that made calls and saw no failure is up. */
 
-static void store_failed(struct singleton *sg, const char *what, const char *err)
+/* The store did not answer; why is what the log says ("renew failed: ..."). */
+static void store_down(struct singleton *sg, const char *why)
 {
 	int64_t now = clock_boot_ms();
 
@@ -33,14 +34,20 @@ static void store_failed(struct singleton *sg, const char *what, const char *err
 	if (!sg->down) {
 		sg->down = 1;
 		sg->down_since = sg->down_logged = now;
-		snprintf(sg->down_why, sizeof sg->down_why, "%s", err);
-		log_msg(LOG_ERROR, NULL, 0, "lease store: %s failed: %s", what, err);
+		log_msg(LOG_ERROR, NULL, 0, "lease store: %s", why);
 	} else if (now - sg->down_logged >= SINGLETON_OUTAGE_LOG_MS) {
 		sg->down_logged = now;
-		snprintf(sg->down_why, sizeof sg->down_why, "%s", err);
-		log_msg(LOG_ERROR, NULL, 0, "lease store: not answering for %llds: %s failed: %s",
-		        (long long)((now - sg->down_since) / 1000), what, err);
+		log_msg(LOG_ERROR, NULL, 0, "lease store: not answering for %llds: %s",
+		        (long long)((now - sg->down_since) / 1000), why);
 	}
+}
+
+static void store_failed(struct singleton *sg, const char *what, const char *err)
+{
+	char why[STORE_ERR_MAX + 160];
+
+	snprintf(why, sizeof why, "%s failed: %s", what, err);
+	store_down(sg, why);
 }
 
 static void store_answered(struct singleton *sg)
@@ -262,15 +269,11 @@ static void open_store(struct singleton *sg, int64_t now)
 		return;
 	}
 	sg->open_retry_at = now + sg->cfg->retry_ms;
-	if (!sg->down) {
-		sg->down = 1;
-		sg->down_since = sg->down_logged = now;
-		log_msg(LOG_ERROR, NULL, 0, "lease store: cannot open %s: %s (retrying every %lldms)",
-		        sg->cfg->provider, err, (long long)sg->cfg->retry_ms);
-	} else if (now - sg->down_logged >= SINGLETON_OUTAGE_LOG_MS) {
-		sg->down_logged = now;
-		log_msg(LOG_ERROR, NULL, 0, "lease store: cannot open %s for %llds: %s",
-		        sg->cfg->provider, (long long)((now - sg->down_since) / 1000), err);
+	{
+		char why[STORE_ERR_MAX + 256];
+		snprintf(why, sizeof why, "cannot open %s: %s (retrying every %lldms)",
+		         sg->cfg->provider, err, (long long)sg->cfg->retry_ms);
+		store_down(sg, why);
 	}
 }
 

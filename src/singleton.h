@@ -32,7 +32,6 @@ struct singleton {
 	/* The store's health: the only place that decides it is down or back. */
 	int down;
 	int64_t down_since, down_logged;        /* boottime */
-	char down_why[STORE_ERR_MAX + 128];
 	int step_failed;                /* an error was reported during this step */
 	int release_failed;             /* at shutdown: stop trying to release */
 };
