@@ -62,8 +62,8 @@ struct store *store_open(const char *name, const struct store_opts *o, char *err
 	}
 	if (o->table && !store_valid_table(o->table)) {
 		snprintf(err, errlen,
-		         "table \"%s\" is not a valid identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 bytes)",
-		         o->table);
+		         "table \"%s\" is not a valid identifier ([A-Za-z_][A-Za-z0-9_]*, at most %d bytes)",
+		         o->table, STORE_IDENT_MAX);
 		return NULL;
 	}
 	return p->open(o, err, errlen);

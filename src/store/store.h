@@ -23,7 +23,9 @@
 
 #define STORE_NAME_MAX 200                       /* bytes, names and owners */
 #define STORE_DURATION_MAX (24LL * 3600 * 1000)  /* ms */
-#define STORE_IDENT_MAX 63                       /* bytes, the table name */
+#define STORE_IDENT_MAX 54                       /* bytes, the table name: the store
+                                                 * adds "_runs" and "_replicas" to it,
+                                                 * and identifiers stop at 63 */
 #define STORE_ERR_MAX 512
 
 enum { STORE_ERR = -1, STORE_NO = 0, STORE_OK = 1 };
@@ -57,6 +59,55 @@ struct store_claim {
 	const char *name;
 	int64_t token;
 	int64_t fire;
+};
+
+/* ---- the run ledger: table <table>_runs ----
+ *
+ * One row per fire that was claimed, skipped or missed, per service start,
+ * per run of an unelected job and per manual run.  A row's key is (job,
+ * scheduled_at, owner).  Times are ms on the DATABASE's clock, STORE_NO_TIME
+ * when unknown (NULL).  outcome is one of STORE_OUTCOMES.  The ledger table
+ * is created at open beside the lease table; one that exists without a
+ * column the store needs is refused at open, naming the column (nothing is
+ * dropped or altered). */
+#define STORE_NO_TIME (-1LL)
+#define STORE_NO_CODE (-1)                       /* exit_code / exit_signal NULL */
+#define STORE_RUN_ERROR_MAX 1024                 /* bytes of error text kept */
+#define STORE_OUTCOME_MAX 15
+#define STORE_RUNS_MAX 10000                     /* rows one read returns at most */
+/* "running": claimed or started, no end recorded yet. */
+#define STORE_OUTCOMES "running", "ok", "failed", "timeout", "lost", "killed", \
+	"skipped-overlap", "skipped-paused", "missed", "manual"
+
+/* A row to write.  Strings are borrowed for the call. */
+struct store_run {
+	const char *job;                /* 1-200 bytes */
+	int64_t scheduled_at;           /* >= 0: the fire, the start of a service or manual run */
+	const char *owner;              /* 1-200 bytes: the replica's owner id */
+	int64_t token;                  /* the lease token it ran under; 0 when unelected */
+	int64_t claimed_at, started_at, ended_at;       /* or STORE_NO_TIME */
+	const char *outcome;            /* one of STORE_OUTCOMES */
+	int exit_code, exit_signal;     /* or STORE_NO_CODE */
+	int64_t duration_ms;            /* or STORE_NO_TIME */
+	const char *error;              /* NULL, or text (the wrapper cuts it at
+	                                 * STORE_RUN_ERROR_MAX bytes on a UTF-8
+	                                 * character boundary and replaces each
+	                                 * invalid byte with '?') */
+	const char *actor;              /* NULL, or user@host of a control or manual run */
+	size_t claim;                   /* claim_runs only: the index of the claim
+	                                 * the row is written with */
+};
+
+/* A row read back. */
+struct store_run_row {
+	char job[STORE_NAME_MAX + 1];
+	char owner[STORE_NAME_MAX + 1];
+	char actor[STORE_NAME_MAX + 1];                 /* "" when NULL */
+	char outcome[STORE_OUTCOME_MAX + 1];
+	char error[STORE_RUN_ERROR_MAX + 1];            /* "" when NULL */
+	int64_t scheduled_at, token, claimed_at, started_at, ended_at, duration_ms;
+	int64_t recorded_at;                            /* db clock of the last write */
+	int exit_code, exit_signal;
 };
 
 /* How to reach a database.  Each provider reads the fields it knows. */
@@ -147,6 +198,42 @@ struct store_ops {
 	 * refuses repeats).  Optional: a provider without it answers STORE_ERR. */
 	int (*claim_all)(struct store *, const char *owner, const struct store_claim *claims,
 	                 size_t n, int *ok, int64_t *now);
+
+	/* claim_all, and in the same statement or transaction (per chunk) the
+	 * ledger rows that ride on the claims: runs[k] is written iff claim
+	 * runs[k].claim succeeded, with claimed_at = the database's now (the
+	 * row's own claimed_at is ignored).  So a fire's cursor advances iff its
+	 * rows are written: the holder that advances a cursor past fires writes
+	 * their rows (the run, or "missed", "skipped-...").  runs[k].job is
+	 * claims[runs[k].claim].name; a row whose key exists is replaced. */
+	int (*claim_runs)(struct store *, const char *owner, const struct store_claim *claims,
+	                  size_t n, const struct store_run *runs, size_t nruns, int *ok,
+	                  int64_t *now);
+
+	/* Writes rows in one statement or transaction (per chunk): a row whose
+	 * key (job, scheduled_at, owner) exists is updated, each field given as
+	 * STORE_NO_TIME / STORE_NO_CODE / NULL keeping the stored value (outcome
+	 * and token always replace it); else the row is inserted.  recorded_at
+	 * becomes the database's now. */
+	int (*record_runs)(struct store *, const struct store_run *runs, size_t n);
+
+	/* Rows newest first (scheduled_at descending, then job, then owner):
+	 * of one job, or of all when job is NULL; scheduled_at >= since (or
+	 * every row when since is STORE_NO_TIME); at most limit (1 to
+	 * STORE_RUNS_MAX).  *rows is malloc'd (free() it), NULL when none;
+	 * *now is the database's clock. */
+	int (*read_runs)(struct store *, const char *job, int64_t since, size_t limit,
+	                 struct store_run_row **rows, size_t *n, int64_t *now);
+
+	/* The ledger's upkeep, each step touching at most max_rows rows and
+	 * using indexes only (no scan of the whole table): a "running" row whose
+	 * token is below its job's lease token now (its holder died or lost the
+	 * lease without recording an end) becomes "lost"; rows scheduled before
+	 * db now - keep_ms are deleted; and of each job that has a lease row,
+	 * the rows beyond its keep_per_job newest are deleted.  *changed: rows
+	 * marked or deleted. */
+	int (*prune_runs)(struct store *, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
+	                  int64_t *changed);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -214,6 +301,20 @@ int store_release_all(struct store *, const char *owner, const char *const *name
  * sets *now to 0. */
 int store_claim_all(struct store *, const char *owner, const struct store_claim *claims,
                     size_t n, int *ok, int64_t *now);
+/* The ledger.  Each checks every row (job and owner 1-200 bytes, a known
+ * outcome, scheduled_at >= 0, token >= 0, claim < n), cuts and cleans error
+ * text, and refuses the call ("not supported") when the provider lacks the
+ * operation. */
+int store_claim_runs(struct store *, const char *owner, const struct store_claim *claims,
+                     size_t n, const struct store_run *runs, size_t nruns, int *ok,
+                     int64_t *now);
+int store_record_runs(struct store *, const struct store_run *runs, size_t n);
+int store_read_runs(struct store *, const char *job, int64_t since, size_t limit,
+                    struct store_run_row **rows, size_t *n, int64_t *now);
+int store_prune_runs(struct store *, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
+                     int64_t *changed);
+/* 1 when s is one of STORE_OUTCOMES. */
+int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
 int store_event_fd(struct store *);
 int store_drain_events(struct store *, void (*fn)(void *, const char *), void *arg);
