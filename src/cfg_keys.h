@@ -5,11 +5,12 @@
  *   kind     how the value is read, and so the C type of its field (CFG_TYPE_<kind>):
  *            PATH (relative to the config file), STRING, IDENT (a table name),
  *            REPLICA, WORD (one of words, kept as the word), INDEX (one of words,
- *            kept as its position from 0), BOOL, PORT, DURATION (ms);
+ *            kept as its position from 0), BOOL, PORT, DURATION (ms), COUNT (an
+ *            integer);
  *   words    "a|b|c" for WORD and INDEX, else NULL;
  *   default  as it would be written in the file, or NULL when it is derived
  *            from other keys (leash.config's timing());
- *   min, max the inclusive bounds of a DURATION (ms) or a PORT, else 0;
+ *   min, max the inclusive bounds of a DURATION (ms), a PORT or a COUNT, else 0;
  *   field    the member of struct cfg, and its name in core.config_load's table;
  *   meaning  one line, for the docs and the specs.
  * struct cfg, cfg.c's copy and free, core.config_load and core.config_keys
@@ -30,6 +31,12 @@
 #define CFG_RETRY_MIN 50                /* ms */
 #define CFG_TIMEOUT_MIN 1               /* ms, connect_timeout and statement_timeout */
 #define CFG_DURATION_MAX STORE_DURATION_MAX
+/* The ledger keeps rows at least a day (longer than any missed_within, at
+ * most 24h, so that a catch-up never walks fires the ledger dropped), at most
+ * ten years. */
+#define CFG_KEEP_MIN (24LL * 3600 * 1000)
+#define CFG_KEEP_MAX (3650LL * 24 * 3600 * 1000)
+#define CFG_KEEP_PER_JOB_MAX 1000000
 
 #define CFG_TYPE_PATH char *
 #define CFG_TYPE_STRING char *
@@ -40,6 +47,7 @@
 #define CFG_TYPE_BOOL int
 #define CFG_TYPE_PORT int
 #define CFG_TYPE_DURATION int64_t
+#define CFG_TYPE_COUNT int64_t
 
 #define CFG_KEYS(X) \
 	X(leash, jobs, PATH, NULL, "jobs", 0, 0, jobs, \
@@ -70,6 +78,10 @@
 	  connect_timeout_ms, "time allowed to connect to the database") \
 	X(store, statement_timeout, DURATION, NULL, "5s", CFG_TIMEOUT_MIN, CFG_DURATION_MAX, \
 	  statement_timeout_ms, "time allowed for one statement") \
+	X(ledger, keep, DURATION, NULL, "14d", CFG_KEEP_MIN, CFG_KEEP_MAX, ledger_keep_ms, \
+	  "how long the run ledger keeps a row (at least 1d)") \
+	X(ledger, keep_per_job, COUNT, NULL, "1000", 1, CFG_KEEP_PER_JOB_MAX, ledger_keep_per_job, \
+	  "the most rows the run ledger keeps per job (whichever of keep and this keeps fewer)") \
 	X(sqlite, path, PATH, NULL, "/var/lib/leash/leash.db", 0, 0, sqlite_path, \
 	  "SQLite database file") \
 	X(postgres, conninfo, STRING, NULL, "", 0, 0, pg_conninfo, \

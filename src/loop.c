@@ -85,6 +85,11 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 	r = runner_start(lp->L, j, &info);
 	if (!r)
 		return NULL;
+	r->scheduled_ms = scheduled_ms;
+	r->token = info.token;
+	r->started_wall = clock_wall_ms();
+	if (lp->cfg->singleton)
+		singleton_run_started(&lp->sg, r);
 	r->next = lp->runs;
 	lp->runs = r;
 	*id = r->id;
@@ -134,6 +139,8 @@ static void finish_done_runs(struct loop *lp)
 		}
 		*p = r->next;
 		runner_report(r, &failed);
+		if (lp->cfg->singleton)
+			singleton_run_ended(&lp->sg, r);
 		if (r->job)
 			sched_run_ended(&lp->sched, r->job, failed, clock_mono_ms() - r->started_ms);
 		runner_free(r);
@@ -285,6 +292,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.leave = singleton_leave;
 		env.stale = singleton_stale;
 		env.claim = singleton_claim;
+		env.account = singleton_account;
 	}
 	sched_init(&lp.sched, L, cfg->jobs, &env);
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
@@ -347,6 +355,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	/* What is held is released in one batch; then every job leaves the
 	 * election, which only forgets it. */
 	if (cfg->singleton)
+		singleton_flush(&lp.sg);
 		singleton_release_all(&lp.sg);
 	sched_free(&lp.sched);
 	if (cfg->singleton)

@@ -104,6 +104,8 @@ static void log_record(struct run *r, char *line)
 		log_msg(LOG_WARN, r->job->name, r->id, "%s", n ? parts[0] : "");
 		return;
 	}
+	if (lv == LOG_ERROR && !r->error[0] && strncmp(parts[1], "run failed: ", 12) == 0)
+		snprintf(r->error, sizeof r->error, "%s", parts[1] + 12);
 	log_rec(lv, r->job->name, r->id, parts[1], parts + 2, (n - 2) / 2);
 }
 

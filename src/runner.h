@@ -19,6 +19,8 @@ struct run_info {
 	int64_t grace_ms;               /* SIGTERM to SIGKILL */
 };
 
+#define RUN_ERROR_MAX 1024
+
 /* A run's three streams from its child. */
 enum run_stream { RUN_STDOUT, RUN_STDERR, RUN_RECORDS, RUN_STREAMS };
 
@@ -39,6 +41,13 @@ struct run {
 	int64_t grace_ms;
 	int64_t fence_ms;               /* boottime: the stop deadline the child knows */
 	char stop_reason[128];          /* why the parent stopped it ("": it did not) */
+	/* For the run ledger: what the run was started as, and the body's error
+	 * ("run failed: ..." from lua/leash/run.lua, its first RUN_ERROR_MAX
+	 * bytes; "" when none). */
+	int64_t scheduled_ms;           /* wall clock; 0 for a service */
+	int64_t token;                  /* 0 when not elected */
+	int64_t started_wall;           /* wall clock */
+	char error[RUN_ERROR_MAX + 1];
 	int exited, status;
 	struct run *next;
 };

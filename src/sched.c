@@ -93,7 +93,8 @@ static void schedule(struct sched *s, struct job *j)
 		j->next_fire_ms = job_next_fire(s->L, j, wall(s));
 }
 
-static void drop_wanted(struct sched *, struct job *, const char *why);
+static void drop_wanted(struct sched *, struct job *, const char *why, int held);
+static int may_run(struct sched *, const struct job *);
 
 /* ---- loading ---- */
 
@@ -207,7 +208,7 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 		else if (old->kind != JOB_SERVICE)
 			fresh->restart_at = mono(s);
 		/* Fires of the old schedule: none is started under the new one. */
-		drop_wanted(s, fresh, "the schedule changed");
+		drop_wanted(s, fresh, "the schedule changed", may_run(s, fresh));
 	}
 	old->run = NULL;
 	old->elect = NULL;
@@ -301,16 +302,31 @@ static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catc
 	}
 }
 
+/* Tells the env (in singleton mode) of a fire j did not run. */
+static void account(struct sched *s, struct job *j, int64_t fire, int claimed,
+                    const char *outcome, const char *why)
+{
+	if (s->env.account && s->env.claim && takes_part(s, j))
+		s->env.account(s->env.elect_arg, j, fire, claimed, outcome, why);
+}
+
+int sched_idle(const struct job *j)
+{
+	return !j->run && !j->pending_ms && !j->want_ms && !j->claimed_ms && !j->backlog_ms;
+}
+
 /* A fire came while run j->run still goes: the job's overlap policy. */
 static void overlapped(struct sched *s, struct job *j, int64_t fire)
 {
-	char at[32], was[32], why[64];
+	char at[32], was[32], why[96];
 
 	fire_iso(at, sizeof at, fire);
 	switch (j->overlap) {
 	case JOB_SKIP:
 		log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going", at,
 		        j->run_id);
+		snprintf(why, sizeof why, "run %ld was still going", j->run_id);
+		account(s, j, fire, 0, "skipped-overlap", why);
 		break;
 	case JOB_QUEUE:
 		/* One waits at most: the first, which the later ones queue behind. */
@@ -318,6 +334,9 @@ static void overlapped(struct sched *s, struct job *j, int64_t fire)
 			log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going "
 			        "and the fire at %s is queued", at, j->run_id,
 			        fire_iso(was, sizeof was, j->pending_ms));
+			snprintf(why, sizeof why, "run %ld was still going, another fire queued",
+			         j->run_id);
+			account(s, j, fire, 0, "skipped-overlap", why);
 			break;
 		}
 		j->pending_ms = fire;
@@ -331,6 +350,8 @@ static void overlapped(struct sched *s, struct job *j, int64_t fire)
 			log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: the fire at %s replaces it "
 			        "(run %ld is still stopping)", fire_iso(was, sizeof was, j->pending_ms), at,
 			        j->run_id);
+			snprintf(why, sizeof why, "replaced by the fire at %s", at);
+			account(s, j, j->pending_ms, 0, "skipped-overlap", why);
 			j->pending_ms = fire;
 			break;
 		}
@@ -352,23 +373,34 @@ static int claims(struct sched *s, const struct job *j)
 	return s->env.claim && takes_part(s, j);
 }
 
-/* Forgets the fires j was going to start (why: "the job was removed", ...). */
-static void drop_wanted(struct sched *s, struct job *j, const char *why)
+/* Forgets the fires j was going to start (why: "the job was removed", ...).
+ * A claimed one is recorded missed; the unclaimed ones are accounted for
+ * only when held (the lease stays here: the next claim moves the cursor
+ * past them), else the next holder catches them up or accounts for them. */
+static void drop_wanted(struct sched *s, struct job *j, const char *why, int held)
 {
 	char at[32], to[32];
 
-	(void)s;
-	if (j->want_ms)
+	if (j->want_ms) {
 		log_msg(LOG_INFO, j->name, 0, "fire at %s not started: %s", fire_iso(at, sizeof at,
 		        j->want_ms), why);
-	if (j->claimed_ms)
+		if (held)
+			account(s, j, j->want_ms, 0, "missed", why);
+	}
+	if (j->claimed_ms) {
 		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: claimed, but not started: %s",
 		        fire_iso(at, sizeof at, j->claimed_ms), why);
-	if (j->backlog_ms)
+		account(s, j, j->claimed_ms, 1, "missed", why);
+	}
+	if (j->backlog_ms) {
 		log_msg(LOG_INFO, j->name, 0, "%d missed fire%s from %s to before %s not caught up: %s",
 		        j->backlog_left, j->backlog_left == 1 ? "" : "s",
 		        fire_iso(at, sizeof at, j->backlog_ms), fire_iso(to, sizeof to, j->backlog_until),
 		        why);
+		for (int64_t f = j->backlog_ms; held && f >= 0 && f < j->backlog_until;
+		     f = job_next_fire(s->L, j, f))
+			account(s, j, f, 0, "missed", why);
+	}
 	j->want_ms = j->claimed_ms = j->backlog_ms = 0;
 	j->want_catchup = 0;
 	j->retry_at = 0;
@@ -403,7 +435,7 @@ static int next_wanted(struct sched *s, struct job *j, long ended_id)
 
 	if (s->stopping || j->removed) {
 		j->pending_ms = 0;
-		drop_wanted(s, j, s->stopping ? "leash is stopping" : "the job was removed");
+		drop_wanted(s, j, s->stopping ? "leash is stopping" : "the job was removed", 0);
 		return 0;
 	}
 	if (!may_run(s, j)) {
@@ -412,13 +444,13 @@ static int next_wanted(struct sched *s, struct job *j, long ended_id)
 			log_msg(LOG_INFO, j->name, 0, "dropped the fire at %s that waited for run %ld: "
 			        "this replica no longer holds the lease", fire_iso(at, sizeof at, fire),
 			        ended_id);
-		drop_wanted(s, j, "this replica no longer holds the lease");
+		drop_wanted(s, j, "this replica no longer holds the lease", 0);
 		return 0;
 	}
 	if (j->want_ms)
 		return 1;
 	if (fire && j->overlap == JOB_REPLACE && j->backlog_ms)
-		drop_wanted(s, j, "a newer fire replaced the catch-up");
+		drop_wanted(s, j, "a newer fire replaced the catch-up", 1);
 	if (j->backlog_ms) {
 		backlog_pop(s, j);
 		log_msg(LOG_INFO, j->name, 0, "catching up the fire at %s", fire_iso(at, sizeof at,
@@ -530,6 +562,24 @@ static void start_wanted(struct sched *s, struct job *j)
 	claim_batch(s, 1);
 }
 
+/* The loop came late (a stall, a long store call): the fires of j after
+ * fire and up to now go by unstarted, and are missed. */
+static void passed_over(struct sched *s, struct job *j, int64_t fire, int64_t now)
+{
+	int k = 0;
+
+	for (int64_t f = job_next_fire(s->L, j, fire); f >= 0 && f <= now;
+	     f = job_next_fire(s->L, j, f)) {
+		char at[32];
+
+		if (k++ == SCHED_ACCOUNT_MAX)
+			break;
+		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: leash came too late to start it",
+		        fire_iso(at, sizeof at, f));
+		account(s, j, f, 0, "missed", "leash came too late to start it (a stall)");
+	}
+}
+
 /* A periodic job that may run: its fire if due (or about to be, when it is
  * claimed), and the fire it wants started, into the claim batch (*n). */
 static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
@@ -549,13 +599,20 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		int64_t fire = j->next_fire_ms;
 
 		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
+		if (claims(s, j) && fire < now)
+			passed_over(s, j, fire, now);
 		if (j->run || j->claimed_ms) {
 			overlapped(s, j, fire);
 		} else {
-			if (j->want_ms)
+			if (j->want_ms) {
+				char why[64];
+
 				log_msg(LOG_WARN, j->name, 0, "fire at %s missed: the fire at %s takes its "
 				        "place", fire_iso(was, sizeof was, j->want_ms),
 				        fire_iso(at, sizeof at, fire));
+				snprintf(why, sizeof why, "the fire at %s took its place", at);
+				account(s, j, j->want_ms, 0, "missed", why);
+			}
 			j->want_ms = fire;
 			j->want_catchup = 0;
 			j->retry_at = 0;
@@ -570,6 +627,8 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 	} else if (now - j->want_ms > j->missed_within_ms) {
 		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: no claim succeeded within "
 		        "missed_within", fire_iso(at, sizeof at, j->want_ms));
+		account(s, j, j->want_ms, 0, "missed",
+		        "no claim succeeded within missed_within (the store did not answer)");
 		j->want_ms = 0;
 		j->retry_at = 0;
 		if (j->backlog_ms) {
@@ -603,7 +662,7 @@ int64_t sched_start_due(struct sched *s)
 			 * when it becomes the holder is sched_gained's choice. */
 			if (j->want_ms || j->claimed_ms || j->backlog_ms)
 				drop_wanted(s, j, j->removed ? "the job was removed"
-				            : "this replica no longer holds the lease");
+				            : "this replica no longer holds the lease", 0);
 			if (j->kind != JOB_SERVICE && j->next_fire_ms >= 0 && !j->removed) {
 				if (now >= j->next_fire_ms)
 					j->next_fire_ms = job_next_fire(s->L, j, now);
@@ -649,9 +708,10 @@ void sched_run_ended(struct sched *s, struct job *j, int failed, int64_t ran_ms)
 
 static const char *const missed_words[] = { "once", "skip", "all" };
 
-/* Logs count missed fires from first to last (a range, or one). */
-static void log_missed(const struct job *j, int count, int64_t first, int64_t last,
-                       const char *why)
+/* Logs count missed fires from first to last (a range, or one), and
+ * accounts for them one by one (at most *budget more of them). */
+static void log_missed(struct sched *s, struct job *j, int count, int64_t first, int64_t last,
+                       const char *why, int *budget)
 {
 	char a[32], b[32];
 
@@ -662,30 +722,43 @@ static void log_missed(const struct job *j, int count, int64_t first, int64_t la
 	else
 		log_msg(LOG_WARN, j->name, 0, "%d fires from %s to %s missed: %s", count,
 		        fire_iso(a, sizeof a, first), fire_iso(b, sizeof b, last), why);
+	for (int64_t f = first; f >= 0 && f <= last && *budget > 0; f = job_next_fire(s->L, j, f)) {
+		account(s, j, f, 0, "missed", why);
+		--*budget;
+	}
 }
 
 /* The catch-up of a periodic job that just took its lease with cursor
  * last_fire: the fires after it and before the first fire the regular path
- * starts (next_fire_ms, when it is due already, else now). */
+ * starts (next_fire_ms, when it is due already, else now).  Every fire not
+ * run is accounted for, up to SCHED_ACCOUNT_MAX of them, from at most
+ * SCHED_ACCOUNT_SPAN back (the cursor may be years old). */
 static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 {
 	int64_t now = wall(s), oldest = now - j->missed_within_ms;
 	int64_t until = j->next_fire_ms >= 0 && j->next_fire_ms < now ? j->next_fire_ms : now;
 	int64_t f, first = -1, last = -1, run_from;
-	int count = 0, run, k;
+	int count = 0, run, k, budget = SCHED_ACCOUNT_MAX;
 	char why[96];
 
-	drop_wanted(s, j, "the lease was taken again");
+	drop_wanted(s, j, "the lease was taken again", 0);
 	if (last_fire < 0)
 		return;                 /* a new job: nothing to catch up */
 	f = job_next_fire(s->L, j, last_fire);
 	if (f >= 0 && f < oldest && f < until) {
+		int64_t stop = oldest < until ? oldest : until, from = f;
 		char a[32], b[32];
 
+		if (f < stop - SCHED_ACCOUNT_SPAN)
+			f = job_next_fire(s->L, j, stop - SCHED_ACCOUNT_SPAN - 1);
+		for (; f >= 0 && f < stop && budget > 0; f = job_next_fire(s->L, j, f), budget--)
+			account(s, j, f, 0, "missed", "older than missed_within");
 		/* Not counted: the cursor may be years old. */
 		log_msg(LOG_WARN, j->name, 0, "fires from %s to before %s missed: older than "
-		        "missed_within", fire_iso(a, sizeof a, f), fire_iso(b, sizeof b,
-		        oldest < until ? oldest : until));
+		        "missed_within%s", fire_iso(a, sizeof a, from), fire_iso(b, sizeof b, stop),
+		        f >= 0 && f < stop ? " (the ledger records the first of them only)"
+		        : from < stop - SCHED_ACCOUNT_SPAN ? " (the ledger records the last day only)"
+		        : "");
 		f = job_next_fire(s->L, j, oldest - 1);
 	}
 	for (; f >= 0 && f < until; f = job_next_fire(s->L, j, f)) {
@@ -700,7 +773,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 	run = j->missed == JOB_MISSED_SKIP ? 0 : j->missed == JOB_MISSED_ONCE ? 1
 	    : count < j->missed_max ? count : j->missed_max;
 	if (run == 0) {
-		log_missed(j, count, first, last, why);
+		log_missed(s, j, count, first, last, why, &budget);
 		return;
 	}
 	/* The run newest ones, oldest first. */
@@ -712,8 +785,8 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 
 		for (k = 0; k < count - run - 1; k++)
 			before = job_next_fire(s->L, j, before);
-		log_missed(j, count - run, first, before, j->missed == JOB_MISSED_ONCE
-		           ? "missed = \"once\" runs the latest" : "more than missed_max");
+		log_missed(s, j, count - run, first, before, j->missed == JOB_MISSED_ONCE
+		           ? "missed = \"once\" runs the latest" : "more than missed_max", &budget);
 	}
 	log_msg(LOG_INFO, j->name, 0, "catching up %d missed fire%s (%s)", run, run == 1 ? "" : "s",
 	        why);

@@ -20,6 +20,8 @@
 #define SCHED_BACKOFF_MAX 60000         /* and the longest; a run this long resets it */
 #define SCHED_CLAIM_AHEAD_MS 5          /* a fire's claim goes out this early */
 #define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
+#define SCHED_ACCOUNT_MAX 1000          /* missed fires one catch-up accounts one by one */
+#define SCHED_ACCOUNT_SPAN (24LL * 3600 * 1000) /* and how far back it looks at most */
 
 struct sched_env {
 	void *arg;
@@ -49,6 +51,11 @@ struct sched_env {
 	 * or the fire ran already).  0, or -1 when the store did not answer
 	 * (ok unset; the env logs why).  NULL: fires start unclaimed. */
 	int (*claim)(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
+	/* A fire of a job that claims, while it holds its lease, did not run:
+	 * outcome "missed" or "skipped-overlap", why says why.  claimed: the
+	 * fire was claimed (and so recorded) already.  NULL: nothing is told. */
+	void (*account)(void *arg, struct job *, int64_t fire, int claimed, const char *outcome,
+	                const char *why);
 };
 
 struct sched {
@@ -104,6 +111,10 @@ void sched_gained(struct sched *, struct job *, int64_t last_fire);
 void sched_drop_removed(struct sched *);
 
 struct job *sched_find(struct sched *, const char *name);
+
+/* Whether j has no run going and no fire waiting, claimed or wanted: a
+ * claim made for it now cannot pass over a fire it is still to start. */
+int sched_idle(const struct job *);
 
 /* Every job leaves the election (singleton mode), then all are freed. */
 void sched_free(struct sched *);

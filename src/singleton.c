@@ -1,9 +1,11 @@
 /* singleton.c - singleton mode's glue: the store, the elector's callbacks,
  * fence pushes, and the store's health as the log tells it. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -120,6 +122,7 @@ int singleton_init(struct singleton *sg, const struct cfg *cfg, struct sched *sc
 	if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
 		seed = (uint64_t)getpid() * 2654435761u;
 	elect_init(&sg->el, &ec, owner, boot_clock, NULL, seed);
+	ledger_init(&sg->ledger, sg->el.owner, cfg->ledger_keep_ms, cfg->ledger_keep_per_job);
 	sg->el.on_change = on_change;
 	sg->el.on_error = on_error;
 	sg->el.on_follow = on_follow;
@@ -205,11 +208,49 @@ void singleton_release_all(struct singleton *sg)
 	        "they expire by themselves", held, held == 1 ? "" : "s");
 }
 
+/* The bound for a store call now: the configured statement timeout, or
+ * less when a held lease's deadline comes sooner (an answer after it is of
+ * no use). */
+static int64_t call_bound(struct singleton *sg, int64_t now)
+{
+	int64_t timeout = sg->cfg->statement_timeout_ms;
+
+	for (size_t i = 0; i < sg->el.n; i++) {
+		const struct elect_job *ej = sg->el.jobs[i];
+
+		if (ej->state == ELECT_HOLDER && ej->deadline - now < timeout)
+			timeout = ej->deadline - now;
+	}
+	return timeout > 1 ? timeout : 1;
+}
+
+/* One claim_runs: the first nrun claims start fires, the rest carry
+ * accounts only.  The store's answer. */
+static int claim_runs(struct singleton *sg, const struct store_claim *c, size_t n, size_t nrun,
+                      int *ok)
+{
+	struct store_run *runs;
+	long nruns = ledger_claim_rows(&sg->ledger, c, n, nrun, &runs);
+	int64_t dbnow = 0;
+	int rc;
+
+	if (nruns < 0) {
+		free(runs);
+		return store_fail(sg->el.store, "claim: out of memory");
+	}
+	rc = store_claim_runs(sg->el.store, sg->el.owner, c, n, runs, (size_t)nruns, ok, &dbnow);
+	free(runs);
+	ledger_claimed(&sg->ledger, rc);
+	if (rc == STORE_OK)
+		ledger_clock(&sg->ledger, dbnow, clock_wall_ms());
+	return rc;
+}
+
 int singleton_claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
 {
 	struct singleton *sg = arg;
 	struct store_claim *c = malloc(n * sizeof *c);
-	int64_t now = clock_boot_ms(), timeout = sg->cfg->statement_timeout_ms, dbnow;
+	int64_t now = clock_boot_ms(), timeout = sg->cfg->statement_timeout_ms;
 	int rc;
 
 	if (!c) {
@@ -230,7 +271,7 @@ int singleton_claim(void *arg, struct job *const *jobs, const int64_t *fires, si
 		return -1;
 	}
 	store_set_timeout(sg->el.store, (int)(timeout > 1 ? timeout : 1));
-	rc = store_claim_all(sg->el.store, sg->el.owner, c, n, ok, &dbnow);
+	rc = claim_runs(sg, c, n, n, ok);
 	free(c);
 	if (rc != STORE_OK) {
 		store_failed(sg, "claim", sg->el.store->err);
@@ -238,6 +279,87 @@ int singleton_claim(void *arg, struct job *const *jobs, const int64_t *fires, si
 	}
 	store_answered(sg);
 	return 0;
+}
+
+void singleton_account(void *arg, struct job *j, int64_t fire, int claimed, const char *outcome,
+                       const char *why)
+{
+	struct singleton *sg = arg;
+	const struct elect_job *ej = j->elect;
+	struct ledger_row row = {
+		.scheduled_at = fire, .token = ej ? ej->token : 0,
+		.started_at = STORE_NO_TIME, .ended_at = STORE_NO_TIME, .duration_ms = STORE_NO_TIME,
+		.exit_code = STORE_NO_CODE, .exit_signal = STORE_NO_CODE, .error = (char *)why,
+	};
+
+	if (!claimed) {
+		ledger_account(&sg->ledger, j->name, fire, outcome, why);
+		return;
+	}
+	/* Claimed: its row is in the ledger; it only changes outcome. */
+	snprintf(row.job, sizeof row.job, "%s", j->name);
+	snprintf(row.outcome, sizeof row.outcome, "%s", outcome);
+	ledger_record(&sg->ledger, &row);
+}
+
+/* Whether this run's fire was claimed (and so has its row already). */
+static int claimed_run(const struct run *r)
+{
+	return r->job && r->job->singleton && r->job->kind != JOB_SERVICE && r->token;
+}
+
+/* A service's row is keyed by its start; a fire's by its scheduled time. */
+static int64_t run_key(const struct run *r)
+{
+	return r->scheduled_ms ? r->scheduled_ms : r->started_wall;
+}
+
+void singleton_run_started(struct singleton *sg, struct run *r)
+{
+	struct ledger_row row = {
+		.scheduled_at = run_key(r), .token = r->token, .started_at = r->started_wall,
+		.ended_at = STORE_NO_TIME, .duration_ms = STORE_NO_TIME,
+		.exit_code = STORE_NO_CODE, .exit_signal = STORE_NO_CODE,
+	};
+
+	if (claimed_run(r))
+		return;         /* its row was written with the claim; the end says the rest */
+	snprintf(row.job, sizeof row.job, "%s", r->job->name);
+	snprintf(row.outcome, sizeof row.outcome, "running");
+	ledger_record(&sg->ledger, &row);
+}
+
+/* What the ledger calls the way a run ended. */
+static const char *outcome_of(const struct run *r, int *code, int *sig)
+{
+	*code = *sig = STORE_NO_CODE;
+	if (WIFEXITED(r->status))
+		*code = WEXITSTATUS(r->status);
+	else if (WIFSIGNALED(r->status))
+		*sig = WTERMSIG(r->status);
+	if (r->stop_reason[0])
+		return strcmp(r->stop_reason, "timeout") == 0 ? "timeout"
+		     : strcmp(r->stop_reason, "lease lost") == 0 ? "lost" : "killed";
+	if (*code == 0)
+		return "ok";
+	return *code > 0 ? "failed" : "killed";
+}
+
+void singleton_run_ended(struct singleton *sg, struct run *r)
+{
+	int64_t now = clock_wall_ms();
+	struct ledger_row row = {
+		.scheduled_at = run_key(r), .token = r->token, .started_at = r->started_wall,
+		.ended_at = now, .duration_ms = now - r->started_wall,
+		.error = r->error[0] ? r->error : r->stop_reason[0] ? r->stop_reason : NULL,
+	};
+
+	if (!r->job)
+		return;
+	snprintf(row.job, sizeof row.job, "%s", r->job->name);
+	snprintf(row.outcome, sizeof row.outcome, "%s", outcome_of(r, &row.exit_code,
+	         &row.exit_signal));
+	ledger_record(&sg->ledger, &row);
 }
 
 int singleton_stale(void *arg, const struct job *j)
@@ -277,6 +399,72 @@ static void open_store(struct singleton *sg, int64_t now)
 	}
 }
 
+/* Accounts of jobs that have no fire to claim soon: one claim_runs for
+ * all of them (at most LEDGER_BATCH jobs a turn), moving each cursor to its
+ * latest account. */
+static int claim_accounts(struct singleton *sg)
+{
+	struct store_claim c[64];
+	int ok[64];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sg->el.n && n < sizeof c / sizeof c[0]; i++) {
+		const struct elect_job *ej = sg->el.jobs[i];
+		const struct job *j = ej->user;
+		int64_t fire;
+
+		if (ej->state != ELECT_HOLDER || !j || !sched_idle(j) ||
+		    !ledger_has_accounts(&sg->ledger, j->name, &fire))
+			continue;
+		c[n++] = (struct store_claim){ j->name, ej->token, fire };
+	}
+	if (n && claim_runs(sg, c, n, 0, ok) != STORE_OK) {
+		store_failed(sg, "recording missed fires", sg->el.store->err);
+		return STORE_ERR;
+	}
+	return STORE_OK;
+}
+
+/* The ledger's writes, when no fire is near: accounts, records, upkeep.
+ * Each bounded by the nearest lease deadline. */
+static void ledger_turn(struct singleton *sg, int64_t due_in)
+{
+	int64_t now = clock_boot_ms(), bound = call_bound(sg, now);
+
+	if (due_in < bound)
+		bound = due_in > 1 ? due_in : 1;
+	store_set_timeout(sg->el.store, (int)bound);
+	if (sg->ledger.nacct && now >= sg->ledger.retry_at && claim_accounts(sg) != STORE_OK)
+		sg->ledger.retry_at = now + SINGLETON_LEDGER_RETRY_MS;
+	if (ledger_flush(&sg->ledger, sg->el.store, now) != STORE_OK)
+		store_failed(sg, "writing the run ledger", sg->el.store->err);
+	if (ledger_prune(&sg->ledger, sg->el.store, now) != STORE_OK)
+		store_failed(sg, "pruning the run ledger", sg->el.store->err);
+	store_set_timeout(sg->el.store, 0);
+}
+
+void singleton_flush(struct singleton *sg)
+{
+	size_t left;
+
+	if (!sg->el.store || sg->release_failed)
+		return;
+	store_set_timeout(sg->el.store, 0);
+	if (sg->ledger.nacct)
+		claim_accounts(sg);
+	while (sg->ledger.nrec) {
+		sg->ledger.retry_at = 0;
+		if (ledger_flush(&sg->ledger, sg->el.store, clock_boot_ms()) != STORE_OK) {
+			store_failed(sg, "writing the run ledger", sg->el.store->err);
+			break;
+		}
+	}
+	left = sg->ledger.nrec;
+	if (left)
+		log_msg(LOG_ERROR, NULL, 0, "run ledger: %zu row%s not written at shutdown (the store "
+		        "did not take them)", left, left == 1 ? "" : "s");
+}
+
 int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 {
 	int64_t now = clock_boot_ms(), next, t0;
@@ -305,6 +493,8 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 	next = elect_step(&sg->el);
 	if (sg->el.store && store_drain_events(sg->el.store, on_release_event, sg) > 0)
 		next = elect_step(&sg->el);
+	if (sg->el.store && !sg->step_failed && !sg->down)
+		ledger_turn(sg, due_in);
 	if (sg->el.store) {
 		uint64_t made = sg->el.store->calls - c0;
 		if (clock_mono_ms() - t0 >= 5)
@@ -360,4 +550,5 @@ void singleton_free(struct singleton *sg, int64_t ran_ms)
 	store_close(sg->el.store);
 	sg->el.store = NULL;
 	elect_free(&sg->el);
+	ledger_free(&sg->ledger);
 }

@@ -12,6 +12,7 @@
 #include "cfg.h"
 #include "elect.h"
 #include "job.h"
+#include "ledger.h"
 #include "store/store.h"
 
 struct sched;
@@ -21,11 +22,14 @@ struct run;
 #define SINGLETON_OUTAGE_LOG_MS 60000
 /* No store call this close to a fire (or a restart). */
 #define SINGLETON_FIRE_GUARD_MS 30
+/* Accounts the store did not take are tried again after this. */
+#define SINGLETON_LEDGER_RETRY_MS 1000
 
 struct singleton {
 	const struct cfg *cfg;
 	struct sched *sched;
 	struct elector el;
+	struct ledger ledger;
 	struct store_opts opts;
 	int64_t open_retry_at;          /* boottime: next attempt to open the store */
 	int64_t deferred_since;         /* boottime: store calls held back for a fire */
@@ -47,9 +51,19 @@ int singleton_may_run(void *sg, const struct job *);
 void singleton_enter(void *sg, struct job *);
 void singleton_leave(void *sg, struct job *);
 int singleton_stale(void *sg, const struct job *);
-/* Claims the fires in one store_claim_all with each job's token; -1 (and
- * the store is down) when it did not answer. */
+/* Claims the fires in one store_claim_runs with each job's token, writing
+ * their ledger rows (and the accounts that ride on them) in the same round
+ * trip; -1 (and the store is down) when it did not answer. */
 int singleton_claim(void *sg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
+/* A fire the job table did not run (struct sched_env's account). */
+void singleton_account(void *sg, struct job *, int64_t fire, int claimed, const char *outcome,
+                       const char *why);
+
+/* The ledger's side of a run: started (a service's or an unelected job's
+ * run gets its row now; a claimed fire has one since its claim) and ended
+ * (its outcome, written in the next batch). */
+void singleton_run_started(struct singleton *, struct run *);
+void singleton_run_ended(struct singleton *, struct run *);
 
 /* Opens the store when needed and lets the elector do what is due, unless
  * a fire is due_in ms away (then only deadlines are checked).  Returns ms
@@ -67,6 +81,11 @@ void singleton_push_fence(struct singleton *, struct run *);
  * what to do when it is readable. */
 int singleton_event_fd(struct singleton *);
 void singleton_events(struct singleton *);
+
+/* At shutdown, once the bodies have stopped and before the leases go:
+ * writes what the ledger still holds (the runs' ends, the accounts), each
+ * kind in one try; what the store does not take is logged as lost. */
+void singleton_flush(struct singleton *);
 
 /* At shutdown, once the bodies have stopped: releases every held lease in
  * one batch (store_release_all), logs one line, and leaves every job a

@@ -83,6 +83,12 @@ local function convert(k, raw, dir)
     end
     if raw:find("%c") then return nil, ("%q has a control character"):format(raw) end
     return raw
+  elseif kind == "count" then
+    local n = raw:match("^%d+$") and math.tointeger(tonumber(raw))
+    if not n or n < k.min or n > k.max then
+      return nil, ("%q is not a whole number from %d to %d"):format(raw, k.min, k.max)
+    end
+    return n
   elseif kind == "port" then
     local n = tonumber(raw)
     if not raw:match("^%d+$") or n < k.min or n > k.max then
