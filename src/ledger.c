@@ -207,14 +207,24 @@ static void log_drops(struct ledger *l, int64_t now)
 	l->drop_logged = now;
 }
 
+int64_t ledger_due(const struct ledger *l)
+{
+	if (!l->nrec)
+		return INT64_MAX;
+	if (l->nrec >= LEDGER_BATCH)
+		return l->retry_at;
+	return l->flush_at > l->retry_at ? l->flush_at : l->retry_at;
+}
+
 int ledger_flush(struct ledger *l, struct store *s, int64_t now)
 {
 	struct store_run runs[LEDGER_BATCH];
 	size_t n = l->nrec < LEDGER_BATCH ? l->nrec : LEDGER_BATCH;
 
 	log_drops(l, now);
-	if (!s || n == 0 || now < l->retry_at)
+	if (!s || n == 0 || now < ledger_due(l))
 		return STORE_OK;
+	l->flush_at = now + LEDGER_FLUSH_EVERY_MS;
 	for (size_t i = 0; i < n; i++)
 		runs[i] = as_run(l, &l->rec[i]);
 	if (store_record_runs(s, runs, n) != STORE_OK) {

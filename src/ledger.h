@@ -25,6 +25,8 @@
 
 #define LEDGER_QUEUE_MAX 10000          /* rows of each queue held at most */
 #define LEDGER_BATCH 500                /* rows one record_runs writes at most */
+#define LEDGER_FLUSH_EVERY_MS 1000      /* records are written this often at most,
+                                         * unless a batch is full */
 #define LEDGER_PRUNE_EVERY_MS 60000     /* upkeep of the ledger, per replica */
 #define LEDGER_PRUNE_ROWS 1000          /* rows one upkeep step touches at most */
 #define LEDGER_ACCOUNT_MAX 1000         /* missed fires a catch-up records one by one */
@@ -44,6 +46,7 @@ struct ledger {
 	size_t nacct, nrec, acap, rcap;
 	int64_t offset;                 /* db clock - local wall clock (ms) */
 	int64_t retry_at;               /* boottime: records wait after a failure */
+	int64_t flush_at;               /* boottime: records wait for company until then */
 	int64_t prune_at;               /* boottime: next upkeep */
 	int64_t keep_ms, keep_per_job;
 	uint64_t dropped;               /* rows lost since the last log line */
@@ -78,8 +81,12 @@ long ledger_claim_rows(struct ledger *, const struct store_claim *claims, size_t
  * to the holder that was), or back in the queue after an error. */
 void ledger_claimed(struct ledger *, int rc);
 
+/* When the records want writing (boottime), or INT64_MAX when none wait. */
+int64_t ledger_due(const struct ledger *);
+
 /* Writes queued records in one record_runs when they are due (the store is
- * open and no failure is being waited out).  Returns STORE_OK when nothing
+ * open, no failure is being waited out, and a batch is full or the last
+ * write was LEDGER_FLUSH_EVERY_MS ago).  Returns STORE_OK when nothing
  * was due or all went, STORE_ERR with the reason in s->err. */
 int ledger_flush(struct ledger *, struct store *, int64_t now_boot);
 /* The periodic upkeep (prune_runs) when due; STORE_OK or STORE_ERR. */

@@ -352,11 +352,12 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		finish_done_runs(&lp);
 		sched_drop_removed(&lp.sched);
 	}
-	/* What is held is released in one batch; then every job leaves the
-	 * election, which only forgets it. */
-	if (cfg->singleton)
+	/* The ledger gets what it still lacks, what is held is released in
+	 * one batch; then every job leaves the election, which only forgets it. */
+	if (cfg->singleton) {
 		singleton_flush(&lp.sg);
 		singleton_release_all(&lp.sg);
+	}
 	sched_free(&lp.sched);
 	if (cfg->singleton)
 		singleton_free(&lp.sg, clock_mono_ms() - started_ms);

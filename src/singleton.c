@@ -453,7 +453,7 @@ void singleton_flush(struct singleton *sg)
 	if (sg->ledger.nacct)
 		claim_accounts(sg);
 	while (sg->ledger.nrec) {
-		sg->ledger.retry_at = 0;
+		sg->ledger.retry_at = sg->ledger.flush_at = 0;
 		if (ledger_flush(&sg->ledger, sg->el.store, clock_boot_ms()) != STORE_OK) {
 			store_failed(sg, "writing the run ledger", sg->el.store->err);
 			break;
@@ -502,6 +502,9 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 			        (unsigned long long)made, (long long)(clock_mono_ms() - t0));
 		if (made > 0 && !sg->step_failed)
 			store_answered(sg);
+		/* While the store is down the elector's retries pace the calls. */
+		if (!sg->down && ledger_due(&sg->ledger) < next)
+			next = ledger_due(&sg->ledger);
 	} else {
 		next = next < sg->open_retry_at ? next : sg->open_retry_at;
 	}
