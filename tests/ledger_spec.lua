@@ -1,0 +1,315 @@
+-- End to end, real `leash run` processes on every provider: every fire once.
+-- The job bodies write what ran (replica, scheduled time, catch-up flag);
+-- the run ledger (<table>_runs) says what the replicas claimed, ran, skipped
+-- and missed.  Kills, clock skew, frozen holders and a dead database must
+-- leave every fire exactly once in the ledger and never run one twice.
+local L = require "e2e"
+local R = require "replicas"
+local core = require "leash.core"
+
+local FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+local JOB = [[
+local core = require "leash.core"
+local OUT = %q
+return {
+  %s,
+  missed = %q,
+  run = function(ctx)
+    local f = assert(io.open(OUT, "a"))
+    f:write(("%%s %%d %%s %%.3f\n"):format(ctx.replica, math.floor(ctx.scheduled_at * 1000 + 0.5),
+      tostring(ctx.catchup), core.now()))
+    f:close()
+  end,
+}
+]]
+
+-- The bodies' records: { replica, at (ms), catchup, t (wall s) } in order.
+local function bodies(out)
+  local list = {}
+  for _, l in ipairs(L.lines(out)) do
+    local rep, at, c, t = l:match("^(%S+) (%d+) (%a+) ([%d.]+)$")
+    if rep then
+      list[#list + 1] = { replica = rep, at = tonumber(at), catchup = c == "true", t = tonumber(t) }
+    end
+  end
+  return list
+end
+
+local function open(p, tbl)
+  return assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
+    host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
+    table = tbl, connect_timeout_ms = 2000, statement_timeout_ms = 2000 })
+end
+
+-- The ledger rows of job "rec", oldest first.
+local function ledger(p, tbl)
+  local s = open(p, tbl)
+  local rows = assert(s:read_runs { job = "rec", limit = 10000 })
+  s:close()
+  table.sort(rows, function(a, b) return a.scheduled_at < b.scheduled_at end)
+  return rows
+end
+
+local function config(p, tbl, lease, retry)
+  local c = R.config(p, tbl)
+  c.singleton = { enabled = "true", lease = lease or "1s", retry = retry or "200ms" }
+  return c
+end
+
+local function set(t)
+  local s = {}
+  for _, v in ipairs(t) do s[v] = true end
+  return s
+end
+
+-- No fire ran twice (bodies) and no fire has two ledger rows.
+local function assert_once(runs, rows)
+  local seen = {}
+  for _, r in ipairs(runs) do
+    assert(not seen[r.at], ("fire %d ran twice (%s and %s)"):format(r.at, tostring(seen[r.at]), r.replica))
+    seen[r.at] = r.replica
+  end
+  local rowed = {}
+  for _, r in ipairs(rows) do
+    assert(not rowed[r.scheduled_at], ("fire %d has two ledger rows (%s by %s, %s by %s)"):format(
+      r.scheduled_at, rowed[r.scheduled_at] and rowed[r.scheduled_at].outcome or "", rowed[r.scheduled_at]
+      and rowed[r.scheduled_at].owner or "", r.outcome, r.owner))
+    rowed[r.scheduled_at] = r
+  end
+  return seen, rowed
+end
+
+local function faketime_env(offset_s)
+  return { LD_PRELOAD = FAKETIME_LIB, FAKETIME = ("%+ds"):format(offset_s),
+           FAKETIME_DONT_FAKE_MONOTONIC = "1", FAKETIME_NO_CACHE = "1" }
+end
+
+local function spawn(d, env)
+  local e = { LEASH_TEST_MSSQL_PASSWORD = d.password or "" }
+  for k, v in pairs(env or {}) do e[k] = v end
+  local proc = L.spawn(d, { env = e })
+  proc.owner = assert(L.wait_for(function() return proc:log_text():match("replica (%S+),") end, 5),
+    "a replica did not start")
+  return proc
+end
+
+local function kill_tree(proc)
+  for _, pid in ipairs(R.tree(proc.pid)) do L.kill(pid, "KILL") end
+  proc:wait(5)
+end
+
+-- The live replica that holds rec unexpired, or nil.
+local function holder(procs, p, tbl)
+  local rows, now = R.rows(p, tbl)
+  for _, row in ipairs(rows) do
+    if row.name == "rec" and row.expires_at > now then
+      for _, proc in ipairs(procs) do
+        if proc.owner == row.owner and proc:alive() then return proc end
+      end
+    end
+  end
+end
+
+for _, p in ipairs(R.list_of()) do
+  describe("the run ledger end to end on " .. p.provider, function()
+    local procs, tbl, d, out
+    before_each(function()
+      procs = {}
+      tbl = ("ledger_%d"):format(math.random(1, 1e8))
+    end)
+    after_each(function() R.stop_all(procs) end)
+
+    local function setup(job, missed, lease, retry)
+      d = L.dir { config = config(p, tbl, lease, retry) }
+      d.password = p.password
+      out = d.out "rec"
+      d.write_job("rec", JOB:format(out, job, missed))
+    end
+
+    it("kill -9 of the holder ten times: no fire twice, every second run or in the ledger", function()
+      setup('every = "1s"', "all")
+      for _ = 1, 3 do procs[#procs + 1] = spawn(d) end
+      local killed = {}
+      for _ = 1, 10 do
+        local h = assert(L.wait_for(function() return holder(procs, p, tbl) end, 5), "nobody holds rec")
+        local n0 = #bodies(out)
+        assert(L.wait_for(function()
+          local b = bodies(out)
+          return #b > n0 and b[#b].replica == h.owner
+        end, 4), "the holder ran nothing")
+        L.sleep(0.1 + math.random() * 0.5)
+        kill_tree(h)
+        killed[h.owner] = true
+        for i, proc in ipairs(procs) do
+          if proc == h then procs[i] = spawn(d) end
+        end
+      end
+      -- One more regular fire after the last takeover, then a clean stop.
+      local n = #bodies(out)
+      assert(L.wait_for(function() return #bodies(out) >= n + 2 end, 5), "nothing ran after the last kill")
+      R.stop_all(procs)
+      local runs, rows = bodies(out), ledger(p, tbl)
+      local ran, rowed = assert_once(runs, rows)
+      local first, last = runs[1].at, runs[#runs].at
+      local catchups = 0
+      for t = first, last, 1000 do
+        local row = rowed[t]
+        assert(row, ("fire %d is neither in the ledger nor run"):format(t))
+        if row.outcome == "missed" then
+          error(("fire %d missed inside the catch-up window: %s"):format(t, row.error or "?"))
+        elseif row.outcome == "running" or row.outcome == "lost" then
+          -- Claimed by a holder killed before it recorded the end.
+          assert(killed[row.owner], ("fire %d is %s on %s, which was not killed"):format(t, row.outcome, row.owner))
+        else
+          assert.equal("ok", row.outcome, "fire " .. t)
+          assert(ran[t], ("fire %d is ok in the ledger but no body ran it"):format(t))
+          assert.equal(ran[t], row.owner, "fire " .. t .. " ran on another replica than its row says")
+          assert.is_number(row.started_at)
+          assert.is_number(row.ended_at)
+        end
+      end
+      for _, r in ipairs(runs) do if r.catchup then catchups = catchups + 1 end end
+      assert.is_true(catchups >= 5, "only " .. catchups .. " catch-up runs in ten kills")
+    end)
+
+    it("a cron fire that falls while its holder is dead runs once, as a catch-up, on the new holder", function()
+      setup('cron = "* * * * *"', "once", "2s", "200ms")
+      -- Each replica's clock is moved so that a minute ends 6 s from now.
+      local now = L.now()
+      local offset = math.ceil(now / 60) * 60 + 60 - 6 - now
+      offset = math.floor(offset)
+      local fire_ms = math.floor((now + offset + 7) / 60) * 60 * 1000
+      -- A cursor at the minute before: the job is not new.
+      local s = open(p, tbl)
+      assert(s:try_acquire("rec", "seed:1:00000000", 100))
+      local ok = assert(s:claim_all("seed:1:00000000", { { name = "rec", token = 1, fire = fire_ms - 60000 } }))
+      s:close()
+      assert.is_true(ok[1])
+      L.sleep(0.2)
+      procs[1] = spawn(d, faketime_env(offset))
+      local h = assert(L.wait_for(function() return holder(procs, p, tbl) end, 5), "nobody holds rec")
+      procs[2] = spawn(d, faketime_env(offset))
+      -- Dies 0.3 s before the fire; its lease outlives the fire.
+      local die_at = fire_ms / 1000 - offset - 0.3
+      L.sleep(die_at - L.now())
+      kill_tree(h)
+      local other = procs[2]
+      assert(L.wait_for(function() return #bodies(out) >= 1 end, 8), "the fire never ran")
+      L.sleep(0.5)
+      local runs, rows = bodies(out), ledger(p, tbl)
+      assert.equal(1, #runs, "the fire ran more than once")
+      assert.equal(fire_ms, runs[1].at)
+      assert.equal(other.owner, runs[1].replica)
+      assert.is_true(runs[1].catchup, "the run was not a catch-up")
+      R.stop_all(procs)
+      rows = ledger(p, tbl)
+      local _, rowed = assert_once(runs, rows)
+      assert.equal("ok", rowed[fire_ms].outcome)
+      assert.equal(other.owner, rowed[fire_ms].owner)
+    end)
+
+    it("two replicas 30 s apart with handovers every 4 s: no scheduled time runs twice", function()
+      setup('every = "1s"', "once", "1s", "200ms")
+      local envs = { {}, faketime_env(30) }
+      procs[1] = spawn(d, envs[1])
+      procs[2] = spawn(d, envs[2])
+      local t_end = L.now() + 20
+      while L.now() < t_end do
+        L.sleep(4)
+        local h = holder(procs, p, tbl)
+        if h then
+          local i = h == procs[1] and 1 or 2
+          h:stop(10)
+          procs[i] = spawn(d, envs[i])
+        end
+      end
+      R.stop_all(procs)
+      local runs = bodies(out)
+      assert.is_true(#runs >= 8, "only " .. #runs .. " runs in 20 s")
+      assert_once(runs, ledger(p, tbl))
+    end)
+
+    it("a holder frozen past its lease starts no run when it wakes", function()
+      setup('every = "1s"', "once", "1s", "200ms")
+      procs[1] = spawn(d)
+      local h = assert(L.wait_for(function() return holder(procs, p, tbl) end, 5), "nobody holds rec")
+      procs[2] = spawn(d)
+      assert(L.wait_for(function() return #bodies(out) >= 2 end, 5), "nothing ran")
+      local tree = R.tree(h.pid)
+      for _, pid in ipairs(tree) do L.kill(pid, "STOP") end
+      local other = h == procs[1] and procs[2] or procs[1]
+      assert(L.wait_for(function()
+        local b = bodies(out)
+        return b[#b].replica == other.owner
+      end, 5), "the other replica did not take over")
+      L.sleep(1)
+      local woke = L.now()
+      for _, pid in ipairs(tree) do L.kill(pid, "CONT") end
+      L.sleep(2.5)
+      for _, r in ipairs(bodies(out)) do
+        assert(not (r.replica == h.owner and r.t >= woke),
+          ("the woken replica ran the fire %d at %.3f"):format(r.at, r.t))
+      end
+      assert(L.wait_for(function()
+        return h:grep("lease deadline reached")[1] or h:grep("lost")[1] or h:grep("refused")[1]
+      end, 3),
+        "the woken replica's log does not say it lost the lease:\n" .. h:log_text():sub(-1500))
+      R.stop_all(procs)
+      assert_once(bodies(out), ledger(p, tbl))
+    end)
+
+    local down, up
+    if p.provider == "postgres" then
+      local ctl = os.getenv("LEASH_TEST_PG_CTL")
+      down = function() assert(os.execute(ctl .. " stop")) end
+      up = function() assert(os.execute(ctl .. " start")) end
+    elseif p.provider == "sqlite" then
+      local locker
+      down = function()
+        -- A writer that holds the database locked: every statement fails.
+        locker = L.spawn_cmd(("exec python3 -c %s"):format(L.quote(([[
+import sqlite3, time
+c = sqlite3.connect(%q, isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+time.sleep(60)
+]]):format(p.path))))
+        L.sleep(0.3)
+      end
+      up = function() L.kill(locker.pid, "KILL"); locker:wait(5) end
+    end
+    if down then
+      it("the database down for 2 x lease: nothing crashes, the missed fires are in the ledger after", function()
+        setup('every = "1s"', "once", "1s", "200ms")
+        procs[1] = spawn(d)
+        assert(L.wait_for(function() return #bodies(out) >= 2 end, 5), "nothing ran")
+        local t_down = L.now()
+        down()
+        local ok, err = pcall(L.sleep, 2.2)
+        up()
+        assert(ok, err)
+        assert(L.wait_for(function()
+          local b = bodies(out)
+          return b[#b].t > t_down + 3
+        end, 10), "nothing ran after the database came back")
+        assert.is_true(procs[1]:alive(), "leash died")
+        L.sleep(1.5)
+        R.stop_all(procs)
+        local runs, rows = bodies(out), ledger(p, tbl)
+        local ran, rowed = assert_once(runs, rows)
+        local missed = 0
+        for t = runs[1].at, runs[#runs].at, 1000 do
+          local row = rowed[t]
+          assert(row, ("fire %d is neither in the ledger nor run"):format(t))
+          if row.outcome == "missed" then
+            missed = missed + 1
+            assert.is_nil(ran[t], "a missed fire ran")
+          else
+            assert.equal("ok", row.outcome, "fire " .. t)
+          end
+        end
+        assert.is_true(missed >= 1, "no fire of the outage was recorded missed")
+      end)
+    end
+  end)
+end
