@@ -562,9 +562,10 @@ static void start_wanted(struct sched *s, struct job *j)
 	claim_batch(s, 1);
 }
 
-/* The loop came late (a stall, a long store call): the fires of j after
- * fire and up to now go by unstarted, and are missed. */
-static void passed_over(struct sched *s, struct job *j, int64_t fire, int64_t now)
+/* The loop came late (a stall, a long store call): of j's fires from fire
+ * up to now the latest is the one to start, and the ones before it are
+ * missed.  Returns that latest fire. */
+static int64_t passed_over(struct sched *s, struct job *j, int64_t fire, int64_t now)
 {
 	int k = 0;
 
@@ -572,12 +573,14 @@ static void passed_over(struct sched *s, struct job *j, int64_t fire, int64_t no
 	     f = job_next_fire(s->L, j, f)) {
 		char at[32];
 
-		if (k++ == SCHED_ACCOUNT_MAX)
-			break;
-		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: leash came too late to start it",
-		        fire_iso(at, sizeof at, f));
-		account(s, j, f, 0, "missed", "leash came too late to start it (a stall)");
+		if (k++ < SCHED_ACCOUNT_MAX) {
+			log_msg(LOG_WARN, j->name, 0, "fire at %s missed: leash came too late to start "
+			        "it (a stall)", fire_iso(at, sizeof at, fire));
+			account(s, j, fire, 0, "missed", "leash came too late to start it (a stall)");
+		}
+		fire = f;
 	}
+	return fire;
 }
 
 /* A periodic job that may run: its fire if due (or about to be, when it is
@@ -600,7 +603,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 
 		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
 		if (claims(s, j) && fire < now)
-			passed_over(s, j, fire, now);
+			fire = passed_over(s, j, fire, now);
 		if (j->run || j->claimed_ms) {
 			overlapped(s, j, fire);
 		} else {

@@ -605,6 +605,56 @@ describe("the job table", function()
       assert.equal(0, #o.calls)
     end)
 
+    -- The fires the table accounted for (o.other's "account" events) since
+    -- the last take: { "<outcome> <at - T0> <claimed|unclaimed>", ... }.
+    local function accounts(o)
+      local out = {}
+      for _, e in ipairs(o.other) do
+        if e[1] == "account" then out[#out + 1] = ("%s %d %s"):format(e[4], e[3] - T0, e[5]) end
+      end
+      return out
+    end
+
+    it("accounts for every fire after the cursor that it does not run", function()
+      local o = claiming({ j = every("1s", 'missed = "all", missed_max = 2, missed_within = "4s",') })
+      gained(o, T0 - 8000)
+      assert.same({ { name = "j", at = T0 - 1000, catchup = true } }, o.due())
+      -- 7 s..5 s back: older than missed_within; 4 s..2 s back: more than missed_max.
+      assert.same({ "missed -7000 unclaimed", "missed -6000 unclaimed", "missed -5000 unclaimed",
+                    "missed -4000 unclaimed", "missed -3000 unclaimed", "missed -2000 unclaimed" },
+        accounts(o))
+    end)
+
+    it("accounts for a fire skipped because the run still goes, and one that waited in vain", function()
+      local o = claiming({ j = every("1s") }, nil, { j = true })
+      assert.same({ { name = "j", at = T0 + 1000 } }, o.advance(500))
+      o.advance(1000)
+      assert.same({ "skipped-overlap 2000 unclaimed" }, accounts(o))
+      -- A fire claimed ahead, then the lease goes before it starts.
+      o.s:ended("j", false, 1000)
+      o.t.wall = T0 + 2998
+      o.due()
+      o.held.j = false
+      o.advance(1)
+      assert.same({ "missed 3000 claimed" }, accounts(o))
+    end)
+
+    it("accounts for the fires the loop came too late for", function()
+      local o = claiming({ j = every("1s") }, nil, { j = true })
+      assert.same({ { name = "j", at = T0 + 1000 } }, o.advance(500))
+      o.s:ended("j", false, 10)
+      assert.same({ { name = "j", at = T0 + 4000 } }, o.advance(3000), "the latest starts")
+      assert.same({ "missed 2000 unclaimed", "missed 3000 unclaimed" }, accounts(o))
+    end)
+
+    it("a fire whose claim kept failing is accounted missed once missed_within passed", function()
+      local o = claiming({ j = every("10s", 'missed_within = "2s",') },
+        function() return nil, "down" end, { j = true })
+      o.advance(9500)
+      o.advance(2500)
+      assert.same({ "missed 10000 unclaimed" }, accounts(o))
+    end)
+
     it("losing the lease drops a fire waiting for its claim", function()
       local o = claiming({ j = every("10s") }, function() return nil, "down" end, { j = true })
       o.due()

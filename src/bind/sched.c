@@ -14,7 +14,9 @@
  *   s:drop_removed()        s:jobs() -> { [name] = { ... } }
  *   s:events() -> list of { "start", name, scheduled_ms } / { "stop", name,
  *                 reason } / { "enter", name } / { "leave", name } / { "log",
- *                 line }, taken (the list starts empty again)
+ *                 line } / { "account", name, fire, outcome, "claimed" or
+ *                 "unclaimed", why } (with claim: a fire not run), taken (the
+ *                 list starts empty again)
  *   s:stop()                the shutdown: no new runs
  *
  * Runs are not processes here: "start" is an event, and the spec ends a run
@@ -188,6 +190,23 @@ static int claim(void *arg, struct job *const *jobs, const int64_t *fires, size_
 	}
 	lua_pop(L, 2);
 	return rc;
+}
+
+/* A fire the table did not run: an event the spec reads. */
+static void account(void *arg, struct job *j, int64_t fire, int claimed, const char *outcome,
+                    const char *why)
+{
+	struct lsched *ls = arg;
+	lua_State *L = ls->L;
+
+	event4(ls, "account", j->name, fire, NULL, outcome);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->events_ref);
+	lua_rawgeti(L, -1, luaL_len(L, -1));
+	lua_pushstring(L, claimed ? "claimed" : "unclaimed");
+	lua_rawseti(L, -2, 5);
+	lua_pushstring(L, why);
+	lua_rawseti(L, -2, 6);
+	lua_pop(L, 2);
 }
 
 static void sink(void *arg, enum log_level lv, const char *line)
@@ -400,8 +419,10 @@ static int l_sched(lua_State *L)
 		env.enter = enter;
 		env.leave = leave;
 		env.stale = stale;
-		if (ls->claim_ref != LUA_NOREF)
+		if (ls->claim_ref != LUA_NOREF) {
 			env.claim = claim;
+			env.account = account;
+		}
 	}
 	sched_init(&ls->s, L, ls->dir, &env);
 	ls->open = 1;
