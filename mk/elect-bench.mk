@@ -8,3 +8,14 @@ bench-elect: all
 	{ lua5.4 bench/elect_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
 
 .PHONY: bench-elect
+
+# Claims and the run ledger at steady state: make bench-ledger (BENCH_WINDOW=75
+# BENCH_SLOW=1000 BENCH_FAST=100).  Starts a throwaway PostgreSQL.
+bench-ledger: all
+	@LEASH_TEST_TMP=$$(mktemp -d /tmp/leash-bench.XXXXXX) && chmod 755 $$LEASH_TEST_TMP && \
+	export LEASH_TEST_TMP LEASH_ROOT=$$PWD LEASH_BUILD=$(BUILD) && \
+	export LUA_PATH="lua/?.lua;tests/support/?.lua;;" LUA_CPATH="$(BUILD)/lua/?.so;;" && \
+	eval "$$(tests/support/services/10-postgres.sh start)" && \
+	{ lua5.4 bench/ledger_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
+
+.PHONY: bench-ledger

@@ -1,4 +1,5 @@
 /* ledger.c - the run ledger's two queues and their writes (see ledger.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 
 #define LEDGER_RETRY_MS 1000            /* records wait this long after a failure */
 #define LEDGER_DROP_LOG_MS 60000        /* "rows dropped" is logged this often at most */
+#define LEDGER_FAILURES_MAX 10         /* writes of one batch before it is dropped */
 #define ERROR_COPY_MAX (STORE_RUN_ERROR_MAX + 4)        /* the wrapper cuts the rest */
 
 void ledger_init(struct ledger *l, const char *owner, int64_t keep_ms, int64_t keep_per_job)
@@ -118,11 +120,36 @@ int ledger_has_accounts(const struct ledger *l, const char *job, int64_t *fire)
 	return found;
 }
 
+/* A later write of a queued row: what it knows replaces what the row had. */
+static void merge(struct ledger_row *r, const struct ledger_row *row)
+{
+	snprintf(r->outcome, sizeof r->outcome, "%s", row->outcome);
+	r->token = row->token;
+#define TAKE(f, none) if (row->f != (none)) r->f = row->f
+	TAKE(started_at, STORE_NO_TIME);
+	TAKE(ended_at, STORE_NO_TIME);
+	TAKE(duration_ms, STORE_NO_TIME);
+	TAKE(exit_code, STORE_NO_CODE);
+	TAKE(exit_signal, STORE_NO_CODE);
+#undef TAKE
+	if (row->error && *row->error) {
+		free(r->error);
+		r->error = copy_error(row->error);
+	}
+}
+
 void ledger_record(struct ledger *l, const struct ledger_row *row)
 {
-	struct ledger_row *r = push(l, &l->rec, &l->nrec, &l->rcap);
+	struct ledger_row *r;
 
-	if (!r)
+	/* A run's start and end in one batch are one row (a batch may not
+	 * name a row twice). */
+	for (size_t i = l->nrec; i-- > 0;)
+		if (l->rec[i].scheduled_at == row->scheduled_at && strcmp(l->rec[i].job, row->job) == 0) {
+			merge(&l->rec[i], row);
+			return;
+		}
+	if (!(r = push(l, &l->rec, &l->nrec, &l->rcap)))
 		return;
 	*r = *row;
 	r->riding = 0;
@@ -229,8 +256,14 @@ int ledger_flush(struct ledger *l, struct store *s, int64_t now)
 		runs[i] = as_run(l, &l->rec[i]);
 	if (store_record_runs(s, runs, n) != STORE_OK) {
 		l->retry_at = now + LEDGER_RETRY_MS;
-		return STORE_ERR;
+		/* The store answers the election (else this is not tried) but
+		 * keeps refusing this batch: it would block every row after it. */
+		if (++l->failures < LEDGER_FAILURES_MAX)
+			return STORE_ERR;
+		log_msg(LOG_ERROR, NULL, 0, "run ledger: %zu row%s dropped after %d failed writes: %s", n,
+		        n == 1 ? "" : "s", l->failures, s->err);
 	}
+	l->failures = 0;
 	clear_rows(l->rec, n);
 	memmove(l->rec, l->rec + n, (l->nrec - n) * sizeof *l->rec);
 	l->nrec -= n;

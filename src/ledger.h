@@ -9,9 +9,10 @@
  *             moved the cursor accounts for those fires); an erred one keeps
  *             them.  A job left idle with accounts claims them on its own.
  *   records   rows written with store_record_runs: a claimed run's end, a
- *             service's or an unelected run's start and end.  Batched; a
- *             write that fails is tried again, and rows are dropped (and the
- *             count logged) only past LEDGER_QUEUE_MAX.
+ *             service's or an unelected run's start and end (one row
+ *             while both wait).  Batched; a write that fails is tried
+ *             again, and rows are dropped (and the count logged) only past
+ *             LEDGER_QUEUE_MAX, or a batch the store refused ten times.
  * Times go to the store on the database's clock: the local wall clock plus
  * the offset the last claim measured.
  */
@@ -49,6 +50,7 @@ struct ledger {
 	int64_t flush_at;               /* boottime: records wait for company until then */
 	int64_t prune_at;               /* boottime: next upkeep */
 	int64_t keep_ms, keep_per_job;
+	int failures;                   /* failed writes of the batch in front */
 	uint64_t dropped;               /* rows lost since the last log line */
 	int64_t drop_logged;            /* boottime */
 };

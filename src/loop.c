@@ -354,6 +354,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	}
 	/* The ledger gets what it still lacks, what is held is released in
 	 * one batch; then every job leaves the election, which only forgets it. */
+	sched_stopped(&lp.sched);
 	if (cfg->singleton) {
 		singleton_flush(&lp.sg);
 		singleton_release_all(&lp.sg);

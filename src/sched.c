@@ -813,6 +813,17 @@ void sched_gained(struct sched *s, struct job *j, int64_t last_fire)
 	catch_up(s, j, last_fire);
 }
 
+void sched_stopped(struct sched *s)
+{
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct job *j = s->jobs[i];
+
+		j->pending_ms = 0;
+		if (j->want_ms || j->claimed_ms || j->backlog_ms)
+			drop_wanted(s, j, "leash is stopping", 0);
+	}
+}
+
 void sched_drop_removed(struct sched *s)
 {
 	size_t w = 0;

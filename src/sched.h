@@ -107,6 +107,10 @@ void sched_run_ended(struct sched *, struct job *, int failed, int64_t ran_ms);
  * run is logged as missed. */
 void sched_gained(struct sched *, struct job *, int64_t last_fire);
 
+/* At shutdown, once the runs have ended: the fires that were to start are
+ * dropped (a claimed one is accounted missed: its row says so). */
+void sched_stopped(struct sched *);
+
 /* Drops removed jobs whose run has ended. */
 void sched_drop_removed(struct sched *);
 

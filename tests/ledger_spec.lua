@@ -259,6 +259,52 @@ for _, p in ipairs(R.list_of()) do
       assert_once(bodies(out), ledger(p, tbl))
     end)
 
+    it("records how runs end: ok, failed with the error, timeout, services and singleton = false runs", function()
+      d = L.dir { config = config(p, tbl, "1s", "200ms") }
+      d.password = p.password
+      d.write_job("fails", [[return { every = "1s", run = function() error("boom 'quoted' \"x\"") end }]])
+      d.write_job("slow", [[return { every = "1s", timeout = "200ms", run = function(ctx) ctx.sleep(5) end }]])
+      d.write_job("everywhere", [[return { every = "1s", singleton = false, run = function() end }]])
+      d.write_job("svc", [[return { run = function(ctx) ctx.sleep(0.3) end }]])
+      procs[1] = spawn(d)
+      L.sleep(3.2)
+      R.stop_all(procs)
+      local st = open(p, tbl)
+      local rows = assert(st:read_runs { limit = 1000 })
+      st:close()
+      local by = {}
+      for _, r in ipairs(rows) do
+        by[r.job] = by[r.job] or {}
+        table.insert(by[r.job], r)
+      end
+      for _, job in ipairs { "fails", "slow", "everywhere", "svc" } do
+        assert(by[job] and #by[job] >= 2, job .. " has fewer than 2 ledger rows")
+        for _, r in ipairs(by[job]) do
+          assert.equal(procs[1].owner, r.owner)
+          if r.outcome == "missed" then
+            -- claimed just before the stop: never started
+            assert.equal("leash is stopping", r.error)
+          elseif job == "fails" then
+            assert.equal("failed", r.outcome)
+            assert.equal(1, r.exit_code)
+            assert.truthy(r.error:find("boom 'quoted' \"x\"", 1, true), r.error)
+            assert.is_number(r.claimed_at)
+            assert.is_number(r.started_at)
+          elseif job == "slow" then
+            assert(r.outcome == "timeout" or (r.outcome == "killed" and r.error == "shutdown"),
+              "slow: " .. r.outcome)
+          elseif job == "everywhere" then
+            assert.equal(0, r.token)
+            assert.equal("ok", r.outcome)
+          else
+            assert(r.outcome == "ok" or r.outcome == "killed", "svc: " .. r.outcome)
+            assert.is_true(r.token > 0)
+          end
+          assert(r.outcome == "running" or type(r.ended_at) == "number", job .. " ended without ended_at")
+        end
+      end
+    end)
+
     local down, up
     if p.provider == "postgres" then
       local ctl = os.getenv("LEASH_TEST_PG_CTL")

@@ -1,0 +1,104 @@
+-- bench/ledger_bench.lua: claims and the run ledger at steady state on
+-- PostgreSQL, 3 replicas, 1,000 jobs every 1m plus 100 jobs every 1s (and a
+-- 1 s probe among them).  Prints:
+--   statements per second per replica (PostgreSQL's transaction count over
+--     the window / 3, and each replica's store-wrapper count / its uptime)
+--   distinct fire instants per second on the busiest replica (its claims)
+--   start lateness p50/p99 of the 1 s jobs, inside the child, over the window
+--     (the minute's burst of every = "1m" jobs included)
+--   parent RSS of each replica
+--   ledger rows written per day (from the window) and the table's bytes per
+--     row, so its size once pruning holds it at min(keep, keep_per_job)
+-- Run with `make bench-ledger` (BENCH_WINDOW=75 seconds by default: the
+-- window spans a minute boundary).  Starts its own PostgreSQL unless
+-- LEASH_TEST_PG_CONNINFO is set.
+local L = require "e2e"
+local core = require "leash.core"
+
+local pg = assert(os.getenv("LEASH_TEST_PG_CONNINFO"), "LEASH_TEST_PG_CONNINFO is not set")
+local WINDOW = tonumber(os.getenv("BENCH_WINDOW") or "75")
+local SLOW, FAST = tonumber(os.getenv("BENCH_SLOW") or "1000"), tonumber(os.getenv("BENCH_FAST") or "100")
+
+local function pct(t, p)
+  table.sort(t)
+  if #t == 0 then return 0 / 0 end
+  return t[math.max(1, math.ceil(#t * p))]
+end
+
+local function rss_kb(pid)
+  return tonumber(L.read("/proc/" .. pid .. "/status"):match("VmRSS:%s*(%d+)")) or 0
+end
+
+local function psql(sql)
+  local code, out = L.sh(("psql %s -Atc %s"):format(L.quote(pg), L.quote(sql)))
+  assert(code == 0, "psql failed: " .. sql)
+  return out
+end
+
+local function xacts()
+  return tonumber(psql("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"))
+end
+
+local tbl = ("bench_ledger_%d"):format(os.time() % 100000)
+local d = L.dir { config = {
+  leash = { grace = "1s" },
+  singleton = { enabled = "true" },
+  store = { provider = "postgres", table = tbl },
+  postgres = { conninfo = pg },
+} }
+local lateness = d.out "late"
+local FASTJOB = ([[
+local core = require "leash.core"
+return { every = "1s", run = function(ctx)
+  local f = io.open(%q, "a"); f:write(("%%.6f\n"):format(core.now() - ctx.scheduled_at)); f:close()
+end }]]):format(lateness)
+for i = 1, FAST do d.write_job(("fast-%03d"):format(i), FASTJOB) end
+for i = 1, SLOW do d.write_job(("slow-%04d"):format(i), 'return { every = "1m", run = function() end }') end
+
+local procs = {}
+for i = 1, 3 do
+  local p = L.spawn(d)
+  p.owner = assert(L.wait_for(function() return p:log_text():match("replica (%S+),") end, 10))
+  procs[i] = p
+end
+local s = assert(core.open_store { provider = "postgres", conninfo = pg, table = tbl })
+assert(L.wait_for(function() return #assert(s:list()) >= FAST + SLOW end, 120), "not all jobs were taken")
+L.sleep(5)
+local function rows() return tonumber(psql(("SELECT count(*) FROM %s_runs"):format(tbl))) end
+local x0, t0, r0 = xacts(), L.now(), rows()
+L.write(lateness, "")
+local rss = {}
+L.sleep(WINDOW / 2)
+for i, p in ipairs(procs) do rss[i] = rss_kb(p.pid) / 1024 end
+L.sleep(WINDOW / 2)
+local x1, t1, r1 = xacts(), L.now(), rows()
+local held = {}
+for _, r in ipairs(assert(s:list())) do held[r.owner] = (held[r.owner] or 0) + 1 end
+local bytes = tonumber(psql(("SELECT pg_total_relation_size('%s_runs')"):format(tbl)))
+s:close()
+local life = {}
+for i, p in ipairs(procs) do
+  p:stop(60)
+  local calls, secs = p:log_text():match("lease store: (%d+) statements in ([%d.]+)s")
+  life[i] = calls and tonumber(calls) / tonumber(secs) or 0 / 0
+end
+local late = {}
+for _, l in ipairs(L.lines(lateness)) do
+  local v = tonumber(l)
+  if v then late[#late + 1] = v * 1000 end
+end
+local per_day = (r1 - r0) / (t1 - t0) * 86400
+print(("ledger benchmark: PostgreSQL on loopback, 3 replicas, %d jobs every 1m + %d every 1s, %ds window; %s"):format(
+  SLOW, FAST, WINDOW, os.date("!%Y-%m-%dT%H:%M:%SZ")))
+print(("stmts/s/replica (PostgreSQL transactions / 3): %.2f"):format((x1 - x0 - 3) / (t1 - t0) / 3))
+print(("stmts/s per replica (wrapper count / uptime): %.2f / %.2f / %.2f"):format(life[1], life[2], life[3]))
+local shares = {}
+for i, p in ipairs(procs) do shares[i] = tostring(held[p.owner] or 0) end
+print(("leases held: %s; parent RSS (MB): %.1f / %.1f / %.1f"):format(table.concat(shares, " / "),
+  rss[1], rss[2], rss[3]))
+print(("1 s jobs' start lateness (child side) p50 / p99 / max ms: %.2f / %.2f / %.2f over %d runs"):format(
+  pct(late, 0.5), pct(late, 0.99), pct(late, 1), #late))
+print(("ledger rows written: %.0f per day; %.0f bytes per row (%d rows, %d bytes)"):format(per_day,
+  bytes / math.max(r1, 1), r1, bytes))
+print(("size once pruned (keep 14d, keep_per_job 1000): %d rows, %.1f MB"):format(
+  math.min(per_day * 14, (FAST + SLOW) * 1000), math.min(per_day * 14, (FAST + SLOW) * 1000) * bytes / math.max(r1, 1) / 1e6))
