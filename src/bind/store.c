@@ -201,26 +201,20 @@ static int64_t int_field(lua_State *L, const char *k, int64_t dflt)
 	return isint ? (int64_t)v : dflt;
 }
 
-/* s:claim_all(owner, { { name=, token=, fire= }, ... }) -> { true|false, ... }
- * (in the order given), the database's now; or nil, err.  One statement
- * per chunk. */
-static int l_claim_all(lua_State *L)
+/* The claims list at index i: { { name=, token=, fire= }, ... } into a
+ * userdata array left on the stack (names anchored in the claim tables);
+ * a missing or wrong field becomes a value the wrapper refuses. */
+static struct store_claim *claims_arg(lua_State *L, int i, size_t *n)
 {
-	struct store *s = check_open(L);
 	struct store_claim *c;
-	int *ok;
-	int64_t now = 0;
-	size_t n;
 
-	luaL_checktype(L, 3, LUA_TTABLE);
-	n = (size_t)lua_rawlen(L, 3);
-	c = lua_newuserdatauv(L, (n ? n : 1) * sizeof *c, 0);
-	ok = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ok, 0);
-	for (size_t k = 0; k < n; k++) {
+	luaL_checktype(L, i, LUA_TTABLE);
+	*n = (size_t)lua_rawlen(L, i);
+	c = lua_newuserdatauv(L, (*n ? *n : 1) * sizeof *c, 0);
+	for (size_t k = 0; k < *n; k++) {
 		c[k] = (struct store_claim){ NULL, 0, -1 };
-		if (lua_rawgeti(L, 3, (lua_Integer)k + 1) == LUA_TTABLE) {
+		if (lua_rawgeti(L, i, (lua_Integer)k + 1) == LUA_TTABLE) {
 			lua_getfield(L, -1, "name");
-			/* anchored: the claim table stays in the argument list */
 			c[k].name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
 			lua_pop(L, 1);
 			c[k].token = int_field(L, "token", 0);
@@ -228,6 +222,20 @@ static int l_claim_all(lua_State *L)
 		}
 		lua_pop(L, 1);
 	}
+	return c;
+}
+
+/* s:claim_all(owner, { { name=, token=, fire= }, ... }) -> { true|false, ... }
+ * (in the order given), the database's now; or nil, err.  One statement
+ * per chunk. */
+static int l_claim_all(lua_State *L)
+{
+	struct store *s = check_open(L);
+	size_t n;
+	struct store_claim *c = claims_arg(L, 3, &n);
+	int *ok = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ok, 0);
+	int64_t now = 0;
+
 	if (store_claim_all(s, opt_str(L, 2), c, n, ok, &now) == STORE_ERR)
 		return push_err(L, s);
 	lua_createtable(L, (int)n, 0);
@@ -237,6 +245,304 @@ static int l_claim_all(lua_State *L)
 	}
 	lua_pushinteger(L, now);
 	return 2;
+}
+
+/* ---- the run ledger ---- */
+
+/* An integer field of the table at the top that may be nil (absent): dflt
+ * when nil; when present but not an integer number, *wrong = k and bad. */
+static int64_t nil_int_field(lua_State *L, const char *k, int64_t dflt, int64_t bad,
+                             const char **wrong)
+{
+	int isint;
+	lua_Integer v;
+	int64_t r;
+
+	lua_getfield(L, -1, k);
+	if (lua_isnil(L, -1))
+		r = dflt;
+	else {
+		v = lua_tointegerx(L, -1, &isint);
+		r = isint && lua_type(L, -1) == LUA_TNUMBER ? (int64_t)v : bad;
+		if (r == bad && wrong)
+			*wrong = k;
+	}
+	lua_pop(L, 1);
+	return r;
+}
+
+/* exit_code / exit_signal: nil is STORE_NO_CODE, anything not an int in
+ * range is below it (refused). */
+static int code_field(lua_State *L, const char *k, const char **wrong)
+{
+	int64_t v = nil_int_field(L, k, STORE_NO_CODE, INT64_MIN, wrong);
+
+	if (v != INT64_MIN && (v < STORE_NO_CODE || v > 0x7fffffff)) {
+		*wrong = k;
+		v = INT64_MIN;
+	}
+	return v == INT64_MIN ? STORE_NO_CODE - 1 : (int)v;
+}
+
+/* A string field of the table at the top, anchored there; NULL when nil.
+ * *wrong = k when it is present but not a string, or holds a NUL byte (a C
+ * string would cut it silently). */
+static const char *str_field(lua_State *L, const char *k, const char **wrong)
+{
+	const char *v = NULL;
+	size_t len;
+
+	lua_getfield(L, -1, k);
+	if (lua_type(L, -1) == LUA_TSTRING) {
+		v = lua_tolstring(L, -1, &len);
+		if (strlen(v) != len)
+			*wrong = k;
+	} else if (!lua_isnil(L, -1))
+		*wrong = k;
+	lua_pop(L, 1);
+	return v;
+}
+
+/* The error text of the run table at the top: NULL when nil.  A NUL byte
+ * becomes '?' like any byte the ledger cannot keep, in a copy anchored at
+ * the top of the stack under the run table (only the bytes the wrapper
+ * may keep, and a few for the character that straddles the cut). */
+static const char *error_field(lua_State *L, const char **wrong)
+{
+	const char *v;
+	size_t len;
+	char *copy;
+
+	lua_getfield(L, -1, "error");
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		return NULL;
+	}
+	if (lua_type(L, -1) != LUA_TSTRING) {
+		lua_pop(L, 1);
+		*wrong = "error";
+		return NULL;
+	}
+	v = lua_tolstring(L, -1, &len);
+	lua_pop(L, 1);                  /* anchored in the run table */
+	if (!memchr(v, '\0', len))
+		return v;
+	if (len > STORE_RUN_ERROR_MAX + 4)
+		len = STORE_RUN_ERROR_MAX + 4;
+	luaL_checkstack(L, 2, "record_runs: too many error texts");
+	copy = lua_newuserdatauv(L, len + 1, 0);
+	for (size_t i = 0; i < len; i++)
+		copy[i] = v[i] ? v[i] : '?';
+	copy[len] = '\0';
+	lua_insert(L, -2);              /* under the run table, popped with it later */
+	return copy;
+}
+
+/* Reads the list of run tables at index i into a userdata array (left on
+ * the stack; the strings stay anchored in the tables or just above).  A
+ * run's claim is 1-based in Lua; job and token default to that claim's.
+ * A field of the wrong kind makes *bad the 1-based row number and *wrong
+ * the field's name. */
+static struct store_run *runs_arg(lua_State *L, int i, size_t *n,
+                                  const struct store_claim *claims, size_t nclaims,
+                                  size_t *bad, const char **wrong)
+{
+	struct store_run *runs;
+
+	luaL_checktype(L, i, LUA_TTABLE);
+	*n = (size_t)lua_rawlen(L, i);
+	*bad = 0;
+	runs = lua_newuserdatauv(L, (*n ? *n : 1) * sizeof *runs, 0);
+	for (size_t k = 0; k < *n; k++) {
+		struct store_run *r = &runs[k];
+		const char *w = NULL;
+		int64_t claim;
+
+		memset(r, 0, sizeof *r);
+		r->scheduled_at = -1;
+		r->token = -1;
+		if (lua_rawgeti(L, i, (lua_Integer)k + 1) != LUA_TTABLE) {
+			lua_pop(L, 1);
+			if (!*bad) {
+				*bad = k + 1;
+				*wrong = "the row itself (not a table)";
+			}
+			continue;
+		}
+		claim = claims ? nil_int_field(L, "claim", 0, INT64_MIN, &w) : 1;
+		r->claim = claim >= 1 ? (size_t)(claim - 1) : (size_t)-1;
+		r->job = str_field(L, "job", &w);
+		r->owner = str_field(L, "owner", &w);
+		r->outcome = str_field(L, "outcome", &w);
+		r->actor = str_field(L, "actor", &w);
+		r->scheduled_at = nil_int_field(L, "scheduled_at", -1, INT64_MIN, &w);
+		r->token = nil_int_field(L, "token", INT64_MIN + 1, INT64_MIN, &w);
+		if (claims && r->claim < nclaims) {
+			if (!r->job)
+				r->job = claims[r->claim].name;
+			if (r->token == INT64_MIN + 1)
+				r->token = claims[r->claim].token;
+		}
+		if (r->token == INT64_MIN + 1)
+			r->token = -1;          /* missing: refused */
+		r->claimed_at = nil_int_field(L, "claimed_at", STORE_NO_TIME, INT64_MIN, &w);
+		r->started_at = nil_int_field(L, "started_at", STORE_NO_TIME, INT64_MIN, &w);
+		r->ended_at = nil_int_field(L, "ended_at", STORE_NO_TIME, INT64_MIN, &w);
+		r->duration_ms = nil_int_field(L, "duration_ms", STORE_NO_TIME, INT64_MIN, &w);
+		r->exit_code = code_field(L, "exit_code", &w);
+		r->exit_signal = code_field(L, "exit_signal", &w);
+		r->error = error_field(L, &w);
+		lua_pop(L, 1);
+		if (w && !*bad) {
+			*bad = k + 1;
+			*wrong = w;
+		}
+	}
+	return runs;
+}
+
+static int bad_run(lua_State *L, size_t k, const char *field)
+{
+	lua_pushnil(L);
+	lua_pushfstring(L, "run %d: %s has the wrong type (a string without NUL bytes, an "
+	                "integer number, or nil)", (int)k, field);
+	return 2;
+}
+
+/* s:claim_runs(owner, claims, runs) -> { true|false, ... }, now; or nil,
+ * err.  claims as claim_all takes them; runs = { { claim = i (1-based),
+ * scheduled_at=, outcome=, owner=, [job=, token=,] started_at=, ... }, ... },
+ * nil for NULL fields. */
+static int l_claim_runs(lua_State *L)
+{
+	struct store *s = check_open(L);
+	size_t n, nruns, bad;
+	const char *wrong = NULL;
+	struct store_claim *c = claims_arg(L, 3, &n);
+	struct store_run *runs = runs_arg(L, 4, &nruns, c, n, &bad, &wrong);
+	int *ok = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ok, 0);
+	int64_t now = 0;
+
+	if (bad)
+		return bad_run(L, bad, wrong);
+	if (store_claim_runs(s, opt_str(L, 2), c, n, runs, nruns, ok, &now) == STORE_ERR)
+		return push_err(L, s);
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		lua_pushboolean(L, ok[k]);
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+	lua_pushinteger(L, now);
+	return 2;
+}
+
+/* s:record_runs(runs) -> true, or nil, err. */
+static int l_record_runs(lua_State *L)
+{
+	struct store *s = check_open(L);
+	size_t n, bad;
+	const char *wrong = NULL;
+	struct store_run *runs = runs_arg(L, 2, &n, NULL, 0, &bad, &wrong);
+
+	if (bad)
+		return bad_run(L, bad, wrong);
+	if (store_record_runs(s, runs, n) == STORE_ERR)
+		return push_err(L, s);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v, int64_t null)
+{
+	if (v != null) {
+		lua_pushinteger(L, v);
+		lua_setfield(L, -2, k);
+	}
+}
+
+static void set_str(lua_State *L, const char *k, const char *v)
+{
+	if (v[0]) {
+		lua_pushstring(L, v);
+		lua_setfield(L, -2, k);
+	}
+}
+
+/* s:read_runs{ job=, since=, limit= (default 100) } -> rows, now; or nil,
+ * err.  Each row a table with nil for NULL fields. */
+static int l_read_runs(lua_State *L)
+{
+	struct store *s = check_open(L);
+	struct store_run_row *rows = NULL;
+	size_t n = 0;
+	int64_t now = 0, since, limit;
+	const char *job;
+	const char *wrong = NULL;
+	int rc;
+
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lua_pushvalue(L, 2);
+	job = str_field(L, "job", &wrong);
+	since = nil_int_field(L, "since", STORE_NO_TIME, INT64_MIN, &wrong);
+	limit = nil_int_field(L, "limit", 100, 0, &wrong);
+	if (wrong) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "read_runs: %s has the wrong type", wrong);
+		return 2;
+	}
+	rc = store_read_runs(s, job, since, limit < 1 ? 0 : (size_t)limit, &rows, &n, &now);
+	if (rc == STORE_ERR) {
+		free(rows);
+		return push_err(L, s);
+	}
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		const struct store_run_row *r = &rows[k];
+
+		lua_createtable(L, 0, 14);
+		lua_pushstring(L, r->job);
+		lua_setfield(L, -2, "job");
+		lua_pushstring(L, r->owner);
+		lua_setfield(L, -2, "owner");
+		lua_pushstring(L, r->outcome);
+		lua_setfield(L, -2, "outcome");
+		set_str(L, "actor", r->actor);
+		set_str(L, "error", r->error);
+		lua_pushinteger(L, r->scheduled_at);
+		lua_setfield(L, -2, "scheduled_at");
+		lua_pushinteger(L, r->token);
+		lua_setfield(L, -2, "token");
+		set_int(L, "claimed_at", r->claimed_at, STORE_NO_TIME);
+		set_int(L, "started_at", r->started_at, STORE_NO_TIME);
+		set_int(L, "ended_at", r->ended_at, STORE_NO_TIME);
+		set_int(L, "duration_ms", r->duration_ms, STORE_NO_TIME);
+		set_int(L, "recorded_at", r->recorded_at, STORE_NO_TIME);
+		set_int(L, "exit_code", r->exit_code, STORE_NO_CODE);
+		set_int(L, "exit_signal", r->exit_signal, STORE_NO_CODE);
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+	free(rows);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
+/* s:prune_runs{ keep= (ms), keep_per_job=, max_rows= } -> changed, or nil,
+ * err. */
+static int l_prune_runs(lua_State *L)
+{
+	struct store *s = check_open(L);
+	int64_t keep, per_job, max_rows, changed = 0;
+
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lua_pushvalue(L, 2);
+	keep = nil_int_field(L, "keep", 0, 0, NULL);
+	per_job = nil_int_field(L, "keep_per_job", 0, 0, NULL);
+	max_rows = nil_int_field(L, "max_rows", 0, 0, NULL);
+	if (store_prune_runs(s, keep, per_job, max_rows < 1 ? 0 : (size_t)max_rows,
+	                     &changed) == STORE_ERR)
+		return push_err(L, s);
+	lua_pushinteger(L, changed);
+	return 1;
 }
 
 static int l_list(lua_State *L)
@@ -450,6 +756,10 @@ void lx_store_lib(lua_State *L)
 		{ "acquire_all", l_acquire_all },
 		{ "release_all", l_release_all },
 		{ "claim_all", l_claim_all },
+		{ "claim_runs", l_claim_runs },
+		{ "record_runs", l_record_runs },
+		{ "read_runs", l_read_runs },
+		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },
 		{ "drain_events", l_drain_events },

@@ -23,8 +23,27 @@
 
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
-	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM, Q_MAX
+	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
+	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_READ_JOB, Q_READ_ALL, Q_PRUNE_LOST, Q_PRUNE_AGE,
+	Q_PRUNE_PER_JOB, Q_MAX
 };
+
+/* The ledger row's columns, in the order every run statement binds them:
+ * ?1 job .. ?13 actor, ?14 recorded_at. */
+#define RUN_COLS \
+	"job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome," \
+	" exit_code, exit_signal, duration_ms, error, actor, recorded_at"
+#define RUN_INSERT \
+	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")" \
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)" \
+	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = excluded.token," \
+	"  outcome = excluded.outcome, recorded_at = excluded.recorded_at,"
+/* A field given as NULL keeps the stored value. */
+#define KEEP(c) " " c " = coalesce(excluded." c ", r." c ")"
+#define READ_COLS \
+	"SELECT job, owner, actor, outcome, error, scheduled_at, token, claimed_at," \
+	" started_at, ended_at, duration_ms, recorded_at, exit_code, exit_signal" \
+	" FROM \"%1$s_runs\""
 
 struct sq_store {
 	struct store base;
@@ -85,6 +104,53 @@ static const char *const sql_text[Q_MAX] = {
 	"UPDATE \"%1$s\" SET last_fire = ?3"
 	" WHERE name = ?1 AND owner = ?2 AND token = ?4 AND expires_at > ?5"
 	" AND (last_fire IS NULL OR last_fire < ?3)",
+	/* A row written with its claim replaces any row of its key whole. */
+	[Q_RUN_CLAIMED] = RUN_INSERT
+	" claimed_at = excluded.claimed_at, started_at = excluded.started_at,"
+	" ended_at = excluded.ended_at, exit_code = excluded.exit_code,"
+	" exit_signal = excluded.exit_signal, duration_ms = excluded.duration_ms,"
+	" error = excluded.error, actor = excluded.actor",
+	[Q_RUN_RECORD] = RUN_INSERT
+	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
+	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
+	/* One job's rows walk its primary key (job, scheduled_at, owner)
+	 * backwards; all jobs' walk the scheduled_at index. */
+	[Q_READ_JOB] = READ_COLS " WHERE job = ?1 AND scheduled_at >= ?2"
+	" ORDER BY scheduled_at DESC, job, owner LIMIT ?3",
+	[Q_READ_ALL] = READ_COLS " WHERE scheduled_at >= ?2"
+	" ORDER BY scheduled_at DESC, job, owner LIMIT ?3",
+	/* prune, in one transaction: ?1 the clock read once, ?2 the age cutoff
+	 * (now - keep), ?3 this step's share of max_rows, ?4 keep_per_job.
+	 * The steps touch disjoint rows: "lost" marks only rows the age step
+	 * keeps, and the per-job step deletes neither those nor running rows
+	 * (a run still going keeps its row; a dead one becomes lost first).
+	 * lost: the partial index of running rows (named: without statistics
+	 * the planner would rather walk scheduled_at over every row), each
+	 * joined to its lease by the lease's primary key. */
+	[Q_PRUNE_LOST] =
+	"UPDATE \"%1$s_runs\" SET outcome = 'lost', recorded_at = ?1 WHERE rowid IN"
+	" (SELECT r.rowid FROM \"%1$s_runs\" r INDEXED BY \"%1$s_runs_run\""
+	"  JOIN \"%1$s\" l ON l.name = r.job"
+	"  WHERE r.outcome = 'running' AND r.token < l.token AND r.scheduled_at >= ?2 LIMIT ?3)",
+	/* age: the oldest end of the scheduled_at index. */
+	[Q_PRUNE_AGE] =
+	"DELETE FROM \"%1$s_runs\" WHERE rowid IN"
+	" (SELECT rowid FROM \"%1$s_runs\" WHERE scheduled_at < ?2"
+	"  ORDER BY scheduled_at LIMIT ?3)",
+	/* per job: for each lease, the keep_per_job-th newest row is found by
+	 * walking that job's primary key backwards (an OFFSET inside one job,
+	 * never a window over the table), and the job's rows below it in
+	 * (scheduled_at, owner) order go, by the same key. */
+	[Q_PRUNE_PER_JOB] =
+	"DELETE FROM \"%1$s_runs\" WHERE rowid IN"
+	" (SELECT r.rowid FROM"
+	"  (SELECT (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = l.name"
+	"    ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1 OFFSET ?4 - 1) AS cut"
+	"   FROM \"%1$s\" l) k"
+	"  JOIN \"%1$s_runs\" c ON c.rowid = k.cut"
+	"  JOIN \"%1$s_runs\" r ON r.job = c.job"
+	"   AND (r.scheduled_at, r.owner) < (c.scheduled_at, c.owner)"
+	"  WHERE r.scheduled_at >= ?2 AND r.outcome <> 'running' LIMIT ?3)",
 };
 
 static int sq_fail(struct sq_store *ss, const char *what)
@@ -413,6 +479,259 @@ static int sq_claim_all(struct store *s, const char *owner, const struct store_c
 	return rc;
 }
 
+/* ---- the run ledger ---- */
+
+/* Reads the clock once, inside the transaction Q_BEGIN opened. */
+static int read_now(struct sq_store *ss, int64_t *now, const char *what)
+{
+	sqlite3_stmt *st = ss->q[Q_NOW];
+	int rc = STORE_OK;
+
+	sqlite3_reset(st);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		*now = sqlite3_column_int64(st, 0);
+	else
+		rc = sq_fail(ss, what);
+	sqlite3_reset(st);
+	return rc;
+}
+
+static int bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v, int64_t null)
+{
+	return v == null ? sqlite3_bind_null(st, i) : sqlite3_bind_int64(st, i, v);
+}
+
+static int bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+	return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+/* Writes one row with statement q (Q_RUN_CLAIMED or Q_RUN_RECORD);
+ * claimed_at is the row's own, or now when claimed is set. */
+static int write_run(struct sq_store *ss, int q, const struct store_run *r, int64_t now,
+                     int claimed, const char *what)
+{
+	sqlite3_stmt *st = ss->q[q];
+	int rc = STORE_ERR;
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (sqlite3_bind_text(st, 1, r->job, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 2, r->scheduled_at) != SQLITE_OK ||
+	    sqlite3_bind_text(st, 3, r->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 4, r->token) != SQLITE_OK ||
+	    bind_i64_or_null(st, 5, claimed ? now : r->claimed_at, STORE_NO_TIME) != SQLITE_OK ||
+	    bind_i64_or_null(st, 6, r->started_at, STORE_NO_TIME) != SQLITE_OK ||
+	    bind_i64_or_null(st, 7, r->ended_at, STORE_NO_TIME) != SQLITE_OK ||
+	    sqlite3_bind_text(st, 8, r->outcome, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    bind_i64_or_null(st, 9, r->exit_code, STORE_NO_CODE) != SQLITE_OK ||
+	    bind_i64_or_null(st, 10, r->exit_signal, STORE_NO_CODE) != SQLITE_OK ||
+	    bind_i64_or_null(st, 11, r->duration_ms, STORE_NO_TIME) != SQLITE_OK ||
+	    bind_text_or_null(st, 12, r->error) != SQLITE_OK ||
+	    bind_text_or_null(st, 13, r->actor) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 14, now) != SQLITE_OK) {
+		sq_fail(ss, what);
+		goto fail;
+	}
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		sq_fail(ss, what);
+		goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* claim_all's transaction, and in it each row whose claim was accepted:
+ * the cursor moves iff the rows are written, since both commit or neither. */
+static int sq_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
+                         size_t n, const struct store_run *runs, size_t nruns, int *ok,
+                         int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int rc;
+	int64_t t = 0;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "claim_runs: begin")) < 0)
+		return rc;
+	rc = read_now(ss, &t, "claim_runs: now");
+	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+		int r = claim_one(ss, owner, &claims[i], t);
+
+		if (r == STORE_ERR)
+			rc = STORE_ERR;
+		ok[i] = r == 1;
+	}
+	for (size_t k = 0; k < nruns && rc == STORE_OK; k++)
+		if (ok[runs[k].claim])
+			rc = write_run(ss, Q_RUN_CLAIMED, &runs[k], t, 1, "claim_runs");
+	if ((rc = end_tx(ss, rc, "claim_runs: commit")) != STORE_OK)
+		for (size_t i = 0; i < n; i++)
+			ok[i] = 0;
+	else
+		*now = t;
+	return rc;
+}
+
+static int sq_record_runs(struct store *s, const struct store_run *runs, size_t n)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int rc;
+	int64_t t = 0;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "record_runs: begin")) < 0)
+		return rc;
+	rc = read_now(ss, &t, "record_runs: now");
+	for (size_t k = 0; k < n && rc == STORE_OK; k++)
+		rc = write_run(ss, Q_RUN_RECORD, &runs[k], t, 0, "record_runs");
+	return end_tx(ss, rc, "record_runs: commit");
+}
+
+/* Text of column col, at most max bytes (the column may hold more only if
+ * written by something else than leash). */
+static void copy_text_max(char *dst, sqlite3_stmt *st, int col, int max)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	int n = sqlite3_column_bytes(st, col);
+
+	if (!t || n < 0)
+		n = 0;
+	if (n > max)
+		n = max;
+	if (n)
+		memcpy(dst, t, (size_t)n);
+	dst[n] = '\0';
+}
+
+static int64_t int_or(sqlite3_stmt *st, int col, int64_t null)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL ? null : sqlite3_column_int64(st, col);
+}
+
+static int sq_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
+                        struct store_run_row **rows, size_t *n, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[job ? Q_READ_JOB : Q_READ_ALL], *ns = ss->q[Q_NOW];
+	struct store_run_row *out = NULL;
+	size_t cap = 0, len = 0;
+	int rc = STORE_ERR, step;
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if ((job && sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC) != SQLITE_OK) ||
+	    sqlite3_bind_int64(st, 2, since == STORE_NO_TIME ? 0 : since) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 3, (sqlite3_int64)limit) != SQLITE_OK) {
+		sq_fail(ss, "read_runs: bind");
+		goto fail;
+	}
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_run_row *r;
+
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct store_run_row *nr = realloc(out, ncap * sizeof *out);
+
+			if (!nr) {
+				store_fail(s, "sqlite: read_runs: out of memory");
+				goto fail;
+			}
+			out = nr;
+			cap = ncap;
+		}
+		r = &out[len++];
+		copy_text_max(r->job, st, 0, STORE_NAME_MAX);
+		copy_text_max(r->owner, st, 1, STORE_NAME_MAX);
+		copy_text_max(r->actor, st, 2, STORE_NAME_MAX);
+		copy_text_max(r->outcome, st, 3, STORE_OUTCOME_MAX);
+		copy_text_max(r->error, st, 4, STORE_RUN_ERROR_MAX);
+		r->scheduled_at = sqlite3_column_int64(st, 5);
+		r->token = sqlite3_column_int64(st, 6);
+		r->claimed_at = int_or(st, 7, STORE_NO_TIME);
+		r->started_at = int_or(st, 8, STORE_NO_TIME);
+		r->ended_at = int_or(st, 9, STORE_NO_TIME);
+		r->duration_ms = int_or(st, 10, STORE_NO_TIME);
+		r->recorded_at = int_or(st, 11, STORE_NO_TIME);
+		r->exit_code = (int)int_or(st, 12, STORE_NO_CODE);
+		r->exit_signal = (int)int_or(st, 13, STORE_NO_CODE);
+	}
+	if (step != SQLITE_DONE) {
+		sq_fail(ss, "read_runs");
+		goto fail;
+	}
+	sqlite3_reset(ns);
+	if (sqlite3_step(ns) != SQLITE_ROW) {
+		sq_fail(ss, "read_runs: now");
+		goto fail;
+	}
+	*now = sqlite3_column_int64(ns, 0);
+	*rows = len ? out : NULL;
+	if (!len)
+		free(out);
+	*n = len;
+	out = NULL;
+	rc = STORE_OK;
+fail:
+	free(out);
+	sqlite3_reset(ns);
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* One prune step: its rows changed, or STORE_ERR. */
+static int64_t prune_step(struct sq_store *ss, int q, int64_t now, int64_t cut, int64_t budget,
+                          int64_t per_job)
+{
+	sqlite3_stmt *st = ss->q[q];
+	int64_t rc = STORE_ERR;
+
+	sqlite3_reset(st);
+	if (sqlite3_bind_int64(st, 1, now) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 2, cut) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 3, budget) != SQLITE_OK ||
+	    (q == Q_PRUNE_PER_JOB && sqlite3_bind_int64(st, 4, per_job) != SQLITE_OK)) {
+		sq_fail(ss, "prune_runs: bind");
+		goto fail;
+	}
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		sq_fail(ss, "prune_runs");
+		goto fail;
+	}
+	rc = sqlite3_changes(ss->db);
+fail:
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* The three steps in one write transaction, sharing max_rows: the call
+ * changes at most max_rows rows in all. */
+static int sq_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
+                         size_t max_rows, int64_t *changed)
+{
+	static const int steps[] = { Q_PRUNE_LOST, Q_PRUNE_AGE, Q_PRUNE_PER_JOB };
+	struct sq_store *ss = (struct sq_store *)s;
+	int64_t now = 0, left = (int64_t)max_rows, done = 0;
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "prune_runs: begin")) < 0)
+		return rc;
+	rc = read_now(ss, &now, "prune_runs: now");
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0] && rc == STORE_OK && left > 0; i++) {
+		int64_t got = prune_step(ss, steps[i], now, now - keep_ms, left, keep_per_job);
+
+		if (got < 0)
+			rc = STORE_ERR;
+		else {
+			done += got;
+			left -= got;
+		}
+	}
+	if ((rc = end_tx(ss, rc, "prune_runs: commit")) == STORE_OK)
+		*changed = done;
+	return rc;
+}
+
 static int sq_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
 {
 	struct sq_store *ss = (struct sq_store *)s;
@@ -537,6 +856,10 @@ static const struct store_ops sqlite_ops = {
 	.floor = sq_floor,
 	.release_all = sq_release_all,
 	.claim_all = sq_claim_all,
+	.claim_runs = sq_claim_runs,
+	.record_runs = sq_record_runs,
+	.read_runs = sq_read_runs,
+	.prune_runs = sq_prune_runs,
 };
 
 /* 1 when the table has a last_fire column, 0 when not, -1 on error. */
@@ -575,6 +898,75 @@ static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
 		return 0;
 	snprintf(err, errlen, "sqlite: %s: cannot add the last_fire column: %s", ss->table,
 	         sqlite3_errmsg(ss->db));
+	return -1;
+}
+
+/* The ledger's columns: a table of that name that lacks one is refused. */
+static const char *const run_columns[] = {
+	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
+	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
+};
+
+/* Creates <table>_runs and its indexes when missing.  One that exists
+ * without a column the store needs is left exactly as it is (no index is
+ * added to it either) and the open fails naming the column. */
+static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
+{
+	char sql[2048];
+	sqlite3_stmt *st = NULL;
+	int have[sizeof run_columns / sizeof run_columns[0]] = { 0 };
+	int step;
+
+	snprintf(sql, sizeof sql,
+	         "CREATE TABLE IF NOT EXISTS \"%1$s_runs\" ("
+	         " job VARCHAR(200) NOT NULL,"
+	         " scheduled_at BIGINT NOT NULL,"
+	         " owner VARCHAR(200) NOT NULL,"
+	         " token BIGINT NOT NULL,"
+	         " claimed_at BIGINT,"
+	         " started_at BIGINT,"
+	         " ended_at BIGINT,"
+	         " outcome VARCHAR(15) NOT NULL,"
+	         " exit_code INTEGER,"
+	         " exit_signal INTEGER,"
+	         " duration_ms BIGINT,"
+	         " error TEXT,"
+	         " actor VARCHAR(200),"
+	         " recorded_at BIGINT NOT NULL,"
+	         " PRIMARY KEY (job, scheduled_at, owner))", ss->table);
+	if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s_runs')", ss->table);
+	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *c = (const char *)sqlite3_column_text(st, 0);
+
+		for (size_t i = 0; c && i < sizeof run_columns / sizeof run_columns[0]; i++)
+			if (sqlite3_stricmp(c, run_columns[i]) == 0)
+				have[i] = 1;
+	}
+	sqlite3_finalize(st);
+	if (step != SQLITE_DONE)
+		goto fail;
+	for (size_t i = 0; i < sizeof run_columns / sizeof run_columns[0]; i++)
+		if (!have[i]) {
+			snprintf(err, errlen,
+			         "sqlite: table %s_runs has no column %s: it is not leash's run ledger"
+			         " (nothing was changed; rename or drop it, or use another table)",
+			         ss->table, run_columns[i]);
+			return -1;
+		}
+	/* Index names stay within 63 bytes: the table name is at most 54. */
+	snprintf(sql, sizeof sql,
+	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_at\" ON \"%1$s_runs\" (scheduled_at);"
+	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_run\" ON \"%1$s_runs\" (job, token)"
+	         " WHERE outcome = 'running'", ss->table);
+	if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	return 0;
+fail:
+	snprintf(err, errlen, "sqlite: %s_runs: %s", ss->table, sqlite3_errmsg(ss->db));
 	return -1;
 }
 
@@ -619,7 +1011,7 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
 		goto fail;
 	}
-	if (add_last_fire(ss, err, errlen) < 0)
+	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0)
 		goto fail;
 	for (int i = 0; i < Q_MAX; i++) {
 		snprintf(sql, sizeof sql, sql_text[i], table);

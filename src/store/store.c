@@ -274,6 +274,283 @@ int store_claim_all(struct store *s, const char *owner, const struct store_claim
 	return s->ops->claim_all(s, owner, claims, n, ok, now);
 }
 
+/* ---- the run ledger ---- */
+
+static const char *const outcomes[] = { STORE_OUTCOMES };
+
+int store_valid_outcome(const char *s)
+{
+	if (!s)
+		return 0;
+	for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
+		if (strcmp(s, outcomes[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The length of the well-formed UTF-8 character at p (1-4), or 0 when the
+ * byte there starts none (a stray continuation, an overlong form, a
+ * surrogate, past U+10FFFF, or a sequence cut short). */
+static size_t utf8_len(const unsigned char *p)
+{
+	size_t n;
+	unsigned lo = 0x80, hi = 0xbf;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		if (p[0] == 0xe0)
+			lo = 0xa0;                  /* overlong */
+		else if (p[0] == 0xed)
+			hi = 0x9f;                  /* surrogates */
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		if (p[0] == 0xf0)
+			lo = 0x90;
+		else if (p[0] == 0xf4)
+			hi = 0x8f;                  /* past U+10FFFF */
+	} else
+		return 0;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/* Copies at most STORE_RUN_ERROR_MAX bytes of src into dst (which has room
+ * for that and the NUL), whole characters only, each byte that starts no
+ * well-formed character becoming '?'. */
+static void clean_error(char *dst, const char *src)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t len = 0;
+
+	while (*p) {
+		size_t n = utf8_len(p);
+
+		if (n == 0) {
+			if (len + 1 > STORE_RUN_ERROR_MAX)
+				break;
+			dst[len++] = '?';
+			p++;
+			continue;
+		}
+		if (len + n > STORE_RUN_ERROR_MAX)
+			break;
+		memcpy(dst + len, p, n);
+		len += n;
+		p += n;
+	}
+	dst[len] = '\0';
+}
+
+/* A NULL-able time (STORE_NO_TIME or >= 0). */
+static int check_time(struct store *s, const char *job, const char *what, int64_t v)
+{
+	if (v < 0 && v != STORE_NO_TIME)
+		return store_fail(s, "run of \"%s\": %s must be >= 0 ms or unknown, got %lld", job,
+		                  what, (long long)v);
+	return STORE_OK;
+}
+
+static int check_run(struct store *s, const struct store_run *r)
+{
+	if (check_str(s, "run job", r->job) != STORE_OK ||
+	    check_str(s, "run owner", r->owner) != STORE_OK)
+		return STORE_ERR;
+	if (!store_valid_outcome(r->outcome))
+		return store_fail(s, "run of \"%s\": outcome \"%s\" is not one of running, ok, failed, "
+		                  "timeout, lost, killed, skipped-overlap, skipped-paused, missed, manual",
+		                  r->job, r->outcome ? r->outcome : "(missing)");
+	if (r->scheduled_at < 0)
+		return store_fail(s, "run of \"%s\": scheduled_at must be >= 0 ms, got %lld", r->job,
+		                  (long long)r->scheduled_at);
+	if (r->token < 0)
+		return store_fail(s, "run of \"%s\": token must be >= 0, got %lld", r->job,
+		                  (long long)r->token);
+	if (check_time(s, r->job, "claimed_at", r->claimed_at) != STORE_OK ||
+	    check_time(s, r->job, "started_at", r->started_at) != STORE_OK ||
+	    check_time(s, r->job, "ended_at", r->ended_at) != STORE_OK ||
+	    check_time(s, r->job, "duration_ms", r->duration_ms) != STORE_OK)
+		return STORE_ERR;
+	if (r->exit_code < STORE_NO_CODE || r->exit_signal < STORE_NO_CODE)
+		return store_fail(s, "run of \"%s\": exit_code and exit_signal must be >= 0 or unknown",
+		                  r->job);
+	if (r->actor && check_str(s, "run actor", r->actor) != STORE_OK)
+		return STORE_ERR;
+	return STORE_OK;
+}
+
+static int cmp_run_key(const void *a, const void *b)
+{
+	const struct store_run *x = *(const struct store_run *const *)a;
+	const struct store_run *y = *(const struct store_run *const *)b;
+	int c = strcmp(x->job, y->job);
+
+	if (c == 0)
+		c = x->scheduled_at < y->scheduled_at ? -1 : x->scheduled_at > y->scheduled_at;
+	if (c == 0)
+		c = strcmp(x->owner, y->owner);
+	return c;
+}
+
+/* Checks every row and makes the per-call copy the provider gets: the same
+ * rows with their error text cut and cleaned (the caller's strings are never
+ * written).  A key listed twice is refused: one statement cannot write a row
+ * twice on every provider, and which write wins would be its choice.
+ * Returns the copy (free() it; its texts live in the same block) or NULL
+ * with s->err set.  claims/n: claim_runs' claims, else NULL. */
+static struct store_run *copy_runs(struct store *s, const struct store_run *runs, size_t nruns,
+                                   const struct store_claim *claims, size_t n)
+{
+	struct store_run *copy;
+	const struct store_run **sorted;
+	size_t nerr = 0;
+	char *text;
+
+	for (size_t k = 0; k < nruns; k++) {
+		if (claims && runs[k].claim >= n) {
+			store_fail(s, "run %zu: its claim index %zu is not below the %zu claims", k,
+			           runs[k].claim, n);
+			return NULL;
+		}
+		if (check_run(s, &runs[k]) != STORE_OK)
+			return NULL;
+		if (claims && strcmp(runs[k].job, claims[runs[k].claim].name) != 0) {
+			store_fail(s, "run of \"%s\": its claim %zu is of \"%s\"", runs[k].job,
+			           runs[k].claim, claims[runs[k].claim].name);
+			return NULL;
+		}
+		nerr += runs[k].error != NULL;
+	}
+	if (!(sorted = malloc((nruns ? nruns : 1) * sizeof *sorted))) {
+		store_fail(s, "runs: out of memory");
+		return NULL;
+	}
+	for (size_t k = 0; k < nruns; k++)
+		sorted[k] = &runs[k];
+	qsort(sorted, nruns, sizeof *sorted, cmp_run_key);
+	for (size_t k = 1; k < nruns; k++)
+		if (cmp_run_key(&sorted[k - 1], &sorted[k]) == 0) {
+			store_fail(s, "run of \"%s\" at %lld by \"%s\" is listed twice", sorted[k]->job,
+			           (long long)sorted[k]->scheduled_at, sorted[k]->owner);
+			free(sorted);
+			return NULL;
+		}
+	free(sorted);
+	copy = malloc((nruns ? nruns : 1) * sizeof *copy + nerr * (STORE_RUN_ERROR_MAX + 1));
+	if (!copy) {
+		store_fail(s, "runs: out of memory");
+		return NULL;
+	}
+	text = (char *)(copy + (nruns ? nruns : 1));
+	for (size_t k = 0; k < nruns; k++) {
+		copy[k] = runs[k];
+		if (runs[k].error) {
+			clean_error(text, runs[k].error);
+			copy[k].error = text;
+			text += STORE_RUN_ERROR_MAX + 1;
+		}
+	}
+	return copy;
+}
+
+int store_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
+                     size_t n, const struct store_run *runs, size_t nruns, int *ok,
+                     int64_t *now)
+{
+	struct store_run *copy;
+	int rc;
+
+	begin(s);
+	*now = 0;
+	for (size_t i = 0; i < n; i++)
+		ok[i] = 0;
+	if (check_str(s, "owner", owner) < 0 || check_claims(s, claims, n) < 0)
+		return STORE_ERR;
+	if (!(copy = copy_runs(s, runs, nruns, claims, n)))
+		return STORE_ERR;
+	if (!s->ops->claim_runs) {
+		free(copy);
+		return store_fail(s, "the %s provider has no claim_runs: the run ledger is not supported",
+		                  s->ops->name);
+	}
+	if (n == 0) {
+		free(copy);
+		return STORE_OK;
+	}
+	s->calls++;
+	rc = s->ops->claim_runs(s, owner, claims, n, copy, nruns, ok, now);
+	free(copy);
+	return rc;
+}
+
+int store_record_runs(struct store *s, const struct store_run *runs, size_t n)
+{
+	struct store_run *copy;
+	int rc;
+
+	begin(s);
+	if (!(copy = copy_runs(s, runs, n, NULL, 0)))
+		return STORE_ERR;
+	if (!s->ops->record_runs) {
+		free(copy);
+		return store_fail(s, "the %s provider has no record_runs: the run ledger is not supported",
+		                  s->ops->name);
+	}
+	if (n == 0) {
+		free(copy);
+		return STORE_OK;
+	}
+	s->calls++;
+	rc = s->ops->record_runs(s, copy, n);
+	free(copy);
+	return rc;
+}
+
+int store_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
+                    struct store_run_row **rows, size_t *n, int64_t *now)
+{
+	begin(s);
+	*rows = NULL;
+	*n = 0;
+	*now = 0;
+	if (job && check_str(s, "job", job) < 0)
+		return STORE_ERR;
+	if (since < 0 && since != STORE_NO_TIME)
+		return store_fail(s, "since must be >= 0 ms or unknown, got %lld", (long long)since);
+	if (limit < 1 || limit > STORE_RUNS_MAX)
+		return store_fail(s, "limit must be 1-%d rows, got %zu", STORE_RUNS_MAX, limit);
+	if (!s->ops->read_runs)
+		return store_fail(s, "the %s provider has no read_runs: the run ledger is not supported",
+		                  s->ops->name);
+	s->calls++;
+	return s->ops->read_runs(s, job, since, limit, rows, n, now);
+}
+
+int store_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
+                     int64_t *changed)
+{
+	begin(s);
+	*changed = 0;
+	if (keep_ms <= 0)
+		return store_fail(s, "keep must be > 0 ms, got %lld", (long long)keep_ms);
+	if (keep_per_job < 1)
+		return store_fail(s, "keep_per_job must be >= 1, got %lld", (long long)keep_per_job);
+	if (max_rows < 1 || max_rows > STORE_RUNS_MAX)
+		return store_fail(s, "max_rows must be 1-%d, got %zu", STORE_RUNS_MAX, max_rows);
+	if (!s->ops->prune_runs)
+		return store_fail(s, "the %s provider has no prune_runs: the run ledger is not supported",
+		                  s->ops->name);
+	s->calls++;
+	return s->ops->prune_runs(s, keep_ms, keep_per_job, max_rows, changed);
+}
+
 int store_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
 {
 	begin(s);

@@ -276,7 +276,8 @@ const struct store_provider *store_provider_at(int i);
 struct store *store_open(const char *name, const struct store_opts *, char *err,
                          size_t errlen);
 
-/* 1 when s is a valid table name ([A-Za-z_][A-Za-z0-9_]*, at most 63 bytes). */
+/* 1 when s is a valid table name ([A-Za-z_][A-Za-z0-9_]*, at most STORE_IDENT_MAX
+ * bytes). */
 int store_valid_table(const char *s);
 
 /* The wrappers: each checks its arguments (name and owner 1-200 bytes,
@@ -302,9 +303,15 @@ int store_release_all(struct store *, const char *owner, const char *const *name
 int store_claim_all(struct store *, const char *owner, const struct store_claim *claims,
                     size_t n, int *ok, int64_t *now);
 /* The ledger.  Each checks every row (job and owner 1-200 bytes, a known
- * outcome, scheduled_at >= 0, token >= 0, claim < n), cuts and cleans error
- * text, and refuses the call ("not supported") when the provider lacks the
- * operation. */
+ * outcome, scheduled_at >= 0, token >= 0, times and duration >= 0 or
+ * STORE_NO_TIME, codes >= 0 or STORE_NO_CODE, actor NULL or 1-200 bytes;
+ * for claim_runs claim < n and job == that claim's name), refuses a key
+ * (job, scheduled_at, owner) listed twice in one call, cuts and cleans error
+ * text into a copy of its own (the caller's rows are only read), and refuses
+ * the call ("not supported") when the provider lacks the operation.  n == 0
+ * (claim_runs: no claims) sends nothing.  read_runs: job NULL or 1-200
+ * bytes, since >= 0 or STORE_NO_TIME, 1 <= limit <= STORE_RUNS_MAX.
+ * prune_runs: keep_ms > 0, keep_per_job >= 1, 1 <= max_rows <= STORE_RUNS_MAX. */
 int store_claim_runs(struct store *, const char *owner, const struct store_claim *claims,
                      size_t n, const struct store_run *runs, size_t nruns, int *ok,
                      int64_t *now);
