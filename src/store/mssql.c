@@ -1001,19 +1001,12 @@ static void bind_run(struct batch *b, const struct store_run *r, size_t j, int c
 	app(b->sql, &b->sl, b->sqlmax, ")");
 }
 
-static int same_key(const struct store_run *a, const struct store_run *b)
-{
-	return a->scheduled_at == b->scheduled_at && strcmp(a->owner, b->owner) == 0;
-}
-
 /* claim_runs: the runs of each claim, in their order, as indexes into runs
- * (first[c] .. first[c + 1] in order[]), leaving out a row that a later one
- * of the same claim and key replaces. */
+ * (first[c] .. first[c + 1] in order[]).  The wrapper refused a key listed
+ * twice, so @w's key (claim, scheduled_at, owner) holds. */
 static int group_runs(const struct store_run *runs, size_t nruns, size_t n, size_t *first,
                       size_t *order)
 {
-	size_t at = 0;
-
 	memset(first, 0, (n + 1) * sizeof *first);
 	for (size_t k = 0; k < nruns; k++)
 		first[runs[k].claim + 1]++;
@@ -1029,21 +1022,6 @@ static int group_runs(const struct store_run *runs, size_t nruns, size_t n, size
 			order[fill[runs[k].claim]++] = k;
 		free(fill);
 	}
-	/* Squeeze out replaced rows, per claim. */
-	for (size_t c = 0; c < n; c++) {
-		size_t start = at;
-
-		for (size_t q = first[c]; q < first[c + 1]; q++) {
-			int replaced = 0;
-
-			for (size_t q2 = q + 1; q2 < first[c + 1] && !replaced; q2++)
-				replaced = same_key(&runs[order[q]], &runs[order[q2]]);
-			if (!replaced)
-				order[at++] = order[q];
-		}
-		first[c] = start;
-	}
-	first[n] = at;
 	return 0;
 }
 
@@ -1140,6 +1118,16 @@ static int ms_claim_runs(struct store *s, const char *owner, const struct store_
 		store_fail(s, "mssql: out of memory");
 		goto fail;
 	}
+	/* A claim whose rows cannot ride with it in one batch is refused before
+	 * any batch goes: no chunk is claimed when the call cannot be whole. */
+	for (size_t c = 0; c < n; c++)
+		if (3 + CLAIM_RUN_PARAMS * (first[c + 1] - first[c]) > PARAM_BUDGET) {
+			store_fail(s, "mssql %s:%d: claim_runs: the claim of \"%s\" carries %zu rows; "
+			           "at most %d ride on one claim (SQL Server's 2,100 parameters)",
+			           st->host, st->port, claims[c].name, first[c + 1] - first[c],
+			           (PARAM_BUDGET - 3) / CLAIM_RUN_PARAMS);
+			goto fail;
+		}
 	for (size_t c0 = 0, batches = 0; c0 < n; batches++) {
 		size_t c1 = c0, params = 0;
 		struct claim_answer a = { c0, 0, 0, 0, ok, 0 };
@@ -1151,13 +1139,6 @@ static int ms_claim_runs(struct store *s, const char *owner, const struct store_
 				break;
 			params += cost;
 			c1++;
-		}
-		if (c1 == c0) {
-			store_fail(s, "mssql %s:%d: claim_runs: the claim of \"%s\" carries %zu rows; "
-			           "at most %d ride on one claim (SQL Server's 2,100 parameters)",
-			           st->host, st->port, claims[c0].name, first[c0 + 1] - first[c0],
-			           (PARAM_BUDGET - 3) / CLAIM_RUN_PARAMS);
-			goto fail;
 		}
 		if (batches > 0)
 			s->calls++;
@@ -1184,68 +1165,17 @@ fail:
 	return rc;
 }
 
-static int cmp_run_key(const void *a, const void *b)
-{
-	const struct store_run *x = *(const struct store_run *const *)a;
-	const struct store_run *y = *(const struct store_run *const *)b;
-	int c = strcmp(x->job, y->job);
-
-	if (!c)
-		c = x->scheduled_at < y->scheduled_at ? -1 : x->scheduled_at > y->scheduled_at;
-	if (!c)
-		c = strcmp(x->owner, y->owner);
-	/* then in the caller's order, so that the later row wins */
-	return c ? c : x < y ? -1 : x > y;
-}
-
-/* r with the fields that `later` gives replaced, as the UPDATE would. */
-static void merge_run(struct store_run *r, const struct store_run *later)
-{
-	r->token = later->token;
-	r->outcome = later->outcome;
-	if (later->claimed_at != STORE_NO_TIME)
-		r->claimed_at = later->claimed_at;
-	if (later->started_at != STORE_NO_TIME)
-		r->started_at = later->started_at;
-	if (later->ended_at != STORE_NO_TIME)
-		r->ended_at = later->ended_at;
-	if (later->exit_code != STORE_NO_CODE)
-		r->exit_code = later->exit_code;
-	if (later->exit_signal != STORE_NO_CODE)
-		r->exit_signal = later->exit_signal;
-	if (later->duration_ms != STORE_NO_TIME)
-		r->duration_ms = later->duration_ms;
-	if (later->error && later->error[0])
-		r->error = later->error;
-	if (later->actor && later->actor[0])
-		r->actor = later->actor;
-}
-
-/* record_runs: rows with the same key are merged first (in the caller's
- * order, as writing them one after another would), so that @w has one row
- * per key; then one batch per RECORD_CHUNK rows. */
-static int ms_record_runs(struct store *s, const struct store_run *runs, size_t n)
+/* record_runs: one batch per RECORD_CHUNK rows (the wrapper refused a key
+ * listed twice, so @w's key holds). */
+static int ms_record_runs(struct store *s, const struct store_run *rows, size_t m)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	const struct store_run **sorted = malloc((n ? n : 1) * sizeof *sorted);
-	struct store_run *rows = malloc((n ? n : 1) * sizeof *rows);
-	size_t m = 0;
 	struct batch b = { 0 };
 	int rc = STORE_ERR;
 
-	if (!sorted || !rows || batch_init(&b, RECORD_CHUNK, PARAM_BUDGET) < 0) {
+	if (batch_init(&b, RECORD_CHUNK, PARAM_BUDGET) < 0) {
 		store_fail(s, "mssql: out of memory");
 		goto fail;
-	}
-	for (size_t i = 0; i < n; i++)
-		sorted[i] = &runs[i];
-	qsort(sorted, n, sizeof *sorted, cmp_run_key);
-	for (size_t i = 0; i < n; i++) {
-		if (m > 0 && strcmp(rows[m - 1].job, sorted[i]->job) == 0 &&
-		    same_key(&rows[m - 1], sorted[i]))
-			merge_run(&rows[m - 1], sorted[i]);
-		else
-			rows[m++] = *sorted[i];
 	}
 	for (size_t at = 0; at < m; at += RECORD_CHUNK) {
 		size_t k = m - at < RECORD_CHUNK ? m - at : RECORD_CHUNK;
@@ -1293,8 +1223,6 @@ static int ms_record_runs(struct store *s, const struct store_run *runs, size_t 
 	rc = STORE_OK;
 fail:
 	batch_free(&b);
-	free(sorted);
-	free(rows);
 	return rc;
 }
 

@@ -32,7 +32,9 @@ takes each line (removing it) at the first point where it applies:
                     that the batch is rolled back whole (XACT_ABORT ON)
 Like SQL Server, it refuses an RPC with more than 2,100 parameters (8003).
 After each successful login it writes the number of logins so far to the
-file <ctl>.logins, so that a spec can tell a kept connection from a new one.
+file <ctl>.logins, so that a spec can tell a kept connection from a new one;
+and it appends to <ctl>.sql each statement text it had not seen (numbers
+aside), so that a spec can read the T-SQL the provider sends.
 """
 import argparse
 import os
@@ -732,6 +734,7 @@ class Handler(socketserver.BaseRequestHandler):
         stmt = params[0][1]
         decl = params[1][1] if len(params) > 1 else ""
         values = dict(params[2:])
+        self.server.log_statement(stmt)
         m = re.match(r"/\* leash:(\w+) \*/", stmt)
         fn = STATEMENTS.get(m.group(1)) if m else None
         table = re.search(r"\[(\w+)\]", stmt)      # the first [name] is the table
@@ -770,6 +773,7 @@ class Server(socketserver.ThreadingTCPServer):
         self.cfg = cfg
         self.lock = threading.Lock()
         self.logins = 0
+        self.shapes = set()
 
     def count_login(self):
         with self.lock:
@@ -777,6 +781,17 @@ class Server(socketserver.ThreadingTCPServer):
             with open(self.cfg.ctl + ".logins.tmp", "w") as f:
                 f.write(f"{self.logins}\n")
             os.rename(self.cfg.ctl + ".logins.tmp", self.cfg.ctl + ".logins")
+
+    def log_statement(self, stmt):
+        """Appends each statement text not seen before (numbers aside) to
+        <ctl>.sql, one a line, for the spec that reads what was sent."""
+        shape = re.sub(r"\d+", "0", stmt)
+        with self.lock:
+            if shape in self.shapes:
+                return
+            self.shapes.add(shape)
+            with open(self.cfg.ctl + ".sql", "a") as f:
+                f.write(stmt.replace("\n", " ") + "\n")
 
     def take_faults(self, keys):
         """Removes the control file's lines whose key is in keys; returns them."""
