@@ -68,6 +68,99 @@ local function make_old_table(pname, t, rows)
   return true
 end
 
+-- Runs SQL by hand, beside leash: sqlite3 on SQLite's file and on the TDS
+-- test server's, psql on PostgreSQL.  The output's lines (a query's rows,
+-- '|' between columns), or nil, why when this provider's tables cannot be
+-- reached but through leash (a real SQL Server).
+local function by_hand(pname, sql)
+  local file = ("%s/%s.sql"):format(tmp, uniq("hand"))
+  local out = file .. ".out"
+  local f = assert(io.open(file, "w"))
+  f:write(sql)
+  f:close()
+  local cmd
+  if pname == "sqlite" then
+    cmd = ("sqlite3 -bail -cmd '.timeout 5000' '%s' < '%s' > '%s'"):format(providers.get("sqlite", "x").path, file, out)
+  elseif pname == "postgres" then
+    cmd = ("psql -X -q -A -t -v ON_ERROR_STOP=1 \"$LEASH_TEST_PG_CONNINFO\" -f '%s' > '%s'"):format(file, out)
+  elseif os.getenv("LEASH_TEST_TDS_CTL") then
+    local db = os.getenv("LEASH_TEST_TDS_CTL"):gsub("/[^/]*$", "") .. "/leases.db"
+    cmd = ("sqlite3 -bail -cmd '.timeout 5000' '%s' < '%s' > '%s'"):format(db, file, out)
+  else
+    return nil, "a real SQL Server: the spec cannot reach its tables by hand"
+  end
+  assert.equal(0, sh(cmd), "by hand: " .. cmd)
+  return read_lines(out)
+end
+
+-- Runs the claim race: 8 claim_worker processes contending for lease
+-- `name` of table tbl, claiming fires 1..fires with 50 ms leases (mode
+-- "runs": through claim_runs).  Returns the grants and the accepted claims
+-- the workers saw, after checking what every provider must keep: each fire
+-- accepted exactly once, tokens only grow and belong to one owner, and each
+-- accepted claim was made with the token granted last, inside its lease, on
+-- the database's clock.
+local function claim_race(pname, tbl, name, fires, mode)
+  local dir = tmp .. "/" .. uniq("claims-" .. pname)
+  assert.equal(0, sh("mkdir -p '" .. dir .. "'"))
+  local parts = {}
+  for i = 1, 8 do
+    parts[#parts + 1] = ("(lua5.4 '%s/tests/support/claim_worker.lua' %s %s %s w%d %d 50 60 '%s/w%d.txt' %s; echo $? > '%s/w%d.rc') &")
+      :format(root, pname, tbl, name, i, fires, dir, i, mode or "", dir, i)
+  end
+  sh(table.concat(parts, " ") .. " wait")
+  local grants, claims = {}, {}
+  for i = 1, 8 do
+    assert.same({ "0" }, read_lines(("%s/w%d.rc"):format(dir, i)), "worker " .. i .. " failed")
+    for _, l in ipairs(read_lines(("%s/w%d.txt"):format(dir, i))) do
+      local o, t, now, ex = l:match("^G (%S+) (%d+) (%d+) (%d+)$")
+      if o then
+        grants[#grants + 1] = { owner = o, token = tonumber(t), now = tonumber(now), exp = tonumber(ex) }
+      else
+        local fire, co, ct, cnow = l:match("^C (%d+) (%S+) (%d+) (%d+)$")
+        assert.is_truthy(fire, "bad worker line: " .. l)
+        claims[#claims + 1] = { fire = tonumber(fire), owner = co, token = tonumber(ct), now = tonumber(cnow) }
+      end
+    end
+  end
+  -- each fire accepted exactly once (all of them were claimed)
+  local seen = {}
+  for _, c in ipairs(claims) do
+    assert.is_nil(seen[c.fire], ("fire %d accepted twice (%s and %s)"):format(c.fire, seen[c.fire] or "", c.owner))
+    seen[c.fire] = c.owner
+  end
+  for f = 1, fires do assert.is_truthy(seen[f], "fire " .. f .. " was never claimed") end
+  -- tokens only grow, each belongs to one owner
+  table.sort(grants, function(a, b) return a.now < b.now or (a.now == b.now and a.token < b.token) end)
+  local token_owner = {}
+  for i, g in ipairs(grants) do
+    assert.is_true(i == 1 or g.token >= grants[i - 1].token, "token went down at " .. g.now)
+    assert.is_true(token_owner[g.token] == nil or token_owner[g.token] == g.owner, "token " .. g.token .. " given to two owners")
+    token_owner[g.token] = g.owner
+  end
+  -- an accepted claim: its owner's token, the highest granted up to then,
+  -- and within a lease that token held at that moment (database clock)
+  table.sort(claims, function(a, b) return a.now < b.now or (a.now == b.now and a.fire < b.fire) end)
+  local owners = {}
+  for i, c in ipairs(claims) do
+    assert.is_true(i == 1 or c.fire > claims[i - 1].fire, "the cursor went back at fire " .. c.fire)
+    assert.equal(token_owner[c.token], c.owner, "fire " .. c.fire .. " claimed under another's token")
+    local top, live = 0, false
+    for _, g in ipairs(grants) do
+      if g.now > c.now then break end
+      top = math.max(top, g.token)
+      if g.token == c.token and g.exp > c.now then live = true end
+    end
+    assert.equal(top, c.token, ("fire %d claimed with token %d at %d after token %d was granted"):format(c.fire, c.token, c.now, top))
+    assert.is_true(live, ("fire %d claimed at %d with token %d outside its lease"):format(c.fire, c.now, c.token))
+    owners[c.owner] = true
+  end
+  local n = 0
+  for _ in pairs(owners) do n = n + 1 end
+  assert.is_true(n >= 3, "only " .. n .. " owners claimed fires")
+  return grants, claims
+end
+
 describe("lease store providers", function()
   it("every expected provider is configured", function()
     assert.same({}, providers.missing)
@@ -583,65 +676,8 @@ for _, p in ipairs(providers.list) do
 
     it("claim race: 8 processes x 300 fires, 50 ms leases: each fire claimed once, by the token's holder", function()
       local name = "claimed"
-      local dir = tmp .. "/" .. uniq("claims-" .. pname)
-      assert.equal(0, sh("mkdir -p '" .. dir .. "'"))
-      local fires = 300
-      local parts = {}
-      for i = 1, 8 do
-        parts[#parts + 1] = ("(lua5.4 '%s/tests/support/claim_worker.lua' %s %s %s w%d %d 50 60 '%s/w%d.txt'; echo $? > '%s/w%d.rc') &")
-          :format(root, pname, tbl, name, i, fires, dir, i, dir, i)
-      end
-      sh(table.concat(parts, " ") .. " wait")
-      local grants, claims = {}, {}
-      for i = 1, 8 do
-        assert.same({ "0" }, read_lines(("%s/w%d.rc"):format(dir, i)), "worker " .. i .. " failed")
-        for _, l in ipairs(read_lines(("%s/w%d.txt"):format(dir, i))) do
-          local o, t, now, ex = l:match("^G (%S+) (%d+) (%d+) (%d+)$")
-          if o then
-            grants[#grants + 1] = { owner = o, token = tonumber(t), now = tonumber(now), exp = tonumber(ex) }
-          else
-            local fire, co, ct, cnow = l:match("^C (%d+) (%S+) (%d+) (%d+)$")
-            assert.is_truthy(fire, "bad worker line: " .. l)
-            claims[#claims + 1] = { fire = tonumber(fire), owner = co, token = tonumber(ct), now = tonumber(cnow) }
-          end
-        end
-      end
-      -- each fire accepted exactly once (all 300 were claimed), and the cursor says so
-      local seen = {}
-      for _, c in ipairs(claims) do
-        assert.is_nil(seen[c.fire], ("fire %d accepted twice (%s and %s)"):format(c.fire, seen[c.fire] or "", c.owner))
-        seen[c.fire] = c.owner
-      end
-      for f = 1, fires do assert.is_truthy(seen[f], "fire " .. f .. " was never claimed") end
-      assert.equal(fires, row_of(s, name).last_fire)
-      -- tokens only grow, each belongs to one owner
-      table.sort(grants, function(a, b) return a.now < b.now or (a.now == b.now and a.token < b.token) end)
-      local token_owner = {}
-      for i, g in ipairs(grants) do
-        assert.is_true(i == 1 or g.token >= grants[i - 1].token, "token went down at " .. g.now)
-        assert.is_true(token_owner[g.token] == nil or token_owner[g.token] == g.owner, "token " .. g.token .. " given to two owners")
-        token_owner[g.token] = g.owner
-      end
-      -- an accepted claim: its owner's token, the highest granted up to then,
-      -- and within a lease that token held at that moment (database clock)
-      table.sort(claims, function(a, b) return a.now < b.now or (a.now == b.now and a.fire < b.fire) end)
-      local owners = {}
-      for i, c in ipairs(claims) do
-        assert.is_true(i == 1 or c.fire > claims[i - 1].fire, "the cursor went back at fire " .. c.fire)
-        assert.equal(token_owner[c.token], c.owner, "fire " .. c.fire .. " claimed under another's token")
-        local top, live = 0, false
-        for _, g in ipairs(grants) do
-          if g.now > c.now then break end
-          top = math.max(top, g.token)
-          if g.token == c.token and g.exp > c.now then live = true end
-        end
-        assert.equal(top, c.token, ("fire %d claimed with token %d at %d after token %d was granted"):format(c.fire, c.token, c.now, top))
-        assert.is_true(live, ("fire %d claimed at %d with token %d outside its lease"):format(c.fire, c.now, c.token))
-        owners[c.owner] = true
-      end
-      local n = 0
-      for _ in pairs(owners) do n = n + 1 end
-      assert.is_true(n >= 3, "only " .. n .. " owners claimed fires")
+      claim_race(pname, tbl, name, 300)
+      assert.equal(300, row_of(s, name).last_fire)
     end)
 
     it("refuses bad durations, names and owners before any SQL", function()
@@ -774,6 +810,427 @@ for _, p in ipairs(providers.list) do
         prev = g
       end
       assert.is_true(holders >= 5, "only " .. holders .. " handovers")
+    end)
+
+    -- ---- the run ledger: <table>_runs (store.h) ----
+
+    describe("run ledger", function()
+      -- A ledger row to write, defaults filled in.
+      local function run(t)
+        local r = { owner = "A", token = 0, outcome = "ok" }
+        for k, v in pairs(t) do r[k] = v end
+        return r
+      end
+      local function rows_of(st, job, extra)
+        local q = { job = job, limit = 10000 }
+        for k, v in pairs(extra or {}) do q[k] = v end
+        return assert(st:read_runs(q))
+      end
+      local function db_now(st)
+        local _, now = assert(st:list())
+        return now
+      end
+
+      it("claim_runs writes a claim's rows iff the claim is accepted, with claimed_at = the database's now", function()
+        local n, gone, other, past = lease(), lease(), lease(), lease()
+        local _, a = s:try_acquire(n, "A", 60000)
+        local _, g = s:try_acquire(gone, "A", 80)
+        local _, o = s:try_acquire(other, "B", 60000)
+        local _, p = s:try_acquire(past, "A", 60000)
+        assert.same({ true }, assert(s:claim_all("A", { { name = past, token = p.token, fire = 500 } })))
+        sleep_ms(150)                                   -- gone expires on the database's clock
+        local claims = {
+          { name = n, token = a.token, fire = 100 },          -- accepted
+          { name = gone, token = g.token, fire = 100 },       -- expired
+          { name = other, token = o.token, fire = 100 },      -- B's lease
+          { name = past, token = p.token, fire = 400 },       -- its cursor is at 500
+        }
+        local runs = {}
+        for i = 1, #claims do
+          runs[#runs + 1] = { claim = i, scheduled_at = 100, owner = "A", outcome = "running",
+                              claimed_at = 1, started_at = 123 }   -- claimed_at is the store's
+        end
+        runs[#runs + 1] = { claim = 1, scheduled_at = 90, owner = "A", outcome = "missed" }
+        local calls = s:calls()
+        local oks, now = assert(s:claim_runs("A", claims, runs))
+        assert.equal(calls + 1, s:calls())
+        assert.same({ true, false, false, false }, oks)
+        local got = rows_of(s, n)
+        assert.equal(2, #got)
+        assert.same({ job = n, owner = "A", token = a.token, outcome = "running", scheduled_at = 100,
+                      claimed_at = now, started_at = 123, recorded_at = now }, got[1])
+        assert.same({ job = n, owner = "A", token = a.token, outcome = "missed", scheduled_at = 90,
+                      claimed_at = now, recorded_at = now }, got[2])
+        for _, j in ipairs({ gone, other, past }) do assert.same({}, rows_of(s, j), j) end
+        assert.equal(100, row_of(s, n).last_fire)
+        assert.equal(500, row_of(s, past).last_fire)
+        -- stale token: the next holder of gone took it with token + 1
+        local _, b = s:try_acquire(gone, "B", 60000)
+        assert.same({ false }, assert(s:claim_runs("A", { { name = gone, token = g.token, fire = 200 } },
+          { { claim = 1, scheduled_at = 200, owner = "A", outcome = "running" } })))
+        assert.same({ false }, assert(s:claim_runs("B", { { name = gone, token = g.token, fire = 200 } },
+          { { claim = 1, scheduled_at = 200, owner = "B", outcome = "running" } })))
+        assert.same({}, rows_of(s, gone))
+        assert.same({ true }, assert(s:claim_runs("B", { { name = gone, token = b.token, fire = 200 } },
+          { { claim = 1, scheduled_at = 200, owner = "B", outcome = "running" } })))
+        local r = rows_of(s, gone)
+        assert.equal(1, #r)
+        assert.equal(b.token, r[1].token)             -- the claim's token, by default
+        -- the same fire again is refused and writes nothing
+        assert.same({ false }, assert(s:claim_runs("B", { { name = gone, token = b.token, fire = 200 } },
+          { { claim = 1, scheduled_at = 200, owner = "B", outcome = "failed" } })))
+        assert.equal("running", rows_of(s, gone)[1].outcome)
+        -- claims without rows, and no claims at all
+        assert.same({ true }, assert(s:claim_runs("B", { { name = gone, token = b.token, fire = 201 } }, {})))
+        calls = s:calls()
+        local none, zero = assert(s:claim_runs("B", {}, {}))
+        assert.same({}, none)
+        assert.equal(0, zero)
+        assert.equal(calls, s:calls())
+      end)
+
+      it("claim_runs replaces a row whose key exists, whole", function()
+        local n = lease()
+        local _, a = s:try_acquire(n, "A", 60000)
+        assert(s:record_runs({ run{ job = n, scheduled_at = 10, token = a.token, outcome = "skipped-overlap",
+                                    started_at = 5, exit_code = 3, error = "old", actor = "me@host" } }))
+        assert.same({ true }, assert(s:claim_runs("A", { { name = n, token = a.token, fire = 10 } },
+          { { claim = 1, scheduled_at = 10, owner = "A", outcome = "running" } })))
+        local r = rows_of(s, n)
+        assert.equal(1, #r)
+        assert.equal("running", r[1].outcome)
+        assert.is_nil(r[1].started_at)
+        assert.is_nil(r[1].exit_code)
+        assert.is_nil(r[1].error)
+        assert.is_nil(r[1].actor)
+        assert.is_number(r[1].claimed_at)
+      end)
+
+      it("claim_runs of many jobs' fires at one instant: one statement, each job's rows with its own claim", function()
+        local names, claims, runs = {}, {}, {}
+        for i = 1, 40 do names[i] = lease() end
+        local got = assert(s:acquire_all("A", names, 60000))
+        for i, n in ipairs(names) do
+          claims[i] = { name = n, token = got[n].token, fire = 1000 }
+          runs[#runs + 1] = { claim = i, scheduled_at = 1000, owner = "A", outcome = "running" }
+          if i % 2 == 0 then
+            runs[#runs + 1] = { claim = i, scheduled_at = 999, owner = "A", outcome = "missed" }
+          end
+        end
+        claims[7].token = claims[7].token + 1           -- refused: its rows are not written
+        local calls = s:calls()
+        local oks = assert(s:claim_runs("A", claims, runs))
+        assert.equal(calls + 1, s:calls())
+        for i, n in ipairs(names) do
+          assert.equal(i ~= 7, oks[i], n)
+          local r = rows_of(s, n)
+          assert.equal(i == 7 and 0 or (i % 2 == 0 and 2 or 1), #r, n)
+          for _, row in ipairs(r) do assert.equal(got[n].token, row.token) end
+        end
+      end)
+
+      it("record_runs inserts, then updates keeping every field given as nil; outcome and token always replace", function()
+        local j = lease()
+        local before = db_now(s)
+        assert.is_true(s:record_runs({ run{ job = j, scheduled_at = 5000, token = 3, outcome = "running",
+                                            claimed_at = 4990, started_at = 5001, actor = "ops@h" } }))
+        local r1 = rows_of(s, j)[1]
+        assert.is_true(r1.recorded_at >= before)
+        sleep_ms(5)
+        assert.is_true(s:record_runs({ run{ job = j, scheduled_at = 5000, token = 4, outcome = "failed",
+                                            ended_at = 6000, exit_code = 2, duration_ms = 999, error = "boom" } }))
+        local r = rows_of(s, j)
+        assert.equal(1, #r)
+        assert.same({ job = j, owner = "A", scheduled_at = 5000, token = 4, outcome = "failed",
+                      claimed_at = 4990, started_at = 5001, ended_at = 6000, exit_code = 2,
+                      duration_ms = 999, error = "boom", actor = "ops@h", recorded_at = r[1].recorded_at }, r[1])
+        assert.is_true(r[1].recorded_at >= r1.recorded_at)
+        -- a signal, zeros kept as zeros (not NULL)
+        assert.is_true(s:record_runs({ run{ job = j, scheduled_at = 5000, token = 0, outcome = "killed",
+                                            exit_signal = 9, exit_code = 0, duration_ms = 0 } }))
+        r = rows_of(s, j)[1]
+        assert.same({ "killed", 0, 9, 0, 0, "boom" }, { r.outcome, r.token, r.exit_signal, r.exit_code, r.duration_ms, r.error })
+        -- another owner's row of the same fire is another row
+        assert.is_true(s:record_runs({ run{ job = j, scheduled_at = 5000, owner = "B", outcome = "ok" } }))
+        assert.equal(2, #rows_of(s, j))
+        -- many rows in one call, one statement
+        local many = {}
+        for i = 1, 500 do many[i] = run{ job = j, scheduled_at = 10000 + i, outcome = "ok", duration_ms = i } end
+        local calls = s:calls()
+        assert.is_true(s:record_runs(many))
+        assert.equal(calls + 1, s:calls())
+        assert.equal(502, #rows_of(s, j))
+        calls = s:calls()
+        assert.is_true(s:record_runs({}))
+        assert.equal(calls, s:calls())
+      end)
+
+      it("read_runs: newest first (then job, then owner), by job, since and limit, with the database's now", function()
+        local j1, j2 = "r1-" .. lease(), "r2-" .. lease()
+        assert.is_true(s:record_runs({
+          run{ job = j1, scheduled_at = 3000, owner = "B" }, run{ job = j1, scheduled_at = 3000, owner = "A" },
+          run{ job = j2, scheduled_at = 3000, owner = "A" }, run{ job = j1, scheduled_at = 1000 },
+          run{ job = j2, scheduled_at = 2000 }, run{ job = j1, scheduled_at = 4000, outcome = "missed" },
+        }))
+        local rows, now = rows_of(s, j1)
+        assert.is_true(math.abs(now - os.time() * 1000) < 60000)
+        local keys = {}
+        for _, r in ipairs(rows) do keys[#keys + 1] = r.scheduled_at .. r.owner end
+        assert.same({ "4000A", "3000A", "3000B", "1000A" }, keys)
+        keys = {}
+        for _, r in ipairs(rows_of(s, j1, { since = 3000 })) do keys[#keys + 1] = r.scheduled_at .. r.owner end
+        assert.same({ "4000A", "3000A", "3000B" }, keys)
+        keys = {}
+        for _, r in ipairs(rows_of(s, j1, { limit = 2 })) do keys[#keys + 1] = r.scheduled_at .. r.owner end
+        assert.same({ "4000A", "3000A" }, keys)
+        assert.same({}, rows_of(s, j1, { since = 4001 }))
+        local none, now2 = assert(s:read_runs{ job = "nobody-" .. lease() })
+        assert.same({}, none)
+        assert.is_true(now2 >= now)
+        -- all jobs: the same order across jobs (ties by job, then owner)
+        local all = assert(s:read_runs{ since = 0, limit = 10000 })
+        local mine = {}
+        for _, r in ipairs(all) do
+          if r.job == j1 or r.job == j2 then mine[#mine + 1] = r.scheduled_at .. (r.job == j1 and "1" or "2") .. r.owner end
+        end
+        assert.same({ "40001A", "30001A", "30001B", "30002A", "20002A", "10001A" }, mine)
+        for i = 2, #all do
+          assert.is_true(all[i - 1].scheduled_at >= all[i].scheduled_at, "read_runs is not newest first")
+        end
+        assert.equal(3, #assert(s:read_runs{ limit = 3 }))
+        assert.equal(100, #assert(s:read_runs{}) <= 100 and 100 or -1)      -- the default limit is 100
+      end)
+
+      it("error text: quotes kept, cut at 1 KB on a character boundary, invalid UTF-8 and NUL as '?'", function()
+        local j = lease()
+        local cases = {
+          { 1, "it's \"quoted\" \\ back; -- %s $1 ?1", "it's \"quoted\" \\ back; -- %s $1 ?1" },
+          { 2, ("a"):rep(1023) .. "é" .. ("x"):rep(1024 * 1024), ("a"):rep(1023) },
+          { 3, ("a"):rep(1022) .. "€" .. ("x"):rep(100), ("a"):rep(1022) },
+          { 4, ("a"):rep(1021) .. "😀" .. "tail", ("a"):rep(1021) },
+          { 5, ("a"):rep(1020) .. "😀" .. "tail", ("a"):rep(1020) .. "😀" },
+          { 6, ("é"):rep(600), ("é"):rep(512) },
+          { 7, "a\255b\192\128c\237\160\128d", "a?b??c???d" },
+          { 8, "cut short: \226\130", "cut short: ??" },
+          { 9, "nul\0byte", "nul?byte" },
+          { 10, ("日本"):rep(200), ("日本"):rep(170) .. "日" },
+        }
+        local runs = {}
+        for _, c in ipairs(cases) do runs[#runs + 1] = run{ job = j, scheduled_at = c[1], error = c[2] } end
+        assert.is_true(s:record_runs(runs))
+        local got = {}
+        for _, r in ipairs(rows_of(s, j)) do got[r.scheduled_at] = r.error end
+        for _, c in ipairs(cases) do
+          assert.equal(c[3], got[c[1]], "case " .. c[1])
+          assert.is_true(#got[c[1]] <= 1024, "case " .. c[1])
+        end
+        assert.equal(1024, #got[5])
+        assert.equal(1023, #got[10])
+        -- the same through claim_runs
+        local n = lease()
+        local _, a = s:try_acquire(n, "A", 60000)
+        assert.same({ true }, assert(s:claim_runs("A", { { name = n, token = a.token, fire = 1 } },
+          { { claim = 1, scheduled_at = 1, owner = "A", outcome = "running", error = cases[2][2] } })))
+        assert.equal(cases[2][3], rows_of(s, n)[1].error)
+      end)
+
+      it("stores names, owners and actors with quotes, ;, --, % and UTF-8 exactly", function()
+        local job = "it's \"job\"; DROP TABLE " .. tbl .. "_runs; -- 100% naïve-日本語-🚀 " .. lease()
+        local owner, actor = "o'wner\"; --%ü", "ro'ot@h\"ost"
+        local _, a = s:try_acquire(job, owner, 60000)
+        assert.same({ true }, assert(s:claim_runs(owner, { { name = job, token = a.token, fire = 7 } },
+          { { claim = 1, scheduled_at = 7, owner = owner, outcome = "running", actor = actor } })))
+        assert.is_true(s:record_runs({ run{ job = job, scheduled_at = 7, owner = owner, token = a.token,
+                                            outcome = "manual" } }))
+        local r = rows_of(s, job)
+        assert.equal(1, #r)
+        assert.same({ job, owner, actor, "manual" }, { r[1].job, r[1].owner, r[1].actor, r[1].outcome })
+        assert.equal(job, assert(s:read_runs{ since = 7, limit = 10000 })[1] and job)
+      end)
+
+      it("refuses bad rows and arguments before any SQL", function()
+        local n = lease()
+        local _, a = s:try_acquire(n, "A", 60000)
+        local calls = s:calls()
+        local function refused(pattern, ok, err)
+          assert.is_nil(ok)
+          assert.matches(pattern, err)
+        end
+        local good = { job = n, scheduled_at = 1, owner = "A", token = 0, outcome = "ok" }
+        local function with(k, v)
+          local r = {}
+          for key, val in pairs(good) do r[key] = val end
+          r[k] = v
+          return r
+        end
+        refused("job", s:record_runs({ with("job", nil) }))
+        refused("job", s:record_runs({ with("job", "") }))
+        refused("job", s:record_runs({ with("job", ("j"):rep(201)) }))
+        refused("owner", s:record_runs({ with("owner", nil) }))
+        refused("owner", s:record_runs({ with("owner", ("o"):rep(201)) }))
+        refused("outcome", s:record_runs({ with("outcome", "done") }))
+        refused("outcome", s:record_runs({ with("outcome", nil) }))
+        refused("scheduled_at", s:record_runs({ with("scheduled_at", -1) }))
+        refused("scheduled_at", s:record_runs({ with("scheduled_at", 1.5) }))
+        refused("scheduled_at", s:record_runs({ with("scheduled_at", nil) }))
+        refused("token", s:record_runs({ with("token", -1) }))
+        refused("token", s:record_runs({ with("token", nil) }))
+        refused("started_at", s:record_runs({ with("started_at", -5) }))
+        refused("ended_at", s:record_runs({ with("ended_at", "10") }))
+        refused("exit_code", s:record_runs({ with("exit_code", -2) }))
+        refused("job", s:record_runs({ with("job", "a\0b") }))
+        refused("actor", s:record_runs({ with("actor", "") }))
+        refused("error", s:record_runs({ with("error", 5) }))
+        refused("twice", s:record_runs({ good, with("outcome", "failed") }))
+        refused("run 2", s:record_runs({ good, "not a run" }))
+        local c = { { name = n, token = a.token, fire = 1 } }
+        refused("claim", s:claim_runs("A", c, { { claim = 2, scheduled_at = 1, owner = "A", outcome = "ok" } }))
+        refused("claim", s:claim_runs("A", c, { { scheduled_at = 1, owner = "A", outcome = "ok" } }))
+        refused("claim", s:claim_runs("A", c, { { claim = 1, job = "other", scheduled_at = 1, owner = "A", outcome = "ok" } }))
+        refused("owner", s:claim_runs("", c, {}))
+        refused("token", s:claim_runs("A", { { name = n, token = 0, fire = 1 } }, {}))
+        refused("limit", s:read_runs{ limit = 0 })
+        refused("limit", s:read_runs{ limit = 10001 })
+        refused("since", s:read_runs{ since = -2 })
+        refused("job", s:read_runs{ job = "" })
+        refused("keep", s:prune_runs{ keep = 0, keep_per_job = 1, max_rows = 1 })
+        refused("keep_per_job", s:prune_runs{ keep = 1, keep_per_job = 0, max_rows = 1 })
+        refused("max_rows", s:prune_runs{ keep = 1, keep_per_job = 1, max_rows = 0 })
+        refused("max_rows", s:prune_runs{ keep = 1, keep_per_job = 1 })
+        assert.equal(calls, s:calls())
+        assert.is_nil(row_of(s, n).last_fire)
+        assert.same({}, rows_of(s, n))
+        assert.has_error(function() s:record_runs("x") end)
+        assert.has_error(function() s:read_runs() end)
+      end)
+
+      it("prune: dead running rows become lost, old rows go, each job keeps its newest; at most max_rows a call", function()
+        local pt = uniq("prune")
+        local p = assert(core.open_store(providers.get(pname, pt)))
+        local now = db_now(p)
+        local H = 3600 * 1000
+        -- "lost": a's lease passed from token 1 to token 2; its token-1 running rows are dead
+        assert.is_true(p:try_acquire("a", "A", 60))
+        sleep_ms(120)
+        local ok, b = p:try_acquire("a", "B", 600000)
+        assert.is_true(ok)
+        assert.equal(2, b.token)
+        assert.is_true(p:try_acquire("c", "A", 600000))
+        local rows = {
+          run{ job = "a", scheduled_at = now - 1000, token = 1, outcome = "running" },
+          run{ job = "a", scheduled_at = now - 2000, token = 1, owner = "A2", outcome = "running" },
+          run{ job = "a", scheduled_at = now - 500, token = 2, owner = "B", outcome = "running" },
+          run{ job = "free", scheduled_at = now - 1000, token = 0, outcome = "running" },    -- no lease row
+          -- old: past keep, whatever their job or outcome
+          run{ job = "a", scheduled_at = now - 3 * H, token = 1, outcome = "running" },
+          run{ job = "free", scheduled_at = now - 2 * H },
+          run{ job = "c", scheduled_at = now - 5 * H },
+        }
+        -- c: 10 recent rows (two of one fire), keep_per_job = 3 keeps the newest 3
+        for i = 1, 9 do rows[#rows + 1] = run{ job = "c", scheduled_at = now - i * 1000 } end
+        rows[#rows + 1] = run{ job = "c", scheduled_at = now - 1000, owner = "B" }
+        assert.is_true(p:record_runs(rows))
+        local total, calls = 0, 0
+        repeat
+          local changed = assert(p:prune_runs{ keep = H, keep_per_job = 3, max_rows = 5 })
+          assert.is_true(changed <= 5, "prune changed " .. changed .. " rows, more than max_rows")
+          total = total + changed
+          calls = calls + 1
+          assert.is_true(calls < 20, "prune never reached 0")
+        until changed == 0
+        assert.equal(2 + 3 + 7, total)
+        assert.is_true(calls >= 4)
+        local function keys(job)
+          local t = {}
+          for _, r in ipairs(rows_of(p, job)) do t[#t + 1] = ("%d %s %s"):format(now - r.scheduled_at, r.owner, r.outcome) end
+          return t
+        end
+        assert.same({ "500 B running", "1000 A lost", "2000 A2 lost" }, keys("a"))
+        assert.same({ "1000 A running" }, keys("free"))
+        assert.same({ "1000 A ok", "1000 B ok", "2000 A ok" }, keys("c"))
+        local lostrow = rows_of(p, "a")[2]
+        assert.is_true(lostrow.recorded_at >= now)
+        -- the cutoffs follow the database's clock and the arguments
+        assert.equal(0, assert(p:prune_runs{ keep = H, keep_per_job = 3, max_rows = 100 }))
+        -- keep_per_job = 1: c loses 1000 B and 2000 A, a its two lost rows (its running one stays)
+        assert.equal(4, assert(p:prune_runs{ keep = H, keep_per_job = 1, max_rows = 100 }))
+        assert.same({ "500 B running" }, keys("a"))
+        assert.same({ "1000 B ok" }, keys("c"))        -- of one fire's rows, the greatest owner is "newest"
+        p:close()
+      end)
+
+      it("prune of many rows: bounded steps, each at most max_rows, until nothing is left to do", function()
+        local pt = uniq("prunemany")
+        local p = assert(core.open_store(providers.get(pname, pt)))
+        local now = db_now(p)
+        local jobs = {}
+        for i = 1, 5 do jobs[i] = "j" .. i end
+        assert(p:acquire_all("A", jobs, 600000))
+        local rows = {}
+        for _, j in ipairs(jobs) do
+          for i = 1, 300 do rows[#rows + 1] = run{ job = j, scheduled_at = now - i * 1000 } end
+          for i = 1, 50 do rows[#rows + 1] = run{ job = j, scheduled_at = now - 86400000 - i } end
+        end
+        assert.is_true(p:record_runs(rows))
+        local total, n = 0, 0
+        repeat
+          local changed = assert(p:prune_runs{ keep = 86400000, keep_per_job = 100, max_rows = 97 })
+          assert.is_true(changed <= 97)
+          total = total + changed
+          n = n + 1
+        until changed == 0 or n > 50
+        assert.equal(5 * 50 + 5 * 200, total)
+        for _, j in ipairs(jobs) do
+          local r = rows_of(p, j)
+          assert.equal(100, #r, j)
+          assert.equal(now - 1000, r[1].scheduled_at)
+          assert.equal(now - 100000, r[100].scheduled_at)
+        end
+        p:close()
+      end)
+
+      it("a ledger table with the wrong columns is refused at open, naming the column, and left as it was", function()
+        local w = uniq("wrong")
+        local cols = "job VARCHAR(200) NOT NULL, scheduled_at BIGINT NOT NULL, owner VARCHAR(200) NOT NULL,"
+          .. " token BIGINT NOT NULL, claimed_at BIGINT, started_at BIGINT, ended_at BIGINT,"
+          .. " outcome VARCHAR(15) NOT NULL, exit_code INTEGER, exit_signal INTEGER, duration_ms BIGINT,"
+          .. " actor VARCHAR(200), recorded_at BIGINT NOT NULL"           -- no error column
+        local made, why = by_hand(pname, ("CREATE TABLE %s_runs (%s);\n"
+          .. "INSERT INTO %s_runs VALUES ('j', 1, 'o', 1, NULL, NULL, NULL, 'ok', NULL, NULL, NULL, NULL, 5);\n")
+          :format(w, cols, w))
+        if not made then
+          pending(why)
+          return
+        end
+        local s2, err = core.open_store(providers.get(pname, w))
+        assert.is_nil(s2)
+        assert.matches(w .. "_runs", err, 1, true)
+        assert.matches("column error", err, 1, true)
+        assert.same({ "1" }, by_hand(pname, ("SELECT count(*) FROM %s_runs;\n"):format(w)))
+        -- the columns it had, no more (nothing added, nothing dropped)
+        local s3, err3 = core.open_store(providers.get(pname, w))
+        assert.is_nil(s3)
+        assert.equal(err, err3)
+        assert.same({ "1" }, by_hand(pname, ("SELECT count(*) FROM %s_runs WHERE job = 'j' AND recorded_at = 5;\n"):format(w)))
+      end)
+
+      it("claim race through claim_runs: 8 processes x 300 fires, 50 ms leases: one row per fire, rows == accepted claims, each with its holder's token", function()
+        local name = "claimed-runs"
+        local _, claims = claim_race(pname, tbl, name, 300, "runs")
+        assert.equal(300, row_of(s, name).last_fire)
+        local rows = rows_of(s, name)
+        assert.equal(#claims, #rows)
+        local by_fire = {}
+        for _, r in ipairs(rows) do
+          assert.is_nil(by_fire[r.scheduled_at], "fire " .. r.scheduled_at .. " has two rows")
+          by_fire[r.scheduled_at] = r
+        end
+        for _, c in ipairs(claims) do
+          local r = by_fire[c.fire]
+          assert.is_truthy(r, "accepted claim of fire " .. c.fire .. " has no row")
+          assert.same({ c.owner, c.token, c.now, "running" }, { r.owner, r.token, r.claimed_at, r.outcome })
+        end
+      end)
     end)
 
     if pname == "sqlite" then

@@ -64,14 +64,39 @@
 
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
-	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_CLAIM_ALL, Q_MAX
+	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_CLAIM_ALL, Q_CLAIM_RUNS, Q_RECORD_RUNS, Q_READ_JOB,
+	Q_READ_ALL, Q_PRUNE_RUNS, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
 	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
 	"leash_acquire_all", "leash_list", "leash_floor_select", "leash_release_all",
-	"leash_claim_all",
+	"leash_claim_all", "leash_claim_runs", "leash_record_runs", "leash_read_job",
+	"leash_read_all", "leash_prune_runs",
 };
+
+/* The ledger's columns in the order the run statements list them. */
+#define RUN_COLS \
+	"job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome," \
+	" exit_code, exit_signal, duration_ms, error, actor, recorded_at"
+/* The rows as parallel arrays from parameter $N on: scheduled_at, owner,
+ * token, claimed_at, started_at, ended_at, outcome, exit_code,
+ * exit_signal, duration_ms, error, actor (NULL elements for NULL). */
+#define RUN_ARRAYS(a, b, c, d, e, f, g, h, i, j, k, l) \
+	"$" a "::bigint[], $" b "::text[], $" c "::bigint[], $" d "::bigint[], $" e "::bigint[]," \
+	" $" f "::bigint[], $" g "::text[], $" h "::int[], $" i "::int[], $" j "::bigint[]," \
+	" $" k "::text[], $" l "::text[]"
+#define RUN_NAMES \
+	"scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, exit_code," \
+	" exit_signal, duration_ms, error, actor"
+#define KEEP(c) " " c " = coalesce(EXCLUDED." c ", r." c ")"
+#define READ_SQL(where) \
+	"SELECT t0.now, r.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token," \
+	" r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code," \
+	" r.exit_signal FROM (SELECT " NOW " AS now) t0 LEFT JOIN LATERAL" \
+	" (SELECT * FROM \"%1$s_runs\" x WHERE " where " AND x.scheduled_at >= $2" \
+	"  ORDER BY x.scheduled_at DESC, x.job COLLATE \"C\", x.owner COLLATE \"C\" LIMIT $3) r" \
+	" ON true ORDER BY r.scheduled_at DESC, r.job COLLATE \"C\", r.owner COLLATE \"C\""
 
 /* %1$s is the table name (checked by store_open), quoted where used. */
 static const char *const q_text[Q_MAX] = {
@@ -137,6 +162,91 @@ static const char *const q_text[Q_MAX] = {
 	"  AND l.expires_at > t0.now AND (l.last_fire IS NULL OR l.last_fire < c.fire)"
 	"  RETURNING l.name)"
 	" SELECT t0.now, up.name FROM t0 LEFT JOIN up ON true",
+	/* claim_runs: claim_all's UPDATE, its RETURNING feeding the INSERT of
+	 * the rows whose claim (by ordinal, $5) it accepted, in one statement:
+	 * the cursor moves iff the rows are written.  claimed_at is t0.now; a
+	 * row whose key exists is replaced whole.  Inserts go in key order, so
+	 * two writers of the same rows lock them in the same order. */
+	[Q_CLAIM_RUNS] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[])"
+	"  WITH ORDINALITY AS c(name, token, fire, i)),"
+	" up AS (UPDATE \"%1$s\" l SET last_fire = c.fire FROM t0, c"
+	"  WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token"
+	"  AND l.expires_at > t0.now AND (l.last_fire IS NULL OR l.last_fire < c.fire)"
+	"  RETURNING l.name),"
+	" ins AS (INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
+	"  SELECT up.name, x.scheduled_at, x.owner, x.token, t0.now, x.started_at, x.ended_at,"
+	"   x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now"
+	"  FROM unnest($5::bigint[], " RUN_ARRAYS("6", "7", "8", "9", "10", "11", "12", "13", "14",
+	                                          "15", "16", "17") ")"
+	"   AS x(claim, " RUN_NAMES ")"
+	"  JOIN c ON c.i = x.claim JOIN up ON up.name = c.name CROSS JOIN t0"
+	"  ORDER BY up.name COLLATE \"C\", x.scheduled_at, x.owner COLLATE \"C\""
+	"  ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = EXCLUDED.token,"
+	"   claimed_at = EXCLUDED.claimed_at, started_at = EXCLUDED.started_at,"
+	"   ended_at = EXCLUDED.ended_at, outcome = EXCLUDED.outcome,"
+	"   exit_code = EXCLUDED.exit_code, exit_signal = EXCLUDED.exit_signal,"
+	"   duration_ms = EXCLUDED.duration_ms, error = EXCLUDED.error, actor = EXCLUDED.actor,"
+	"   recorded_at = EXCLUDED.recorded_at)"
+	" SELECT t0.now, up.name FROM t0 LEFT JOIN up ON true",
+	/* record_runs: one upsert over the rows as arrays ($1 job, then as
+	 * claim_runs); a NULL field keeps the stored value. */
+	[Q_RECORD_RUNS] =
+	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
+	" SELECT x.job, x.scheduled_at, x.owner, x.token, x.claimed_at, x.started_at, x.ended_at,"
+	"  x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now"
+	" FROM (SELECT " NOW " AS now) t0,"
+	"  unnest($1::text[], " RUN_ARRAYS("2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
+	                                   "13") ") AS x(job, " RUN_NAMES ")"
+	" ORDER BY x.job COLLATE \"C\", x.scheduled_at, x.owner COLLATE \"C\""
+	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = EXCLUDED.token,"
+	"  outcome = EXCLUDED.outcome, recorded_at = EXCLUDED.recorded_at,"
+	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
+	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
+	/* One job's rows walk its primary key backwards, all jobs' the
+	 * scheduled_at index; the outer row is there when none matched, for now. */
+	[Q_READ_JOB] = READ_SQL("x.job = $1"),
+	[Q_READ_ALL] = READ_SQL("$1::text IS NULL"),
+	/* prune_runs, one statement: $1 keep ms, $2 keep_per_job, $3 max_rows,
+	 * shared by the three steps in order (each LIMIT is what the earlier
+	 * ones left).  Every step sees the statement's one snapshot, and they
+	 * touch disjoint rows: lost marks only rows the age step keeps, and the
+	 * per-job step deletes neither those (running in the snapshot) nor any
+	 * running row (a run still going keeps its row).
+	 * lost: running rows (their partial index) below their lease's token.
+	 * aged: the old end of the scheduled_at index.
+	 * per job: each lease's keep_per_job-th newest row, found by an OFFSET
+	 * inside that job's primary key (never a window over the table), and
+	 * that job's rows below it, by the same key. */
+	[Q_PRUNE_RUNS] =
+	"WITH t0 AS (SELECT " NOW " - $1::bigint AS cut),"
+	" lost AS (UPDATE \"%1$s_runs\" r SET outcome = 'lost', recorded_at = t0.cut + $1::bigint"
+	"  FROM t0, (SELECT x.job, x.scheduled_at, x.owner FROM \"%1$s_runs\" x"
+	"   JOIN \"%1$s\" l ON l.name = x.job, t0"
+	"   WHERE x.outcome = 'running' AND x.token < l.token AND x.scheduled_at >= t0.cut"
+	"   LIMIT $3) d"
+	"  WHERE r.job = d.job AND r.scheduled_at = d.scheduled_at AND r.owner = d.owner"
+	"  AND r.outcome = 'running' RETURNING 1),"
+	" aged AS (DELETE FROM \"%1$s_runs\" r"
+	"  USING (SELECT x.job, x.scheduled_at, x.owner FROM \"%1$s_runs\" x, t0"
+	"   WHERE x.scheduled_at < t0.cut ORDER BY x.scheduled_at"
+	"   LIMIT greatest(0, $3 - (SELECT count(*) FROM lost))) d"
+	"  WHERE r.job = d.job AND r.scheduled_at = d.scheduled_at AND r.owner = d.owner"
+	"  RETURNING 1),"
+	" per_job AS (DELETE FROM \"%1$s_runs\" r"
+	"  USING (SELECT v.job, v.scheduled_at, v.owner FROM \"%1$s\" l CROSS JOIN t0"
+	"   CROSS JOIN LATERAL (SELECT k.scheduled_at, k.owner FROM \"%1$s_runs\" k"
+	"    WHERE k.job = l.name ORDER BY k.scheduled_at DESC, k.owner DESC"
+	"    OFFSET $2::bigint - 1 LIMIT 1) k"
+	"   CROSS JOIN LATERAL (SELECT v.job, v.scheduled_at, v.owner FROM \"%1$s_runs\" v"
+	"    WHERE v.job = l.name AND (v.scheduled_at, v.owner) < (k.scheduled_at, k.owner)"
+	"    AND v.scheduled_at >= t0.cut AND v.outcome <> 'running' LIMIT $3) v"
+	"   LIMIT greatest(0, $3 - (SELECT count(*) FROM lost) - (SELECT count(*) FROM aged))) d"
+	"  WHERE r.job = d.job AND r.scheduled_at = d.scheduled_at AND r.owner = d.owner"
+	"  RETURNING 1)"
+	" SELECT (SELECT count(*) FROM lost) + (SELECT count(*) FROM aged)"
+	"  + (SELECT count(*) FROM per_job)",
 };
 
 /* Every libpq function this file calls, resolved from libpq.so.5 on first
@@ -409,11 +519,83 @@ static int run_ok(struct pg_store *ps, int prep, const char *name, const char *s
 	return r ? STORE_OK : STORE_ERR;
 }
 
+/* The ledger's columns: a table of that name that lacks one is refused. */
+static const char *const run_columns[] = {
+	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
+	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
+};
+
+/* Creates <table>_runs when missing; one that exists without a column the
+ * store needs is left exactly as it is and refused, naming the column.
+ * The indexes are created only when the catalog lacks them (CREATE INDEX
+ * locks the table against writes even when the index is there). */
+static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadline)
+{
+	PGresult *r;
+	size_t ncols = sizeof run_columns / sizeof run_columns[0];
+
+	snprintf(sql, len,
+	         "CREATE TABLE IF NOT EXISTS \"%s_runs\" ("
+	         " job VARCHAR(200) NOT NULL,"
+	         " scheduled_at BIGINT NOT NULL,"
+	         " owner VARCHAR(200) NOT NULL,"
+	         " token BIGINT NOT NULL,"
+	         " claimed_at BIGINT,"
+	         " started_at BIGINT,"
+	         " ended_at BIGINT,"
+	         " outcome VARCHAR(15) NOT NULL,"
+	         " exit_code INTEGER,"
+	         " exit_signal INTEGER,"
+	         " duration_ms BIGINT,"
+	         " error TEXT,"
+	         " actor VARCHAR(200),"
+	         " recorded_at BIGINT NOT NULL,"
+	         " PRIMARY KEY (job, scheduled_at, owner))", ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0) {
+		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0)
+			return STORE_ERR;
+	}
+	snprintf(sql, len,
+	         "SELECT attname FROM pg_attribute WHERE attrelid = '\"%s_runs\"'::regclass"
+	         " AND attnum > 0 AND NOT attisdropped", ps->table);
+	if (!(r = roundtrip(ps, 0, NULL, sql, 0, NULL, deadline, "ledger columns")))
+		return STORE_ERR;
+	for (size_t i = 0; i < ncols; i++) {
+		int found = 0;
+
+		for (int row = 0; row < PQntuples(r) && !found; row++)
+			found = strcmp(PQgetvalue(r, row, 0), run_columns[i]) == 0;
+		if (!found) {
+			PQclear(r);
+			return store_fail(&ps->base,
+			                  "postgres: table %s_runs has no column %s: it is not leash's run"
+			                  " ledger (nothing was changed; rename or drop it, or use another"
+			                  " table)", ps->table, run_columns[i]);
+		}
+	}
+	PQclear(r);
+	/* Index names stay within 63 bytes: the table name is at most 54. */
+	snprintf(sql, len,
+	         "DO $$ BEGIN"
+	         " IF to_regclass('\"%1$s_runs_at\"') IS NULL THEN"
+	         "  CREATE INDEX IF NOT EXISTS \"%1$s_runs_at\" ON \"%1$s_runs\" (scheduled_at);"
+	         " END IF;"
+	         " IF to_regclass('\"%1$s_runs_run\"') IS NULL THEN"
+	         "  CREATE INDEX IF NOT EXISTS \"%1$s_runs_run\" ON \"%1$s_runs\" (job, token)"
+	         "  WHERE outcome = 'running';"
+	         " END IF; END $$", ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "ledger indexes") < 0) {
+		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "ledger indexes") < 0)
+			return STORE_ERR;
+	}
+	return STORE_OK;
+}
+
 /* Connects and sets the session up: statement timeout, the table, LISTEN,
  * the prepared statements.  Leaves ps->conn NULL on failure. */
 static int pg_connect(struct pg_store *ps, int64_t deadline)
 {
-	char secs[32], sql[4096];
+	char secs[32], sql[8192];
 	const char *keys[] = { "connect_timeout", "application_name", "dbname", NULL };
 	const char *vals[] = { secs, "leash", ps->conninfo, NULL };
 	PGconn *c;
@@ -476,6 +658,8 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	         " ALTER TABLE \"%s\" ADD COLUMN IF NOT EXISTS last_fire BIGINT; END IF; END $$",
 	         ps->table, ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "add last_fire") < 0)
+		goto fail_setup;
+	if (setup_runs(ps, sql, sizeof sql, deadline) < 0)
 		goto fail_setup;
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "listen") < 0)
@@ -790,6 +974,284 @@ fail:
 	return rc;
 }
 
+/* ---- the run ledger ---- */
+
+/* An array literal under construction; oom once any append failed. */
+struct arr {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void arr_put(struct arr *a, const char *s, size_t n)
+{
+	if (a->oom)
+		return;
+	if (a->len + n + 2 > a->cap) {
+		size_t ncap = a->cap ? a->cap : 64;
+		char *np;
+
+		while (a->len + n + 2 > ncap)
+			ncap *= 2;
+		if (!(np = realloc(a->p, ncap))) {
+			a->oom = 1;
+			return;
+		}
+		a->p = np;
+		a->cap = ncap;
+	}
+	memcpy(a->p + a->len, s, n);
+	a->len += n;
+	a->p[a->len] = '\0';
+}
+
+static void arr_sep(struct arr *a)
+{
+	arr_put(a, a->len ? "," : "{", 1);
+}
+
+/* A text element, quoted ("a\"b"), or NULL. */
+static void arr_text(struct arr *a, const char *v)
+{
+	arr_sep(a);
+	if (!v) {
+		arr_put(a, "NULL", 4);
+		return;
+	}
+	arr_put(a, "\"", 1);
+	for (const char *p = v; *p; p++) {
+		size_t run = strcspn(p, "\"\\");
+
+		arr_put(a, p, run);
+		p += run;
+		if (!*p)
+			break;
+		arr_put(a, "\\", 1);
+		arr_put(a, p, 1);
+	}
+	arr_put(a, "\"", 1);
+}
+
+/* An integer element, NULL when v == null. */
+static void arr_int(struct arr *a, int64_t v, int64_t null)
+{
+	char b[24];
+
+	arr_sep(a);
+	if (v == null)
+		arr_put(a, "NULL", 4);
+	else
+		arr_put(a, b, (size_t)snprintf(b, sizeof b, "%lld", (long long)v));
+}
+
+/* The literal, "{}" when empty; NULL when out of memory. */
+static const char *arr_end(struct arr *a)
+{
+	arr_put(a, a->len ? "}" : "{}", a->len ? 1 : 2);
+	return a->oom ? NULL : a->p;
+}
+
+enum {
+	RA_SCHEDULED, RA_OWNER, RA_TOKEN, RA_CLAIMED, RA_STARTED, RA_ENDED, RA_OUTCOME, RA_CODE,
+	RA_SIGNAL, RA_DURATION, RA_ERROR, RA_ACTOR, RA_MAX
+};
+
+/* The rows' fields as the parallel arrays RUN_ARRAYS binds, into v[0..]:
+ * 0 if done, -1 out of memory.  a[] is freed by the caller. */
+static int run_arrays(struct arr *a, const struct store_run *runs, size_t n, const char **v)
+{
+	memset(a, 0, RA_MAX * sizeof *a);
+	for (size_t k = 0; k < n; k++) {
+		const struct store_run *r = &runs[k];
+
+		arr_int(&a[RA_SCHEDULED], r->scheduled_at, STORE_NO_TIME - 1);
+		arr_text(&a[RA_OWNER], r->owner);
+		arr_int(&a[RA_TOKEN], r->token, STORE_NO_TIME - 1);
+		arr_int(&a[RA_CLAIMED], r->claimed_at, STORE_NO_TIME);
+		arr_int(&a[RA_STARTED], r->started_at, STORE_NO_TIME);
+		arr_int(&a[RA_ENDED], r->ended_at, STORE_NO_TIME);
+		arr_text(&a[RA_OUTCOME], r->outcome);
+		arr_int(&a[RA_CODE], r->exit_code, STORE_NO_CODE);
+		arr_int(&a[RA_SIGNAL], r->exit_signal, STORE_NO_CODE);
+		arr_int(&a[RA_DURATION], r->duration_ms, STORE_NO_TIME);
+		arr_text(&a[RA_ERROR], r->error);
+		arr_text(&a[RA_ACTOR], r->actor);
+	}
+	for (int i = 0; i < RA_MAX; i++)
+		if (!(v[i] = arr_end(&a[i])))
+			return -1;
+	return 0;
+}
+
+static void arrs_free(struct arr *a, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(a[i].p);
+}
+
+static int pg_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
+                         size_t n, const struct store_run *runs, size_t nruns, int *ok,
+                         int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	struct arr ca[4], ra[RA_MAX];
+	const char *v[17] = { owner };
+	PGresult *r = NULL;
+	int rc = STORE_ERR;
+
+	memset(ca, 0, sizeof ca);
+	memset(ra, 0, sizeof ra);
+	for (size_t i = 0; i < n; i++) {
+		arr_text(&ca[0], claims[i].name);
+		arr_int(&ca[1], claims[i].token, INT64_MIN);
+		arr_int(&ca[2], claims[i].fire, INT64_MIN);
+	}
+	for (size_t k = 0; k < nruns; k++)
+		arr_int(&ca[3], (int64_t)runs[k].claim + 1, INT64_MIN);    /* ordinals are 1-based */
+	for (int i = 0; i < 4; i++)
+		if (!(v[1 + i] = arr_end(&ca[i])))
+			goto oom;
+	if (run_arrays(ra, runs, nruns, v + 5) < 0)
+		goto oom;
+	if (!(r = call(ps, Q_CLAIM_RUNS, 17, v, "claim_runs")))
+		goto fail;
+	if (PQntuples(r) < 1 || PQnfields(r) != 2) {
+		store_fail(s, "postgres: claim_runs: unexpected answer");
+		goto fail;
+	}
+	for (int row = 0; row < PQntuples(r); row++) {
+		if (PQgetisnull(r, row, 1))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(claims[i].name, PQgetvalue(r, row, 1)) == 0)
+				ok[i] = 1;
+	}
+	*now = col_i64(r, 0, 0);
+	rc = STORE_OK;
+	goto fail;
+oom:
+	store_fail(s, "postgres: claim_runs: out of memory");
+fail:
+	PQclear(r);
+	arrs_free(ca, 4);
+	arrs_free(ra, RA_MAX);
+	return rc;
+}
+
+static int pg_record_runs(struct store *s, const struct store_run *runs, size_t n)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	struct arr job, ra[RA_MAX];
+	const char *v[13];
+	PGresult *r = NULL;
+	int rc = STORE_ERR;
+
+	memset(&job, 0, sizeof job);
+	memset(ra, 0, sizeof ra);
+	for (size_t k = 0; k < n; k++)
+		arr_text(&job, runs[k].job);
+	if (!(v[0] = arr_end(&job)) || run_arrays(ra, runs, n, v + 1) < 0) {
+		store_fail(s, "postgres: record_runs: out of memory");
+		goto fail;
+	}
+	if (!(r = call(ps, Q_RECORD_RUNS, 13, v, "record_runs")))
+		goto fail;
+	rc = STORE_OK;
+fail:
+	PQclear(r);
+	free(job.p);
+	arrs_free(ra, RA_MAX);
+	return rc;
+}
+
+static void col_text(char *dst, size_t max, PGresult *r, int row, int col)
+{
+	snprintf(dst, max + 1, "%s", PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
+}
+
+static int64_t col_or(PGresult *r, int row, int col, int64_t null)
+{
+	return PQgetisnull(r, row, col) ? null : col_i64(r, row, col);
+}
+
+static int pg_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
+                        struct store_run_row **rows, size_t *n, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char sb[24], lb[24];
+	const char *v[3] = { job, sb, lb };
+	struct store_run_row *out = NULL;
+	size_t len = 0;
+	PGresult *r;
+	int nt;
+
+	snprintf(sb, sizeof sb, "%lld", (long long)(since == STORE_NO_TIME ? 0 : since));
+	snprintf(lb, sizeof lb, "%zu", limit);
+	if (!(r = call(ps, job ? Q_READ_JOB : Q_READ_ALL, 3, v, "read_runs")))
+		return STORE_ERR;
+	nt = PQntuples(r);
+	if (nt < 1 || PQnfields(r) != 15) {
+		PQclear(r);
+		return store_fail(s, "postgres: read_runs: unexpected answer");
+	}
+	if (!(out = calloc((size_t)nt, sizeof *out))) {
+		PQclear(r);
+		return store_fail(s, "postgres: read_runs: out of memory");
+	}
+	*now = col_i64(r, 0, 0);
+	for (int row = 0; row < nt; row++) {
+		struct store_run_row *o = &out[len];
+
+		if (PQgetisnull(r, row, 1))
+			continue;
+		col_text(o->job, STORE_NAME_MAX, r, row, 1);
+		col_text(o->owner, STORE_NAME_MAX, r, row, 2);
+		col_text(o->actor, STORE_NAME_MAX, r, row, 3);
+		col_text(o->outcome, STORE_OUTCOME_MAX, r, row, 4);
+		col_text(o->error, STORE_RUN_ERROR_MAX, r, row, 5);
+		o->scheduled_at = col_i64(r, row, 6);
+		o->token = col_i64(r, row, 7);
+		o->claimed_at = col_or(r, row, 8, STORE_NO_TIME);
+		o->started_at = col_or(r, row, 9, STORE_NO_TIME);
+		o->ended_at = col_or(r, row, 10, STORE_NO_TIME);
+		o->duration_ms = col_or(r, row, 11, STORE_NO_TIME);
+		o->recorded_at = col_or(r, row, 12, STORE_NO_TIME);
+		o->exit_code = (int)col_or(r, row, 13, STORE_NO_CODE);
+		o->exit_signal = (int)col_or(r, row, 14, STORE_NO_CODE);
+		len++;
+	}
+	PQclear(r);
+	if (!len) {
+		free(out);
+		out = NULL;
+	}
+	*rows = out;
+	*n = len;
+	return STORE_OK;
+}
+
+static int pg_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
+                         size_t max_rows, int64_t *changed)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char kb[24], pb[24], mb[24];
+	const char *v[3] = { kb, pb, mb };
+	PGresult *r;
+
+	snprintf(kb, sizeof kb, "%lld", (long long)keep_ms);
+	snprintf(pb, sizeof pb, "%lld", (long long)keep_per_job);
+	snprintf(mb, sizeof mb, "%zu", max_rows);
+	if (!(r = call(ps, Q_PRUNE_RUNS, 3, v, "prune_runs")))
+		return STORE_ERR;
+	if (PQntuples(r) != 1 || PQnfields(r) != 1) {
+		PQclear(r);
+		return store_fail(s, "postgres: prune_runs: unexpected answer");
+	}
+	*changed = col_i64(r, 0, 0);
+	PQclear(r);
+	return STORE_OK;
+}
+
 static int pg_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
 {
 	struct pg_store *ps = (struct pg_store *)s;
@@ -932,6 +1394,10 @@ static const struct store_ops postgres_ops = {
 	.floor = pg_floor,
 	.release_all = pg_release_all,
 	.claim_all = pg_claim_all,
+	.claim_runs = pg_claim_runs,
+	.record_runs = pg_record_runs,
+	.read_runs = pg_read_runs,
+	.prune_runs = pg_prune_runs,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)

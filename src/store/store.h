@@ -230,8 +230,12 @@ struct store_ops {
 	 * token is below its job's lease token now (its holder died or lost the
 	 * lease without recording an end) becomes "lost"; rows scheduled before
 	 * db now - keep_ms are deleted; and of each job that has a lease row,
-	 * the rows beyond its keep_per_job newest are deleted.  *changed: rows
-	 * marked or deleted. */
+	 * the rows beyond its keep_per_job newest (by scheduled_at, then owner
+	 * descending) are deleted.  A "running" row is never deleted by that
+	 * last rule (a run still going keeps its row).  The three rules share
+	 * max_rows: one call changes at most max_rows rows in all, and touches
+	 * no row twice.  *changed: rows marked or deleted; call again until it
+	 * is 0 to finish. */
 	int (*prune_runs)(struct store *, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
 	                  int64_t *changed);
 };

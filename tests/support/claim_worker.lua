@@ -1,6 +1,9 @@
 -- One contender of the conformance spec's claim race, run as its own OS
 -- process:
---   lua5.4 claim_worker.lua PROVIDER TABLE NAME OWNER FIRES LEASE_MS SECONDS OUT
+--   lua5.4 claim_worker.lua PROVIDER TABLE NAME OWNER FIRES LEASE_MS SECONDS OUT [runs]
+-- With "runs" it claims with claim_runs, each claim carrying the fire's
+-- ledger row (outcome "running", the claim's token), so the spec can check
+-- that a row exists iff its claim was accepted.
 -- Loops until the cursor reaches FIRES (or SECONDS pass): takes the one lease
 -- with try_acquire, and while it holds it claims the next fire after the
 -- cursor it saw (1, 2, ..., FIRES) with its token.  It also tries what must
@@ -14,7 +17,7 @@ local core = require "leash.core"
 local system = require "system"
 local providers = require "providers"
 
-local provider, tbl, name, owner, fires, lease_ms, secs, out = table.unpack(arg)
+local provider, tbl, name, owner, fires, lease_ms, secs, out, mode = table.unpack(arg)
 fires, lease_ms, secs = tonumber(fires), tonumber(lease_ms), tonumber(secs)
 
 local s = assert(core.open_store(assert(providers.get(provider, tbl))))
@@ -27,7 +30,14 @@ local function sleep_ms(ms) system.sleep(ms / 1000) end
 
 -- Claims fire with token; true when accepted (and recorded).
 local function claim(token, fire)
-  local oks, now = s:claim_all(owner, { { name = name, token = token, fire = fire } })
+  local claims = { { name = name, token = token, fire = fire } }
+  local oks, now
+  if mode == "runs" then
+    oks, now = s:claim_runs(owner, claims, { { claim = 1, scheduled_at = fire, owner = owner,
+                                                outcome = "running" } })
+  else
+    oks, now = s:claim_all(owner, claims)
+  end
   if not oks then
     errors = errors + 1
     io.stderr:write(owner, ": claim: ", tostring(now), "\n")
