@@ -1270,8 +1270,8 @@ static void run_row(struct ms_store *st, int resno, void *arg)
 	r->recorded_at = col_i64(st->db, 14);
 }
 
-/* One job's rows are a range of the clustered key (job, scheduled_at DESC,
- * owner); all jobs' go by the scheduled_at index. */
+/* One job's rows are a range of the clustered key (job, scheduled_at,
+ * owner), walked backwards; all jobs' go by the scheduled_at index. */
 static int ms_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
                         struct store_run_row **rows, size_t *n, int64_t *now)
 {
@@ -1307,11 +1307,16 @@ static void count_row(struct ms_store *st, int resno, void *arg)
 	*(int64_t *)arg = col_i64(st->db, 1);
 }
 
-/* Three statements, each TOP (@max) and each by an index: running rows
- * under a newer lease token (the filtered index on (job, token)), rows past
- * keep (the scheduled_at index), and per job with a lease row the rows
- * after its keep_per_job-th newest, found by one seek into that job's range
- * of the key. */
+/* Three steps sharing max_rows (each TOP of what the earlier left), each by
+ * an index, as on the other providers:
+ * lost: running rows below their lease's token (the filtered index on
+ * (job, token)), unless old enough for the age step;
+ * age: rows scheduled before db now - keep (the scheduled_at index);
+ * per job: for each lease, its keep_per_job-th newest row (scheduled_at
+ * DESC, owner DESC: its range of the primary key walked backwards, an
+ * OFFSET inside one job, never a window over the table), and that job's
+ * rows below it by the same key, but no running row (a run still going
+ * keeps its row) and none this call marked lost. */
 static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
                          size_t max_rows, int64_t *changed)
 {
@@ -1319,25 +1324,35 @@ static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
 	const char *t = st->table;
 	struct param p[] = { { "@keep", NULL, keep_ms }, { "@per_job", NULL, keep_per_job },
 	                     { "@max", NULL, (int64_t)max_rows } };
-	char sql[2 * SQL_MAX];
+	char sql[3 * SQL_MAX];
 	int64_t n = 0;
 
 	snprintf(sql, sizeof sql,
 	    "/* leash:prune_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
-	    "DECLARE @now BIGINT = " NOW ", @n BIGINT = 0; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "DECLARE @cut BIGINT = @now - @keep, @n BIGINT = 0; "
+	    "DECLARE @lost TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "PRIMARY KEY (job, scheduled_at, owner)); "
 	    "UPDATE TOP (@max) x SET outcome = N'lost', recorded_at = @now "
+	    "OUTPUT inserted.job, inserted.scheduled_at, inserted.owner INTO @lost "
 	    "FROM [%s_runs] AS x INNER JOIN [%s] AS l ON l.name = x.job "
-	    "WHERE x.outcome = N'running' AND x.token < l.token; "
-	    "SET @n = @n + @@ROWCOUNT; "
-	    "DELETE TOP (@max) FROM [%s_runs] WHERE scheduled_at < @now - @keep; "
-	    "SET @n = @n + @@ROWCOUNT; "
-	    "IF @per_job > 0 BEGIN "
-	    "DELETE TOP (@max) x FROM [%s_runs] AS x INNER JOIN "
+	    "WHERE x.outcome = N'running' AND x.token < l.token AND x.scheduled_at >= @cut; "
+	    "SET @n = @@ROWCOUNT; "
+	    "IF @n < @max BEGIN "
+	    "DELETE TOP (@max - @n) FROM [%s_runs] WHERE scheduled_at < @cut; "
+	    "SET @n = @n + @@ROWCOUNT; END; "
+	    "IF @n < @max BEGIN "
+	    "DELETE TOP (@max - @n) x FROM [%s_runs] AS x INNER JOIN "
 	    "(SELECT l.name, k.scheduled_at, k.owner FROM [%s] AS l CROSS APPLY "
 	    "(SELECT r.scheduled_at, r.owner FROM [%s_runs] AS r WHERE r.job = l.name "
-	    "ORDER BY r.scheduled_at DESC, r.owner OFFSET @per_job - 1 ROWS FETCH NEXT 1 ROWS ONLY) "
-	    "AS k) AS cut ON x.job = cut.name AND (x.scheduled_at < cut.scheduled_at "
-	    "OR (x.scheduled_at = cut.scheduled_at AND x.owner > cut.owner)); "
+	    "ORDER BY r.scheduled_at DESC, r.owner DESC "
+	    "OFFSET @per_job - 1 ROWS FETCH NEXT 1 ROWS ONLY) AS k) AS cut "
+	    "ON x.job = cut.name AND (x.scheduled_at < cut.scheduled_at "
+	    "OR (x.scheduled_at = cut.scheduled_at AND x.owner < cut.owner)) "
+	    "WHERE x.scheduled_at >= @cut AND x.outcome <> N'running' "
+	    "AND NOT EXISTS (SELECT 1 FROM @lost AS d WHERE d.job = x.job "
+	    "AND d.scheduled_at = x.scheduled_at AND d.owner = x.owner); "
 	    "SET @n = @n + @@ROWCOUNT; END; "
 	    "SELECT @n;", t, t, t, t, t, t);
 	if (call(st, sql, "@keep BIGINT, @per_job BIGINT, @max BIGINT", p, 3, count_row, &n) !=
@@ -1531,9 +1546,8 @@ static void build_sql(struct ms_store *st)
 
 	/* The ledger, with its indexes, in one transaction: a replica that
 	 * finds the table (2714: another made it first) finds its indexes too.
-	 * The key runs scheduled_at DESC, so that a job's rows newest first
-	 * (read_runs, prune_runs' per-job cutoff) are one forward range of the
-	 * clustered index. */
+	 * A job's rows newest first (read_runs, prune_runs' per-job cutoff) are
+	 * its range of the clustered key walked backwards. */
 	snprintf(st->sql_runs_create, sizeof st->sql_runs_create,
 	    "/* leash:create_runs */ SET XACT_ABORT ON; " ISO
 	    "IF OBJECT_ID(N'[%s_runs]', N'U') IS NULL BEGIN BEGIN TRY BEGIN TRANSACTION; "
@@ -1545,7 +1559,7 @@ static void build_sql(struct ms_store *st)
 	    "ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, "
 	    "exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, "
 	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, "
-	    "PRIMARY KEY (job, scheduled_at DESC, owner)); "
+	    "PRIMARY KEY (job, scheduled_at, owner)); "
 	    "CREATE INDEX [%s_runs_at] ON [%s_runs] (scheduled_at); "
 	    "CREATE INDEX [%s_runs_running] ON [%s_runs] (job, token) "
 	    "WHERE outcome = N'running'; "

@@ -407,30 +407,36 @@ def read_runs(db, t, p, faults, stmt):
 
 
 def prune_runs(db, t, p, faults, stmt):
-    """Three steps of at most @max rows each: running rows under an older token
-    than their lease's become lost; rows scheduled before @now - @keep go; and
-    (when @per_job > 0) of each job with a lease row, the rows after its
-    @per_job-th newest (scheduled_at DESC, owner) go.  Answers the count."""
+    """Three steps sharing @max rows: running rows under an older token than
+    their lease's, scheduled at or after @cut (= @now - @keep), become lost;
+    rows scheduled before @cut go; and of each job with a lease row, the rows
+    after its @per_job-th newest (scheduled_at DESC, owner DESC) go, but
+    neither running ones nor those just marked lost.  Answers the count."""
     lease, runs = ledger_tables(stmt)
-    now, top, n = now_ms(), p["@max"], 0
-    n += db.execute(f'UPDATE "{runs}" SET outcome = \'lost\', recorded_at = ? WHERE rowid IN '
-                    f'(SELECT x.rowid FROM "{runs}" x JOIN "{lease}" l ON l.name = x.job '
-                    f"WHERE x.outcome = 'running' AND x.token < l.token LIMIT ?)",
-                    (now, top)).rowcount
-    n += db.execute(f'DELETE FROM "{runs}" WHERE rowid IN (SELECT rowid FROM "{runs}" '
-                    'WHERE scheduled_at < ? LIMIT ?)', (now - p["@keep"], top)).rowcount
-    left = top
-    if p["@per_job"] > 0:
-        for (name,) in db.execute(f'SELECT name FROM "{lease}"').fetchall():
-            rows = db.execute(f'SELECT rowid, scheduled_at, owner FROM "{runs}" WHERE job = ?',
-                              (name,)).fetchall()
-            rows.sort(key=lambda r: (-r[1], utf16(r[2])))
-            for rowid, _, _ in rows[p["@per_job"]:][:left]:
+    now, top = now_ms(), p["@max"]
+    cut = now - p["@keep"]
+    lost = [r[0] for r in db.execute(
+        f'SELECT x.rowid FROM "{runs}" x JOIN "{lease}" l ON l.name = x.job '
+        "WHERE x.outcome = 'running' AND x.token < l.token AND x.scheduled_at >= ? LIMIT ?",
+        (cut, top))]
+    for rowid in lost:
+        db.execute(f'UPDATE "{runs}" SET outcome = \'lost\', recorded_at = ? WHERE rowid = ?',
+                   (now, rowid))
+    n = len(lost)
+    if n < top:
+        n += db.execute(f'DELETE FROM "{runs}" WHERE rowid IN (SELECT rowid FROM "{runs}" '
+                        'WHERE scheduled_at < ? LIMIT ?)', (cut, top - n)).rowcount
+    for (name,) in db.execute(f'SELECT name FROM "{lease}"').fetchall():
+        rows = db.execute(f'SELECT rowid, scheduled_at, owner, outcome FROM "{runs}" '
+                          'WHERE job = ?', (name,)).fetchall()
+        rows.sort(key=lambda r: (r[1], utf16(r[2])), reverse=True)
+        for rowid, at, _, outcome in rows[p["@per_job"]:]:
+            if n >= top:
+                break
+            if at >= cut and outcome != "running" and rowid not in lost:
                 db.execute(f'DELETE FROM "{runs}" WHERE rowid = ?', (rowid,))
-                left -= 1
                 n += 1
     return [("rows", [("n", "int")], [(n,)])]
-
 
 STATEMENTS = {
     "create": create,
