@@ -314,4 +314,274 @@ describe("mssql provider", function()
     assert.equal(4500, n)
     s:close()
   end)
+
+  -- The run ledger (<table>_runs).  The conformance spec covers the
+  -- contract; these are SQL Server's own edges: atomic batches, chunks under
+  -- the 2,100 parameters, the statement timeout, and text in bound.
+
+  -- A lease held by A on a fresh name, and its token.
+  local function held(s, prefix)
+    local n = uniq(prefix)
+    local ok, info = s:try_acquire(n, "A", 10000)
+    assert.is_true(ok, info)
+    return n, info.token
+  end
+
+  local function cursor(s, n)
+    for _, r in ipairs(assert(s:list())) do
+      if r.name == n then return r.last_fire end
+    end
+  end
+
+  it("claim_runs writes the rows of the claims that won, with the database's clock", function()
+    local s = assert(core.open_store(cfg()))
+    local a, ta = held(s, "cr_a")
+    local b, tb = held(s, "cr_b")
+    local got, now = assert(s:claim_runs("A",
+      { { name = a, token = ta, fire = 5000 }, { name = b, token = tb + 1, fire = 5000 } },
+      { { claim = 1, scheduled_at = 5000, owner = "A", outcome = "running", claimed_at = 1 },
+        { claim = 1, scheduled_at = 4000, owner = "A", outcome = "missed" },
+        { claim = 2, scheduled_at = 5000, owner = "A", outcome = "running" } }))
+    assert.same({ true, false }, got)
+    local rows = assert(s:read_runs{ job = a })
+    assert.equal(2, #rows)
+    assert.equal(5000, rows[1].scheduled_at)
+    assert.equal(now, rows[1].claimed_at)      -- the row's own claimed_at is ignored
+    assert.equal(now, rows[1].recorded_at)
+    assert.equal(ta, rows[1].token)
+    assert.equal("missed", rows[2].outcome)
+    assert.equal(0, #assert(s:read_runs{ job = b }))
+    assert.equal(5000, cursor(s, a))
+    assert.is_nil(cursor(s, b))
+    -- a row whose key exists is replaced whole
+    local ok = assert(s:claim_runs("A", { { name = a, token = ta, fire = 6000 } },
+      { { claim = 1, scheduled_at = 5000, owner = "A", outcome = "ok", exit_code = 0 } }))
+    assert.same({ true }, ok)
+    rows = assert(s:read_runs{ job = a, since = 5000 })
+    assert.equal(1, #rows)
+    assert.equal("ok", rows[1].outcome)
+    assert.equal(0, rows[1].exit_code)
+    s:close()
+  end)
+
+  it_tds("a claim_runs batch that fails midway leaves neither cursor nor rows (XACT_ABORT)", function()
+    local s = assert(core.open_store(cfg()))
+    local a, ta = held(s, "abort")
+    fault("abort claim_runs")
+    local ok, err = s:claim_runs("A", { { name = a, token = ta, fire = 7000 } },
+      { { claim = 1, scheduled_at = 7000, owner = "A", outcome = "running" } })
+    assert.is_nil(ok)
+    assert.matches("server error 1205", err)
+    assert.is_nil(cursor(s, a))
+    assert.equal(0, #assert(s:read_runs{ job = a }))
+    assert.same({ true }, (assert(s:claim_runs("A", { { name = a, token = ta, fire = 7000 } },
+      { { claim = 1, scheduled_at = 7000, owner = "A", outcome = "running" } }))))
+    assert.equal(1, #assert(s:read_runs{ job = a }))
+    -- record_runs likewise: all of a batch or none of it
+    fault("abort record_runs")
+    ok, err = s:record_runs({ { job = a, scheduled_at = 7000, owner = "A", token = ta, outcome = "ok" },
+                              { job = a, scheduled_at = 8000, owner = "A", token = ta, outcome = "ok" } })
+    assert.is_nil(ok)
+    assert.matches("server error 1205", err)
+    local rows = assert(s:read_runs{ job = a })
+    assert.equal(1, #rows)
+    assert.equal("running", rows[1].outcome)
+    s:close()
+  end)
+
+  it("record_runs keeps stored fields the new row leaves NULL; outcome and token replace", function()
+    local s = assert(core.open_store(cfg()))
+    local j = uniq("rec")
+    assert(s:record_runs({ { job = j, scheduled_at = 1, owner = "A", token = 3, outcome = "running",
+                             started_at = 10, actor = "u@h", error = "first" } }))
+    assert(s:record_runs({ { job = j, scheduled_at = 1, owner = "A", token = 4, outcome = "failed",
+                             ended_at = 20, exit_code = 2, duration_ms = 10 } }))
+    local r = assert(s:read_runs{ job = j })[1]
+    assert.equal("failed", r.outcome)
+    assert.equal(4, r.token)
+    assert.equal(10, r.started_at)
+    assert.equal(20, r.ended_at)
+    assert.equal(2, r.exit_code)
+    assert.is_nil(r.exit_signal)
+    assert.equal("u@h", r.actor)
+    assert.equal("first", r.error)
+    s:close()
+  end)
+
+  it("ledger rows with more than 2,100 parameters go in chunks, each claim with its rows", function()
+    local s = assert(core.open_store(cfg()))
+    local claims, runs, names = {}, {}, {}
+    for i = 1, 800 do
+      local n, t = held(s, ("many%03d"):format(i))
+      names[i] = n
+      claims[i] = { name = n, token = t, fire = 100 }
+      runs[#runs + 1] = { claim = i, scheduled_at = 100, owner = "A", outcome = "running" }
+      if i % 3 == 0 then
+        runs[#runs + 1] = { claim = i, scheduled_at = 90, owner = "A", outcome = "missed" }
+      end
+    end
+    local calls = s:calls()
+    local got = assert(s:claim_runs("A", claims, runs))
+    assert.is_true(s:calls() - calls >= 3, "expected several batches")
+    for i = 1, 800 do assert.is_true(got[i], i) end
+    for _, i in ipairs({ 1, 3, 600, 799, 800 }) do
+      assert.equal(i % 3 == 0 and 2 or 1, #assert(s:read_runs{ job = names[i] }), i)
+    end
+    local recs = {}
+    for i = 1, 400 do
+      recs[i] = { job = names[1], scheduled_at = 1000 + i, owner = "A", token = 1, outcome = "ok" }
+    end
+    assert(s:record_runs(recs))
+    assert.equal(401, #assert(s:read_runs{ job = names[1], limit = 1000 }))
+    -- a claim carrying more rows than one batch holds is refused whole
+    local big, t = held(s, "big")
+    local rows = {}
+    for i = 1, 200 do rows[i] = { claim = 2, scheduled_at = i, owner = "A", outcome = "missed" } end
+    local ok, err = s:claim_runs("A", { { name = names[2], token = claims[2].token, fire = 200 },
+                                        { name = big, token = t, fire = 200 } }, rows)
+    assert.is_nil(ok)
+    assert.matches("carries 200 rows", err, 1, true)
+    assert.equal(100, cursor(s, names[2]))    -- the other claim was not sent either
+    s:close()
+  end)
+
+  it("ledger text goes in bound and comes back exact: quotes, UTF-8, 1 KB of error", function()
+    local s = assert(core.open_store(cfg()))
+    local jobs = { "it's", "x\\' OR 1=1 --", "naïve-日本語-🚀", "@j1", "N'x'" }
+    local err = ("日"):rep(400)                 -- 1,200 bytes: cut at 1,023 on a character
+    local emoji = ("🚀"):rep(300)               -- 1,200 bytes, two UTF-16 units each
+    for i, j in ipairs(jobs) do
+      assert(s:record_runs({ { job = j, scheduled_at = i, owner = "O'ü", token = 0,
+        outcome = "failed", error = i % 2 == 1 and err or emoji, actor = "ü'@h" } }))
+      local r = assert(s:read_runs{ job = j })[1]
+      assert.equal(j, r.job)
+      assert.equal("O'ü", r.owner)
+      assert.equal("ü'@h", r.actor)
+      assert.equal(i % 2 == 1 and ("日"):rep(341) or ("🚀"):rep(256), r.error, j)
+    end
+    s:close()
+  end)
+
+  it("prune_runs marks stale running rows lost and cuts per job and by age, TOP (n) at a time", function()
+    local s = assert(core.open_store(cfg({ table = uniq("prune") })))   -- its own ledger
+    local j, t = held(s, "prune")
+    local rows = {}
+    for i = 1, 30 do
+      rows[i] = { job = j, scheduled_at = 4102444800000 + i, owner = i % 2 == 0 and "B" or "A",
+                  token = t, outcome = "ok" }
+    end
+    rows[31] = { job = j, scheduled_at = 4102444800000 + 30, owner = "C", token = t, outcome = "ok" }
+    assert(s:record_runs(rows))
+    -- a running row under the current token stays; under an older one it is lost
+    assert(s:record_runs({ { job = j, scheduled_at = 4102444800000 + 31, owner = "A", token = t, outcome = "running" } }))
+    assert.is_true(s:release(j, "A"))
+    local _, info = s:try_acquire(j, "B", 10000)
+    assert.equal(t + 1, info.token)
+    local function prune(per_job)
+      return assert(s:prune_runs{ keep = 24 * 3600 * 1000, keep_per_job = per_job, max_rows = 5 })
+    end
+    assert.equal(1 + 4, prune(10))            -- lost, then 4 of the 22 past the 10 newest
+    local left = assert(s:read_runs{ job = j, limit = 100 })
+    assert.equal(28, #left)
+    assert.equal("lost", left[1].outcome)
+    repeat until prune(10) == 0
+    left = assert(s:read_runs{ job = j, limit = 100 })
+    assert.equal(10, #left)
+    assert.equal(4102444800000 + 31, left[1].scheduled_at)
+    assert.equal(4102444800000 + 23, left[10].scheduled_at)
+    -- the newest by (scheduled_at DESC, owner DESC), as on every provider:
+    -- of the tie at +30, C stays and B goes
+    repeat until prune(2) == 0
+    left = assert(s:read_runs{ job = j, limit = 100 })
+    assert.equal(2, #left)
+    assert.equal("lost", left[1].outcome)
+    assert.equal("C", left[2].owner)
+    -- a running row is never cut per job
+    assert(s:record_runs({ { job = j, scheduled_at = 4102444800000, owner = "B", token = t + 1, outcome = "running" } }))
+    assert.equal(0, prune(2))
+    -- by age: rows scheduled before db now - keep, whatever their job
+    assert(s:record_runs({ { job = j, scheduled_at = 1, owner = "A", token = t, outcome = "ok" },
+                           { job = "no-lease", scheduled_at = 2, owner = "A", token = 0, outcome = "ok" } }))
+    assert.equal(2, prune(10))
+    assert.equal(3, #assert(s:read_runs{ limit = 100 }))
+    s:close()
+  end)
+
+  it_tds("a ledger call that times out is cancelled, changes nothing, and the next call works", function()
+    local s = assert(core.open_store(cfg({ statement_timeout_ms = 1000 })))
+    local a, ta = held(s, "slow_ledger")
+    local before = logins()
+    local ops = {
+      function() return s:claim_runs("A", { { name = a, token = ta, fire = 9000 } },
+        { { claim = 1, scheduled_at = 9000, owner = "A", outcome = "running" } }) end,
+      function() return s:record_runs({ { job = a, scheduled_at = 9001, owner = "A", token = ta, outcome = "ok" } }) end,
+      function() return s:read_runs{ job = a } end,
+      function() return s:prune_runs{ keep = 1000, keep_per_job = 1, max_rows = 10 } end,
+    }
+    for i, op in ipairs(ops) do
+      fault("delay 4000")
+      local secs, ok, err = timed(op)
+      assert.is_nil(ok, i)
+      assert.matches("statement timeout", err, 1, true)
+      assert.matches("cancelled", err, 1, true)
+      assert.is_true(secs < 2.5, ("took %.1f s"):format(secs))
+    end
+    assert.is_nil(cursor(s, a))
+    assert.equal(0, #assert(s:read_runs{ job = a }))
+    for i, op in ipairs(ops) do assert.is_truthy(op(), i) end
+    assert.equal(9000, cursor(s, a))
+    assert.equal(before, logins())
+    s:close()
+  end)
+
+  it_tds("a ledger table without a column the store needs is refused at open, naming it", function()
+    local t = uniq("badrun")
+    local db = ctl:gsub("ctl$", "leases.db")
+    assert.is_true(os.execute(("sqlite3 %q 'CREATE TABLE \"%s_runs\" (job TEXT, scheduled_at INTEGER, "
+      .. "owner TEXT, token INTEGER, claimed_at INTEGER, started_at INTEGER, ended_at INTEGER, "
+      .. "outcome TEXT, exit_signal INTEGER, duration_ms INTEGER, error TEXT, actor TEXT, "
+      .. "recorded_at INTEGER); INSERT INTO \"%s_runs\" (job) VALUES (42)'"):format(db, t, t)))
+    local s, err = core.open_store(cfg({ table = t }))
+    assert.is_nil(s)
+    assert.matches(t .. "_runs has no column exit_code", err, 1, true)
+    local p = assert(io.popen(("sqlite3 %q 'SELECT job FROM \"%s_runs\"'"):format(db, t)))
+    assert.equal("42", p:read("l"))           -- nothing dropped
+    p:close()
+  end)
+
+  it_tds("the T-SQL it sends has no MERGE and no OPENJSON, and binds every value", function()
+    -- every statement kind once, then everything the server was sent so far
+    local s = assert(core.open_store(cfg()))
+    local a, ta = held(s, "tsql")
+    assert(s:claim_runs("A", { { name = a, token = ta, fire = 1 } },
+      { { claim = 1, scheduled_at = 1, owner = "A", outcome = "running", error = "e'rr" } }))
+    assert(s:claim_all("A", { { name = a, token = ta, fire = 2 } }))
+    assert(s:record_runs({ { job = a, scheduled_at = 1, owner = "A", token = ta, outcome = "ok" } }))
+    assert(s:read_runs{})
+    assert(s:read_runs{ job = a })
+    assert(s:prune_runs{ keep = 1000, keep_per_job = 5, max_rows = 10 })
+    assert(s:renew_all("A", { a }, 5000))
+    assert(s:acquire_all("A", { a }, 5000))
+    assert(s:release_all("A", { a }))
+    s:close()
+    local f = assert(io.open(ctl .. ".sql"))
+    local kinds = {}
+    for line in f:lines() do
+      local kind = line:match("^/%* leash:([%w_]+) %*/")
+      assert.is_truthy(kind, line:sub(1, 80))
+      kinds[kind] = true
+      local upper = line:upper()
+      assert.is_nil(upper:find("%f[%w_]MERGE%f[^%w_]"), kind .. ": " .. line:sub(1, 200))
+      assert.is_nil(upper:find("OPENJSON", 1, true), kind)
+      -- no literal text but the table's name and our own fixed words
+      assert.is_nil(line:find(a, 1, true), kind)
+      assert.is_nil(line:find("e'rr", 1, true), kind)
+    end
+    f:close()
+    for _, k in ipairs({ "create", "create_runs", "check_runs", "claim_runs", "claim_all",
+                         "record_runs", "read_runs", "prune_runs", "renew_all", "acquire_all",
+                         "release_all", "try_acquire" }) do
+      assert.is_true(kinds[k], k)
+    end
+  end)
 end)

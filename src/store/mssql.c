@@ -38,6 +38,15 @@
  * units) survives; BIN2, so that names compare and sort by code point and
  * case matters, as on the other providers. */
 #define VC "NVARCHAR(200)"
+/* The ledger's outcome and error text: at most STORE_RUN_ERROR_MAX bytes of
+ * UTF-8 are at most as many UTF-16 units. */
+#define OC "NVARCHAR(15)"
+#define EC "NVARCHAR(1024)"
+/* The ledger has a filtered index, and a statement that writes such a table
+ * fails (1934) unless these are set as below; db-lib's sessions start with
+ * most of them off.  Each ledger batch sets them for itself. */
+#define ISO "SET ANSI_NULLS, ANSI_PADDING, ANSI_WARNINGS, ARITHABORT, " \
+	"CONCAT_NULL_YIELDS_NULL, QUOTED_IDENTIFIER ON; SET NUMERIC_ROUNDABORT OFF; "
 
 struct ms_store {
 	struct store base;
@@ -52,6 +61,7 @@ struct ms_store {
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
 	char sql_create[SQL_MAX], sql_upgrade[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
+	char sql_runs_create[2 * SQL_MAX], sql_runs_check[SQL_MAX];
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 };
@@ -880,6 +890,478 @@ fail:
 	return STORE_ERR;
 }
 
+/* ---- the run ledger ----
+ *
+ * Rows go into a table variable @w, bound row by row (a NULL time or code
+ * travels as -1 and becomes NULL through NULLIF; a NULL string travels as ""
+ * which db-lib sends as NULL), then one UPDATE of the rows that exist and
+ * one INSERT ... WHERE NOT EXISTS of the others, in a transaction with
+ * XACT_ABORT ON: any error, and a cancel after a statement timeout, rolls
+ * back the whole batch.  No MERGE (its races and bugs are well known) and
+ * no OPENJSON (not on every server we support). */
+
+#define PARAM_BUDGET 2000       /* parameters per ledger batch (< 2,100, with @stmt, @params, @owner) */
+#define RECORD_PARAMS 13        /* per record_runs row */
+#define CLAIM_RUN_PARAMS 11     /* per claim_runs row: no job (the claim's name), no claimed_at */
+#define RECORD_CHUNK (PARAM_BUDGET / RECORD_PARAMS)
+
+/* The ledger's columns, in the order the batches write and read them. */
+#define RUN_COLS "job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
+	"exit_code, exit_signal, duration_ms, error, actor, recorded_at"
+/* @w's columns after its key. */
+#define W_COLS "token " "BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, " \
+	"ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, " \
+	"exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, actor " VC " NULL"
+
+/* One batch being built: its text, its declarations and its parameters
+ * (their names, 8 bytes each, in names). */
+struct batch {
+	char *sql, *decl, *names;
+	size_t sl, sqlmax, dl, declmax;
+	struct param *p;
+	int np, maxp;
+};
+
+static void app(char *buf, size_t *len, size_t max, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void app(char *buf, size_t *len, size_t max, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len >= max)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *len, max - *len, fmt, ap);
+	va_end(ap);
+	*len = n < 0 ? max : *len + (size_t)n < max ? *len + (size_t)n : max;
+}
+
+static int batch_init(struct batch *b, size_t rows, int maxp)
+{
+	b->sqlmax = 2 * SQL_MAX + rows * 400;
+	b->declmax = 64 + (size_t)maxp * 32;
+	b->maxp = maxp;
+	b->sql = malloc(b->sqlmax);
+	b->decl = malloc(b->declmax);
+	b->names = malloc((size_t)maxp * 8);
+	b->p = malloc((size_t)maxp * sizeof *b->p);
+	b->sl = b->dl = 0;
+	b->np = 0;
+	return b->sql && b->decl && b->names && b->p ? 0 : -1;
+}
+
+static void batch_free(struct batch *b)
+{
+	free(b->sql);
+	free(b->decl);
+	free(b->names);
+	free(b->p);
+}
+
+static void batch_reset(struct batch *b)
+{
+	b->sl = b->dl = 0;
+	b->np = 0;
+	b->decl[0] = '\0';
+}
+
+/* Binds one parameter @<tag><j> (a string of SQL type `type` when s is set,
+ * else the BIGINT v) and appends its name to the text, inside NULLIF(, -1)
+ * when nullable. */
+static void bind_one(struct batch *b, const char *sep, char tag, size_t j, const char *type,
+                     const char *s, int64_t v, int nullable)
+{
+	char *pn = b->names + (size_t)b->np * 8;
+
+	snprintf(pn, 8, "@%c%zu", tag, j);
+	b->p[b->np++] = (struct param){ pn, s, v };
+	app(b->decl, &b->dl, b->declmax, "%s%s %s", b->dl ? ", " : "", pn, s ? type : "BIGINT");
+	app(b->sql, &b->sl, b->sqlmax, nullable ? "%sNULLIF(%s, -1)" : "%s%s", sep, pn);
+}
+
+/* Appends row r's VALUES tuple (after its lead: the job or the claim
+ * index) as parameters numbered j. */
+static void bind_run(struct batch *b, const struct store_run *r, size_t j, int claimed_at)
+{
+	bind_one(b, ", ", 's', j, "", NULL, r->scheduled_at, 0);
+	bind_one(b, ", ", 'o', j, VC, r->owner, 0, 0);
+	bind_one(b, ", ", 'k', j, "", NULL, r->token, 0);
+	if (claimed_at)
+		bind_one(b, ", ", 'c', j, "", NULL, r->claimed_at, 1);
+	bind_one(b, ", ", 'b', j, "", NULL, r->started_at, 1);
+	bind_one(b, ", ", 'e', j, "", NULL, r->ended_at, 1);
+	bind_one(b, ", ", 'u', j, OC, r->outcome, 0, 0);
+	bind_one(b, ", ", 'x', j, "", NULL, r->exit_code, 1);
+	bind_one(b, ", ", 'g', j, "", NULL, r->exit_signal, 1);
+	bind_one(b, ", ", 'd', j, "", NULL, r->duration_ms, 1);
+	bind_one(b, ", ", 'm', j, EC, r->error ? r->error : "", 0, 0);
+	bind_one(b, ", ", 'a', j, VC, r->actor ? r->actor : "", 0, 0);
+	app(b->sql, &b->sl, b->sqlmax, ")");
+}
+
+/* claim_runs: the runs of each claim, in their order, as indexes into runs
+ * (first[c] .. first[c + 1] in order[]).  The wrapper refused a key listed
+ * twice, so @w's key (claim, scheduled_at, owner) holds. */
+static int group_runs(const struct store_run *runs, size_t nruns, size_t n, size_t *first,
+                      size_t *order)
+{
+	memset(first, 0, (n + 1) * sizeof *first);
+	for (size_t k = 0; k < nruns; k++)
+		first[runs[k].claim + 1]++;
+	for (size_t c = 0; c < n; c++)
+		first[c + 1] += first[c];
+	{
+		size_t *fill = malloc((n + 1) * sizeof *fill);
+
+		if (!fill)
+			return -1;
+		memcpy(fill, first, (n + 1) * sizeof *fill);
+		for (size_t k = 0; k < nruns; k++)
+			order[fill[runs[k].claim]++] = k;
+		free(fill);
+	}
+	return 0;
+}
+
+/* One claim_runs batch: claims [c0, c1) and their rows. */
+static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *owner,
+                           const struct store_claim *claims, size_t c0, size_t c1,
+                           const struct store_run *runs, const size_t *first,
+                           const size_t *order)
+{
+	const char *t = st->table;
+	size_t j = 0;
+
+	batch_reset(b);
+	app(b->sql, &b->sl, b->sqlmax,
+	    "/* leash:claim_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "DECLARE @c TABLE (i INT NOT NULL UNIQUE, "
+	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "token BIGINT NOT NULL, fire BIGINT NOT NULL); "
+	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
+	    "DECLARE @w TABLE (i INT NOT NULL, scheduled_at BIGINT NOT NULL, "
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, " W_COLS ", "
+	    "PRIMARY KEY (i, scheduled_at, owner)); "
+	    "INSERT INTO @c (i, name, token, fire) VALUES ");
+	app(b->decl, &b->dl, b->declmax, "@owner " VC);
+	b->p[b->np++] = (struct param){ "@owner", owner, 0 };
+	for (size_t c = c0; c < c1; c++) {
+		app(b->sql, &b->sl, b->sqlmax, "%s(%zu", c > c0 ? ", " : "", c - c0 + 1);
+		bind_one(b, ", ", 'n', c - c0 + 1, VC, claims[c].name, 0, 0);
+		bind_one(b, ", ", 't', c - c0 + 1, "", NULL, claims[c].token, 0);
+		bind_one(b, ", ", 'f', c - c0 + 1, "", NULL, claims[c].fire, 0);
+		app(b->sql, &b->sl, b->sqlmax, ")");
+	}
+	app(b->sql, &b->sl, b->sqlmax, "; ");
+	for (size_t c = c0; c < c1; c++)
+		for (size_t q = first[c]; q < first[c + 1]; q++, j++) {
+			app(b->sql, &b->sl, b->sqlmax, "%s(%zu",
+			    j % ROWS_MAX ? ", " : j ? "; INSERT INTO @w (i, scheduled_at, owner, token, "
+			    "started_at, ended_at, outcome, exit_code, exit_signal, duration_ms, error, "
+			    "actor) VALUES " : "INSERT INTO @w (i, scheduled_at, owner, token, "
+			    "started_at, ended_at, outcome, exit_code, exit_signal, duration_ms, error, "
+			    "actor) VALUES ", c - c0 + 1);
+			bind_run(b, &runs[order[q]], j + 1, 0);
+		}
+	if (j)
+		app(b->sql, &b->sl, b->sqlmax, "; ");
+	app(b->sql, &b->sl, b->sqlmax,
+	    "BEGIN TRANSACTION; "
+	    "UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
+	    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
+	    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
+	    "AND (l.last_fire IS NULL OR l.last_fire < c.fire); ", t);
+	if (j)
+		app(b->sql, &b->sl, b->sqlmax,
+		    "UPDATE x SET token = w.token, claimed_at = @now, started_at = w.started_at, "
+		    "ended_at = w.ended_at, outcome = w.outcome, exit_code = w.exit_code, "
+		    "exit_signal = w.exit_signal, duration_ms = w.duration_ms, error = w.error, "
+		    "actor = w.actor, recorded_at = @now "
+		    "FROM [%s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
+		    "INNER JOIN @r AS r ON r.name = c.name "
+		    "INNER JOIN @w AS w ON w.i = c.i AND w.scheduled_at = x.scheduled_at "
+		    "AND w.owner = x.owner; "
+		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
+		    "SELECT c.name, w.scheduled_at, w.owner, w.token, @now, w.started_at, "
+		    "w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
+		    "w.actor, @now FROM @w AS w INNER JOIN @c AS c ON c.i = w.i "
+		    "INNER JOIN @r AS r ON r.name = c.name "
+		    "WHERE NOT EXISTS (SELECT 1 FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
+		    "WHERE x.job = c.name AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); ",
+		    t, t, t);
+	app(b->sql, &b->sl, b->sqlmax,
+	    "COMMIT; "
+	    "SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
+	    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;");
+}
+
+/* Batches of claims with their rows: at most CLAIM_CHUNK claims and
+ * PARAM_BUDGET parameters each, a claim never apart from its rows.  The
+ * wrapper counted the first batch; each further one is counted here. */
+static int ms_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
+                         size_t n, const struct store_run *runs, size_t nruns, int *ok,
+                         int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	size_t *first = malloc((n + 1) * sizeof *first);
+	size_t *order = malloc((nruns ? nruns : 1) * sizeof *order);
+	struct batch b = { 0 };
+	int rc = STORE_ERR;
+
+	for (size_t i = 0; i < n; i++)
+		ok[i] = 0;
+	if (!first || !order || group_runs(runs, nruns, n, first, order) < 0 ||
+	    batch_init(&b, PARAM_BUDGET / CLAIM_RUN_PARAMS + CLAIM_CHUNK, PARAM_BUDGET + 1) < 0) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	/* A claim whose rows cannot ride with it in one batch is refused before
+	 * any batch goes: no chunk is claimed when the call cannot be whole. */
+	for (size_t c = 0; c < n; c++)
+		if (3 + CLAIM_RUN_PARAMS * (first[c + 1] - first[c]) > PARAM_BUDGET) {
+			store_fail(s, "mssql %s:%d: claim_runs: the claim of \"%s\" carries %zu rows; "
+			           "at most %d ride on one claim (SQL Server's 2,100 parameters)",
+			           st->host, st->port, claims[c].name, first[c + 1] - first[c],
+			           (PARAM_BUDGET - 3) / CLAIM_RUN_PARAMS);
+			goto fail;
+		}
+	for (size_t c0 = 0, batches = 0; c0 < n; batches++) {
+		size_t c1 = c0, params = 0;
+		struct claim_answer a = { c0, 0, 0, 0, ok, 0 };
+
+		while (c1 < n && c1 - c0 < CLAIM_CHUNK) {
+			size_t cost = 3 + CLAIM_RUN_PARAMS * (first[c1 + 1] - first[c1]);
+
+			if (params + cost > PARAM_BUDGET)
+				break;
+			params += cost;
+			c1++;
+		}
+		if (batches > 0)
+			s->calls++;
+		a.k = c1 - c0;
+		claim_runs_sql(st, &b, owner, claims, c0, c1, runs, first, order);
+		if (call(st, b.sql, b.decl, b.p, b.np, claim_row, &a) != STORE_OK)
+			goto fail;
+		if (a.bad || a.rows != a.k) {
+			store_fail(s, "mssql %s:%d: claim_runs: expected %zu rows, got %zu", st->host,
+			           st->port, a.k, a.rows);
+			goto fail;
+		}
+		*now = a.now;
+		c0 = c1;
+	}
+	rc = STORE_OK;
+fail:
+	if (rc != STORE_OK)
+		for (size_t i = 0; i < n; i++)
+			ok[i] = 0;
+	batch_free(&b);
+	free(first);
+	free(order);
+	return rc;
+}
+
+/* record_runs: one batch per RECORD_CHUNK rows (the wrapper refused a key
+ * listed twice, so @w's key holds). */
+static int ms_record_runs(struct store *s, const struct store_run *rows, size_t m)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct batch b = { 0 };
+	int rc = STORE_ERR;
+
+	if (batch_init(&b, RECORD_CHUNK, PARAM_BUDGET) < 0) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	for (size_t at = 0; at < m; at += RECORD_CHUNK) {
+		size_t k = m - at < RECORD_CHUNK ? m - at : RECORD_CHUNK;
+
+		if (at > 0)
+			s->calls++;
+		batch_reset(&b);
+		app(b.sql, &b.sl, b.sqlmax,
+		    "/* leash:record_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+		    "DECLARE @now BIGINT = " NOW "; "
+		    "DECLARE @w TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+		    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+		    W_COLS ", PRIMARY KEY (job, scheduled_at, owner)); ");
+		for (size_t j = 0; j < k; j++) {
+			if (j % ROWS_MAX == 0)
+				app(b.sql, &b.sl, b.sqlmax, "%sINSERT INTO @w (job, scheduled_at, owner, "
+				    "token, claimed_at, started_at, ended_at, outcome, exit_code, "
+				    "exit_signal, duration_ms, error, actor) VALUES ", j ? "; " : "");
+			bind_one(&b, j % ROWS_MAX ? ", (" : "(", 'j', j + 1, VC, rows[at + j].job, 0, 0);
+			bind_run(&b, &rows[at + j], j + 1, 1);
+		}
+		app(b.sql, &b.sl, b.sqlmax,
+		    "; BEGIN TRANSACTION; "
+		    "UPDATE x SET token = w.token, outcome = w.outcome, "
+		    "claimed_at = COALESCE(w.claimed_at, x.claimed_at), "
+		    "started_at = COALESCE(w.started_at, x.started_at), "
+		    "ended_at = COALESCE(w.ended_at, x.ended_at), "
+		    "exit_code = COALESCE(w.exit_code, x.exit_code), "
+		    "exit_signal = COALESCE(w.exit_signal, x.exit_signal), "
+		    "duration_ms = COALESCE(w.duration_ms, x.duration_ms), "
+		    "error = COALESCE(w.error, x.error), actor = COALESCE(w.actor, x.actor), "
+		    "recorded_at = @now "
+		    "FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) INNER JOIN @w AS w "
+		    "ON w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
+		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
+		    "SELECT w.job, w.scheduled_at, w.owner, w.token, w.claimed_at, w.started_at, "
+		    "w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
+		    "w.actor, @now FROM @w AS w "
+		    "WHERE NOT EXISTS (SELECT 1 FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
+		    "WHERE x.job = w.job AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
+		    "COMMIT;", st->table, st->table, st->table);
+		if (call(st, b.sql, b.decl, b.p, b.np, NULL, NULL) != STORE_OK)
+			goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	batch_free(&b);
+	return rc;
+}
+
+struct runs_answer {
+	struct store_run_row *rows;
+	size_t n, cap;
+	int64_t now;
+	int nomem;
+};
+
+static void run_row(struct ms_store *st, int resno, void *arg)
+{
+	struct runs_answer *a = arg;
+	struct store_run_row *r;
+
+	if (resno == 0) {
+		a->now = col_i64(st->db, 1);
+		return;
+	}
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		struct store_run_row *rows = realloc(a->rows, cap * sizeof *rows);
+
+		if (!rows) {
+			a->nomem = 1;
+			return;
+		}
+		a->rows = rows;
+		a->cap = cap;
+	}
+	r = &a->rows[a->n++];
+	col_str(st->db, 1, r->job, sizeof r->job);
+	r->scheduled_at = col_i64(st->db, 2);
+	col_str(st->db, 3, r->owner, sizeof r->owner);
+	r->token = col_i64(st->db, 4);
+	r->claimed_at = col_fire(st->db, 5);      /* NULL: STORE_NO_TIME, STORE_NO_CODE */
+	r->started_at = col_fire(st->db, 6);
+	r->ended_at = col_fire(st->db, 7);
+	col_str(st->db, 8, r->outcome, sizeof r->outcome);
+	r->exit_code = (int)col_fire(st->db, 9);
+	r->exit_signal = (int)col_fire(st->db, 10);
+	r->duration_ms = col_fire(st->db, 11);
+	col_str(st->db, 12, r->error, sizeof r->error);
+	col_str(st->db, 13, r->actor, sizeof r->actor);
+	r->recorded_at = col_i64(st->db, 14);
+}
+
+/* One job's rows are a range of the clustered key (job, scheduled_at,
+ * owner), walked backwards; all jobs' go by the scheduled_at index. */
+static int ms_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
+                        struct store_run_row **rows, size_t *n, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct runs_answer a = { NULL, 0, 0, 0, 0 };
+	struct param p[] = { { "@since", NULL, since < 0 ? -1 : since },
+	                     { "@limit", NULL, (int64_t)limit }, { "@job", job, 0 } };
+	char sql[SQL_MAX];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:read_runs */ SET NOCOUNT ON; " ISO "SELECT " NOW "; "
+	    "SELECT TOP (@limit) " RUN_COLS " FROM [%s_runs] "
+	    "WHERE %sscheduled_at >= @since ORDER BY scheduled_at DESC, job, owner;",
+	    st->table, job ? "job = @job AND " : "");
+	if (call(st, sql, job ? "@since BIGINT, @limit BIGINT, @job " VC : "@since BIGINT, @limit BIGINT",
+	         p, job ? 3 : 2, run_row, &a) != STORE_OK)
+		goto fail;
+	if (a.nomem) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	*rows = a.rows;
+	*n = a.n;
+	*now = a.now;
+	return STORE_OK;
+fail:
+	free(a.rows);
+	return STORE_ERR;
+}
+
+static void count_row(struct ms_store *st, int resno, void *arg)
+{
+	*(int64_t *)arg = col_i64(st->db, 1);
+}
+
+/* Three steps sharing max_rows (each TOP of what the earlier left), each by
+ * an index, as on the other providers:
+ * lost: running rows below their lease's token (the filtered index on
+ * (job, token)), unless old enough for the age step;
+ * age: rows scheduled before db now - keep (the scheduled_at index);
+ * per job: for each lease, its keep_per_job-th newest row (scheduled_at
+ * DESC, owner DESC: its range of the primary key walked backwards, an
+ * OFFSET inside one job, never a window over the table), and that job's
+ * rows below it by the same key, but no running row (a run still going
+ * keeps its row) and none this call marked lost. */
+static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
+                         size_t max_rows, int64_t *changed)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	const char *t = st->table;
+	struct param p[] = { { "@keep", NULL, keep_ms }, { "@per_job", NULL, keep_per_job },
+	                     { "@max", NULL, (int64_t)max_rows } };
+	char sql[3 * SQL_MAX];
+	int64_t n = 0;
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:prune_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "DECLARE @cut BIGINT = @now - @keep, @n BIGINT = 0; "
+	    "DECLARE @lost TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "PRIMARY KEY (job, scheduled_at, owner)); "
+	    "UPDATE TOP (@max) x SET outcome = N'lost', recorded_at = @now "
+	    "OUTPUT inserted.job, inserted.scheduled_at, inserted.owner INTO @lost "
+	    "FROM [%s_runs] AS x INNER JOIN [%s] AS l ON l.name = x.job "
+	    "WHERE x.outcome = N'running' AND x.token < l.token AND x.scheduled_at >= @cut; "
+	    "SET @n = @@ROWCOUNT; "
+	    "IF @n < @max BEGIN "
+	    "DELETE TOP (@max - @n) FROM [%s_runs] WHERE scheduled_at < @cut; "
+	    "SET @n = @n + @@ROWCOUNT; END; "
+	    "IF @n < @max BEGIN "
+	    "DELETE TOP (@max - @n) x FROM [%s_runs] AS x INNER JOIN "
+	    "(SELECT l.name, k.scheduled_at, k.owner FROM [%s] AS l CROSS APPLY "
+	    "(SELECT r.scheduled_at, r.owner FROM [%s_runs] AS r WHERE r.job = l.name "
+	    "ORDER BY r.scheduled_at DESC, r.owner DESC "
+	    "OFFSET @per_job - 1 ROWS FETCH NEXT 1 ROWS ONLY) AS k) AS cut "
+	    "ON x.job = cut.name AND (x.scheduled_at < cut.scheduled_at "
+	    "OR (x.scheduled_at = cut.scheduled_at AND x.owner < cut.owner)) "
+	    "WHERE x.scheduled_at >= @cut AND x.outcome <> N'running' "
+	    "AND NOT EXISTS (SELECT 1 FROM @lost AS d WHERE d.job = x.job "
+	    "AND d.scheduled_at = x.scheduled_at AND d.owner = x.owner); "
+	    "SET @n = @n + @@ROWCOUNT; END; "
+	    "SELECT @n;", t, t, t, t, t, t);
+	if (call(st, sql, "@keep BIGINT, @per_job BIGINT, @max BIGINT", p, 3, count_row, &n) !=
+	    STORE_OK)
+		return STORE_ERR;
+	*changed = n;
+	return STORE_OK;
+}
+
 /* The benchmark's floors: a bare round trip through sp_executesql, and a
  * durable one-row UPDATE of a side table made on first use. */
 static int ms_floor(struct store *s, int kind)
@@ -947,6 +1429,10 @@ static const struct store_ops ms_ops = {
 	.floor = ms_floor,
 	.release_all = ms_release_all,
 	.claim_all = ms_claim_all,
+	.claim_runs = ms_claim_runs,
+	.record_runs = ms_record_runs,
+	.read_runs = ms_read_runs,
+	.prune_runs = ms_prune_runs,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1057,6 +1543,65 @@ static void build_sql(struct ms_store *st)
 	    "/* leash:list */ SET NOCOUNT ON; SELECT " NOW "; "
 	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire "
 	    "FROM [%s] ORDER BY name;", t);
+
+	/* The ledger, with its indexes, in one transaction: a replica that
+	 * finds the table (2714: another made it first) finds its indexes too.
+	 * A job's rows newest first (read_runs, prune_runs' per-job cutoff) are
+	 * its range of the clustered key walked backwards. */
+	snprintf(st->sql_runs_create, sizeof st->sql_runs_create,
+	    "/* leash:create_runs */ SET XACT_ABORT ON; " ISO
+	    "IF OBJECT_ID(N'[%s_runs]', N'U') IS NULL BEGIN BEGIN TRY BEGIN TRANSACTION; "
+	    "CREATE TABLE [%s_runs] ("
+	    "job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "scheduled_at BIGINT NOT NULL, "
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "token BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, "
+	    "ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, "
+	    "exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, "
+	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, "
+	    "PRIMARY KEY (job, scheduled_at, owner)); "
+	    "CREATE INDEX [%s_runs_at] ON [%s_runs] (scheduled_at); "
+	    "CREATE INDEX [%s_runs_running] ON [%s_runs] (job, token) "
+	    "WHERE outcome = N'running'; "
+	    "COMMIT; END TRY BEGIN CATCH IF @@TRANCOUNT > 0 ROLLBACK; "
+	    "IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;", t, t, t, t, t, t);
+
+	/* The columns the store needs that the ledger table lacks, in order:
+	 * a table someone else made is refused, never altered. */
+	snprintf(st->sql_runs_check, SQL_MAX,
+	    "/* leash:check_runs */ SET NOCOUNT ON; "
+	    "SELECT c.name FROM (VALUES (1, N'job'), (2, N'scheduled_at'), (3, N'owner'), "
+	    "(4, N'token'), (5, N'claimed_at'), (6, N'started_at'), (7, N'ended_at'), "
+	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
+	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
+	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", t);
+}
+
+struct check_answer {
+	char missing[64];
+};
+
+static void check_row(struct ms_store *st, int resno, void *arg)
+{
+	struct check_answer *a = arg;
+
+	if (!a->missing[0])
+		col_str(st->db, 1, a->missing, sizeof a->missing);
+}
+
+/* Refuses a ledger table that lacks a column, naming the first. */
+static int check_runs(struct ms_store *st)
+{
+	struct check_answer a = { "" };
+
+	if (call(st, st->sql_runs_check, "", NULL, 0, check_row, &a) != STORE_OK)
+		return STORE_ERR;
+	if (a.missing[0])
+		return store_fail(&st->base, "mssql %s:%d: the ledger table %s_runs has no column "
+		                  "%s; it was made by something else (nothing was changed: rename or "
+		                  "drop it, or use another table)", st->host, st->port, st->table,
+		                  a.missing);
+	return STORE_OK;
 }
 
 static char *dup_or(const char *s, const char *dflt)
@@ -1104,7 +1649,9 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	snprintf(st->table, sizeof st->table, "%s", table);
 	build_sql(st);
 	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK) {
+	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK ||
+	    call(st, st->sql_runs_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
+	    check_runs(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);
 		goto fail;
 	}

@@ -27,9 +27,14 @@ takes each line (removing it) at the first point where it applies:
     race <owner>    at the next RPC: an insert finds a row that <owner>
                     inserted first (a duplicate key, error 2627; in
                     acquire_all, the first name that has no row)
+    abort <kind>    at the next RPC, when it is a claim_runs or record_runs:
+                    fail it with a deadlock (1205) after all its writes, so
+                    that the batch is rolled back whole (XACT_ABORT ON)
 Like SQL Server, it refuses an RPC with more than 2,100 parameters (8003).
 After each successful login it writes the number of logins so far to the
-file <ctl>.logins, so that a spec can tell a kept connection from a new one.
+file <ctl>.logins, so that a spec can tell a kept connection from a new one;
+and it appends to <ctl>.sql each statement text it had not seen (numbers
+aside), so that a spec can read the T-SQL the provider sends.
 """
 import argparse
 import os
@@ -230,6 +235,209 @@ def floor_update(db, t, p, faults):
     return []
 
 
+# ---------------------------------------------------------------- the run ledger
+# The ledger statements bind their rows as VALUES tuples inserting into table
+# variables (@c the claims, @w the rows); the functions below read those
+# tuples out of the statement text, evaluate each item (an integer literal,
+# a parameter, or NULLIF(@param, -1)) and then do what the batch does, in the
+# one SQLite transaction the batch runs in: an error (TSqlError) rolls all of
+# it back, as XACT_ABORT ON does.
+
+RUN_COLS = ["job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
+            "outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor",
+            "recorded_at"]
+RUN_KINDS = {"job": "str", "owner": "str", "outcome": "str", "error": "text", "actor": "str"}
+
+
+class TSqlError(Exception):
+    def __init__(self, number, cls, text):
+        super().__init__(text)
+        self.number, self.cls, self.text = number, cls, text
+
+
+def ledger_tables(stmt):
+    """(lease table, ledger table) of a ledger statement: [<t>_runs] names both
+    (the longest bracketed name: the lease table's name may end in _runs)."""
+    runs = max((n for n in re.findall(r"\[(\w+)\]", stmt) if n.endswith("_runs")), key=len)
+    return runs[:-5], runs
+
+
+def split_items(s):
+    items, depth, cur = [], 0, ""
+    for ch in s:
+        if ch == "," and depth == 0:
+            items.append(cur.strip())
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur += ch
+    return items + [cur.strip()] if cur.strip() else items
+
+
+def evaluate(item, p):
+    if re.fullmatch(r"-?\d+", item):
+        return int(item)
+    if re.fullmatch(r"@\w+", item):
+        return p[item]
+    m = re.fullmatch(r"NULLIF\((@\w+), (-?\d+)\)", item)
+    if m:
+        v = p[m.group(1)]
+        return None if v == int(m.group(2)) else v
+    raise ValueError(f"cannot evaluate {item!r}")
+
+
+def table_rows(stmt, var, p, key):
+    """The rows the statement's INSERT INTO @var (cols) VALUES ... put in the
+    table variable, as dicts; a repeated key is a duplicate key error, as the
+    variable's PRIMARY KEY makes it."""
+    rows, seen = [], set()
+    for m in re.finditer(rf"INSERT INTO @{var} \(([^)]*)\) VALUES (.*?);", stmt):
+        cols = [c.strip() for c in m.group(1).split(",")]
+        for tup in re.finditer(r"\(((?:[^()]|\([^()]*\))*)\)", m.group(2)):
+            row = dict(zip(cols, (evaluate(i, p) for i in split_items(tup.group(1)))))
+            k = tuple(row[c] for c in key)
+            if k in seen:
+                raise TSqlError(2627, 14, "Violation of PRIMARY KEY constraint. Cannot insert "
+                                f"duplicate key in object '@{var}'. The duplicate key value "
+                                f"is {k}.")
+            seen.add(k)
+            rows.append(row)
+    return rows
+
+
+def deadlock(faults, kind):
+    """The "abort" fault: the batch dies after its writes (a deadlock victim)."""
+    if faults.get("abort") == kind:
+        raise TSqlError(1205, 13, "Transaction was deadlocked on lock resources with another "
+                        "process and has been chosen as the deadlock victim. Rerun the "
+                        "transaction.")
+
+
+def create_runs(db, t, p, faults, stmt):
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (job TEXT NOT NULL, scheduled_at INTEGER '
+               'NOT NULL, owner TEXT NOT NULL, token INTEGER NOT NULL, claimed_at INTEGER, '
+               'started_at INTEGER, ended_at INTEGER, outcome TEXT NOT NULL, exit_code INTEGER, '
+               'exit_signal INTEGER, duration_ms INTEGER, error TEXT, actor TEXT, '
+               'recorded_at INTEGER NOT NULL, PRIMARY KEY (job, scheduled_at, owner))')
+    db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_at" ON "{t}" (scheduled_at)')
+    db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_running" ON "{t}" (job, token) '
+               "WHERE outcome = 'running'")
+    return []
+
+
+def check_runs(db, t, p, faults, stmt):
+    """The columns the statement lists (in its order) that the table lacks."""
+    have = {r[1] for r in db.execute(f'PRAGMA table_info("{t}")')}
+    want = re.findall(r"\((\d+), N'(\w+)'\)", stmt)
+    return [("rows", [("name", "str")],
+             [(c,) for _, c in sorted(want, key=lambda w: int(w[0])) if c not in have])]
+
+
+def claim_runs(db, t, p, faults, stmt):
+    """claim_all's UPDATE over @c, then for each row of @w whose claim won: the
+    row with that key replaced (UPDATE, else INSERT), claimed_at and
+    recorded_at the batch's @now; then a row (i, ok, now) per claim."""
+    lease, runs = ledger_tables(stmt)
+    owner, now = p["@owner"], now_ms()
+    claims = table_rows(stmt, "c", p, ("name",))
+    rows = table_rows(stmt, "w", p, ("i", "scheduled_at", "owner"))
+    won = {}
+    for c in sorted(claims, key=lambda c: c["name"].encode("utf-16-be", "surrogatepass")):
+        cur = db.execute(f'UPDATE "{lease}" SET last_fire = ? WHERE name = ? AND owner = ? '
+                         'AND token = ? AND expires_at > ? '
+                         'AND (last_fire IS NULL OR last_fire < ?)',
+                         (c["fire"], c["name"], owner, c["token"], now, c["fire"]))
+        if cur.rowcount:
+            won[c["i"]] = c["name"]
+    for w in rows:
+        if w["i"] not in won:
+            continue
+        v = {k: w[k] for k in RUN_COLS if k in w}
+        v.update(job=won[w["i"]], claimed_at=now, recorded_at=now)
+        sets = ", ".join(f"{k} = ?" for k in RUN_COLS[3:])
+        cur = db.execute(f'UPDATE "{runs}" SET {sets} WHERE job = ? AND scheduled_at = ? '
+                         'AND owner = ?', [v[k] for k in RUN_COLS[3:]]
+                         + [v["job"], v["scheduled_at"], v["owner"]])
+        if not cur.rowcount:
+            db.execute(f'INSERT INTO "{runs}" ({", ".join(RUN_COLS)}) VALUES '
+                       f'({", ".join("?" * len(RUN_COLS))})', [v[k] for k in RUN_COLS])
+    deadlock(faults, "claim_runs")
+    return [("rows", [("i", "int"), ("ok", "int"), ("now", "int")],
+             [(c["i"], 1 if c["i"] in won else 0, now) for c in claims])]
+
+
+def record_runs(db, t, p, faults, stmt):
+    """Per row of @w: the stored row updated (token and outcome replaced, every
+    other field only where the new one is not NULL), else inserted;
+    recorded_at the batch's @now."""
+    _, runs = ledger_tables(stmt)
+    now = now_ms()
+    keep = RUN_COLS[4:7] + RUN_COLS[8:13]       # COALESCE(new, stored)
+    for w in table_rows(stmt, "w", p, ("job", "scheduled_at", "owner")):
+        sets = ", ".join(["token = ?", "outcome = ?", "recorded_at = ?"]
+                         + [f"{k} = COALESCE(?, {k})" for k in keep])
+        cur = db.execute(f'UPDATE "{runs}" SET {sets} WHERE job = ? AND scheduled_at = ? '
+                         'AND owner = ?', [w["token"], w["outcome"], now]
+                         + [w[k] for k in keep] + [w["job"], w["scheduled_at"], w["owner"]])
+        if not cur.rowcount:
+            v = dict(w, recorded_at=now)
+            db.execute(f'INSERT INTO "{runs}" ({", ".join(RUN_COLS)}) VALUES '
+                       f'({", ".join("?" * len(RUN_COLS))})', [v[k] for k in RUN_COLS])
+    deadlock(faults, "record_runs")
+    return []
+
+
+def utf16(s):
+    """SQL Server's BIN2 order on NVARCHAR: by UTF-16 code unit."""
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+def read_runs(db, t, p, faults, stmt):
+    """SELECT TOP (@limit) ... [WHERE job = @job AND] scheduled_at >= @since
+    ORDER BY scheduled_at DESC, job, owner; after a row with the batch's now."""
+    _, runs = ledger_tables(stmt)
+    now = now_ms()
+    one_job = "job = @job AND" in stmt
+    rows = db.execute(f'SELECT {", ".join(RUN_COLS)} FROM "{runs}" WHERE scheduled_at >= ?'
+                      + (" AND job = ?" if one_job else ""),
+                      (p["@since"], p["@job"]) if one_job else (p["@since"],)).fetchall()
+    rows.sort(key=lambda r: (-r[1], utf16(r[0]), utf16(r[2])))
+    cols = [(c, RUN_KINDS.get(c, "int")) for c in RUN_COLS]
+    return [("rows", [("now", "int")], [(now,)]), ("rows", cols, rows[:p["@limit"]])]
+
+
+def prune_runs(db, t, p, faults, stmt):
+    """Three steps sharing @max rows: running rows under an older token than
+    their lease's, scheduled at or after @cut (= @now - @keep), become lost;
+    rows scheduled before @cut go; and of each job with a lease row, the rows
+    after its @per_job-th newest (scheduled_at DESC, owner DESC) go, but
+    neither running ones nor those just marked lost.  Answers the count."""
+    lease, runs = ledger_tables(stmt)
+    now, top = now_ms(), p["@max"]
+    cut = now - p["@keep"]
+    lost = [r[0] for r in db.execute(
+        f'SELECT x.rowid FROM "{runs}" x JOIN "{lease}" l ON l.name = x.job '
+        "WHERE x.outcome = 'running' AND x.token < l.token AND x.scheduled_at >= ? LIMIT ?",
+        (cut, top))]
+    for rowid in lost:
+        db.execute(f'UPDATE "{runs}" SET outcome = \'lost\', recorded_at = ? WHERE rowid = ?',
+                   (now, rowid))
+    n = len(lost)
+    if n < top:
+        n += db.execute(f'DELETE FROM "{runs}" WHERE rowid IN (SELECT rowid FROM "{runs}" '
+                        'WHERE scheduled_at < ? LIMIT ?)', (cut, top - n)).rowcount
+    for (name,) in db.execute(f'SELECT name FROM "{lease}"').fetchall():
+        rows = db.execute(f'SELECT rowid, scheduled_at, owner, outcome FROM "{runs}" '
+                          'WHERE job = ?', (name,)).fetchall()
+        rows.sort(key=lambda r: (r[1], utf16(r[2])), reverse=True)
+        for rowid, at, _, outcome in rows[p["@per_job"]:]:
+            if n >= top:
+                break
+            if at >= cut and outcome != "running" and rowid not in lost:
+                db.execute(f'DELETE FROM "{runs}" WHERE rowid = ?', (rowid,))
+                n += 1
+    return [("rows", [("n", "int")], [(n,)])]
+
 STATEMENTS = {
     "create": create,
     "add_last_fire": add_last_fire,
@@ -244,7 +452,15 @@ STATEMENTS = {
     "floor_select": floor_select,       # the benchmark's floors
     "floor_create": floor_create,
     "floor_update": floor_update,
+    "create_runs": create_runs,         # the run ledger
+    "check_runs": check_runs,
+    "claim_runs": claim_runs,
+    "record_runs": record_runs,
+    "read_runs": read_runs,
+    "prune_runs": prune_runs,
 }
+# The statements whose function reads the statement's own text.
+READS_TEXT = {create_runs, check_runs, claim_runs, record_runs, read_runs, prune_runs}
 
 # ---------------------------------------------------------------- TDS encoding
 PRELOGIN, LOGIN7, SQL_BATCH, RPC, ATTENTION, REPLY = 0x12, 0x10, 0x01, 0x03, 0x06, 0x04
@@ -283,7 +499,10 @@ def colmetadata(cols):
     out = bytearray(b"\x81" + struct.pack("<H", len(cols)))
     for name, kind in cols:
         out += struct.pack("<IH", 0, 0x0001)             # user type, nullable
-        out += b"\x26\x08" if kind == "int" else b"\xe7" + struct.pack("<H", 400) + COLLATION
+        if kind == "int":
+            out += b"\x26\x08"
+        else:                                           # NVARCHAR(200) or (1024)
+            out += b"\xe7" + struct.pack("<H", 2048 if kind == "text" else 400) + COLLATION
         out += b_varchar(name)
     return bytes(out)
 
@@ -464,7 +683,7 @@ class Handler(socketserver.BaseRequestHandler):
             if self.server.cfg.verbose:
                 print(f"param {name} type 0x{r.last_type:02x} len {len(str(params[-1][1]))}",
                       file=sys.stderr, flush=True)
-        faults = self.server.take_faults(("drop", "delay", "deaf", "fail", "race"))
+        faults = self.server.take_faults(("drop", "delay", "deaf", "fail", "race", "abort"))
         if "drop" in faults:
             self.request.shutdown(socket.SHUT_RDWR)
             return False
@@ -521,20 +740,30 @@ class Handler(socketserver.BaseRequestHandler):
         stmt = params[0][1]
         decl = params[1][1] if len(params) > 1 else ""
         values = dict(params[2:])
+        self.server.log_statement(stmt)
         m = re.match(r"/\* leash:(\w+) \*/", stmt)
         fn = STATEMENTS.get(m.group(1)) if m else None
         table = re.search(r"\[(\w+)\]", stmt)      # the first [name] is the table
         if not fn:
             return [("error", 102, 15, f"leash TDS test server: unknown statement {stmt[:60]!r}")]
-        decls = [re.fullmatch(r"(@\w+) (NVARCHAR\(200\)|BIGINT)", d.strip())
+        decls = [re.fullmatch(r"(@\w+) (NVARCHAR\((15|200|1024)\)|BIGINT)", d.strip())
                  for d in decl.split(",") if d.strip()]
         if not all(decls) or sorted(d.group(1) for d in decls) != sorted(values):
             return [("error", 8178, 16, f"parameters {sorted(values)} do not match "
                      f"the declaration {decl[:80]!r}")]
+        for d in decls:                 # a longer value is cut to its declared type
+            v = values[d.group(1)]
+            if d.group(3) and isinstance(v, str) and len(utf16(v)) > 2 * int(d.group(3)):
+                values[d.group(1)] = utf16(v)[:2 * int(d.group(3))].decode(
+                    "utf-16-be", "surrogatepass")
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            result = fn(self.db, table and table.group(1), values, faults)
+            args = (self.db, table and table.group(1), values, faults)
+            result = fn(*args, stmt) if fn in READS_TEXT else fn(*args)
             self.db.execute("COMMIT")
+        except TSqlError as e:          # XACT_ABORT ON: the batch is rolled back
+            self.db.execute("ROLLBACK")
+            return [("error", e.number, e.cls, e.text)]
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
@@ -550,6 +779,7 @@ class Server(socketserver.ThreadingTCPServer):
         self.cfg = cfg
         self.lock = threading.Lock()
         self.logins = 0
+        self.shapes = set()
 
     def count_login(self):
         with self.lock:
@@ -557,6 +787,17 @@ class Server(socketserver.ThreadingTCPServer):
             with open(self.cfg.ctl + ".logins.tmp", "w") as f:
                 f.write(f"{self.logins}\n")
             os.rename(self.cfg.ctl + ".logins.tmp", self.cfg.ctl + ".logins")
+
+    def log_statement(self, stmt):
+        """Appends each statement text not seen before (numbers aside) to
+        <ctl>.sql, one a line, for the spec that reads what was sent."""
+        shape = re.sub(r"\d+", "0", stmt)
+        with self.lock:
+            if shape in self.shapes:
+                return
+            self.shapes.add(shape)
+            with open(self.cfg.ctl + ".sql", "a") as f:
+                f.write(stmt.replace("\n", " ") + "\n")
 
     def take_faults(self, keys):
         """Removes the control file's lines whose key is in keys; returns them."""
