@@ -64,6 +64,19 @@ describe("config errors", function()
     refused("[leash]\njobs = jobs\n[mssql]\nport = 0\n", ":4:", "[mssql] port")
   end)
 
+  it("[ledger] keep shorter than a day, keep_per_job not a whole number in range", function()
+    refused("[leash]\njobs = jobs\n[ledger]\nkeep = 2h\n", ":4:", "[ledger] keep", "at least 1d")
+    refused("[leash]\njobs = jobs\n[ledger]\nkeep = 3651d\n", ":4:", "[ledger] keep")
+    for _, v in ipairs { "0", "-1", "1.5", "10x", "1000001", "99999999999999999999" } do
+      refused("[leash]\njobs = jobs\n[ledger]\nkeep_per_job = " .. v .. "\n", ":4:",
+        "[ledger] keep_per_job", v, "whole number")
+    end
+  end)
+
+  it("a table name longer than 54 bytes (the store adds _replicas; identifiers stop at 63)", function()
+    refused("[leash]\njobs = jobs\n[store]\ntable = " .. ("t"):rep(55) .. "\n", ":4:", "[store] table", "54")
+  end)
+
   it("a table name that is not an identifier", function()
     refused("[leash]\njobs = jobs\n[store]\ntable = leases; drop\n", ":4:", "[store] table")
     refused("[leash]\njobs = jobs\n[store]\ntable = 1st\n", ":4:", "[store] table", '"1st"')
@@ -200,6 +213,8 @@ describe("config values", function()
     assert.equal("leash_leases", c.table)
     assert.equal(1433, c.mssql_port)
     assert.equal("LEASH_MSSQL_PASSWORD", c.mssql_password_env)
+    assert.equal(14 * 86400000, c.ledger_keep_ms)
+    assert.equal(1000, c.ledger_keep_per_job)
   end)
 
   it("reads each kind of value, paths relative to the file", function()

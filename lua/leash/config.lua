@@ -13,7 +13,8 @@ local M = {}
 -- Every key once, from the C core's list (src/cfg_keys.h): { section=, key=,
 -- kind=, words=, default=, min=, max=, field=, meaning= }.  Kinds: "path"
 -- (relative to the config file), "string", "ident", "replica", "word" and
--- "index" (one of words), "bool", "port", "duration" (ms).  A nil default is
+-- "index" (one of words), "bool", "port", "duration" (ms), "count" (an
+-- integer).  A nil default is
 -- derived after reading (see timing()); min and max bound a duration or port.
 M.KEYS = core.config_keys
 
