@@ -107,6 +107,20 @@ void ledger_account(struct ledger *l, const char *job, int64_t fire, const char 
 	r->exit_code = r->exit_signal = STORE_NO_CODE;
 }
 
+void ledger_forget(struct ledger *l, const char *job)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < l->nacct; i++) {
+		if (!l->acct[i].riding && strcmp(l->acct[i].job, job) == 0) {
+			free(l->acct[i].error);
+			continue;
+		}
+		l->acct[w++] = l->acct[i];
+	}
+	l->nacct = w;
+}
+
 int ledger_has_accounts(const struct ledger *l, const char *job, int64_t *fire)
 {
 	int found = 0;

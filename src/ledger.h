@@ -65,6 +65,9 @@ void ledger_clock(struct ledger *, int64_t db_now, int64_t wall_now);
  * why goes in the error column. */
 void ledger_account(struct ledger *, const char *job, int64_t fire, const char *outcome,
                     const char *why);
+/* The job's lease moved (or came back): its accounts are the holder's who
+ * moved the cursor past them, not ours. */
+void ledger_forget(struct ledger *, const char *job);
 /* Whether job has accounts waiting; the latest one's fire in *fire. */
 int ledger_has_accounts(const struct ledger *, const char *job, int64_t *fire);
 

@@ -71,10 +71,12 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 	if (gained) {
 		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
 		j->follow_logged = 0;
+		ledger_forget(&sg->ledger, j->name);
 		sched_gained(sg->sched, j, ej->last_fire);
 		return;
 	}
 	log_msg(LOG_WARN, j->name, 0, "%s", why);
+	ledger_forget(&sg->ledger, j->name);
 	if (j->run)
 		runner_stop(j->run, "lease lost");
 }
@@ -181,6 +183,7 @@ void singleton_leave(void *arg, struct job *j)
 	}
 	elect_remove(&sg->el, ej);
 	j->elect = NULL;
+	ledger_forget(&sg->ledger, j->name);
 }
 
 void singleton_release_all(struct singleton *sg)
