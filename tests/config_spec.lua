@@ -73,10 +73,6 @@ describe("config errors", function()
     end
   end)
 
-  it("a table name longer than 54 bytes (the store adds _replicas; identifiers stop at 63)", function()
-    refused("[leash]\njobs = jobs\n[store]\ntable = " .. ("t"):rep(55) .. "\n", ":4:", "[store] table", "54")
-  end)
-
   it("a table name that is not an identifier", function()
     refused("[leash]\njobs = jobs\n[store]\ntable = leases; drop\n", ":4:", "[store] table")
     refused("[leash]\njobs = jobs\n[store]\ntable = 1st\n", ":4:", "[store] table", '"1st"')
