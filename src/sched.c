@@ -312,7 +312,7 @@ static void account(struct sched *s, struct job *j, int64_t fire, int claimed,
 
 int sched_idle(const struct job *j)
 {
-	return !j->run && !j->pending_ms && !j->want_ms && !j->claimed_ms && !j->backlog_ms;
+	return !j->pending_ms && !j->want_ms && !j->claimed_ms && !j->backlog_ms;
 }
 
 /* A fire came while run j->run still goes: the job's overlap policy. */

@@ -116,8 +116,8 @@ void sched_drop_removed(struct sched *);
 
 struct job *sched_find(struct sched *, const char *name);
 
-/* Whether j has no run going and no fire waiting, claimed or wanted: a
- * claim made for it now cannot pass over a fire it is still to start. */
+/* Whether j has no fire waiting, claimed or wanted (a run may go): a claim
+ * made for it now cannot pass over a fire it is still to start. */
 int sched_idle(const struct job *);
 
 /* Every job leaves the election (singleton mode), then all are freed. */

@@ -437,8 +437,13 @@ static void ledger_turn(struct singleton *sg, int64_t due_in)
 	if (due_in < bound)
 		bound = due_in > 1 ? due_in : 1;
 	store_set_timeout(sg->el.store, (int)bound);
-	if (sg->ledger.nacct && now >= sg->ledger.retry_at && claim_accounts(sg) != STORE_OK)
-		sg->ledger.retry_at = now + SINGLETON_LEDGER_RETRY_MS;
+	/* At most once a second (a job that keeps skipping fires while a long
+	 * run goes adds one a fire). */
+	if (sg->ledger.nacct && now >= sg->ledger.retry_at && now >= sg->accounts_at) {
+		sg->accounts_at = now + LEDGER_FLUSH_EVERY_MS;
+		if (claim_accounts(sg) != STORE_OK)
+			sg->ledger.retry_at = now + SINGLETON_LEDGER_RETRY_MS;
+	}
 	if (ledger_flush(&sg->ledger, sg->el.store, now) != STORE_OK)
 		store_failed(sg, "writing the run ledger", sg->el.store->err);
 	if (ledger_prune(&sg->ledger, sg->el.store, now) != STORE_OK)

@@ -33,6 +33,7 @@ struct singleton {
 	struct store_opts opts;
 	int64_t open_retry_at;          /* boottime: next attempt to open the store */
 	int64_t deferred_since;         /* boottime: store calls held back for a fire */
+	int64_t accounts_at;            /* boottime: the next claim of accounts alone */
 	/* The store's health: the only place that decides it is down or back. */
 	int down;
 	int64_t down_since, down_logged;        /* boottime */
