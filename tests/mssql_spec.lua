@@ -431,8 +431,28 @@ describe("mssql provider", function()
     for i = 1, 400 do
       recs[i] = { job = names[1], scheduled_at = 1000 + i, owner = "A", token = 1, outcome = "ok" }
     end
-    assert(s:record_runs(recs))
+    calls = s:calls()
+    assert(s:record_runs(recs))               -- packed: one batch
+    assert.equal(calls + 1, s:calls())
     assert.equal(401, #assert(s:read_runs{ job = names[1], limit = 1000 }))
+    -- past 5,000 rows, or 1,992 distinct strings, a batch ends and another begins
+    recs = {}
+    for i = 1, 8000 do
+      recs[i] = { job = names[4], scheduled_at = 1000 + i, owner = "A", token = 1, outcome = "failed",
+                  error = i <= 2500 and ("e%d'"):format(i) or "same", exit_code = i % 256 }
+    end
+    calls = s:calls()
+    assert(s:record_runs(recs))
+    assert.equal(calls + 3, s:calls())        -- until the strings fill, then 5,000, then the rest
+    local back = assert(s:read_runs{ job = names[4], limit = 10000 })
+    assert.equal(8000 + 1, #back)             -- and its claimed row at 100
+    for _, r in ipairs(back) do
+      local i = r.scheduled_at - 1000
+      if i > 0 then
+        assert.equal(i <= 2500 and ("e%d'"):format(i) or "same", r.error)
+        assert.equal(i % 256, r.exit_code)
+      end
+    end
     -- a claim carrying more rows than one batch holds is refused whole
     local big, t = held(s, "big")
     local rows = {}

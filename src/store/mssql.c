@@ -66,7 +66,7 @@ struct ms_store {
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 };
 
-/* One bound parameter: an NVARCHAR(200) when s is set, else a BIGINT. */
+/* One bound parameter: a string when s is set, else a BIGINT. */
 struct param {
 	const char *name;
 	const char *s;
@@ -325,8 +325,11 @@ fail:
 
 /* Queues and sends one sp_executesql call.  SYBNTEXT: db-lib sends it as
  * NVARCHAR, NVARCHAR(MAX) when long, as sp_executesql wants (SYBVARCHAR
- * would be cut at 8,000 bytes).  db-lib sends an empty string as NULL, so a
+ * would be cut at 8,000 bytes); so does a parameter longer than LONG_TEXT
+ * (record_runs' packed rows).  db-lib sends an empty string as NULL, so a
  * statement without parameters goes without @params. */
+#define LONG_TEXT 4000
+
 static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
                     const struct param *p, int np)
 {
@@ -336,8 +339,9 @@ static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
 	                          (BYTE *)decl) == FAIL))
 		return STORE_ERR;
 	for (int i = 0; i < np; i++) {
-		int rc = p[i].s ? dbrpcparam(db, p[i].name, 0, SYBVARCHAR, -1,
-		                             (DBINT)strlen(p[i].s), (BYTE *)p[i].s)
+		size_t len = p[i].s ? strlen(p[i].s) : 0;
+		int rc = p[i].s ? dbrpcparam(db, p[i].name, 0, len > LONG_TEXT ? SYBNTEXT : SYBVARCHAR,
+		                             -1, (DBINT)len, (BYTE *)p[i].s)
 		                : dbrpcparam(db, p[i].name, 0, SYBINT8, -1, -1, (BYTE *)&p[i].i);
 		if (rc == FAIL)
 			return STORE_ERR;
@@ -901,9 +905,7 @@ fail:
  * no OPENJSON (not on every server we support). */
 
 #define PARAM_BUDGET 2000       /* parameters per ledger batch (< 2,100, with @stmt, @params, @owner) */
-#define RECORD_PARAMS 13        /* per record_runs row */
 #define CLAIM_RUN_PARAMS 11     /* per claim_runs row: no job (the claim's name), no claimed_at */
-#define RECORD_CHUNK (PARAM_BUDGET / RECORD_PARAMS)
 
 /* The ledger's columns, in the order the batches write and read them. */
 #define RUN_COLS "job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
@@ -1165,40 +1167,121 @@ fail:
 	return rc;
 }
 
-/* record_runs: one batch per RECORD_CHUNK rows (the wrapper refused a key
- * listed twice, so @w's key holds). */
+/* record_runs packs a batch so that hundreds of rows fit SQL Server's 2,100
+ * parameters in one batch: each distinct string of the batch is bound once
+ * (@s1.., NVARCHAR(1024), into the table variable @s), and every row's
+ * numbers go in one NVARCHAR(MAX) parameter @v, PACK_FIELDS fields of
+ * PACK_WIDTH characters a row (a string field is its index in @s, 0 for
+ * NULL), cut apart by SUBSTRING and CAST to BIGINT over a numbers CTE. */
+#define PACK_WIDTH 20           /* characters of one number: INT64_MIN fits */
+#define PACK_FIELDS 13
+#define PACK_ROWS 5000          /* rows per record_runs batch (the numbers CTE has 10,000) */
+#define PACK_STRINGS (PARAM_BUDGET - 8)         /* distinct strings per batch */
+#define STR_SLOTS 4096          /* > 2 * PACK_STRINGS: the batch's string table */
+
+/* The distinct strings of one batch: an open-addressing table of indexes
+ * (1-based) into strs. */
+struct strset {
+	const char *strs[PACK_STRINGS];
+	int slot[STR_SLOTS];
+	int n;
+};
+
+static int64_t str_index(struct strset *ss, const char *v)
+{
+	uint32_t h = 2166136261u;
+	size_t at;
+
+	if (!v || !*v)
+		return 0;               /* NULL ("" too: db-lib sends it as NULL) */
+	for (const char *c = v; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	for (at = h % STR_SLOTS; ss->slot[at]; at = (at + 1) % STR_SLOTS)
+		if (strcmp(ss->strs[ss->slot[at] - 1], v) == 0)
+			return ss->slot[at];
+	ss->strs[ss->n++] = v;
+	ss->slot[at] = ss->n;
+	return ss->n;
+}
+
+/* The fields of @v, in order, as the batch names them: a name ending in
+ * _s is an index into @s. */
+#define PACK(i, name) "CAST(SUBSTRING(@v, n.k * 260 + " #i ", 20) AS BIGINT) AS " name
+#define PACK_COLS \
+	PACK(1, "job_s") ", " PACK(21, "owner_s") ", " PACK(41, "outcome_s") ", " \
+	PACK(61, "error_s") ", " PACK(81, "actor_s") ", " PACK(101, "scheduled_at") ", " \
+	PACK(121, "token") ", " PACK(141, "claimed_at") ", " PACK(161, "started_at") ", " \
+	PACK(181, "ended_at") ", " PACK(201, "exit_code") ", " PACK(221, "exit_signal") ", " \
+	PACK(241, "duration_ms")
+
+/* record_runs: as many rows per batch as PACK_ROWS and PACK_STRINGS allow
+ * (the wrapper refused a key listed twice, so @w's key holds). */
 static int ms_record_runs(struct store *s, const struct store_run *rows, size_t m)
 {
 	struct ms_store *st = (struct ms_store *)s;
 	struct batch b = { 0 };
+	struct strset *ss = malloc(sizeof *ss);
+	size_t vmax = (m < PACK_ROWS ? m : PACK_ROWS) * PACK_WIDTH * PACK_FIELDS + 1;
+	char *v = malloc(vmax);
 	int rc = STORE_ERR;
 
-	if (batch_init(&b, RECORD_CHUNK, PARAM_BUDGET) < 0) {
+	if (!ss || !v || batch_init(&b, 0, PARAM_BUDGET) < 0 ||
+	    !(b.sql = realloc(b.sql, b.sqlmax = 4 * SQL_MAX + PACK_STRINGS * 32))) {
 		store_fail(s, "mssql: out of memory");
 		goto fail;
 	}
-	for (size_t at = 0; at < m; at += RECORD_CHUNK) {
-		size_t k = m - at < RECORD_CHUNK ? m - at : RECORD_CHUNK;
+	for (size_t at = 0, batches = 0; at < m; batches++) {
+		size_t k = 0, vl = 0;
 
-		if (at > 0)
+		memset(ss->slot, 0, sizeof ss->slot);
+		ss->n = 0;
+		/* Rows while their strings fit (each adds at most 5). */
+		while (at + k < m && k < PACK_ROWS && ss->n + 5 <= PACK_STRINGS) {
+			const struct store_run *r = &rows[at + k++];
+			int64_t f[PACK_FIELDS] = {
+				str_index(ss, r->job), str_index(ss, r->owner), str_index(ss, r->outcome),
+				str_index(ss, r->error), str_index(ss, r->actor), r->scheduled_at,
+				r->token, r->claimed_at, r->started_at, r->ended_at, r->exit_code,
+				r->exit_signal, r->duration_ms,
+			};
+
+			for (int i = 0; i < PACK_FIELDS; i++)
+				app(v, &vl, vmax, "%20lld", (long long)f[i]);
+		}
+		if (batches > 0)
 			s->calls++;
 		batch_reset(&b);
+		app(b.decl, &b.dl, b.declmax, "@v NVARCHAR(MAX), @rows BIGINT");
+		b.p[b.np++] = (struct param){ "@v", v, 0 };
+		b.p[b.np++] = (struct param){ "@rows", NULL, (int64_t)k };
 		app(b.sql, &b.sl, b.sqlmax,
 		    "/* leash:record_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
 		    "DECLARE @now BIGINT = " NOW "; "
+		    "DECLARE @s TABLE (i INT NOT NULL PRIMARY KEY, v " EC " NULL); "
 		    "DECLARE @w TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 		    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 		    W_COLS ", PRIMARY KEY (job, scheduled_at, owner)); ");
-		for (size_t j = 0; j < k; j++) {
-			if (j % ROWS_MAX == 0)
-				app(b.sql, &b.sl, b.sqlmax, "%sINSERT INTO @w (job, scheduled_at, owner, "
-				    "token, claimed_at, started_at, ended_at, outcome, exit_code, "
-				    "exit_signal, duration_ms, error, actor) VALUES ", j ? "; " : "");
-			bind_one(&b, j % ROWS_MAX ? ", (" : "(", 'j', j + 1, VC, rows[at + j].job, 0, 0);
-			bind_run(&b, &rows[at + j], j + 1, 1);
+		for (int i = 0; i < ss->n; i++) {
+			app(b.sql, &b.sl, b.sqlmax, "%s(%d", i % ROWS_MAX ? ", " :
+			    i ? "; INSERT INTO @s (i, v) VALUES " : "INSERT INTO @s (i, v) VALUES ", i + 1);
+			bind_one(&b, ", ", 's', (size_t)i + 1, EC, ss->strs[i], 0, 0);
+			app(b.sql, &b.sl, b.sqlmax, ")");
 		}
 		app(b.sql, &b.sl, b.sqlmax,
-		    "; BEGIN TRANSACTION; "
+		    "; WITH d AS (SELECT x FROM (VALUES (0), (0), (0), (0), (0), (0), (0), (0), (0), "
+		    "(0)) AS t (x)), "
+		    "n AS (SELECT TOP (@rows) ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1 AS k "
+		    "FROM d AS a CROSS JOIN d AS b CROSS JOIN d AS c CROSS JOIN d AS e), "
+		    "f AS (SELECT " PACK_COLS " FROM n) "
+		    "INSERT INTO @w (job, scheduled_at, owner, token, claimed_at, started_at, ended_at, "
+		    "outcome, exit_code, exit_signal, duration_ms, error, actor) "
+		    "SELECT sj.v, f.scheduled_at, so.v, f.token, NULLIF(f.claimed_at, -1), "
+		    "NULLIF(f.started_at, -1), NULLIF(f.ended_at, -1), su.v, NULLIF(f.exit_code, -1), "
+		    "NULLIF(f.exit_signal, -1), NULLIF(f.duration_ms, -1), se.v, sa.v FROM f "
+		    "INNER JOIN @s AS sj ON sj.i = f.job_s INNER JOIN @s AS so ON so.i = f.owner_s "
+		    "INNER JOIN @s AS su ON su.i = f.outcome_s LEFT JOIN @s AS se ON se.i = f.error_s "
+		    "LEFT JOIN @s AS sa ON sa.i = f.actor_s; "
+		    "BEGIN TRANSACTION; "
 		    "UPDATE x SET token = w.token, outcome = w.outcome, "
 		    "claimed_at = COALESCE(w.claimed_at, x.claimed_at), "
 		    "started_at = COALESCE(w.started_at, x.started_at), "
@@ -1217,12 +1300,19 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 		    "WHERE NOT EXISTS (SELECT 1 FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
 		    "WHERE x.job = w.job AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
 		    "COMMIT;", st->table, st->table, st->table);
+		if (b.sl >= b.sqlmax || vl >= vmax) {        /* app() cut it */
+			store_fail(s, "mssql: record_runs: batch text too long");
+			goto fail;
+		}
 		if (call(st, b.sql, b.decl, b.p, b.np, NULL, NULL) != STORE_OK)
 			goto fail;
+		at += k;
 	}
 	rc = STORE_OK;
 fail:
 	batch_free(&b);
+	free(ss);
+	free(v);
 	return rc;
 }
 
