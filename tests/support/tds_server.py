@@ -315,7 +315,7 @@ def deadlock(faults, kind):
 
 
 def packed_rows(stmt, p, key):
-    """record_runs' rows: the distinct strings go into @s (VALUES tuples), the
+    """The ledger rows of a batch: the distinct strings go into @s (VALUES tuples), the
     numbers of every row into @v, each field CAST(SUBSTRING(@v, n.k * <row
     width> + <offset>, <width>) AS BIGINT) AS <name> for row k below @rows; a
     field named <x>_s is x's index in @s (none: NULL), and a field the INSERT
@@ -369,7 +369,7 @@ def claim_runs(db, t, p, faults, stmt):
     lease, runs = ledger_tables(stmt)
     owner, now = p["@owner"], now_ms()
     claims = table_rows(stmt, "c", p, ("name",))
-    rows = table_rows(stmt, "w", p, ("i", "scheduled_at", "owner"))
+    rows = packed_rows(stmt, p, ("i", "scheduled_at", "owner")) if "@rows" in p else []
     won = {}
     for c in sorted(claims, key=lambda c: c["name"].encode("utf-16-be", "surrogatepass")):
         cur = db.execute(f'UPDATE "{lease}" SET last_fire = ? WHERE name = ? AND owner = ? '
