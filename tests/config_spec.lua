@@ -69,6 +69,15 @@ describe("config errors", function()
     refused("[leash]\njobs = jobs\n[store]\ntable = 1st\n", ":4:", "[store] table", '"1st"')
   end)
 
+  it("a table name longer than 54 bytes (the store adds _runs and _replicas; identifiers stop at 63)", function()
+    assert.equal(54, core.limits.ident_max)
+    refused("[leash]\njobs = jobs\n[store]\ntable = " .. ("t"):rep(55) .. "\n", ":4:", "[store] table",
+      "at most 54 bytes")
+    local c, err = core.config_load((ini("[leash]\njobs = jobs\n[store]\ntable = " .. ("t"):rep(54) .. "\n")))
+    assert.is_table(c, err)
+    assert.equal(("t"):rep(54), c.table)
+  end)
+
   it("a log_level or log_format leash does not know", function()
     refused("[leash]\njobs = jobs\nlog_level = loud\n", ":3:", "[leash] log_level", '"loud"')
     refused("[leash]\njobs = jobs\nlog_format = xml\n", ":3:", "[leash] log_format", '"xml"')

@@ -1214,6 +1214,24 @@ for _, p in ipairs(providers.list) do
         assert.same({ "1" }, by_hand(pname, ("SELECT count(*) FROM %s_runs WHERE job = 'j' AND recorded_at = 5;\n"):format(w)))
       end)
 
+      it("a 54-byte table name works with its ledger (identifiers stay within 63); 55 bytes are refused", function()
+        local long = ("L%s_"):format(os.time() % 100000 .. math.random(0, 999)) 
+        long = long .. ("x"):rep(54 - #long)
+        assert.equal(54, #long)
+        local p = assert(core.open_store(providers.get(pname, long)))
+        local _, a = p:try_acquire("j", "A", 60000)
+        assert.same({ true }, assert(p:claim_runs("A", { { name = "j", token = a.token, fire = 1 } },
+          { { claim = 1, scheduled_at = 1, owner = "A", outcome = "running" } })))
+        assert.equal(1, #assert(p:read_runs{ job = "j" }))
+        assert.is_number(assert(p:prune_runs{ keep = 1, keep_per_job = 1, max_rows = 10 }))
+        p:close()
+        local p2 = assert(core.open_store(providers.get(pname, long)))     -- a second open: indexes found
+        p2:close()
+        local none, err = core.open_store(providers.get(pname, long .. "y"))
+        assert.is_nil(none)
+        assert.matches("at most 54 bytes", err, 1, true)
+      end)
+
       it("claim race through claim_runs: 8 processes x 300 fires, 50 ms leases: one row per fire, rows == accepted claims, each with its holder's token", function()
         local name = "claimed-runs"
         local _, claims = claim_race(pname, tbl, name, 300, "runs")

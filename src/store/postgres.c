@@ -218,32 +218,37 @@ static const char *const q_text[Q_MAX] = {
 	 * aged: the old end of the scheduled_at index.
 	 * per job: each lease's keep_per_job-th newest row, found by an OFFSET
 	 * inside that job's primary key (never a window over the table), and
-	 * that job's rows below it, by the same key. */
+	 * that job's rows below it, oldest first, by the same key.
+	 * Each step picks its rows' ctids and changes them by a TID scan: a
+	 * join back on the key let the planner hash the whole table.  The
+	 * cutoff is a scalar subquery (an index bound, not a join filter), and
+	 * the per-job bounds are row comparisons led by job, which only the
+	 * primary key can serve (the planner liked scheduled_at's index and a
+	 * filter on job: every job's rows in the range). */
 	[Q_PRUNE_RUNS] =
-	"WITH t0 AS (SELECT " NOW " - $1::bigint AS cut),"
-	" lost AS (UPDATE \"%1$s_runs\" r SET outcome = 'lost', recorded_at = t0.cut + $1::bigint"
-	"  FROM t0, (SELECT x.job, x.scheduled_at, x.owner FROM \"%1$s_runs\" x"
-	"   JOIN \"%1$s\" l ON l.name = x.job, t0"
-	"   WHERE x.outcome = 'running' AND x.token < l.token AND x.scheduled_at >= t0.cut"
-	"   LIMIT $3) d"
-	"  WHERE r.job = d.job AND r.scheduled_at = d.scheduled_at AND r.owner = d.owner"
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" c AS (SELECT now - $1::bigint AS cut, now FROM t0),"
+	" lost AS (UPDATE \"%1$s_runs\" r SET outcome = 'lost', recorded_at = (SELECT now FROM c)"
+	"  WHERE r.ctid = ANY (ARRAY(SELECT x.ctid FROM \"%1$s_runs\" x"
+	"   JOIN \"%1$s\" l ON l.name = x.job"
+	"   WHERE x.outcome = 'running' AND x.token < l.token"
+	"   AND x.scheduled_at >= (SELECT cut FROM c) LIMIT $3))"
 	"  AND r.outcome = 'running' RETURNING 1),"
-	" aged AS (DELETE FROM \"%1$s_runs\" r"
-	"  USING (SELECT x.job, x.scheduled_at, x.owner FROM \"%1$s_runs\" x, t0"
-	"   WHERE x.scheduled_at < t0.cut ORDER BY x.scheduled_at"
-	"   LIMIT greatest(0, $3 - (SELECT count(*) FROM lost))) d"
-	"  WHERE r.job = d.job AND r.scheduled_at = d.scheduled_at AND r.owner = d.owner"
+	" aged AS (DELETE FROM \"%1$s_runs\" r WHERE r.ctid = ANY (ARRAY("
+	"  SELECT x.ctid FROM \"%1$s_runs\" x WHERE x.scheduled_at < (SELECT cut FROM c)"
+	"  ORDER BY x.scheduled_at LIMIT greatest(0, $3 - (SELECT count(*) FROM lost))))"
 	"  RETURNING 1),"
-	" per_job AS (DELETE FROM \"%1$s_runs\" r"
-	"  USING (SELECT v.job, v.scheduled_at, v.owner FROM \"%1$s\" l CROSS JOIN t0"
+	" per_job AS (DELETE FROM \"%1$s_runs\" r WHERE r.ctid = ANY (ARRAY("
+	"  SELECT v.ctid FROM \"%1$s\" l"
 	"   CROSS JOIN LATERAL (SELECT k.scheduled_at, k.owner FROM \"%1$s_runs\" k"
 	"    WHERE k.job = l.name ORDER BY k.scheduled_at DESC, k.owner DESC"
 	"    OFFSET $2::bigint - 1 LIMIT 1) k"
-	"   CROSS JOIN LATERAL (SELECT v.job, v.scheduled_at, v.owner FROM \"%1$s_runs\" v"
-	"    WHERE v.job = l.name AND (v.scheduled_at, v.owner) < (k.scheduled_at, k.owner)"
-	"    AND v.scheduled_at >= t0.cut AND v.outcome <> 'running' LIMIT $3) v"
-	"   LIMIT greatest(0, $3 - (SELECT count(*) FROM lost) - (SELECT count(*) FROM aged))) d"
-	"  WHERE r.job = d.job AND r.scheduled_at = d.scheduled_at AND r.owner = d.owner"
+	"   CROSS JOIN LATERAL (SELECT v.ctid FROM \"%1$s_runs\" v WHERE v.job = l.name"
+	"    AND (v.job, v.scheduled_at, v.owner) < (l.name, k.scheduled_at, k.owner)"
+	"    AND (v.job, v.scheduled_at) >= (l.name, (SELECT cut FROM c))"
+	"    AND v.outcome <> 'running'"
+	"    ORDER BY v.scheduled_at, v.owner LIMIT $3) v"
+	"   LIMIT greatest(0, $3 - (SELECT count(*) FROM lost) - (SELECT count(*) FROM aged))))"
 	"  RETURNING 1)"
 	" SELECT (SELECT count(*) FROM lost) + (SELECT count(*) FROM aged)"
 	"  + (SELECT count(*) FROM per_job)",
