@@ -236,12 +236,14 @@ def floor_update(db, t, p, faults):
 
 
 # ---------------------------------------------------------------- the run ledger
-# The ledger statements bind their rows as VALUES tuples inserting into table
-# variables (@c the claims, @w the rows); the functions below read those
-# tuples out of the statement text, evaluate each item (an integer literal,
-# a parameter, or NULLIF(@param, -1)) and then do what the batch does, in the
-# one SQLite transaction the batch runs in: an error (TSqlError) rolls all of
-# it back, as XACT_ABORT ON does.
+# The ledger statements bind their claims as VALUES tuples into the table
+# variable @c, and their rows packed: the distinct strings as VALUES tuples
+# into @s, every row's numbers in one parameter @v that the batch cuts apart
+# by SUBSTRING (packed_rows reads the offsets out of the statement).  The
+# functions below evaluate those (an integer literal, a parameter, or
+# NULLIF(@param, -1)) and then do what the batch does, in the one SQLite
+# transaction the batch runs in: an error (TSqlError) rolls all of it back,
+# as XACT_ABORT ON does.
 
 RUN_COLS = ["job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
             "outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor",
