@@ -422,7 +422,7 @@ describe("mssql provider", function()
     end
     local calls = s:calls()
     local got = assert(s:claim_runs("A", claims, runs))
-    assert.is_true(s:calls() - calls >= 3, "expected several batches")
+    assert.equal(calls + 2, s:calls())        -- 650 claims a batch (3 parameters each)
     for i = 1, 800 do assert.is_true(got[i], i) end
     for _, i in ipairs({ 1, 3, 600, 799, 800 }) do
       assert.equal(i % 3 == 0 and 2 or 1, #assert(s:read_runs{ job = names[i] }), i)
@@ -431,16 +431,44 @@ describe("mssql provider", function()
     for i = 1, 400 do
       recs[i] = { job = names[1], scheduled_at = 1000 + i, owner = "A", token = 1, outcome = "ok" }
     end
-    assert(s:record_runs(recs))
+    calls = s:calls()
+    assert(s:record_runs(recs))               -- packed: one batch
+    assert.equal(calls + 1, s:calls())
     assert.equal(401, #assert(s:read_runs{ job = names[1], limit = 1000 }))
-    -- a claim carrying more rows than one batch holds is refused whole
+    -- past 5,000 rows, or 1,992 distinct strings, a batch ends and another begins
+    recs = {}
+    for i = 1, 8000 do
+      recs[i] = { job = names[4], scheduled_at = 1000 + i, owner = "A", token = 1, outcome = "failed",
+                  error = i <= 2500 and ("e%d'"):format(i) or "same", exit_code = i % 256 }
+    end
+    calls = s:calls()
+    assert(s:record_runs(recs))
+    assert.equal(calls + 3, s:calls())        -- until the strings fill, then 5,000, then the rest
+    local back = assert(s:read_runs{ job = names[4], limit = 10000 })
+    assert.equal(8000 + 1, #back)             -- and its claimed row at 100
+    for _, r in ipairs(back) do
+      local i = r.scheduled_at - 1000
+      if i > 0 then
+        assert.equal(i <= 2500 and ("e%d'"):format(i) or "same", r.error)
+        assert.equal(i % 256, r.exit_code)
+      end
+    end
+    -- a claim carries hundreds of rows in one batch (a long catch-up's
+    -- missed fires); one carrying more than a batch holds is refused whole
     local big, t = held(s, "big")
     local rows = {}
-    for i = 1, 200 do rows[i] = { claim = 2, scheduled_at = i, owner = "A", outcome = "missed" } end
+    for i = 1, 1000 do rows[i] = { claim = 1, scheduled_at = i, owner = "A", outcome = "missed" } end
+    calls = s:calls()
+    assert.same({ true }, assert(s:claim_runs("A", { { name = big, token = t, fire = 1000 } }, rows)))
+    assert.equal(calls + 1, s:calls())
+    assert.equal(1000, #assert(s:read_runs{ job = big, limit = 2000 }))
+    rows = {}
+    for i = 1, 5001 do rows[i] = { claim = 2, scheduled_at = 2000 + i, owner = "A", outcome = "missed" } end
     local ok, err = s:claim_runs("A", { { name = names[2], token = claims[2].token, fire = 200 },
-                                        { name = big, token = t, fire = 200 } }, rows)
+                                        { name = big, token = t, fire = 9000 } }, rows)
     assert.is_nil(ok)
-    assert.matches("carries 200 rows", err, 1, true)
+    assert.matches("carries 5001 rows", err, 1, true)
+    assert.equal(1000, cursor(s, big))
     assert.equal(100, cursor(s, names[2]))    -- the other claim was not sent either
     s:close()
   end)

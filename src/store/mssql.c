@@ -66,7 +66,7 @@ struct ms_store {
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 };
 
-/* One bound parameter: an NVARCHAR(200) when s is set, else a BIGINT. */
+/* One bound parameter: a string when s is set, else a BIGINT. */
 struct param {
 	const char *name;
 	const char *s;
@@ -325,8 +325,11 @@ fail:
 
 /* Queues and sends one sp_executesql call.  SYBNTEXT: db-lib sends it as
  * NVARCHAR, NVARCHAR(MAX) when long, as sp_executesql wants (SYBVARCHAR
- * would be cut at 8,000 bytes).  db-lib sends an empty string as NULL, so a
+ * would be cut at 8,000 bytes); so does a parameter longer than LONG_TEXT
+ * (record_runs' packed rows).  db-lib sends an empty string as NULL, so a
  * statement without parameters goes without @params. */
+#define LONG_TEXT 4000
+
 static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
                     const struct param *p, int np)
 {
@@ -336,8 +339,9 @@ static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
 	                          (BYTE *)decl) == FAIL))
 		return STORE_ERR;
 	for (int i = 0; i < np; i++) {
-		int rc = p[i].s ? dbrpcparam(db, p[i].name, 0, SYBVARCHAR, -1,
-		                             (DBINT)strlen(p[i].s), (BYTE *)p[i].s)
+		size_t len = p[i].s ? strlen(p[i].s) : 0;
+		int rc = p[i].s ? dbrpcparam(db, p[i].name, 0, len > LONG_TEXT ? SYBNTEXT : SYBVARCHAR,
+		                             -1, (DBINT)len, (BYTE *)p[i].s)
 		                : dbrpcparam(db, p[i].name, 0, SYBINT8, -1, -1, (BYTE *)&p[i].i);
 		if (rc == FAIL)
 			return STORE_ERR;
@@ -892,18 +896,15 @@ fail:
 
 /* ---- the run ledger ----
  *
- * Rows go into a table variable @w, bound row by row (a NULL time or code
- * travels as -1 and becomes NULL through NULLIF; a NULL string travels as ""
- * which db-lib sends as NULL), then one UPDATE of the rows that exist and
+ * Rows go into a table variable @w, packed (see PACK_WIDTH below: a NULL
+ * time or code travels as -1 and becomes NULL through NULLIF, a NULL string
+ * as index 0), then one UPDATE of the rows that exist and
  * one INSERT ... WHERE NOT EXISTS of the others, in a transaction with
  * XACT_ABORT ON: any error, and a cancel after a statement timeout, rolls
  * back the whole batch.  No MERGE (its races and bugs are well known) and
  * no OPENJSON (not on every server we support). */
 
 #define PARAM_BUDGET 2000       /* parameters per ledger batch (< 2,100, with @stmt, @params, @owner) */
-#define RECORD_PARAMS 13        /* per record_runs row */
-#define CLAIM_RUN_PARAMS 11     /* per claim_runs row: no job (the claim's name), no claimed_at */
-#define RECORD_CHUNK (PARAM_BUDGET / RECORD_PARAMS)
 
 /* The ledger's columns, in the order the batches write and read them. */
 #define RUN_COLS "job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
@@ -981,24 +982,115 @@ static void bind_one(struct batch *b, const char *sep, char tag, size_t j, const
 	app(b->sql, &b->sl, b->sqlmax, nullable ? "%sNULLIF(%s, -1)" : "%s%s", sep, pn);
 }
 
-/* Appends row r's VALUES tuple (after its lead: the job or the claim
- * index) as parameters numbered j. */
-static void bind_run(struct batch *b, const struct store_run *r, size_t j, int claimed_at)
+/* Both writers pack their rows so that hundreds fit SQL Server's 2,100
+ * parameters in one batch: each distinct string of the batch is bound once
+ * (@s1.., NVARCHAR(1024), into the table variable @s), and every row's
+ * numbers go in one NVARCHAR(MAX) parameter @v, PACK_FIELDS fields of
+ * PACK_WIDTH characters a row (a string field is its index in @s, 0 for
+ * NULL), cut apart by SUBSTRING and CAST to BIGINT over a numbers CTE. */
+#define PACK_WIDTH 20           /* characters of one number: INT64_MIN fits */
+#define PACK_FIELDS 13
+#define PACK_ROWS 5000          /* rows per batch (the numbers CTE has 10,000) */
+#define PACK_STRINGS (PARAM_BUDGET - 8)         /* distinct strings per record_runs batch */
+#define STR_SLOTS 4096          /* > 2 * PACK_STRINGS: the batch's string table */
+
+/* The distinct strings of one batch: an open-addressing table of indexes
+ * (1-based) into strs; pos[i] is strs[i]'s slot, so that the strings added
+ * last can be taken back (no earlier string's probe runs through them). */
+struct strset {
+	const char *strs[PACK_STRINGS];
+	int pos[PACK_STRINGS];
+	int slot[STR_SLOTS];
+	int n;
+};
+
+static int64_t str_index(struct strset *ss, const char *v)
 {
-	bind_one(b, ", ", 's', j, "", NULL, r->scheduled_at, 0);
-	bind_one(b, ", ", 'o', j, VC, r->owner, 0, 0);
-	bind_one(b, ", ", 'k', j, "", NULL, r->token, 0);
-	if (claimed_at)
-		bind_one(b, ", ", 'c', j, "", NULL, r->claimed_at, 1);
-	bind_one(b, ", ", 'b', j, "", NULL, r->started_at, 1);
-	bind_one(b, ", ", 'e', j, "", NULL, r->ended_at, 1);
-	bind_one(b, ", ", 'u', j, OC, r->outcome, 0, 0);
-	bind_one(b, ", ", 'x', j, "", NULL, r->exit_code, 1);
-	bind_one(b, ", ", 'g', j, "", NULL, r->exit_signal, 1);
-	bind_one(b, ", ", 'd', j, "", NULL, r->duration_ms, 1);
-	bind_one(b, ", ", 'm', j, EC, r->error ? r->error : "", 0, 0);
-	bind_one(b, ", ", 'a', j, VC, r->actor ? r->actor : "", 0, 0);
-	app(b->sql, &b->sl, b->sqlmax, ")");
+	uint32_t h = 2166136261u;
+	size_t at;
+
+	if (!v || !*v)
+		return 0;               /* NULL ("" too: db-lib sends it as NULL) */
+	for (const char *c = v; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	for (at = h % STR_SLOTS; ss->slot[at]; at = (at + 1) % STR_SLOTS)
+		if (strcmp(ss->strs[ss->slot[at] - 1], v) == 0)
+			return ss->slot[at];
+	ss->strs[ss->n] = v;
+	ss->pos[ss->n++] = (int)at;
+	ss->slot[at] = ss->n;
+	return ss->n;
+}
+
+static void strset_clear(struct strset *ss)
+{
+	memset(ss->slot, 0, sizeof ss->slot);
+	ss->n = 0;
+}
+
+/* Takes back the strings added after the first n. */
+static void strset_undo(struct strset *ss, int n)
+{
+	while (ss->n > n)
+		ss->slot[ss->pos[--ss->n]] = 0;
+}
+
+/* Packs row r: its lead (record_runs: the job's string; claim_runs: the
+ * claim's number in the batch), then the rest.  At most 5 new strings. */
+static void pack_row(struct strset *ss, char *v, size_t *vl, size_t vmax,
+                     const struct store_run *r, int64_t claim)
+{
+	int64_t f[PACK_FIELDS] = {
+		claim >= 0 ? claim : str_index(ss, r->job), str_index(ss, r->owner),
+		str_index(ss, r->outcome), str_index(ss, r->error), str_index(ss, r->actor),
+		r->scheduled_at, r->token, claim >= 0 ? STORE_NO_TIME : r->claimed_at,
+		r->started_at, r->ended_at, r->exit_code, r->exit_signal, r->duration_ms,
+	};
+
+	for (int i = 0; i < PACK_FIELDS; i++)
+		app(v, vl, vmax, "%20lld", (long long)f[i]);
+}
+
+/* The fields of @v, in order, as the batch names them: a name ending in
+ * _s is an index into @s. */
+#define PACK(i, name) "CAST(SUBSTRING(@v, n.k * 260 + " #i ", 20) AS BIGINT) AS " name
+#define PACK_TAIL \
+	PACK(21, "owner_s") ", " PACK(41, "outcome_s") ", " \
+	PACK(61, "error_s") ", " PACK(81, "actor_s") ", " PACK(101, "scheduled_at") ", " \
+	PACK(121, "token") ", " PACK(141, "claimed_at") ", " PACK(161, "started_at") ", " \
+	PACK(181, "ended_at") ", " PACK(201, "exit_code") ", " PACK(221, "exit_signal") ", " \
+	PACK(241, "duration_ms")
+/* f's columns as @w takes them (after the lead), and the joins that turn
+ * string indexes back into strings. */
+#define PACK_SELECT "f.scheduled_at, so.v, f.token, NULLIF(f.claimed_at, -1), " \
+	"NULLIF(f.started_at, -1), NULLIF(f.ended_at, -1), su.v, NULLIF(f.exit_code, -1), " \
+	"NULLIF(f.exit_signal, -1), NULLIF(f.duration_ms, -1), se.v, sa.v FROM f " \
+	"INNER JOIN @s AS so ON so.i = f.owner_s INNER JOIN @s AS su ON su.i = f.outcome_s " \
+	"LEFT JOIN @s AS se ON se.i = f.error_s LEFT JOIN @s AS sa ON sa.i = f.actor_s"
+#define W_NAMES "scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
+	"exit_code, exit_signal, duration_ms, error, actor"
+
+/* Binds @v, @rows and the strings, and appends "DECLARE @s ...; INSERT INTO
+ * @s ...; WITH ... f AS (...) " (the caller's INSERT INTO @w follows). */
+static void app_packed(struct batch *b, const struct strset *ss, const char *v, size_t rows,
+                       const char *lead)
+{
+	app(b->decl, &b->dl, b->declmax, "%s@v NVARCHAR(MAX), @rows BIGINT", b->dl ? ", " : "");
+	b->p[b->np++] = (struct param){ "@v", v, 0 };
+	b->p[b->np++] = (struct param){ "@rows", NULL, (int64_t)rows };
+	app(b->sql, &b->sl, b->sqlmax, "DECLARE @s TABLE (i INT NOT NULL PRIMARY KEY, v " EC " NULL); ");
+	for (int i = 0; i < ss->n; i++) {
+		app(b->sql, &b->sl, b->sqlmax, "%s(%d", i % ROWS_MAX ? ", " :
+		    i ? "; INSERT INTO @s (i, v) VALUES " : "INSERT INTO @s (i, v) VALUES ", i + 1);
+		bind_one(b, ", ", 's', (size_t)i + 1, EC, ss->strs[i], 0, 0);
+		app(b->sql, &b->sl, b->sqlmax, ")");
+	}
+	app(b->sql, &b->sl, b->sqlmax,
+	    "%sWITH d AS (SELECT x FROM (VALUES (0), (0), (0), (0), (0), (0), (0), (0), (0), "
+	    "(0)) AS t (x)), "
+	    "n AS (SELECT TOP (@rows) ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1 AS k "
+	    "FROM d AS a CROSS JOIN d AS b CROSS JOIN d AS c CROSS JOIN d AS e), "
+	    "f AS (SELECT %s, " PACK_TAIL " FROM n) ", ss->n ? "; " : "", lead);
 }
 
 /* claim_runs: the runs of each claim, in their order, as indexes into runs
@@ -1007,32 +1099,28 @@ static void bind_run(struct batch *b, const struct store_run *r, size_t j, int c
 static int group_runs(const struct store_run *runs, size_t nruns, size_t n, size_t *first,
                       size_t *order)
 {
+	size_t *fill = malloc((n + 1) * sizeof *fill);
+
+	if (!fill)
+		return -1;
 	memset(first, 0, (n + 1) * sizeof *first);
 	for (size_t k = 0; k < nruns; k++)
 		first[runs[k].claim + 1]++;
 	for (size_t c = 0; c < n; c++)
 		first[c + 1] += first[c];
-	{
-		size_t *fill = malloc((n + 1) * sizeof *fill);
-
-		if (!fill)
-			return -1;
-		memcpy(fill, first, (n + 1) * sizeof *fill);
-		for (size_t k = 0; k < nruns; k++)
-			order[fill[runs[k].claim]++] = k;
-		free(fill);
-	}
+	memcpy(fill, first, (n + 1) * sizeof *fill);
+	for (size_t k = 0; k < nruns; k++)
+		order[fill[runs[k].claim]++] = k;
+	free(fill);
 	return 0;
 }
 
-/* One claim_runs batch: claims [c0, c1) and their rows. */
+/* One claim_runs batch: claims [c0, c1), their rows packed in v. */
 static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *owner,
                            const struct store_claim *claims, size_t c0, size_t c1,
-                           const struct store_run *runs, const size_t *first,
-                           const size_t *order)
+                           const struct strset *ss, const char *v, size_t rows)
 {
 	const char *t = st->table;
-	size_t j = 0;
 
 	batch_reset(b);
 	app(b->sql, &b->sl, b->sqlmax,
@@ -1056,25 +1144,18 @@ static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *own
 		app(b->sql, &b->sl, b->sqlmax, ")");
 	}
 	app(b->sql, &b->sl, b->sqlmax, "; ");
-	for (size_t c = c0; c < c1; c++)
-		for (size_t q = first[c]; q < first[c + 1]; q++, j++) {
-			app(b->sql, &b->sl, b->sqlmax, "%s(%zu",
-			    j % ROWS_MAX ? ", " : j ? "; INSERT INTO @w (i, scheduled_at, owner, token, "
-			    "started_at, ended_at, outcome, exit_code, exit_signal, duration_ms, error, "
-			    "actor) VALUES " : "INSERT INTO @w (i, scheduled_at, owner, token, "
-			    "started_at, ended_at, outcome, exit_code, exit_signal, duration_ms, error, "
-			    "actor) VALUES ", c - c0 + 1);
-			bind_run(b, &runs[order[q]], j + 1, 0);
-		}
-	if (j)
-		app(b->sql, &b->sl, b->sqlmax, "; ");
+	if (rows) {
+		app_packed(b, ss, v, rows, PACK(1, "i"));
+		app(b->sql, &b->sl, b->sqlmax,
+		    "INSERT INTO @w (i, " W_NAMES ") SELECT f.i, " PACK_SELECT "; ");
+	}
 	app(b->sql, &b->sl, b->sqlmax,
 	    "BEGIN TRANSACTION; "
 	    "UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
 	    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
 	    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
 	    "AND (l.last_fire IS NULL OR l.last_fire < c.fire); ", t);
-	if (j)
+	if (rows)
 		app(b->sql, &b->sl, b->sqlmax,
 		    "UPDATE x SET token = w.token, claimed_at = @now, started_at = w.started_at, "
 		    "ended_at = w.ended_at, outcome = w.outcome, exit_code = w.exit_code, "
@@ -1098,9 +1179,10 @@ static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *own
 	    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;");
 }
 
-/* Batches of claims with their rows: at most CLAIM_CHUNK claims and
- * PARAM_BUDGET parameters each, a claim never apart from its rows.  The
- * wrapper counted the first batch; each further one is counted here. */
+/* Batches of claims with their rows: at most CLAIM_CHUNK claims, PACK_ROWS
+ * rows and PARAM_BUDGET parameters (3 a claim, 1 a distinct string) each, a
+ * claim never apart from its rows.  The wrapper counted the first batch;
+ * each further one is counted here. */
 static int ms_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
                          size_t n, const struct store_run *runs, size_t nruns, int *ok,
                          int64_t *now)
@@ -1108,42 +1190,69 @@ static int ms_claim_runs(struct store *s, const char *owner, const struct store_
 	struct ms_store *st = (struct ms_store *)s;
 	size_t *first = malloc((n + 1) * sizeof *first);
 	size_t *order = malloc((nruns ? nruns : 1) * sizeof *order);
+	struct strset *ss = malloc(sizeof *ss);
+	size_t vmax = (nruns < PACK_ROWS ? nruns : PACK_ROWS) * PACK_WIDTH * PACK_FIELDS + 1;
+	char *v = malloc(vmax);
 	struct batch b = { 0 };
 	int rc = STORE_ERR;
 
 	for (size_t i = 0; i < n; i++)
 		ok[i] = 0;
-	if (!first || !order || group_runs(runs, nruns, n, first, order) < 0 ||
-	    batch_init(&b, PARAM_BUDGET / CLAIM_RUN_PARAMS + CLAIM_CHUNK, PARAM_BUDGET + 1) < 0) {
+	if (!first || !order || !ss || !v || group_runs(runs, nruns, n, first, order) < 0 ||
+	    batch_init(&b, CLAIM_CHUNK, PARAM_BUDGET + 1) < 0 ||
+	    !(b.sql = realloc(b.sql, b.sqlmax = 4 * SQL_MAX + CLAIM_CHUNK * 48 +
+	                                        PARAM_BUDGET * 32))) {
 		store_fail(s, "mssql: out of memory");
 		goto fail;
 	}
 	/* A claim whose rows cannot ride with it in one batch is refused before
 	 * any batch goes: no chunk is claimed when the call cannot be whole. */
-	for (size_t c = 0; c < n; c++)
-		if (3 + CLAIM_RUN_PARAMS * (first[c + 1] - first[c]) > PARAM_BUDGET) {
-			store_fail(s, "mssql %s:%d: claim_runs: the claim of \"%s\" carries %zu rows; "
-			           "at most %d ride on one claim (SQL Server's 2,100 parameters)",
-			           st->host, st->port, claims[c].name, first[c + 1] - first[c],
-			           (PARAM_BUDGET - 3) / CLAIM_RUN_PARAMS);
+	for (size_t c = 0; c < n; c++) {
+		size_t vl = 0;
+
+		strset_clear(ss);
+		for (size_t q = first[c]; q < first[c + 1] && q - first[c] <= PACK_ROWS &&
+		     ss->n + 5 <= PACK_STRINGS; q++)
+			pack_row(ss, v, &vl, vmax, &runs[order[q]], 1);
+		if (first[c + 1] - first[c] > PACK_ROWS || 1 + 3 + ss->n > PARAM_BUDGET - 2 ||
+		    ss->n + 5 > PACK_STRINGS) {
+			store_fail(s, "mssql %s:%d: claim_runs: the claim of \"%s\" carries %zu rows "
+			           "(with their strings, more than one batch of SQL Server's 2,100 "
+			           "parameters holds)", st->host, st->port, claims[c].name,
+			           first[c + 1] - first[c]);
 			goto fail;
 		}
+	}
 	for (size_t c0 = 0, batches = 0; c0 < n; batches++) {
-		size_t c1 = c0, params = 0;
+		size_t c1 = c0, rows = 0, vl = 0;
 		struct claim_answer a = { c0, 0, 0, 0, ok, 0 };
 
+		strset_clear(ss);
 		while (c1 < n && c1 - c0 < CLAIM_CHUNK) {
-			size_t cost = 3 + CLAIM_RUN_PARAMS * (first[c1 + 1] - first[c1]);
+			size_t k = first[c1 + 1] - first[c1], vl0 = vl;
+			int n0 = ss->n;
 
-			if (params + cost > PARAM_BUDGET)
+			if (rows + k > PACK_ROWS)
 				break;
-			params += cost;
+			for (size_t q = first[c1]; q < first[c1 + 1] && ss->n + 5 <= PACK_STRINGS; q++)
+				pack_row(ss, v, &vl, vmax, &runs[order[q]], (int64_t)(c1 - c0 + 1));
+			if (1 + 3 * (c1 - c0 + 1) + 2 + (size_t)ss->n > PARAM_BUDGET ||
+			    ss->n + 5 > PACK_STRINGS) {
+				strset_undo(ss, n0);    /* this claim goes with the next batch */
+				vl = vl0;
+				break;
+			}
+			rows += k;
 			c1++;
 		}
 		if (batches > 0)
 			s->calls++;
 		a.k = c1 - c0;
-		claim_runs_sql(st, &b, owner, claims, c0, c1, runs, first, order);
+		claim_runs_sql(st, &b, owner, claims, c0, c1, ss, v, rows);
+		if (b.sl >= b.sqlmax || vl >= vmax) {           /* app() cut it */
+			store_fail(s, "mssql: claim_runs: batch text too long");
+			goto fail;
+		}
 		if (call(st, b.sql, b.decl, b.p, b.np, claim_row, &a) != STORE_OK)
 			goto fail;
 		if (a.bad || a.rows != a.k) {
@@ -1162,25 +1271,34 @@ fail:
 	batch_free(&b);
 	free(first);
 	free(order);
+	free(ss);
+	free(v);
 	return rc;
 }
 
-/* record_runs: one batch per RECORD_CHUNK rows (the wrapper refused a key
- * listed twice, so @w's key holds). */
+/* record_runs: as many rows per batch as PACK_ROWS and PACK_STRINGS allow
+ * (the wrapper refused a key listed twice, so @w's key holds). */
 static int ms_record_runs(struct store *s, const struct store_run *rows, size_t m)
 {
 	struct ms_store *st = (struct ms_store *)s;
 	struct batch b = { 0 };
+	struct strset *ss = malloc(sizeof *ss);
+	size_t vmax = (m < PACK_ROWS ? m : PACK_ROWS) * PACK_WIDTH * PACK_FIELDS + 1;
+	char *v = malloc(vmax);
 	int rc = STORE_ERR;
 
-	if (batch_init(&b, RECORD_CHUNK, PARAM_BUDGET) < 0) {
+	if (!ss || !v || batch_init(&b, 0, PARAM_BUDGET) < 0 ||
+	    !(b.sql = realloc(b.sql, b.sqlmax = 4 * SQL_MAX + PACK_STRINGS * 32))) {
 		store_fail(s, "mssql: out of memory");
 		goto fail;
 	}
-	for (size_t at = 0; at < m; at += RECORD_CHUNK) {
-		size_t k = m - at < RECORD_CHUNK ? m - at : RECORD_CHUNK;
+	for (size_t at = 0, batches = 0; at < m; batches++) {
+		size_t k = 0, vl = 0;
 
-		if (at > 0)
+		strset_clear(ss);
+		while (at + k < m && k < PACK_ROWS && ss->n + 5 <= PACK_STRINGS)
+			pack_row(ss, v, &vl, vmax, &rows[at + k++], -1);
+		if (batches > 0)
 			s->calls++;
 		batch_reset(&b);
 		app(b.sql, &b.sl, b.sqlmax,
@@ -1189,16 +1307,11 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 		    "DECLARE @w TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 		    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 		    W_COLS ", PRIMARY KEY (job, scheduled_at, owner)); ");
-		for (size_t j = 0; j < k; j++) {
-			if (j % ROWS_MAX == 0)
-				app(b.sql, &b.sl, b.sqlmax, "%sINSERT INTO @w (job, scheduled_at, owner, "
-				    "token, claimed_at, started_at, ended_at, outcome, exit_code, "
-				    "exit_signal, duration_ms, error, actor) VALUES ", j ? "; " : "");
-			bind_one(&b, j % ROWS_MAX ? ", (" : "(", 'j', j + 1, VC, rows[at + j].job, 0, 0);
-			bind_run(&b, &rows[at + j], j + 1, 1);
-		}
+		app_packed(&b, ss, v, k, PACK(1, "job_s"));
 		app(b.sql, &b.sl, b.sqlmax,
-		    "; BEGIN TRANSACTION; "
+		    "INSERT INTO @w (job, " W_NAMES ") SELECT sj.v, " PACK_SELECT " "
+		    "INNER JOIN @s AS sj ON sj.i = f.job_s; "
+		    "BEGIN TRANSACTION; "
 		    "UPDATE x SET token = w.token, outcome = w.outcome, "
 		    "claimed_at = COALESCE(w.claimed_at, x.claimed_at), "
 		    "started_at = COALESCE(w.started_at, x.started_at), "
@@ -1217,12 +1330,19 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 		    "WHERE NOT EXISTS (SELECT 1 FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
 		    "WHERE x.job = w.job AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
 		    "COMMIT;", st->table, st->table, st->table);
+		if (b.sl >= b.sqlmax || vl >= vmax) {           /* app() cut it */
+			store_fail(s, "mssql: record_runs: batch text too long");
+			goto fail;
+		}
 		if (call(st, b.sql, b.decl, b.p, b.np, NULL, NULL) != STORE_OK)
 			goto fail;
+		at += k;
 	}
 	rc = STORE_OK;
 fail:
 	batch_free(&b);
+	free(ss);
+	free(v);
 	return rc;
 }
 
