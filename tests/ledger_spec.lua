@@ -85,10 +85,19 @@ local function faketime_env(offset_s)
            FAKETIME_DONT_FAKE_MONOTONIC = "1", FAKETIME_NO_CACHE = "1" }
 end
 
+-- Under faketime, `make sanitize` runs the uninstrumented leash (libfaketime
+-- and ASan deadlock at start-up); the others are what the suite built.
 local function spawn(d, env)
   local e = { LEASH_TEST_MSSQL_PASSWORD = d.password or "" }
   for k, v in pairs(env or {}) do e[k] = v end
-  local proc = L.spawn(d, { env = e })
+  local proc
+  if e.LD_PRELOAD and os.getenv("LEASH_SAN_PLAIN_BIN") then
+    e.LEASH_LUA_DIR = (os.getenv("LEASH_ROOT") or ".") .. "/lua"
+    proc = L.spawn_cmd(("exec %s run -c %s"):format(L.quote(os.getenv("LEASH_SAN_PLAIN_BIN")),
+      L.quote(d.config)), { env = e })
+  else
+    proc = L.spawn(d, { env = e })
+  end
   proc.owner = assert(L.wait_for(function() return proc:log_text():match("replica (%S+),") end, 5),
     "a replica did not start")
   return proc

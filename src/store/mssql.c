@@ -438,7 +438,8 @@ static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 		n = 0;
 	if (n >= size)
 		n = size - 1;
-	memcpy(buf, p, n);
+	if (n)
+		memcpy(buf, p, n);
 	buf[n] = '\0';
 }
 

@@ -31,6 +31,7 @@ export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:suppressions=$here/ubsan.supp"
 export LEASH_SAN_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so) $unpreload"
 export LEASH_SAN_PLAIN_CPATH="$PWD/$LEASH_BUILD/plain/lua/?.so"
+export LEASH_SAN_PLAIN_BIN="$PWD/$LEASH_BUILD/plain/leash"
 export PATH="$here/bin:$PATH"
 export LEASH_SANITIZE=1
 
