@@ -69,6 +69,12 @@ describe("leash run, one replica with many jobs", function()
           rec.scheduled_at = ctx.scheduled_at
           rec.sched_type = math.type(ctx.scheduled_at)
           rec.lease_left = ctx.lease_left()
+          local t0 = ctx.now()
+          local t1 = ctx.now()
+          while t1 == t0 do t1 = ctx.now() end
+          rec.now_type = math.type(t0)
+          rec.now = ("%.6f"):format(t0)
+          rec.now_step = ("%.9f"):format(t1 - t0)
         ]]),
         logger = job_src(L.tmpdir("o") .. "/unused", 'every = "1s",', [[
           print("out-line " .. ctx.run_id)
@@ -170,6 +176,12 @@ describe("leash run, one replica with many jobs", function()
       assert.equal("0", r.token)
       assert.equal("integer", r.sched_type)
       assert.equal(tostring(math.huge), r.lease_left)
+      -- ctx.now(): the wall clock, a float, a little after the fire time,
+      -- ticking in well under a millisecond
+      assert.equal("float", r.now_type)
+      local now = tonumber(r.now)
+      assert.is_true(now >= tonumber(r.scheduled_at) and now < tonumber(r.scheduled_at) + 5, r.now)
+      assert.is_true(tonumber(r.now_step) > 0 and tonumber(r.now_step) < 0.001, r.now_step)
       assert.is_nil(ids[r.run_id])
       ids[r.run_id] = true
       -- The run id is the one the log gives the child with that pid.

@@ -62,6 +62,7 @@ function M.ctx(job, info)
     return core.exec(argv, timeout)
   end
   ctx.lease_left = core.lease_left
+  ctx.now = core.now                  -- wall clock, epoch seconds (microseconds)
   return ctx
 end
 
