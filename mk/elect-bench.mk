@@ -1,11 +1,13 @@
 # The election benchmark: make bench-elect (BENCH_JOBS=1,100,1000
-# BENCH_TRIALS=10 BENCH_WINDOW=20).  Starts a throwaway PostgreSQL.
+# BENCH_TRIALS=10 BENCH_WINDOW=20), then the burst benchmark
+# (BURST_JOBS=100,1000 BURST_WINDOW=10 BURST_PERF=1 for perf trace's
+# syscall summary).  Starts a throwaway PostgreSQL.
 bench-elect: all
 	@LEASH_TEST_TMP=$$(mktemp -d /tmp/leash-bench.XXXXXX) && chmod 755 $$LEASH_TEST_TMP && \
 	export LEASH_TEST_TMP LEASH_ROOT=$$PWD LEASH_BUILD=$(BUILD) && \
 	export LUA_PATH="lua/?.lua;tests/support/?.lua;;" LUA_CPATH="$(BUILD)/lua/?.so;;" && \
 	eval "$$(tests/support/services/10-postgres.sh start)" && \
-	{ lua5.4 bench/elect_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
+	{ lua5.4 bench/elect_bench.lua && lua5.4 bench/burst_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
 
 .PHONY: bench-elect
 
