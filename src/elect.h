@@ -32,6 +32,13 @@ struct elect_job {
 	int64_t wake_at;                /* follower: the holder's reported expiry, or INT64_MAX */
 	char *holder;                   /* follower: the holder when known (malloc'd), or NULL */
 	void *user;
+	/* Spread (elect_prefer): another live replica is preferred for the job.
+	 * Such a follower tries no sooner than not_before: the holder's expiry
+	 * it last saw plus renew + retry, or retry x 2 + renew after it let the
+	 * lease go, so the preferred replica gets there first. */
+	int other_preferred;
+	int64_t not_before;
+	int handing_off;                /* holder: the lease goes to the preferred replica */
 };
 
 struct elect_cfg {
@@ -97,6 +104,16 @@ int elect_release(struct elector *, struct elect_job *);
  * Returns the store's answer; *released is how many were released (0 on
  * an error). */
 int elect_release_all(struct elector *, size_t *released);
+
+/* Says whether another replica is preferred for the job (spread).  A
+ * follower that becomes preferred tries at once. */
+void elect_prefer(struct elector *, struct elect_job *, int other);
+
+/* Hands n held leases off: releases them in one store_release_all and
+ * leaves them followers (the bodies have stopped), each trying again no
+ * sooner than retry x 2 + renew unless it becomes preferred.  Returns the
+ * store's answer. */
+int elect_handoff(struct elector *, struct elect_job *const *js, size_t n);
 
 void elect_free(struct elector *);
 
