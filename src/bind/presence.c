@@ -11,13 +11,19 @@
 #include "presence.h"
 #include "store/store.h"
 
+/* Copies field k; a value too long for dst is cut to "" plus one byte
+ * too many, so the wrapper refuses it as the C caller's would be. */
 static void field_str(lua_State *L, int t, const char *k, char *dst, size_t size)
 {
+	size_t len = 0;
 	const char *v;
 
 	lua_getfield(L, t, k);
-	v = lua_tostring(L, -1);
-	snprintf(dst, size, "%s", v ? v : "");
+	v = lua_tolstring(L, -1, &len);
+	if (v && len >= size)
+		memset(dst, 'x', size);         /* no terminator within: too long */
+	else
+		snprintf(dst, size, "%s", v ? v : "");
 	lua_pop(L, 1);
 }
 
