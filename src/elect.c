@@ -171,6 +171,14 @@ done:
 	free(tokens);
 }
 
+/* Spread: a follower another replica is preferred for waits for
+ * not_before, unless it is next in line and the holder's lease ran out. */
+static int held_back(struct elector *el, struct elect_job *j, int64_t t)
+{
+	(void)el;
+	return j->other_preferred && j->not_before > t && !(j->next_in_line && j->wake_at <= t);
+}
+
 /* Tries, in one statement, every due follower with this lease duration. */
 static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 {
@@ -190,7 +198,7 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_FOLLOWER && j->lease_ms == lease_ms &&
 		    (j->wake_at <= now || j->next_try <= now + el->cfg.retry_ms / 2) &&
-		    !(j->other_preferred && j->not_before > now + el->cfg.retry_ms / 2)) {
+		    !held_back(el, j, now + el->cfg.retry_ms / 2)) {
 			names[k] = j->name;
 			js[k++] = j;
 		}
@@ -282,7 +290,7 @@ static int try_due(struct elector *el, struct elect_job *j, int64_t now)
 {
 	(void)el;
 	return j->state == ELECT_FOLLOWER && (j->next_try <= now || j->wake_at <= now) &&
-	       !(j->other_preferred && j->not_before > now);
+	       !held_back(el, j, now);
 }
 
 static void check_deadlines(struct elector *el, int64_t now)
@@ -304,7 +312,8 @@ static int64_t next_wake(struct elector *el)
 		if (j->state == ELECT_HOLDER)
 			next = min64(next, min64(j->renew_due, j->deadline));
 		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at))
-			next = min64(next, j->not_before);
+			next = min64(next, j->next_in_line ? min64(j->wake_at, j->not_before)
+			                                   : j->not_before);
 		else
 			next = min64(next, min64(j->next_try, j->wake_at));
 	}

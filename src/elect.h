@@ -37,6 +37,8 @@ struct elect_job {
 	 * it last saw plus renew + retry, or retry x 2 + renew after it let the
 	 * lease go, so the preferred replica gets there first. */
 	int other_preferred;
+	int next_in_line;               /* I am preferred once the preferred one is gone:
+	                                 * I try at its lease's expiry, as without spread */
 	int64_t not_before;
 	int handing_off;                /* holder: the lease goes to the preferred replica */
 };

@@ -160,7 +160,21 @@ int presence_defines(const struct presence *p, size_t i, const char *job)
 	return bsearch(&job, r->jobs, r->njobs, sizeof *r->jobs, cmp_str) != NULL;
 }
 
+static int prefer_skip(const struct presence *p, const char *job, int skip, int *settled);
+
 int presence_prefer(const struct presence *p, const char *job, int *settled)
+{
+	return prefer_skip(p, job, -1, settled);
+}
+
+int presence_runner_up(const struct presence *p, const char *job, int first)
+{
+	int settled;
+
+	return first < 0 ? -1 : prefer_skip(p, job, first, &settled);
+}
+
+static int prefer_skip(const struct presence *p, const char *job, int skip, int *settled)
 {
 	struct presence_cand stack[16], *c = p->n <= 16 ? stack : malloc(p->n * sizeof *c);
 	int idx[16], *ix = p->n <= 16 ? idx : malloc(p->n * sizeof *ix);
@@ -173,7 +187,7 @@ int presence_prefer(const struct presence *p, const char *job, int *settled)
 		size_t k = 0;
 		for (size_t i = 0; i < p->n; i++) {
 			const struct presence_rep *r = &p->reps[i];
-			if ((pass ? r->settled : r->live && !r->row.draining) &&
+			if ((int)i != skip && (pass ? r->settled : r->live && !r->row.draining) &&
 			    presence_defines(p, i, job)) {
 				c[k] = (struct presence_cand){ r->name, r->row.owner };
 				ix[k++] = (int)i;

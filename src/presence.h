@@ -66,6 +66,10 @@ int presence_defines(const struct presence *, size_t i, const char *job);
  * spread); *settled tells which of the two sets it came from. */
 int presence_prefer(const struct presence *, const char *job, int *settled);
 
+/* The replica job would prefer without replica first (its preferred one):
+ * the next in line when that one dies.  -1 when none. */
+int presence_runner_up(const struct presence *, const char *job, int first);
+
 void presence_free(struct presence *);
 
 /* A holder that is not preferred: may it hand the lease off now?

@@ -76,10 +76,14 @@ static void apply_preferences(struct singleton *sg)
 		struct elect_job *ej = el->jobs[i];
 		int settled = 0, other = 0;
 
+		ej->next_in_line = 0;
 		if (sg->cfg->spread) {
 			int p = presence_prefer(&sp->pres, ej->name, &settled);
-			if (p >= 0 && p != sp->pres.me)
+			if (p >= 0 && p != sp->pres.me) {
 				other = settled ? 2 : 1;
+				ej->next_in_line = sp->pres.me >= 0 &&
+				                   presence_runner_up(&sp->pres, ej->name, p) == sp->pres.me;
+			}
 		}
 		elect_prefer(el, ej, other);
 	}
