@@ -340,9 +340,20 @@ int64_t elect_check_deadlines(struct elector *el)
 
 void elect_wake(struct elector *el, const char *name)
 {
-	for (size_t i = 0; i < el->n; i++)
-		if (el->jobs[i]->state == ELECT_FOLLOWER && strcmp(el->jobs[i]->name, name) == 0)
-			el->jobs[i]->wake_at = now_of(el);
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+
+		if (j->state != ELECT_FOLLOWER || strcmp(j->name, name) != 0)
+			continue;
+		/* Spread: a release is most often a hand-off to the preferred
+		 * replica, which tries at once; the next in line looks a moment
+		 * later (the preferred one may have been the one that stopped),
+		 * the others not at all. */
+		if (!j->other_preferred)
+			j->wake_at = now_of(el);
+		else if (j->next_in_line)
+			j->wake_at = now_of(el) + ELECT_WAKE_DEFER_MS;
+	}
 }
 
 /* A holder that released (or gave up releasing) its lease: a follower that

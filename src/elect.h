@@ -94,7 +94,10 @@ int64_t elect_step(struct elector *);
  * urgent (a fire about to start).  Returns as elect_step does. */
 int64_t elect_check_deadlines(struct elector *);
 
-/* Another replica released name (PostgreSQL NOTIFY): try it at once. */
+/* Another replica released name (PostgreSQL NOTIFY): try it at once (a
+ * follower next in line after the preferred replica: ELECT_WAKE_DEFER_MS
+ * later; another not preferred: at its own time). */
+#define ELECT_WAKE_DEFER_MS 100
 void elect_wake(struct elector *, const char *name);
 
 /* Releases one held lease (the body has stopped); returns the store's answer. */

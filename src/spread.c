@@ -132,6 +132,22 @@ static const char *preferred_owner(struct singleton *sg, const char *job)
 	return p >= 0 ? sg->spread.pres.reps[p].row.owner : "?";
 }
 
+/* A lease goes only to a replica that beat within the last two renew
+ * intervals, judged now (the rows' age plus the time since they were read):
+ * one that just died still looks live for a lease, and a job handed to it
+ * would lie unheld until then. */
+static int preferred_fresh(struct singleton *sg, const char *job)
+{
+	struct spread *sp = &sg->spread;
+	int settled, p = presence_prefer(&sp->pres, job, &settled);
+	int64_t age;
+
+	if (p < 0)
+		return 0;
+	age = sp->pres.now - sp->pres.reps[p].row.heartbeat + (clock_boot_ms() - sp->beat_ok);
+	return age < 2 * sg->cfg->renew_ms;
+}
+
 static void hand_off(struct singleton *sg)
 {
 	struct elector *el = &sg->el;
@@ -147,7 +163,8 @@ static void hand_off(struct singleton *sg)
 		int service, busy, what;
 		int64_t next, after = -1;
 
-		if (ej->state != ELECT_HOLDER || ej->other_preferred != 2 || !j)
+		if (ej->state != ELECT_HOLDER || ej->other_preferred != 2 || !j ||
+		    !preferred_fresh(sg, ej->name))
 			continue;
 		service = j->kind == JOB_SERVICE;
 		busy = j->run || j->claimed_ms || j->want_ms || j->pending_ms || j->backlog_ms;
