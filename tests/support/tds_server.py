@@ -230,6 +230,51 @@ def floor_update(db, t, p, faults):
     return []
 
 
+REPLICA_COLS = [("owner", "str"), ("host", "str"), ("pid", "int"), ("version", "str"),
+                ("started_at", "int"), ("heartbeat", "int"), ("draining", "int"),
+                ("jobs_hash", "str"), ("has_jobs", "int"), ("jobs", "text")]
+
+
+def create_replicas(db, t, p, faults):
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (owner TEXT PRIMARY KEY, host TEXT NOT NULL, '
+               'pid INTEGER NOT NULL, version TEXT NOT NULL, started_at INTEGER NOT NULL, '
+               'heartbeat INTEGER NOT NULL, draining INTEGER NOT NULL DEFAULT 0, '
+               'jobs_hash TEXT NOT NULL, jobs TEXT NOT NULL)')
+    return []
+
+
+def replica_rows(db, t, mine):
+    rows = db.execute(f'SELECT owner, host, pid, version, started_at, heartbeat, draining, '
+                      f'jobs_hash, jobs FROM "{t}" ORDER BY owner').fetchall()
+    out = [r[:8] + ((0, None) if mine is not None and r[7] == mine else (1, r[8]))
+           for r in rows]
+    return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", REPLICA_COLS, out)]
+
+
+def beat(db, t, p, faults):
+    """The UPDATE (else INSERT) of @owner's row, the prune, the clock, the rows."""
+    now, owner = now_ms(), p["@owner"]
+    vals = (p["@host"], p["@pid"], p["@version"] or "", now, p["@draining"], p["@hash"] or "",
+            p["@jobs"] or "", owner)
+    cur = db.execute(f'UPDATE "{t}" SET host = ?, pid = ?, version = ?, heartbeat = ?, '
+                     'draining = ?, jobs_hash = ?, jobs = ? WHERE owner = ?', vals)
+    if cur.rowcount == 0:
+        db.execute(f'INSERT INTO "{t}" (host, pid, version, heartbeat, draining, jobs_hash, '
+                   'jobs, owner, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', vals + (now,))
+    db.execute(f'DELETE FROM "{t}" WHERE owner <> ? AND heartbeat < ?',
+               (owner, now - p["@prune"]))
+    return replica_rows(db, t, p["@hash"] or "")
+
+
+def leave(db, t, p, faults):
+    db.execute(f'DELETE FROM "{t}" WHERE owner = ?', (p["@owner"],))
+    return []
+
+
+def replicas(db, t, p, faults):
+    return replica_rows(db, t, None)
+
+
 STATEMENTS = {
     "create": create,
     "add_last_fire": add_last_fire,
@@ -244,6 +289,10 @@ STATEMENTS = {
     "floor_select": floor_select,       # the benchmark's floors
     "floor_create": floor_create,
     "floor_update": floor_update,
+    "create_replicas": create_replicas,     # presence
+    "beat": beat,
+    "leave": leave,
+    "replicas": replicas,
 }
 
 # ---------------------------------------------------------------- TDS encoding
@@ -283,7 +332,10 @@ def colmetadata(cols):
     out = bytearray(b"\x81" + struct.pack("<H", len(cols)))
     for name, kind in cols:
         out += struct.pack("<IH", 0, 0x0001)             # user type, nullable
-        out += b"\x26\x08" if kind == "int" else b"\xe7" + struct.pack("<H", 400) + COLLATION
+        if kind == "text":                               # NVARCHAR(MAX)
+            out += b"\xe7" + struct.pack("<H", 0xFFFF) + COLLATION
+        else:
+            out += b"\x26\x08" if kind == "int" else b"\xe7" + struct.pack("<H", 400) + COLLATION
         out += b_varchar(name)
     return bytes(out)
 
@@ -291,7 +343,16 @@ def colmetadata(cols):
 def row(cols, values):
     out = bytearray(b"\xd1")
     for (_, kind), v in zip(cols, values):
-        if v is None:
+        if kind == "text":                               # PLP: length, chunks, 0
+            if v is None:
+                out += struct.pack("<Q", 0xFFFFFFFFFFFFFFFF)
+            else:
+                b = v.encode("utf-16-le", "surrogatepass")
+                out += struct.pack("<Q", len(b))
+                if b:
+                    out += struct.pack("<I", len(b)) + b
+                out += struct.pack("<I", 0)
+        elif v is None:
             out += b"\x00" if kind == "int" else b"\xff\xff"
         elif kind == "int":
             out += b"\x08" + struct.pack("<q", v)
@@ -526,7 +587,7 @@ class Handler(socketserver.BaseRequestHandler):
         table = re.search(r"\[(\w+)\]", stmt)      # the first [name] is the table
         if not fn:
             return [("error", 102, 15, f"leash TDS test server: unknown statement {stmt[:60]!r}")]
-        decls = [re.fullmatch(r"(@\w+) (NVARCHAR\(200\)|BIGINT)", d.strip())
+        decls = [re.fullmatch(r"(@\w+) (NVARCHAR\(200\)|NVARCHAR\(MAX\)|BIGINT)", d.strip())
                  for d in decl.split(",") if d.strip()]
         if not all(decls) or sorted(d.group(1) for d in decls) != sorted(values):
             return [("error", 8178, 16, f"parameters {sorted(values)} do not match "
