@@ -108,6 +108,14 @@ describe("spread end to end", function()
           "never balanced: " .. require("pl.pretty").write(shares(placement(s))))
         local took = L.now() - t0
         assert.is_true(took <= 3 * LEASE / 1000 + 0.3, ("balanced after %.2fs"):format(took))
+        -- leash status shows the three, each with about a third, no drift.
+        local code, out = L.leash({ "status", "-c", cfgs[1] },
+          { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } })
+        assert.equal(0, code, out)
+        for i = 1, 3 do
+          assert.matches(owners[i]:gsub("%p", "%%%0") .. "%s+%S+%s+%S+%s+live%s+%d+%s+3%d%%", out)
+        end
+        assert.is_nil(out:find("warning"), out)
         L.sleep(1)
         local steady = placement(s)
         for job, h in pairs(p0) do
