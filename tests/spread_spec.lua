@@ -77,6 +77,15 @@ local function start(cfgpath, password)
   return proc
 end
 
+describe("[singleton] spread", function()
+  it("refuses a value that is not a boolean, with file and line", function()
+    local d = L.dir { config = "[leash]\njobs = jobs\n[singleton]\nenabled = true\nspread = maybe\n" }
+    local code, out, err = L.leash({ "check", "-c", d.config })
+    assert.equal(2, code)
+    assert.matches("leash.ini:5: %[singleton%] spread: \"maybe\" is not a boolean", out .. err)
+  end)
+end)
+
 describe("spread end to end", function()
   for _, p in ipairs(R.list_of()) do
     describe("on " .. p.provider, function()
