@@ -1,7 +1,7 @@
 -- bench/spread_bench.lua: [singleton] spread on PostgreSQL, R replicas (3 and
 -- 10) x 1,000 jobs (every 1h, so only the election works).  Prints, per R:
---   start: time from the last replica's start until every replica holds its
---     share (within 15% of 1000/R), and the handovers that took (token steps)
+--   start: time from the last replica's start until every job is held by the
+--     replica it prefers, and the handovers that took (token steps)
 --   kill -9 of one replica: time until its jobs are all held again, and how
 --     many jobs moved (ideal: its share, nothing else)
 --   its restart (same name): time until balanced again, jobs moved (ideal:
@@ -39,14 +39,15 @@ local function placement(s)
   return at, tokens
 end
 
+-- Balanced: every job held by the replica rendezvous hashing prefers for
+-- it (the replicas are named r1..rR, so no tie needs the owner ids).
 local function balanced(s, owners)
   local at, tokens = placement(s)
-  local n, held = {}, 0
-  for _, o in pairs(at) do n[o] = (n[o] or 0) + 1; held = held + 1 end
-  if held < NJOBS then return nil end
-  local want = NJOBS / #owners
-  for _, o in ipairs(owners) do
-    if math.abs((n[o] or 0) - want) > 0.15 * want then return nil end
+  local cands = {}
+  for i, o in ipairs(owners) do cands[i] = { name = "r" .. i, owner = o } end
+  for i = 1, NJOBS do
+    local job = ("job-%04d"):format(i)
+    if at[job] ~= owners[core.rendezvous(job, cands)] then return nil end
   end
   return { at = at, tokens = tokens }
 end
