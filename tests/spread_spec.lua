@@ -179,6 +179,49 @@ describe("spread end to end", function()
           R.assert_no_overlap(R.runs(d.out(name)))
         end
       end)
+
+      it("a rolling restart (SIGTERM, start, next) loses no fire and shows no overlap", function()
+        local tbl = ("spread_roll_%d"):format(math.random(1, 1e6))
+        local d = L.dir { config = R.config(p, tbl) }
+        local cfgs = {}
+        for i = 1, 3 do
+          local c = R.config(p, tbl)
+          c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
+          c.singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" }
+          cfgs[i] = d.dir .. "/r" .. i .. ".ini"
+          L.write(cfgs[i], L.ini(c))
+        end
+        for j = 1, NJOBS do
+          local name = ("job-%02d"):format(j)
+          d.write_job(name, job_src(d.out(name)))
+        end
+        local s = open(p, tbl)
+        for i = 1, 3 do procs[i] = start(cfgs[i], p.password) end
+        local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05), "never balanced")
+        local first = math.floor(L.now()) + 1
+        for i = 1, 3 do
+          assert.equal(0, procs[i]:stop(10))
+          procs[i] = start(cfgs[i], p.password)
+          owners[i] = procs[i].owner
+          assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+            "not balanced after restarting r" .. i)
+        end
+        L.sleep(1.5)
+        local last = math.floor(L.now()) - 2
+        s:close()
+        R.stop_all(procs)
+        for j = 1, NJOBS do
+          local name = ("job-%02d"):format(j)
+          local list = R.runs(d.out(name))
+          R.assert_no_overlap(list)
+          local seen = {}
+          for _, r in ipairs(list) do seen[r.scheduled_at] = (seen[r.scheduled_at] or 0) + 1 end
+          for t = first, last do
+            assert.equal(1, seen[t], ("%s: fire %d ran %s times"):format(name, t, seen[t] or 0))
+          end
+        end
+      end)
     end)
   end
 end)
