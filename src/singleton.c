@@ -157,6 +157,8 @@ void singleton_enter(void *arg, struct job *j)
 	j->elect = elect_add(&sg->el, j->name, j->lease_ms, j->renew_ms, j->margin_ms, j);
 	if (!j->elect)
 		log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
+	else
+		spread_job_added(sg, j->elect);
 }
 
 void singleton_leave(void *arg, struct job *j)

@@ -67,26 +67,34 @@ static void make_jobs(struct singleton *sg)
 	free(digests);
 }
 
-static void apply_preferences(struct singleton *sg)
+static void apply_one(struct singleton *sg, struct elect_job *ej)
 {
 	struct spread *sp = &sg->spread;
 	struct elector *el = &sg->el;
+	int settled = 0, other = 0;
 
-	for (size_t i = 0; i < el->n; i++) {
-		struct elect_job *ej = el->jobs[i];
-		int settled = 0, other = 0;
-
-		ej->next_in_line = 0;
-		if (sg->cfg->spread) {
-			int p = presence_prefer(&sp->pres, ej->name, &settled);
-			if (p >= 0 && p != sp->pres.me) {
-				other = settled ? 2 : 1;
-				ej->next_in_line = sp->pres.me >= 0 &&
-				                   presence_runner_up(&sp->pres, ej->name, p) == sp->pres.me;
-			}
+	ej->next_in_line = 0;
+	if (sg->cfg->spread) {
+		int p = presence_prefer(&sp->pres, ej->name, &settled);
+		if (p >= 0 && p != sp->pres.me) {
+			other = settled ? 2 : 1;
+			ej->next_in_line = sp->pres.me >= 0 &&
+			                   presence_runner_up(&sp->pres, ej->name, p) == sp->pres.me;
 		}
-		elect_prefer(el, ej, other);
 	}
+	elect_prefer(el, ej, other);
+}
+
+static void apply_preferences(struct singleton *sg)
+{
+	for (size_t i = 0; i < sg->el.n; i++)
+		apply_one(sg, sg->el.jobs[i]);
+}
+
+void spread_job_added(struct singleton *sg, struct elect_job *ej)
+{
+	if (sg->spread.pres.n > 0)
+		apply_one(sg, ej);
 }
 
 static void beat(struct singleton *sg, int64_t now)

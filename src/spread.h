@@ -36,6 +36,11 @@ void spread_turn(struct singleton *);
 /* A job's definitions changed (a reload): the next beat sends them. */
 void spread_jobs_changed(struct singleton *);
 
+/* A job entered the election (a reload): it follows the preferences the
+ * last beat read, rather than first come until the next beat. */
+struct elect_job;
+void spread_job_added(struct singleton *, struct elect_job *);
+
 /* Whether a held job may start a run: not while it is being handed off. */
 int spread_may_run(struct singleton *, const struct elect_job *);
 
