@@ -179,3 +179,6 @@ for _, n in ipairs(COUNTS) do
     ("%d (max %d)"):format(median(term), pct(term, 1))))
   io.stdout:flush()
 end
+
+-- Spread (issue 12): handovers per membership change, time until balanced.
+if os.getenv("BENCH_SPREAD") ~= "0" then dofile("bench/spread_bench.lua") end

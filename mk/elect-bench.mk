@@ -1,7 +1,8 @@
 # The election benchmark: make bench-elect (BENCH_JOBS=1,100,1000
-# BENCH_TRIALS=10 BENCH_WINDOW=20), then the burst benchmark
-# (BURST_JOBS=100,1000 BURST_WINDOW=10 BURST_PERF=1 for perf trace's
-# syscall summary).  Starts a throwaway PostgreSQL.
+# BENCH_TRIALS=10 BENCH_WINDOW=20; then bench/spread_bench.lua, BENCH_REPLICAS=3,10,
+# BENCH_SPREAD=0 to skip it), then the burst benchmark (BURST_JOBS=100,1000
+# BURST_WINDOW=10 BURST_PERF=1 for perf trace's syscall summary).  Starts a
+# throwaway PostgreSQL.
 bench-elect: all
 	@LEASH_TEST_TMP=$$(mktemp -d /tmp/leash-bench.XXXXXX) && chmod 755 $$LEASH_TEST_TMP && \
 	export LEASH_TEST_TMP LEASH_ROOT=$$PWD LEASH_BUILD=$(BUILD) && \

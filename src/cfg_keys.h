@@ -70,6 +70,8 @@
 	  "how often a follower tries to acquire (plus jitter)") \
 	X(singleton, margin, DURATION, NULL, NULL, 0, CFG_DURATION_MAX, margin_ms, \
 	  "the body stops this long before the lease could expire (default lease/5)") \
+	X(singleton, spread, BOOL, NULL, "true", 0, 0, spread, \
+	  "spread the leases over the live replicas (false: the first to ask holds)") \
 	X(store, provider, WORD, "sqlite|postgres|mssql", "sqlite", 0, 0, provider, \
 	  "lease store provider") \
 	X(store, table, IDENT, NULL, "leash_leases", 0, 0, table, \

@@ -108,6 +108,7 @@ static void become_follower(struct elector *el, struct elect_job *j, int64_t now
 
 	j->state = ELECT_FOLLOWER;
 	j->token = 0;
+	j->handing_off = 0;
 	j->next_try = now;              /* it may be free again: look at once */
 	j->wake_at = NEVER;
 	if (lost && el->on_change)
@@ -170,6 +171,14 @@ done:
 	free(tokens);
 }
 
+/* Spread: a follower another replica is preferred for waits for
+ * not_before, unless it is next in line and the holder's lease ran out. */
+static int held_back(struct elector *el, struct elect_job *j, int64_t t)
+{
+	(void)el;
+	return j->other_preferred && j->not_before > t && !(j->next_in_line && j->wake_at <= t);
+}
+
 /* Tries, in one statement, every due follower with this lease duration. */
 static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 {
@@ -188,7 +197,8 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_FOLLOWER && j->lease_ms == lease_ms &&
-		    (j->wake_at <= now || j->next_try <= now + el->cfg.retry_ms / 2)) {
+		    (j->wake_at <= now || j->next_try <= now + el->cfg.retry_ms / 2) &&
+		    !held_back(el, j, now + el->cfg.retry_ms / 2)) {
 			names[k] = j->name;
 			js[k++] = j;
 		}
@@ -235,6 +245,8 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 		 * converted to our clock through the call's own end). */
 		j->wake_at = info[i].expires_at > info[i].now
 		           ? after + (info[i].expires_at - info[i].now) + 1 : after;
+		if (j->other_preferred)
+			j->not_before = j->wake_at + j->renew_ms + el->cfg.retry_ms;
 	}
 done:
 	free(names);
@@ -277,7 +289,8 @@ static int renew_due(struct elector *el, struct elect_job *j, int64_t now)
 static int try_due(struct elector *el, struct elect_job *j, int64_t now)
 {
 	(void)el;
-	return j->state == ELECT_FOLLOWER && (j->next_try <= now || j->wake_at <= now);
+	return j->state == ELECT_FOLLOWER && (j->next_try <= now || j->wake_at <= now) &&
+	       !held_back(el, j, now);
 }
 
 static void check_deadlines(struct elector *el, int64_t now)
@@ -298,6 +311,9 @@ static int64_t next_wake(struct elector *el)
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_HOLDER)
 			next = min64(next, min64(j->renew_due, j->deadline));
+		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at))
+			next = min64(next, j->next_in_line ? min64(j->wake_at, j->not_before)
+			                                   : j->not_before);
 		else
 			next = min64(next, min64(j->next_try, j->wake_at));
 	}
@@ -324,9 +340,20 @@ int64_t elect_check_deadlines(struct elector *el)
 
 void elect_wake(struct elector *el, const char *name)
 {
-	for (size_t i = 0; i < el->n; i++)
-		if (el->jobs[i]->state == ELECT_FOLLOWER && strcmp(el->jobs[i]->name, name) == 0)
-			el->jobs[i]->wake_at = now_of(el);
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+
+		if (j->state != ELECT_FOLLOWER || strcmp(j->name, name) != 0)
+			continue;
+		/* Spread: a release is most often a hand-off to the preferred
+		 * replica, which tries at once; the next in line looks a moment
+		 * later (the preferred one may have been the one that stopped),
+		 * the others not at all. */
+		if (!j->other_preferred)
+			j->wake_at = now_of(el);
+		else if (j->next_in_line)
+			j->wake_at = now_of(el) + ELECT_WAKE_DEFER_MS;
+	}
 }
 
 /* A holder that released (or gave up releasing) its lease: a follower that
@@ -404,4 +431,45 @@ void elect_free(struct elector *el)
 	free(el->jobs);
 	el->jobs = NULL;
 	el->n = el->cap = 0;
+}
+
+void elect_prefer(struct elector *el, struct elect_job *j, int other)
+{
+	if (j->other_preferred && !other && j->state == ELECT_FOLLOWER) {
+		j->next_try = now_of(el);
+		j->not_before = 0;
+	}
+	j->other_preferred = other;
+}
+
+int elect_handoff(struct elector *el, struct elect_job *const *js, size_t n)
+{
+	const char **names = malloc((n ? n : 1) * sizeof *names);
+	size_t k = 0;
+	int64_t now;
+	int rc = STORE_OK;
+
+	if (!names)
+		return STORE_ERR;
+	for (size_t i = 0; i < n; i++)
+		if (js[i]->state == ELECT_HOLDER)
+			names[k++] = js[i]->name;
+	if (k > 0 && el->store) {
+		store_set_timeout(el->store, (int)el->cfg.timeout_ms);
+		rc = store_release_all(el->store, el->owner, names, k);
+		if (rc != STORE_OK)
+			fail(el, "release");
+	}
+	free(names);
+	/* Released or not (then it expires by itself), none is ours now. */
+	now = now_of(el);
+	for (size_t i = 0; i < n; i++) {
+		struct elect_job *j = js[i];
+		if (j->state != ELECT_HOLDER)
+			continue;
+		let_go(j, now + el->cfg.retry_ms);
+		j->handing_off = 0;
+		j->not_before = now + 2 * el->cfg.retry_ms + j->renew_ms;
+	}
+	return rc;
 }

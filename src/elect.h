@@ -32,6 +32,15 @@ struct elect_job {
 	int64_t wake_at;                /* follower: the holder's reported expiry, or INT64_MAX */
 	char *holder;                   /* follower: the holder when known (malloc'd), or NULL */
 	void *user;
+	/* Spread (elect_prefer): another live replica is preferred for the job.
+	 * Such a follower tries no sooner than not_before: the holder's expiry
+	 * it last saw plus renew + retry, or retry x 2 + renew after it let the
+	 * lease go, so the preferred replica gets there first. */
+	int other_preferred;
+	int next_in_line;               /* I am preferred once the preferred one is gone:
+	                                 * I try at its lease's expiry, as without spread */
+	int64_t not_before;
+	int handing_off;                /* holder: the lease goes to the preferred replica */
 };
 
 struct elect_cfg {
@@ -85,7 +94,10 @@ int64_t elect_step(struct elector *);
  * urgent (a fire about to start).  Returns as elect_step does. */
 int64_t elect_check_deadlines(struct elector *);
 
-/* Another replica released name (PostgreSQL NOTIFY): try it at once. */
+/* Another replica released name (PostgreSQL NOTIFY): try it at once (a
+ * follower next in line after the preferred replica: ELECT_WAKE_DEFER_MS
+ * later; another not preferred: at its own time). */
+#define ELECT_WAKE_DEFER_MS 100
 void elect_wake(struct elector *, const char *name);
 
 /* Releases one held lease (the body has stopped); returns the store's answer. */
@@ -97,6 +109,16 @@ int elect_release(struct elector *, struct elect_job *);
  * Returns the store's answer; *released is how many were released (0 on
  * an error). */
 int elect_release_all(struct elector *, size_t *released);
+
+/* Says whether another replica is preferred for the job (spread).  A
+ * follower that becomes preferred tries at once. */
+void elect_prefer(struct elector *, struct elect_job *, int other);
+
+/* Hands n held leases off: releases them in one store_release_all and
+ * leaves them followers (the bodies have stopped), each trying again no
+ * sooner than retry x 2 + renew unless it becomes preferred.  Returns the
+ * store's answer. */
+int elect_handoff(struct elector *, struct elect_job *const *js, size_t n);
 
 void elect_free(struct elector *);
 

@@ -198,6 +198,9 @@ static int cmd_status(int argc, char **argv)
 	struct store_opts o;
 	struct store *s;
 	struct lease_row *rows = NULL;
+	struct store_replica *reps = NULL;
+	size_t nreps = 0;
+	int64_t rnow = 0;
 	struct cfg c;
 	lua_State *L;
 	char err[STORE_ERR_MAX + 256];
@@ -242,15 +245,34 @@ static int cmd_status(int argc, char **argv)
 		store_close(s);
 		goto done;
 	}
+	/* The replicas' presence rows; a store without them shows none. */
+	if (store_replicas(s, &reps, &nreps, &rnow) != STORE_OK) {
+		reps = NULL;
+		nreps = 0;
+	}
 	store_close(s);
 
 	if (json)
 		lua_pushstring(L, c.provider);
 	lx_push_rows(L, rows, n);
 	lua_pushinteger(L, now);
-	if (lx_callmod(L, "leash.status", json ? "json" : "table", json ? 3 : 2, 1) != LUA_OK)
+	if (json) {
+		lx_push_replicas(L, reps, nreps);
+		lua_pushinteger(L, c.lease_ms);
+	}
+	if (lx_callmod(L, "leash.status", json ? "json" : "table", json ? 5 : 2, 1) != LUA_OK)
 		goto lua_fail;
 	fputs(lua_tostring(L, -1), stdout);
+	lua_pop(L, 1);
+	if (!json) {
+		lx_push_replicas(L, reps, nreps);
+		lx_push_rows(L, rows, n);
+		lua_pushinteger(L, now);
+		lua_pushinteger(L, c.lease_ms);
+		if (lx_callmod(L, "leash.status", "replicas_table", 4, 1) != LUA_OK)
+			goto lua_fail;
+		fputs(lua_tostring(L, -1), stdout);
+	}
 	if (json)
 		fputc('\n', stdout);
 	rc = 0;
@@ -259,6 +281,7 @@ lua_fail:
 	fprintf(stderr, "leash status: %s\n", lx_report(L, err, sizeof err));
 done:
 	free(rows);
+	store_free_replicas(reps, nreps);
 	cfg_free(&c);
 	lua_close(L);
 	return rc;

@@ -129,6 +129,7 @@ int singleton_init(struct singleton *sg, const struct cfg *cfg, struct sched *sc
 	sg->el.on_error = on_error;
 	sg->el.on_follow = on_follow;
 	sg->el.arg = sg;
+	spread_init(sg);
 	return 0;
 }
 
@@ -145,13 +146,15 @@ int singleton_may_run(void *arg, const struct job *j)
 	const struct elect_job *ej = j->elect;
 
 	(void)arg;
-	return ej && ej->state == ELECT_HOLDER && clock_boot_ms() < ej->deadline;
+	return ej && ej->state == ELECT_HOLDER && clock_boot_ms() < ej->deadline &&
+	       spread_may_run(arg, ej);
 }
 
 void singleton_enter(void *arg, struct job *j)
 {
 	struct singleton *sg = arg;
 
+	spread_jobs_changed(sg);
 	if (j->elect) {
 		((struct elect_job *)j->elect)->user = j;   /* a reload's fresh definition */
 		return;
@@ -159,6 +162,8 @@ void singleton_enter(void *arg, struct job *j)
 	j->elect = elect_add(&sg->el, j->name, j->lease_ms, j->renew_ms, j->margin_ms, j);
 	if (!j->elect)
 		log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
+	else
+		spread_job_added(sg, j->elect);
 }
 
 void singleton_leave(void *arg, struct job *j)
@@ -184,6 +189,7 @@ void singleton_leave(void *arg, struct job *j)
 	elect_remove(&sg->el, ej);
 	j->elect = NULL;
 	ledger_forget(&sg->ledger, j->name);
+	spread_jobs_changed(sg);
 }
 
 void singleton_release_all(struct singleton *sg)
@@ -498,11 +504,14 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 	t0 = clock_mono_ms();
 	c0 = sg->el.store ? sg->el.store->calls : 0;
 	sg->step_failed = 0;
+	spread_turn(sg);
 	next = elect_step(&sg->el);
 	if (sg->el.store && store_drain_events(sg->el.store, on_release_event, sg) > 0)
 		next = elect_step(&sg->el);
 	if (sg->el.store && !sg->step_failed && !sg->down)
 		ledger_turn(sg, due_in);
+	if (sg->el.store && sg->spread.beat_due < next)
+		next = sg->spread.beat_due;     /* a follower beats too */
 	if (sg->el.store) {
 		uint64_t made = sg->el.store->calls - c0;
 		if (clock_mono_ms() - t0 >= 5)
@@ -558,8 +567,10 @@ void singleton_free(struct singleton *sg, int64_t ran_ms)
 	if (sg->el.store)
 		log_msg(LOG_INFO, NULL, 0, "lease store: %llu statements in %.1fs",
 		        (unsigned long long)sg->el.store->calls, ran_ms / 1000.0);
+	spread_leave(sg);
 	store_close(sg->el.store);
 	sg->el.store = NULL;
+	spread_free(sg);
 	elect_free(&sg->el);
 	ledger_free(&sg->ledger);
 }

@@ -11,6 +11,7 @@
 
 #include "cfg.h"
 #include "elect.h"
+#include "spread.h"
 #include "job.h"
 #include "ledger.h"
 #include "store/store.h"
@@ -39,6 +40,7 @@ struct singleton {
 	int64_t down_since, down_logged;        /* boottime */
 	int step_failed;                /* an error was reported during this step */
 	int release_failed;             /* at shutdown: stop trying to release */
+	struct spread spread;           /* presence and the preferred holders */
 };
 
 /* Sets up the elector for owner.  Returns 0, or -1 with the reason in err

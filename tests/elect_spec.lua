@@ -364,3 +364,98 @@ describe("election state machine", function()
     assert.equal("error:acquire", kinds(el:events()))
   end)
 end)
+
+-- Spread (issue 12): what the elector does with spread's word on a job.
+describe("election state machine with spread", function()
+  it("a follower another replica is preferred for waits renew + retry past the holder's expiry", function()
+    local el, store, clock = setup()
+    store.rows.job = { owner = "other", token = 4, expires_at = clock.t + 1234 }
+    el:add("job")
+    el:prefer("job", 2)
+    el:step()
+    local s = el:state("job")
+    assert.equal(clock.t + 1234 + 1, s.wake_at)
+    assert.equal(s.wake_at + 1000 + 500, s.not_before)
+    -- the lease runs out (the holder died): not yet...
+    clock.t = s.wake_at
+    local next = el:step()
+    assert.equal("follower", el:state("job").state)
+    assert.equal(s.not_before, next)
+    -- ...only once the delay is over
+    clock.t = s.not_before
+    el:step()
+    assert.equal("holder", el:state("job").state)
+  end)
+
+  it("the next in line tries at the holder's expiry, as without spread", function()
+    local el, store, clock = setup()
+    store.rows.job = { owner = "other", token = 4, expires_at = clock.t + 1234 }
+    el:add("job")
+    el:prefer("job", 2, true)
+    el:step()
+    clock.t = el:state("job").wake_at
+    el:step()
+    assert.equal("holder", el:state("job").state)
+  end)
+
+  it("a follower that becomes preferred tries at once", function()
+    local el, store, clock = setup()
+    store.rows.job = { owner = "other", token = 4, expires_at = clock.t + 1234 }
+    el:add("job")
+    el:prefer("job", 2)
+    el:step()
+    store.rows.job.expires_at = clock.t          -- released meanwhile
+    clock.t = clock.t + 10
+    el:prefer("job", 0)
+    assert.equal(clock.t, el:state("job").next_try)
+    el:step()
+    assert.equal("holder", el:state("job").state)
+  end)
+
+  it("a release event wakes only a preferred follower at once, the next in line a moment later", function()
+    local el, store, clock = setup()
+    for _, n in ipairs({ "mine", "next", "other" }) do
+      store.rows[n] = { owner = "x", token = 1, expires_at = clock.t + 3000 }
+      el:add(n)
+    end
+    el:prefer("next", 2, true)
+    el:prefer("other", 2)
+    el:step()
+    for _, n in ipairs({ "mine", "next", "other" }) do store.rows[n].expires_at = clock.t end
+    local before = el:state("other").wake_at
+    for _, n in ipairs({ "mine", "next", "other" }) do el:wake(n) end
+    assert.equal(clock.t, el:state("mine").wake_at)
+    assert.equal(clock.t + 100, el:state("next").wake_at)
+    assert.equal(before, el:state("other").wake_at)
+    el:step()
+    assert.equal("holder", el:state("mine").state)
+    assert.equal("follower", el:state("next").state)
+    clock.t = clock.t + 100
+    el:step()
+    assert.equal("holder", el:state("next").state)
+    assert.equal("follower", el:state("other").state)
+  end)
+
+  it("handoff releases the leases in one call and holds back before trying again", function()
+    local el, store, clock = setup()
+    el:add("a")
+    el:add("b")
+    el:step()
+    el:prefer("a", 2)
+    el:prefer("b", 2)
+    store.calls = {}
+    assert.is_true(el:handoff("a", "b"))
+    assert.equal(1, #store.calls)
+    assert.equal("follower", el:state("a").state)
+    assert.is_true(store.rows.a.expires_at <= clock.t)
+    assert.equal(clock.t + 2 * 500 + 1000, el:state("a").not_before)
+    -- nobody took it: it is ours again only after the hold-back
+    clock.t = clock.t + 600
+    el:step()
+    assert.equal("follower", el:state("a").state)
+    clock.t = el:state("a").not_before
+    el:step()
+    assert.equal("holder", el:state("a").state)
+    assert.equal("", kinds(el:events()):gsub("gained:[ab],?", ""))
+  end)
+end)

@@ -60,7 +60,115 @@ end
 
 local function int(n) return ("%d"):format(n) end
 
-function M.json(provider, rows, now)
+-- ---- replicas (presence rows, issue 12) ----
+
+local function jobset(r)
+  local t = {}
+  for name in (r.jobs or ""):gmatch("[^\n]+") do t[name] = true end
+  return t
+end
+
+local function sorted_keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
+-- Each replica's state, its leases held now and its share of them.
+local function judge(replicas, rows, now, live_ms)
+  local held, total = {}, 0
+  for _, r in ipairs(rows) do
+    if r.expires_at > now then
+      held[r.owner] = (held[r.owner] or 0) + 1
+      total = total + 1
+    end
+  end
+  local out = {}
+  for i, r in ipairs(replicas) do
+    local live = now - r.heartbeat < live_ms
+    out[i] = { r = r, live = live, leases = held[r.owner] or 0,
+      share = total > 0 and (held[r.owner] or 0) / total or 0,
+      state = not live and "dead" or (r.draining and "draining" or "live") }
+  end
+  return out
+end
+
+-- Warnings about the live replicas: job definitions that differ (jobs/
+-- drift) and two replicas under one name.  A list of strings.
+function M.drift(replicas, now, live_ms)
+  local live = {}
+  for _, r in ipairs(replicas) do
+    if now - r.heartbeat < live_ms then live[#live + 1] = r end
+  end
+  local warn, hashes = {}, {}
+  for _, r in ipairs(live) do hashes[r.jobs_hash] = true end
+  if #sorted_keys(hashes) > 1 then
+    local sets = {}
+    for i, r in ipairs(live) do sets[i] = jobset(r) end
+    local any = false
+    for i, r in ipairs(live) do
+      local extra = {}
+      for name in pairs(sets[i]) do
+        for k = 1, #live do
+          if k ~= i and not sets[k][name] then extra[name] = true end
+        end
+      end
+      local names = sorted_keys(extra)
+      if #names > 0 then
+        any = true
+        local shown = {}
+        for k = 1, math.min(#names, 10) do shown[k] = names[k] end
+        warn[#warn + 1] = ("replica %s has %d job%s the others lack: %s%s"):format(r.owner, #names,
+          #names == 1 and "" or "s", table.concat(shown, ", "), #names > 10 and ", ..." or "")
+      end
+    end
+    if not any then
+      warn[#warn + 1] = "the live replicas define the same jobs differently (their jobs hashes differ): "
+        .. "jobs/ differs between them"
+    end
+  end
+  local by_name = {}
+  for _, r in ipairs(live) do
+    local name = r.name or r.owner:match("^(.*):[^:]*:[^:]*$") or r.owner
+    by_name[name] = by_name[name] or {}
+    table.insert(by_name[name], r.owner)
+  end
+  for _, name in ipairs(sorted_keys(by_name)) do
+    local owners = by_name[name]
+    if #owners > 1 then
+      warn[#warn + 1] = ("%d live replicas share the name %s (%s): a config with a fixed "
+        .. "`replica =` copied to several hosts? Their owner ids keep their leases apart, "
+        .. "but they share one place in the spread"):format(#owners, name, table.concat(owners, ", "))
+    end
+  end
+  return warn
+end
+
+-- The replicas table and the warnings, for leash status; "" without rows.
+function M.replicas_table(replicas, rows, now, live_ms)
+  if not replicas or #replicas == 0 then return "" end
+  local out = { "REPLICA", "HOST", "VERSION", "STATE", "LEASES", "SHARE", "JOBS HASH" }
+  local lines = { out }
+  for _, j in ipairs(judge(replicas, rows, now, live_ms)) do
+    lines[#lines + 1] = { j.r.owner, j.r.host, j.r.version, j.state, tostring(j.leases),
+      ("%d%%"):format(math.floor(j.share * 100 + 0.5)), j.r.jobs_hash }
+  end
+  local w = {}
+  for _, l in ipairs(lines) do
+    for i, c in ipairs(l) do w[i] = math.max(w[i] or 0, width(c)) end
+  end
+  local text = {}
+  for _, l in ipairs(lines) do
+    local cells = {}
+    for i, c in ipairs(l) do cells[i] = i == #l and c or c .. (" "):rep(w[i] - width(c)) end
+    text[#text + 1] = table.concat(cells, "  ")
+  end
+  for _, msg in ipairs(M.drift(replicas, now, live_ms)) do text[#text + 1] = "warning: " .. msg end
+  return "\n" .. table.concat(text, "\n") .. "\n"
+end
+
+function M.json(provider, rows, now, replicas, live_ms)
   local leases = {}
   for _, r in ipairs(rows) do
     leases[#leases + 1] = ('{"name":%s,"owner":%s,"state":"%s","token":%s,"acquired_at":%s,'
@@ -69,8 +177,23 @@ function M.json(provider, rows, now)
       int(r.acquired_at), int(r.renewed_at), int(r.expires_at),
       int(math.max(0, r.expires_at - now)))
   end
-  return ('{"provider":%s,"now":%s,"leases":[%s]}'):format(M.json_string(provider), int(now),
-    table.concat(leases, ","))
+  local more = ""
+  if replicas then
+    local reps, warns = {}, {}
+    for _, j in ipairs(judge(replicas, rows, now, live_ms)) do
+      local r = j.r
+      reps[#reps + 1] = ('{"owner":%s,"host":%s,"pid":%s,"version":%s,"state":"%s",'
+        .. '"started_at":%s,"heartbeat":%s,"draining":%s,"leases":%s,"jobs_hash":%s}'):format(
+        M.json_string(r.owner), M.json_string(r.host), int(r.pid), M.json_string(r.version),
+        j.state, int(r.started_at), int(r.heartbeat), tostring(r.draining), int(j.leases),
+        M.json_string(r.jobs_hash))
+    end
+    for _, msg in ipairs(M.drift(replicas, now, live_ms)) do warns[#warns + 1] = M.json_string(msg) end
+    more = (',"replicas":[%s],"warnings":[%s]'):format(table.concat(reps, ","),
+      table.concat(warns, ","))
+  end
+  return ('{"provider":%s,"now":%s,"leases":[%s]%s}'):format(M.json_string(provider), int(now),
+    table.concat(leases, ","), more)
 end
 
 return M

@@ -5,6 +5,7 @@
 #ifndef LEASH_BIND_H
 #define LEASH_BIND_H
 
+#include <stddef.h>
 #include <lua.h>
 
 struct store;
@@ -19,6 +20,11 @@ void lx_elect_lib(lua_State *L);        /* bind/elect.c: the elector, for specs 
 void lx_cfg_lib(lua_State *L);          /* bind/cfg.c: config_load, for specs */
 void lx_sched_lib(lua_State *L);        /* bind/sched.c: the job table, for specs */
 void lx_load_lib(lua_State *L);         /* bind/load.c: reading and budgeting job files */
+void lx_presence_lib(lua_State *L);     /* bind/presence.c: rendezvous, presence rows */
+
+/* Pushes presence rows as a list of tables (bind/presence.c). */
+struct store_replica;
+void lx_push_replicas(lua_State *L, const struct store_replica *rows, size_t n);
 
 /* The store behind a leash.store userdata at idx, or NULL when the value is
  * not one (or it was closed). */

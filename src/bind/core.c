@@ -72,5 +72,6 @@ int luaopen_leash_core(lua_State *L)
 	lx_elect_lib(L);
 	lx_sched_lib(L);
 	lx_load_lib(L);
+	lx_presence_lib(L);             /* after lx_store_lib: adds store methods */
 	return 1;
 }

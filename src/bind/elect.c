@@ -414,6 +414,8 @@ static int l_state(lua_State *L)
 		set_time(L, "wake_at", j->wake_at);
 		lua_pushstring(L, j->holder ? j->holder : "");
 		lua_setfield(L, -2, "holder");
+		if (j->other_preferred)
+			set_time(L, "not_before", j->not_before);
 	}
 	return 1;
 }
@@ -455,6 +457,39 @@ static int l_release_all(lua_State *L)
 	return 1;
 }
 
+/* el:prefer(name, other [, next_in_line]): spread's word on the job (other:
+ * 0 me or nobody, 1 another replica, 2 another, settled). */
+static int l_prefer(lua_State *L)
+{
+	struct lelector *le = check(L);
+	struct elect_job *j = check_job(L);
+
+	j->next_in_line = lua_toboolean(L, 4);
+	elect_prefer(&le->el, j, (int)luaL_checkinteger(L, 3));
+	return 0;
+}
+
+/* el:handoff(name, ...) -> true | nil, err */
+static int l_handoff(lua_State *L)
+{
+	struct lelector *le = check(L);
+	int n = lua_gettop(L) - 1;
+	struct elect_job **js = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *js, 0);
+
+	for (int i = 0; i < n; i++) {
+		const char *name = luaL_checkstring(L, i + 2);
+		if (!(js[i] = find(le, name)))
+			return luaL_error(L, "elector: no job named \"%s\"", name);
+	}
+	if (elect_handoff(&le->el, js, (size_t)n) != STORE_OK) {
+		lua_pushnil(L);
+		lua_pushstring(L, le->el.store ? le->el.store->err : "no store");
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 static int l_gc(lua_State *L)
 {
 	struct lelector *le = check(L);
@@ -481,6 +516,8 @@ void lx_elect_lib(lua_State *L)
 		{ "wake", l_wake },
 		{ "release", l_release },
 		{ "release_all", l_release_all },
+		{ "prefer", l_prefer },
+		{ "handoff", l_handoff },
 		{ NULL, NULL },
 	};
 

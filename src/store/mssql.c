@@ -1537,6 +1537,12 @@ static void ms_close(struct store *s)
 	ms_free((struct ms_store *)s);
 }
 
+static int ms_beat(struct store *, const struct store_replica *, int64_t,
+                   struct store_replica **, size_t *, int64_t *);
+static int ms_leave(struct store *, const char *);
+static int ms_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
+static int ms_presence_setup(struct ms_store *);
+
 static const struct store_ops ms_ops = {
 	.name = "mssql",
 	.try_acquire = ms_try_acquire,
@@ -1554,6 +1560,9 @@ static const struct store_ops ms_ops = {
 	.record_runs = ms_record_runs,
 	.read_runs = ms_read_runs,
 	.prune_runs = ms_prune_runs,
+	.beat = ms_beat,
+	.leave = ms_leave,
+	.replicas = ms_replicas,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1772,7 +1781,7 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    call(st, st->sql_runs_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    check_runs(st) != STORE_OK) {
+	    check_runs(st) != STORE_OK || ms_presence_setup(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);
 		goto fail;
 	}
@@ -1785,3 +1794,160 @@ fail:
 }
 
 const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", client_version };
+
+/* ---- presence: <table>_replicas ---- */
+
+#define PRES_SQL_MAX 2048
+
+static int ms_presence_setup(struct ms_store *st)
+{
+	char sql[PRES_SQL_MAX];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:create_replicas */ IF OBJECT_ID(N'[%s_replicas]', N'U') IS NULL BEGIN "
+	    "BEGIN TRY CREATE TABLE [%s_replicas] ("
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "host " VC " NOT NULL, pid BIGINT NOT NULL, version NVARCHAR(32) NOT NULL, "
+	    "started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL, "
+	    "draining INT NOT NULL DEFAULT 0, jobs_hash NVARCHAR(32) NOT NULL, "
+	    "jobs NVARCHAR(MAX) NOT NULL) "
+	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;",
+	    st->table, st->table);
+	return call(st, sql, "", NULL, 0, NULL, NULL);
+}
+
+struct pres_answer {
+	struct store_replica *rows;
+	size_t n, cap;
+	int64_t now;
+	int nomem;
+};
+
+/* Result 0: the clock; result 1: (owner, host, pid, version, started_at,
+ * heartbeat, draining, jobs_hash, has_jobs, jobs). */
+static void pres_row(struct ms_store *st, int resno, void *arg)
+{
+	struct pres_answer *a = arg;
+	struct store_replica *r;
+
+	if (resno == 0) {
+		a->now = col_i64(st->db, 1);
+		return;
+	}
+	if (a->nomem)
+		return;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 8;
+		struct store_replica *rows = realloc(a->rows, cap * sizeof *rows);
+
+		if (!rows) {
+			a->nomem = 1;
+			return;
+		}
+		a->rows = rows;
+		a->cap = cap;
+	}
+	r = &a->rows[a->n++];
+	memset(r, 0, sizeof *r);
+	col_str(st->db, 1, r->owner, sizeof r->owner);
+	col_str(st->db, 2, r->host, sizeof r->host);
+	r->pid = col_i64(st->db, 3);
+	col_str(st->db, 4, r->version, sizeof r->version);
+	r->started_at = col_i64(st->db, 5);
+	r->heartbeat = col_i64(st->db, 6);
+	r->draining = col_i64(st->db, 7) != 0;
+	col_str(st->db, 8, r->jobs_hash, sizeof r->jobs_hash);
+	if (col_i64(st->db, 9)) {
+		BYTE *p = dbdata(st->db, 10);
+		DBINT len = dbdatlen(st->db, 10);
+		size_t n = p && len > 0 ? (size_t)len : 0;
+
+		if (!(r->jobs = malloc(n + 1))) {
+			a->nomem = 1;
+			return;
+		}
+		if (n)
+			memcpy(r->jobs, p, n);
+		r->jobs[n] = '\0';
+	}
+}
+
+static int pres_done(struct ms_store *st, int rc, struct pres_answer *a,
+                     struct store_replica **rows, size_t *n, int64_t *now)
+{
+	if (rc == STORE_OK && a->nomem)
+		rc = store_fail(&st->base, "mssql: replicas: out of memory");
+	if (rc != STORE_OK) {
+		store_free_replicas(a->rows, a->n);
+		return STORE_ERR;
+	}
+	*rows = a->rows;
+	*n = a->n;
+	*now = a->now;
+	return STORE_OK;
+}
+
+#define PRES_SELECT(hash_test) \
+	"SELECT owner, host, pid, version, started_at, heartbeat, draining, jobs_hash, " \
+	"CASE WHEN " hash_test " THEN 0 ELSE 1 END, CASE WHEN " hash_test " THEN NULL ELSE jobs END " \
+	"FROM [%s_replicas] ORDER BY owner;"
+
+/* One batch, one transaction: the upsert, the prune, the clock and the rows.
+ * An empty string may arrive as NULL (db-lib), hence the ISNULLs. */
+static int ms_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
+                   struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct param p[] = {
+		{ "@owner", me->owner, 0 }, { "@host", me->host, 0 }, { "@pid", NULL, me->pid },
+		{ "@version", me->version, 0 }, { "@draining", NULL, me->draining != 0 },
+		{ "@hash", me->jobs_hash, 0 }, { "@jobs", me->jobs ? me->jobs : "", 0 },
+		{ "@prune", NULL, prune_ms },
+	};
+	struct pres_answer a = { 0 };
+	char sql[PRES_SQL_MAX];
+	const char *t = st->table;
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "BEGIN TRAN; "
+	    "UPDATE [%s_replicas] WITH (UPDLOCK, HOLDLOCK) SET host = @host, pid = @pid, "
+	    "version = ISNULL(@version, N''), heartbeat = @now, draining = @draining, "
+	    "jobs_hash = ISNULL(@hash, N''), jobs = ISNULL(@jobs, N'') WHERE owner = @owner; "
+	    "IF @@ROWCOUNT = 0 INSERT INTO [%s_replicas] (owner, host, pid, version, started_at, "
+	    "heartbeat, draining, jobs_hash, jobs) VALUES (@owner, @host, @pid, "
+	    "ISNULL(@version, N''), @now, @now, @draining, ISNULL(@hash, N''), ISNULL(@jobs, N'')); "
+	    "DELETE FROM [%s_replicas] WHERE owner <> @owner AND heartbeat < @now - @prune; "
+	    "COMMIT; "
+	    "SELECT @now; "
+	    PRES_SELECT("jobs_hash = ISNULL(@hash, N'')"), t, t, t, t);
+	return pres_done(st, call(st, sql, "@owner " VC ", @host " VC ", @pid BIGINT, "
+	                          "@version " VC ", @draining BIGINT, @hash " VC ", "
+	                          "@jobs NVARCHAR(MAX), @prune BIGINT",
+	                          p, (int)(sizeof p / sizeof p[0]), pres_row, &a),
+	                 &a, rows, n, now);
+}
+
+static int ms_leave(struct store *s, const char *owner)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct param p[] = { { "@owner", owner, 0 } };
+	char sql[PRES_SQL_MAX];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:leave */ SET NOCOUNT ON; DELETE FROM [%s_replicas] WHERE owner = @owner;",
+	    st->table);
+	return call(st, sql, "@owner " VC, p, 1, NULL, NULL);
+}
+
+static int ms_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct pres_answer a = { 0 };
+	char sql[PRES_SQL_MAX];
+
+	snprintf(sql, sizeof sql, "/* leash:replicas */ SET NOCOUNT ON; SELECT " NOW "; "
+	         PRES_SELECT("1 = 0"), st->table);
+	return pres_done(st, call(st, sql, "", NULL, 0, pres_row, &a), &a, rows, n, now);
+}

@@ -595,6 +595,7 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	}
 	return STORE_OK;
 }
+static int presence_connect(struct pg_store *, int64_t deadline);
 
 /* Connects and sets the session up: statement timeout, the table, LISTEN,
  * the prepared statements.  Leaves ps->conn NULL on failure. */
@@ -674,6 +675,8 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 		if (run_ok(ps, 1, q_name[i], sql, deadline, "prepare") < 0)
 			goto fail_setup;
 	}
+	if (presence_connect(ps, deadline) < 0)
+		goto fail_setup;
 	return STORE_OK;
 fail_setup:
 	drop_conn(ps);
@@ -1384,6 +1387,11 @@ static void pg_close(struct store *s)
 	free(ps);
 }
 
+static int pg_beat(struct store *, const struct store_replica *, int64_t,
+                   struct store_replica **, size_t *, int64_t *);
+static int pg_leave(struct store *, const char *);
+static int pg_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
+
 static const struct store_ops postgres_ops = {
 	.name = "postgres",
 	.try_acquire = pg_try_acquire,
@@ -1403,6 +1411,9 @@ static const struct store_ops postgres_ops = {
 	.record_runs = pg_record_runs,
 	.read_runs = pg_read_runs,
 	.prune_runs = pg_prune_runs,
+	.beat = pg_beat,
+	.leave = pg_leave,
+	.replicas = pg_replicas,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -1435,3 +1446,146 @@ fail:
 
 const struct store_provider store_postgres = { "postgres", open_postgres, "libpq",
                                                client_version };
+
+/* ---- presence: <table>_replicas ---- */
+
+#define PRES_COLS "owner, host, pid, version, started_at, heartbeat, draining, jobs_hash"
+
+/* beat: the upsert, the prune and the read in one statement.  The outer
+ * SELECT sees the table as it was before the statement, so my row comes
+ * from the upsert's RETURNING and the others are filtered as the prune
+ * leaves them. */
+static const char *const pres_sql[3][2] = {
+	{ "leash_beat",
+	  "WITH t0 AS (SELECT " NOW " AS now),"
+	  " up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
+	  "  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, $5::int, $6, $7 FROM t0"
+	  "  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,"
+	  "  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat,"
+	  "  draining = EXCLUDED.draining, jobs_hash = EXCLUDED.jobs_hash, jobs = EXCLUDED.jobs"
+	  "  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
+	  "  r.jobs_hash),"
+	  " gone AS (DELETE FROM \"%1$s_replicas\" d USING t0"
+	  "  WHERE d.owner <> $1 AND d.heartbeat < t0.now - $8::bigint RETURNING d.owner)"
+	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
+	  "  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
+	  "  UNION ALL SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat,"
+	  "  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END"
+	  "  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.heartbeat >= t0.now - $8::bigint"
+	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
+	{ "leash_leave", "DELETE FROM \"%1$s_replicas\" WHERE owner = $1" },
+	{ "leash_replicas",
+	  "SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"
+	  " LEFT JOIN \"%1$s_replicas\" o ON true ORDER BY o.owner COLLATE \"C\"" },
+};
+
+static int presence_connect(struct pg_store *ps, int64_t deadline)
+{
+	char sql[4096];
+
+	snprintf(sql, sizeof sql,
+	         "CREATE TABLE IF NOT EXISTS \"%s_replicas\" ("
+	         " owner VARCHAR(200) PRIMARY KEY,"
+	         " host VARCHAR(200) NOT NULL,"
+	         " pid BIGINT NOT NULL,"
+	         " version VARCHAR(32) NOT NULL,"
+	         " started_at BIGINT NOT NULL,"
+	         " heartbeat BIGINT NOT NULL,"
+	         " draining INTEGER NOT NULL DEFAULT 0,"
+	         " jobs_hash VARCHAR(32) NOT NULL,"
+	         " jobs TEXT NOT NULL)", ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0) {
+		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
+			return STORE_ERR;
+	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(sql, sizeof sql, pres_sql[i][1], ps->table);
+		if (run_ok(ps, 1, pres_sql[i][0], sql, deadline, "prepare") < 0)
+			return STORE_ERR;
+	}
+	return STORE_OK;
+}
+
+static PGresult *pres_call(struct pg_store *ps, int q, int n, const char *const *vals,
+                           const char *what)
+{
+	int64_t deadline;
+
+	if (ensure_conn(ps, &deadline) < 0)
+		return NULL;
+	return roundtrip(ps, 0, pres_sql[q][0], NULL, n, vals, deadline, what);
+}
+
+static int pres_rows(struct pg_store *ps, PGresult *r, struct store_replica **rows, size_t *n,
+                     int64_t *now)
+{
+	int nt = PQntuples(r);
+	struct store_replica *out = calloc(nt > 0 ? (size_t)nt : 1, sizeof *out);
+	size_t len = 0;
+
+	if (!out) {
+		PQclear(r);
+		return store_fail(&ps->base, "postgres: replicas: out of memory");
+	}
+	for (int row = 0; row < nt; row++) {
+		struct store_replica *x = &out[len];
+
+		*now = col_i64(r, row, 0);
+		if (PQgetisnull(r, row, 1))
+			continue;
+		col_str(x->owner, r, row, 1);
+		col_str(x->host, r, row, 2);
+		x->pid = col_i64(r, row, 3);
+		snprintf(x->version, sizeof x->version, "%s", PQgetvalue(r, row, 4));
+		x->started_at = col_i64(r, row, 5);
+		x->heartbeat = col_i64(r, row, 6);
+		x->draining = col_i64(r, row, 7) != 0;
+		snprintf(x->jobs_hash, sizeof x->jobs_hash, "%s", PQgetvalue(r, row, 8));
+		len++;
+		if (!PQgetisnull(r, row, 9) && !(x->jobs = strdup(PQgetvalue(r, row, 9)))) {
+			PQclear(r);
+			store_free_replicas(out, len);
+			return store_fail(&ps->base, "postgres: replicas: out of memory");
+		}
+	}
+	PQclear(r);
+	*rows = out;
+	*n = len;
+	return STORE_OK;
+}
+
+static int pg_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
+                   struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char pid[24], drain[4], prune[24];
+	const char *vals[8] = { me->owner, me->host, pid, me->version, drain, me->jobs_hash,
+	                        me->jobs ? me->jobs : "", prune };
+	PGresult *r;
+
+	snprintf(pid, sizeof pid, "%lld", (long long)me->pid);
+	snprintf(drain, sizeof drain, "%d", me->draining != 0);
+	snprintf(prune, sizeof prune, "%lld", (long long)prune_ms);
+	if (!(r = pres_call(ps, 0, 8, vals, "beat")))
+		return STORE_ERR;
+	return pres_rows(ps, r, rows, n, now);
+}
+
+static int pg_leave(struct store *s, const char *owner)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	PGresult *r = pres_call(ps, 1, 1, &owner, "leave");
+
+	PQclear(r);
+	return r ? STORE_OK : STORE_ERR;
+}
+
+static int pg_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	PGresult *r = pres_call(ps, 2, 0, NULL, "replicas");
+
+	if (!r)
+		return STORE_ERR;
+	return pres_rows(ps, r, rows, n, now);
+}

@@ -50,6 +50,7 @@ struct sq_store {
 	sqlite3 *db;
 	sqlite3_stmt *q[Q_MAX];
 	sqlite3_stmt *floor_update;
+	sqlite3_stmt *pres[4];          /* presence: upsert, prune, read, leave */
 	char table[64];
 	int timeout_ms;
 };
@@ -839,9 +840,17 @@ static void sq_close(struct store *s)
 	for (int i = 0; i < Q_MAX; i++)
 		sqlite3_finalize(ss->q[i]);
 	sqlite3_finalize(ss->floor_update);
+	for (int i = 0; i < 4; i++)
+		sqlite3_finalize(ss->pres[i]);
 	sqlite3_close_v2(ss->db);
 	free(ss);
 }
+
+static int sq_beat(struct store *, const struct store_replica *, int64_t,
+                   struct store_replica **, size_t *, int64_t *);
+static int sq_leave(struct store *, const char *);
+static int sq_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
+static int presence_setup(struct sq_store *, char *err, size_t errlen);
 
 static const struct store_ops sqlite_ops = {
 	.name = "sqlite",
@@ -860,6 +869,9 @@ static const struct store_ops sqlite_ops = {
 	.record_runs = sq_record_runs,
 	.read_runs = sq_read_runs,
 	.prune_runs = sq_prune_runs,
+	.beat = sq_beat,
+	.leave = sq_leave,
+	.replicas = sq_replicas,
 };
 
 /* 1 when the table has a last_fire column, 0 when not, -1 on error. */
@@ -1011,7 +1023,8 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
 		goto fail;
 	}
-	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0)
+	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0 ||
+	    presence_setup(ss, err, errlen) < 0)
 		goto fail;
 	for (int i = 0; i < Q_MAX; i++) {
 		snprintf(sql, sizeof sql, sql_text[i], table);
@@ -1036,3 +1049,192 @@ static const char *client_version(void)
 }
 
 const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", client_version };
+
+/* ---- presence: <table>_replicas ---- */
+
+enum { P_UPSERT, P_PRUNE, P_READ, P_LEAVE };
+
+static const char *const pres_text[4] = {
+	[P_UPSERT] =
+	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat,"
+	" draining, jobs_hash, jobs) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW ", ?5, ?6, ?7)"
+	" ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,"
+	" version = excluded.version, heartbeat = excluded.heartbeat,"
+	" draining = excluded.draining, jobs_hash = excluded.jobs_hash, jobs = excluded.jobs",
+	[P_PRUNE] =
+	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND heartbeat < " NOW " - ?2",
+	/* ?1: the reader's hash (NULL: every row's jobs). */
+	[P_READ] =
+	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
+	" r.jobs_hash, CASE WHEN ?1 IS NOT NULL AND r.jobs_hash = ?1 THEN NULL ELSE r.jobs END"
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON 1 ORDER BY r.owner",
+	[P_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1",
+};
+
+static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
+{
+	char sql[1024];
+	char *msg = NULL;
+
+	snprintf(sql, sizeof sql,
+	         "CREATE TABLE IF NOT EXISTS \"%s_replicas\" ("
+	         " owner VARCHAR(200) PRIMARY KEY,"
+	         " host VARCHAR(200) NOT NULL,"
+	         " pid BIGINT NOT NULL,"
+	         " version VARCHAR(32) NOT NULL,"
+	         " started_at BIGINT NOT NULL,"
+	         " heartbeat BIGINT NOT NULL,"
+	         " draining INTEGER NOT NULL DEFAULT 0,"
+	         " jobs_hash VARCHAR(32) NOT NULL,"
+	         " jobs TEXT NOT NULL)", ss->table);
+	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(err, errlen, "sqlite: %s_replicas: %s", ss->table, msg ? msg : "setup failed");
+		sqlite3_free(msg);
+		return -1;
+	}
+	for (int i = 0; i < 4; i++) {
+		snprintf(sql, sizeof sql, pres_text[i], ss->table);
+		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->pres[i],
+		                       NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "sqlite: %s_replicas: prepare: %s", ss->table,
+			         sqlite3_errmsg(ss->db));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void copy_col(char *dst, size_t size, sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	size_t n = t ? (size_t)sqlite3_column_bytes(st, col) : 0;
+
+	if (n >= size)
+		n = size - 1;
+	if (n)
+		memcpy(dst, t, n);
+	dst[n] = '\0';
+}
+
+/* Steps P_READ (bound already) into rows. */
+static int read_replicas(struct sq_store *ss, struct store_replica **rows, size_t *n,
+                         int64_t *now)
+{
+	sqlite3_stmt *st = ss->pres[P_READ];
+	struct store_replica *r = NULL;
+	size_t cap = 0, len = 0;
+	int step;
+
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_replica *x;
+
+		*now = sqlite3_column_int64(st, 0);
+		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+			continue;
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			struct store_replica *nr = realloc(r, ncap * sizeof *r);
+			if (!nr)
+				goto oom;
+			r = nr;
+			cap = ncap;
+		}
+		x = &r[len];
+		memset(x, 0, sizeof *x);
+		len++;
+		copy_col(x->owner, sizeof x->owner, st, 1);
+		copy_col(x->host, sizeof x->host, st, 2);
+		x->pid = sqlite3_column_int64(st, 3);
+		copy_col(x->version, sizeof x->version, st, 4);
+		x->started_at = sqlite3_column_int64(st, 5);
+		x->heartbeat = sqlite3_column_int64(st, 6);
+		x->draining = sqlite3_column_int(st, 7) != 0;
+		copy_col(x->jobs_hash, sizeof x->jobs_hash, st, 8);
+		if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
+			const unsigned char *t = sqlite3_column_text(st, 9);
+			if (!(x->jobs = strdup(t ? (const char *)t : "")))
+				goto oom;
+		}
+	}
+	sqlite3_reset(st);
+	if (step != SQLITE_DONE) {
+		store_free_replicas(r, len);
+		return sq_fail(ss, "replicas");
+	}
+	*rows = r;
+	*n = len;
+	return STORE_OK;
+oom:
+	sqlite3_reset(st);
+	store_free_replicas(r, len);
+	return store_fail(&ss->base, "sqlite: replicas: out of memory");
+}
+
+static int step_done(struct sq_store *ss, sqlite3_stmt *st, const char *what)
+{
+	int step = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
+}
+
+/* One transaction: the upsert, the prune and the read. */
+static int sq_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
+                   struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *up = ss->pres[P_UPSERT], *pr = ss->pres[P_PRUNE], *rd = ss->pres[P_READ];
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "beat")) != STORE_OK)
+		return rc;
+	sqlite3_reset(up);
+	sqlite3_clear_bindings(up);
+	sqlite3_reset(pr);
+	sqlite3_reset(rd);
+	if (sqlite3_bind_text(up, 1, me->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_text(up, 2, me->host, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_int64(up, 3, me->pid) != SQLITE_OK ||
+	    sqlite3_bind_text(up, 4, me->version, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_int(up, 5, me->draining != 0) != SQLITE_OK ||
+	    sqlite3_bind_text(up, 6, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_text(up, 7, me->jobs ? me->jobs : "", -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_text(pr, 1, me->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_int64(pr, 2, prune_ms) != SQLITE_OK ||
+	    sqlite3_bind_text(rd, 1, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK) {
+		rc = sq_fail(ss, "beat: bind");
+		goto done;
+	}
+	if ((rc = step_done(ss, up, "beat")) != STORE_OK ||
+	    (rc = step_done(ss, pr, "beat: prune")) != STORE_OK)
+		goto done;
+	rc = read_replicas(ss, rows, n, now);
+done:
+	rc = end_tx(ss, rc, "beat");
+	if (rc != STORE_OK) {
+		store_free_replicas(*rows, *n);
+		*rows = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
+static int sq_leave(struct store *s, const char *owner)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->pres[P_LEAVE];
+
+	sqlite3_reset(st);
+	if (sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC) != SQLITE_OK)
+		return sq_fail(ss, "leave: bind");
+	return step_done(ss, st, "leave");
+}
+
+static int sq_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+
+	sqlite3_reset(ss->pres[P_READ]);
+	sqlite3_clear_bindings(ss->pres[P_READ]);       /* ?1 NULL: every row's jobs */
+	return read_replicas(ss, rows, n, now);
+}

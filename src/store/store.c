@@ -595,3 +595,53 @@ void store_close(struct store *s)
 	if (s)
 		s->ops->close(s);
 }
+
+/* ---- presence ---- */
+
+int store_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
+               struct store_replica **rows, size_t *n, int64_t *now)
+{
+	begin(s);
+	*rows = NULL;
+	*n = 0;
+	if (!me)
+		return store_fail(s, "beat: no replica given");
+	if (check_str(s, "owner", me->owner) < 0 || check_str(s, "host", me->host) < 0 ||
+	    check_ms(s, prune_ms) < 0)
+		return STORE_ERR;
+	if (strlen(me->version) > STORE_VERSION_MAX || strlen(me->jobs_hash) > STORE_HASH_MAX)
+		return store_fail(s, "beat: version or jobs_hash too long");
+	if (!s->ops->beat)
+		return store_fail(s, "beat: not supported by the %s provider", s->ops->name);
+	s->calls++;
+	return s->ops->beat(s, me, prune_ms, rows, n, now);
+}
+
+int store_leave(struct store *s, const char *owner)
+{
+	begin(s);
+	if (check_str(s, "owner", owner) < 0)
+		return STORE_ERR;
+	if (!s->ops->leave)
+		return store_fail(s, "leave: not supported by the %s provider", s->ops->name);
+	s->calls++;
+	return s->ops->leave(s, owner);
+}
+
+int store_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
+{
+	begin(s);
+	*rows = NULL;
+	*n = 0;
+	if (!s->ops->replicas)
+		return store_fail(s, "replicas: not supported by the %s provider", s->ops->name);
+	s->calls++;
+	return s->ops->replicas(s, rows, n, now);
+}
+
+void store_free_replicas(struct store_replica *rows, size_t n)
+{
+	for (size_t i = 0; i < n && rows; i++)
+		free(rows[i].jobs);
+	free(rows);
+}

@@ -110,6 +110,26 @@ struct store_run_row {
 	int exit_code, exit_signal;
 };
 
+/* ---- presence: table <table>_replicas ----
+ *
+ * One row per running replica: its owner id (the key), host, pid, version,
+ * started_at and heartbeat (db clock), draining (0/1), and its job
+ * definitions, as a hash (jobs_hash, free text up to STORE_HASH_MAX bytes)
+ * and as their names, one per line (jobs).  Whoever reads the rows judges
+ * them: a garbled hash or an unknown version is shown, never refused. */
+#define STORE_VERSION_MAX 32
+#define STORE_HASH_MAX 32
+struct store_replica {
+	char owner[STORE_NAME_MAX + 1];
+	char host[STORE_NAME_MAX + 1];
+	char version[STORE_VERSION_MAX + 1];
+	char jobs_hash[STORE_HASH_MAX + 1];
+	int64_t pid, started_at, heartbeat;
+	int draining;
+	char *jobs;                     /* written: borrowed, may be NULL (kept as "");
+	                                 * read: malloc'd, or NULL when not read */
+};
+
 /* How to reach a database.  Each provider reads the fields it knows. */
 struct store_opts {
 	const char *table;              /* default "leash_leases" */
@@ -238,6 +258,23 @@ struct store_ops {
 	 * is 0 to finish. */
 	int (*prune_runs)(struct store *, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
 	                  int64_t *changed);
+
+	/* Presence (table <table>_replicas, created at open): one statement or
+	 * transaction that writes me's row (inserted with started_at = db now,
+	 * else every field but started_at replaced; heartbeat = db now), deletes
+	 * the other rows whose heartbeat is older than db now - prune_ms, and
+	 * reads what is left, sorted by owner, me's row included.  A row's jobs
+	 * text is read (malloc'd) only when its jobs_hash differs from me's, else
+	 * it is NULL: a replica with me's hash defines me's jobs.  Optional. */
+	int (*beat)(struct store *, const struct store_replica *me, int64_t prune_ms,
+	            struct store_replica **rows, size_t *n, int64_t *now);
+
+	/* Deletes owner's presence row (a clean stop).  Optional. */
+	int (*leave)(struct store *, const char *owner);
+
+	/* Every presence row, sorted by owner, each with its jobs text; writes
+	 * nothing (leash status).  Optional. */
+	int (*replicas)(struct store *, struct store_replica **rows, size_t *n, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -324,6 +361,15 @@ int store_read_runs(struct store *, const char *job, int64_t since, size_t limit
                     struct store_run_row **rows, size_t *n, int64_t *now);
 int store_prune_runs(struct store *, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
                      int64_t *changed);
+/* Presence.  beat checks me (owner and host 1-200 bytes, version and hash
+ * at most their limits, 0 < prune_ms <= 24 h); each refuses the call ("not
+ * supported") when the provider lacks the operation.  Rows are freed with
+ * store_free_replicas. */
+int store_beat(struct store *, const struct store_replica *me, int64_t prune_ms,
+               struct store_replica **rows, size_t *n, int64_t *now);
+int store_leave(struct store *, const char *owner);
+int store_replicas(struct store *, struct store_replica **rows, size_t *n, int64_t *now);
+void store_free_replicas(struct store_replica *rows, size_t n);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);

@@ -67,7 +67,11 @@ end
 function M.config(p, d_table, extra)
   local c = {
     leash = { grace = "500ms", log_level = "debug" },
-    singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" },
+    -- First come, first held: these specs follow one holder through kills,
+    -- freezes and outages, and the replicas of one host share a name, so
+    -- spread would move the job to the smallest owner id whenever it is
+    -- live.  tests/spread_spec.lua covers spread.
+    singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms", spread = "false" },
     store = { provider = p.provider, table = d_table, statement_timeout = "1s", connect_timeout = "1s" },
   }
   if p.provider == "sqlite" then c.sqlite = { path = p.path }

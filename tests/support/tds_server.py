@@ -469,6 +469,51 @@ def prune_runs(db, t, p, faults, stmt):
                 n += 1
     return [("rows", [("n", "int")], [(n,)])]
 
+REPLICA_COLS = [("owner", "str"), ("host", "str"), ("pid", "int"), ("version", "str"),
+                ("started_at", "int"), ("heartbeat", "int"), ("draining", "int"),
+                ("jobs_hash", "str"), ("has_jobs", "int"), ("jobs", "max")]
+
+
+def create_replicas(db, t, p, faults):
+    db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (owner TEXT PRIMARY KEY, host TEXT NOT NULL, '
+               'pid INTEGER NOT NULL, version TEXT NOT NULL, started_at INTEGER NOT NULL, '
+               'heartbeat INTEGER NOT NULL, draining INTEGER NOT NULL DEFAULT 0, '
+               'jobs_hash TEXT NOT NULL, jobs TEXT NOT NULL)')
+    return []
+
+
+def replica_rows(db, t, mine):
+    rows = db.execute(f'SELECT owner, host, pid, version, started_at, heartbeat, draining, '
+                      f'jobs_hash, jobs FROM "{t}" ORDER BY owner').fetchall()
+    out = [r[:8] + ((0, None) if mine is not None and r[7] == mine else (1, r[8]))
+           for r in rows]
+    return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", REPLICA_COLS, out)]
+
+
+def beat(db, t, p, faults):
+    """The UPDATE (else INSERT) of @owner's row, the prune, the clock, the rows."""
+    now, owner = now_ms(), p["@owner"]
+    vals = (p["@host"], p["@pid"], p["@version"] or "", now, p["@draining"], p["@hash"] or "",
+            p["@jobs"] or "", owner)
+    cur = db.execute(f'UPDATE "{t}" SET host = ?, pid = ?, version = ?, heartbeat = ?, '
+                     'draining = ?, jobs_hash = ?, jobs = ? WHERE owner = ?', vals)
+    if cur.rowcount == 0:
+        db.execute(f'INSERT INTO "{t}" (host, pid, version, heartbeat, draining, jobs_hash, '
+                   'jobs, owner, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', vals + (now,))
+    db.execute(f'DELETE FROM "{t}" WHERE owner <> ? AND heartbeat < ?',
+               (owner, now - p["@prune"]))
+    return replica_rows(db, t, p["@hash"] or "")
+
+
+def leave(db, t, p, faults):
+    db.execute(f'DELETE FROM "{t}" WHERE owner = ?', (p["@owner"],))
+    return []
+
+
+def replicas(db, t, p, faults):
+    return replica_rows(db, t, None)
+
+
 STATEMENTS = {
     "create": create,
     "add_last_fire": add_last_fire,
@@ -489,6 +534,10 @@ STATEMENTS = {
     "record_runs": record_runs,
     "read_runs": read_runs,
     "prune_runs": prune_runs,
+    "create_replicas": create_replicas,     # presence
+    "beat": beat,
+    "leave": leave,
+    "replicas": replicas,
 }
 # The statements whose function reads the statement's own text.
 READS_TEXT = {create_runs, check_runs, claim_runs, record_runs, read_runs, prune_runs}
@@ -532,6 +581,8 @@ def colmetadata(cols):
         out += struct.pack("<IH", 0, 0x0001)             # user type, nullable
         if kind == "int":
             out += b"\x26\x08"
+        elif kind == "max":                             # NVARCHAR(MAX)
+            out += b"\xe7" + struct.pack("<H", 0xFFFF) + COLLATION
         else:                                           # NVARCHAR(200) or (1024)
             out += b"\xe7" + struct.pack("<H", 2048 if kind == "text" else 400) + COLLATION
         out += b_varchar(name)
@@ -541,7 +592,16 @@ def colmetadata(cols):
 def row(cols, values):
     out = bytearray(b"\xd1")
     for (_, kind), v in zip(cols, values):
-        if v is None:
+        if kind == "max":                                # PLP: length, chunks, 0
+            if v is None:
+                out += struct.pack("<Q", 0xFFFFFFFFFFFFFFFF)
+            else:
+                b = v.encode("utf-16-le", "surrogatepass")
+                out += struct.pack("<Q", len(b))
+                if b:
+                    out += struct.pack("<I", len(b)) + b
+                out += struct.pack("<I", 0)
+        elif v is None:
             out += b"\x00" if kind == "int" else b"\xff\xff"
         elif kind == "int":
             out += b"\x08" + struct.pack("<q", v)

@@ -1,0 +1,298 @@
+/* bind/presence.c - leash.core's presence: the rendezvous function, the
+ * preferred holder over made-up rows, the hand-off decision, and the store
+ * methods beat, leave and replicas. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "bind/bind.h"
+#include "presence.h"
+#include "store/store.h"
+
+/* Copies field k; a value too long for dst is cut to "" plus one byte
+ * too many, so the wrapper refuses it as the C caller's would be. */
+static void field_str(lua_State *L, int t, const char *k, char *dst, size_t size)
+{
+	size_t len = 0;
+	const char *v;
+
+	lua_getfield(L, t, k);
+	v = lua_tolstring(L, -1, &len);
+	if (v && len >= size)
+		memset(dst, 'x', size);         /* no terminator within: too long */
+	else
+		snprintf(dst, size, "%s", v ? v : "");
+	lua_pop(L, 1);
+}
+
+static int64_t field_int(lua_State *L, int t, const char *k, int64_t dflt)
+{
+	int isint;
+	lua_Integer v;
+
+	lua_getfield(L, t, k);
+	v = lua_tointegerx(L, -1, &isint);
+	lua_pop(L, 1);
+	return isint ? (int64_t)v : dflt;
+}
+
+/* A row from a Lua table {owner=, host=, pid=, version=, started_at=,
+ * heartbeat=, draining=, jobs_hash=, jobs=}; jobs is strdup'd when given. */
+static void row_from(lua_State *L, int t, struct store_replica *r, int copy_jobs)
+{
+	memset(r, 0, sizeof *r);
+	field_str(L, t, "owner", r->owner, sizeof r->owner);
+	field_str(L, t, "host", r->host, sizeof r->host);
+	field_str(L, t, "version", r->version, sizeof r->version);
+	field_str(L, t, "jobs_hash", r->jobs_hash, sizeof r->jobs_hash);
+	r->pid = field_int(L, t, "pid", 0);
+	r->started_at = field_int(L, t, "started_at", 0);
+	r->heartbeat = field_int(L, t, "heartbeat", 0);
+	lua_getfield(L, t, "draining");
+	r->draining = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	lua_getfield(L, t, "jobs");
+	if (lua_type(L, -1) == LUA_TSTRING)
+		r->jobs = copy_jobs ? strdup(lua_tostring(L, -1)) : (char *)lua_tostring(L, -1);
+	lua_pop(L, 1);
+}
+
+void lx_push_replicas(lua_State *L, const struct store_replica *rows, size_t n)
+{
+	lua_createtable(L, (int)n, 0);
+	for (size_t i = 0; i < n; i++) {
+		const struct store_replica *r = &rows[i];
+		char name[STORE_NAME_MAX + 1];
+
+		lua_createtable(L, 0, 11);
+		lua_pushstring(L, r->owner);
+		lua_setfield(L, -2, "owner");
+		presence_name_of(r->owner, name, sizeof name);
+		lua_pushstring(L, name);
+		lua_setfield(L, -2, "name");
+		lua_pushstring(L, r->host);
+		lua_setfield(L, -2, "host");
+		lua_pushinteger(L, r->pid);
+		lua_setfield(L, -2, "pid");
+		lua_pushstring(L, r->version);
+		lua_setfield(L, -2, "version");
+		lua_pushinteger(L, r->started_at);
+		lua_setfield(L, -2, "started_at");
+		lua_pushinteger(L, r->heartbeat);
+		lua_setfield(L, -2, "heartbeat");
+		lua_pushboolean(L, r->draining);
+		lua_setfield(L, -2, "draining");
+		lua_pushstring(L, r->jobs_hash);
+		lua_setfield(L, -2, "jobs_hash");
+		if (r->jobs) {
+			lua_pushstring(L, r->jobs);
+			lua_setfield(L, -2, "jobs");
+		}
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+}
+
+/* core.rendezvous(job, { {name=, owner=}, ... }) -> the chosen index (from
+ * 1), or nil for an empty list. */
+static int l_rendezvous(lua_State *L)
+{
+	const char *job = luaL_checkstring(L, 1);
+	size_t n;
+	struct presence_cand *c;
+	int w;
+
+	luaL_checktype(L, 2, LUA_TTABLE);
+	n = lua_rawlen(L, 2);
+	c = lua_newuserdatauv(L, (n ? n : 1) * sizeof *c, 0);
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, 2, (lua_Integer)i + 1);
+		lua_getfield(L, -1, "name");
+		lua_getfield(L, -2, "owner");
+		c[i].name = luaL_checkstring(L, -2);
+		c[i].owner = lua_tostring(L, -1) ? lua_tostring(L, -1) : "";
+		lua_pop(L, 3);          /* the strings stay alive in the argument table */
+	}
+	w = presence_pick(job, c, n);
+	if (w < 0)
+		lua_pushnil(L);
+	else
+		lua_pushinteger(L, w + 1);
+	return 1;
+}
+
+static int l_score(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)presence_score(luaL_checkstring(L, 1),
+	                                               luaL_checkstring(L, 2)));
+	return 1;
+}
+
+/* core.presence_prefer(rows, now, me, live_ms, settle_ms, job) -> the
+ * preferred owner (or nil) and whether it is settled. */
+static int l_prefer(lua_State *L)
+{
+	struct presence p = { .me = -1 };
+	struct store_replica *rows;
+	size_t n;
+	int settled, w;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	n = lua_rawlen(L, 1);
+	rows = calloc(n ? n : 1, sizeof *rows);
+	if (!rows)
+		return luaL_error(L, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, 1, (lua_Integer)i + 1);
+		row_from(L, lua_gettop(L), &rows[i], 1);
+		lua_pop(L, 1);
+	}
+	if (presence_set(&p, rows, n, luaL_checkinteger(L, 2), luaL_optstring(L, 3, NULL),
+	                 luaL_checkinteger(L, 4), luaL_checkinteger(L, 5)) < 0)
+		return luaL_error(L, "out of memory");
+	w = presence_prefer(&p, luaL_checkstring(L, 6), &settled);
+	if (w < 0)
+		lua_pushnil(L);
+	else
+		lua_pushstring(L, p.reps[w].row.owner);
+	lua_pushboolean(L, settled);
+	presence_free(&p);
+	return 2;
+}
+
+/* core.safe_point{service=, busy=, now=, next_fire=, after_next=,
+ * handover=} -> "wait" | "release" | "stop" */
+static int l_safe_point(lua_State *L)
+{
+	static const char *const what[] = { "wait", "release", "stop" };
+	int service, busy;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_getfield(L, 1, "service");
+	service = lua_toboolean(L, -1);
+	lua_getfield(L, 1, "busy");
+	busy = lua_toboolean(L, -1);
+	lua_pop(L, 2);
+	lua_pushstring(L, what[presence_safe_point(service, busy, field_int(L, 1, "now", 0),
+	                                           field_int(L, 1, "next_fire", -1),
+	                                           field_int(L, 1, "after_next", -1),
+	                                           field_int(L, 1, "handover", 0))]);
+	return 1;
+}
+
+/* core.presence_jobs({ {name, digest}, ... }) -> hash, text */
+static int l_jobs(lua_State *L)
+{
+	size_t n;
+	const char **names, **digests;
+	char hash[STORE_HASH_MAX + 1], *text;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	n = lua_rawlen(L, 1);
+	names = lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
+	digests = lua_newuserdatauv(L, (n ? n : 1) * sizeof *digests, 0);
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, 1, (lua_Integer)i + 1);
+		lua_rawgeti(L, -1, 1);
+		lua_rawgeti(L, -2, 2);
+		names[i] = luaL_checkstring(L, -2);
+		digests[i] = lua_tostring(L, -1);
+		lua_pop(L, 3);
+	}
+	if (presence_jobs(names, digests, n, hash, &text) < 0)
+		return luaL_error(L, "out of memory");
+	lua_pushstring(L, hash);
+	lua_pushstring(L, text);
+	free(text);
+	return 2;
+}
+
+static int push_err(lua_State *L, struct store *s)
+{
+	lua_pushnil(L);
+	lua_pushstring(L, s->err[0] ? s->err : "store error");
+	return 2;
+}
+
+static struct store *check_store(lua_State *L)
+{
+	struct store *s = lx_test_store(L, 1);
+
+	if (!s)
+		luaL_error(L, "leash.core store: not a store, or it is closed");
+	return s;
+}
+
+/* s:beat({owner=, host=, pid=, version=, draining=, jobs_hash=, jobs=},
+ * prune_ms) -> rows, now | nil, err */
+static int l_beat(lua_State *L)
+{
+	struct store *s = check_store(L);
+	struct store_replica me, *rows = NULL;
+	size_t n = 0;
+	int64_t now = 0;
+	int isint;
+	lua_Integer prune;
+
+	luaL_checktype(L, 2, LUA_TTABLE);
+	row_from(L, 2, &me, 0);
+	prune = lua_tointegerx(L, 3, &isint);
+	if (store_beat(s, &me, isint ? (int64_t)prune : 0, &rows, &n, &now) != STORE_OK)
+		return push_err(L, s);
+	lx_push_replicas(L, rows, n);
+	store_free_replicas(rows, n);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
+static int l_leave(lua_State *L)
+{
+	struct store *s = check_store(L);
+	const char *owner = lua_tostring(L, 2);
+
+	if (store_leave(s, owner) != STORE_OK)
+		return push_err(L, s);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_replicas(lua_State *L)
+{
+	struct store *s = check_store(L);
+	struct store_replica *rows = NULL;
+	size_t n = 0;
+	int64_t now = 0;
+
+	if (store_replicas(s, &rows, &n, &now) != STORE_OK)
+		return push_err(L, s);
+	lx_push_replicas(L, rows, n);
+	store_free_replicas(rows, n);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
+void lx_presence_lib(lua_State *L)
+{
+	static const luaL_Reg fns[] = {
+		{ "rendezvous", l_rendezvous },
+		{ "rendezvous_score", l_score },
+		{ "presence_prefer", l_prefer },
+		{ "safe_point", l_safe_point },
+		{ "presence_jobs", l_jobs },
+		{ NULL, NULL },
+	};
+	static const luaL_Reg methods[] = {
+		{ "beat", l_beat },
+		{ "leave", l_leave },
+		{ "replicas", l_replicas },
+		{ NULL, NULL },
+	};
+
+	luaL_setfuncs(L, fns, 0);
+	/* The store's methods live in its metatable's __index (bind/store.c). */
+	if (luaL_getmetatable(L, "leash.store") == LUA_TTABLE &&
+	    lua_getfield(L, -1, "__index") == LUA_TTABLE)
+		luaL_setfuncs(L, methods, 0);
+	lua_pop(L, 2);
+}

@@ -1,0 +1,52 @@
+/* spread.h - singleton mode's presence and spread: the replica's heartbeat
+ * row, the preferred holder of each job, and the hand-offs to it.
+ *
+ * Once per renew interval (and whatever it holds: a follower beats too)
+ * the replica writes its presence row and reads the others' in one store
+ * call (store_beat); from those rows each job's preferred replica is
+ * recomputed (presence.h) and told to the elector (elect_prefer).  A held
+ * job whose preferred replica is another, settled one is handed off at a
+ * safe point (presence_safe_point), all the turn's hand-offs in one
+ * release.  With [singleton] spread = false the row is still written (for
+ * leash status) but every job is first come, first held. */
+#ifndef LEASH_SPREAD_H
+#define LEASH_SPREAD_H
+
+#include <stdint.h>
+
+#include "presence.h"
+
+struct singleton;
+
+struct spread {
+	struct presence pres;
+	struct store_replica me;        /* me.jobs: my jobs text (malloc'd) */
+	int64_t beat_due;               /* boottime */
+	int64_t beat_ok;                /* boottime of the last good beat, or 0 */
+	size_t njobs_seen;              /* jobs when me.jobs was made */
+	int jobs_dirty;                 /* a reload may have changed the jobs */
+};
+
+/* Sets up the row's fixed fields (host, pid, version). */
+void spread_init(struct singleton *);
+
+/* The beat when it is due, then the preferences and hand-offs. */
+void spread_turn(struct singleton *);
+
+/* A job's definitions changed (a reload): the next beat sends them. */
+void spread_jobs_changed(struct singleton *);
+
+/* A job entered the election (a reload): it follows the preferences the
+ * last beat read, rather than first come until the next beat. */
+struct elect_job;
+void spread_job_added(struct singleton *, struct elect_job *);
+
+/* Whether a held job may start a run: not while it is being handed off. */
+int spread_may_run(struct singleton *, const struct elect_job *);
+
+/* At a clean stop, once the leases are released: deletes the row. */
+void spread_leave(struct singleton *);
+
+void spread_free(struct singleton *);
+
+#endif

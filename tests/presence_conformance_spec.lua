@@ -1,0 +1,134 @@
+-- Presence conformance (store.h "presence"): beat, leave and replicas,
+-- unchanged on every provider of tests/support/providers.lua.  Beside the
+-- lease conformance spec so the two grow apart without conflicts.
+local core = require "leash.core"
+local providers = require "providers"
+local system = require "system"
+
+local function sleep_ms(ms) system.sleep(ms / 1000) end
+
+local function uniq(prefix)
+  return ("%s_%d_%d"):format(prefix, os.time() % 100000, math.random(0, 999999))
+end
+
+local function me(owner, t)
+  t = t or {}
+  return { owner = owner, host = t.host or "host-a", pid = t.pid or 42, version = t.version or "0.9.0",
+           draining = t.draining or false, jobs_hash = t.hash or "h1", jobs = t.jobs or "a\nb\n" }
+end
+
+local function by_owner(rows)
+  local t = {}
+  for _, r in ipairs(rows) do t[r.owner] = r end
+  return t
+end
+
+for _, p in ipairs(providers.list) do
+  local pname = p.provider
+
+  describe("presence conformance [" .. pname .. "]", function()
+    local s, tbl
+
+    setup(function()
+      math.randomseed(os.time())
+      tbl = uniq("pres")
+      s = assert(core.open_store(providers.get(pname, tbl)))
+    end)
+
+    teardown(function()
+      if s then s:close() end
+    end)
+
+    it("a first beat inserts the row on the database's clock, and reads it back", function()
+      local rows, now = assert(s:beat(me("A:1:aa"), 60000))
+      assert.equal(1, #rows)
+      local r = rows[1]
+      assert.equal("A:1:aa", r.owner)
+      assert.equal("A", r.name)
+      assert.equal("host-a", r.host)
+      assert.equal(42, r.pid)
+      assert.equal("0.9.0", r.version)
+      assert.equal("h1", r.jobs_hash)
+      assert.is_false(r.draining)
+      assert.is_nil(r.jobs)                   -- my own hash: my own jobs
+      assert.equal(r.started_at, r.heartbeat)
+      assert.is_true(math.abs(now - r.heartbeat) < 1000)
+      assert.is_true(math.abs(now - os.time() * 1000) < 5000)
+    end)
+
+    it("a later beat moves the heartbeat and keeps started_at", function()
+      local rows = assert(s:beat(me("A:1:aa"), 60000))
+      local first = by_owner(rows)["A:1:aa"]
+      sleep_ms(30)
+      rows = assert(s:beat(me("A:1:aa", { draining = true, version = "1.0.0" }), 60000))
+      local r = by_owner(rows)["A:1:aa"]
+      assert.equal(first.started_at, r.started_at)
+      assert.is_true(r.heartbeat >= first.heartbeat + 20)
+      assert.is_true(r.draining)
+      assert.equal("1.0.0", r.version)
+    end)
+
+    it("reads another replica's jobs only when its hash differs from the reader's", function()
+      assert(s:beat(me("B:2:bb", { hash = "h2", jobs = "a\nc\n" }), 60000))
+      local rows = by_owner(assert(s:beat(me("A:1:aa"), 60000)))
+      assert.equal("a\nc\n", rows["B:2:bb"].jobs)
+      assert(s:beat(me("C:3:cc"), 60000))                 -- same hash as A
+      rows = by_owner(assert(s:beat(me("A:1:aa"), 60000)))
+      assert.is_nil(rows["C:3:cc"].jobs)
+      -- replicas() (leash status) reads every row's jobs and writes nothing.
+      local all, now = assert(s:replicas())
+      local t = by_owner(all)
+      assert.equal("a\nb\n", t["A:1:aa"].jobs)
+      assert.equal("a\nc\n", t["B:2:bb"].jobs)
+      assert.equal("a\nb\n", t["C:3:cc"].jobs)
+      assert.is_true(now > 0)
+      local sorted = {}
+      for i, r in ipairs(all) do sorted[i] = r.owner end
+      local want = { table.unpack(sorted) }
+      table.sort(want)
+      assert.same(want, sorted)
+    end)
+
+    it("leave deletes the owner's row only", function()
+      assert.is_true(s:leave("C:3:cc"))
+      local t = by_owner(assert(s:replicas()))
+      assert.is_nil(t["C:3:cc"])
+      assert.is_not_nil(t["A:1:aa"])
+      assert.is_true(s:leave("nobody:1:00"))               -- no row: nothing to do
+    end)
+
+    it("a beat prunes rows older than its bound, never its own", function()
+      assert(s:beat(me("D:4:dd"), 60000))
+      sleep_ms(120)
+      local rows = by_owner(assert(s:beat(me("A:1:aa"), 100)))
+      assert.is_nil(rows["D:4:dd"])
+      assert.is_nil(rows["B:2:bb"])
+      assert.is_not_nil(rows["A:1:aa"])
+    end)
+
+    it("keeps a long jobs text whole, and takes an empty one", function()
+      local names = {}
+      for i = 1, 1000 do names[i] = ("job-%04d-with-a-longer-name"):format(i) end
+      local text = table.concat(names, "\n") .. "\n"
+      assert(s:beat(me("E:5:ee", { hash = "h5", jobs = text }), 60000))
+      assert(s:beat(me("F:6:ff", { hash = "h6", jobs = "" }), 60000))
+      local t = by_owner(assert(s:replicas()))
+      assert.equal(text, t["E:5:ee"].jobs)
+      assert.equal("", t["F:6:ff"].jobs)
+    end)
+
+    it("refuses bad arguments before any SQL", function()
+      local ok, err = s:beat(me(""), 60000)
+      assert.is_nil(ok)
+      assert.matches("owner", err)
+      ok, err = s:beat(me("A:1:aa"), 0)
+      assert.is_nil(ok)
+      assert.matches("duration", err)
+      ok, err = s:beat(me("A:1:aa", { hash = ("x"):rep(33) }), 60000)
+      assert.is_nil(ok)
+      assert.matches("too long", err)
+      ok, err = s:leave(nil)
+      assert.is_nil(ok)
+    end)
+  end)
+end

@@ -1,0 +1,227 @@
+-- End to end: [singleton] spread with real `leash run` replicas (issue 12):
+-- 3 replicas x 30 jobs every second share the leases evenly, a kill -9 moves
+-- only the dead replica's share, its restart gets the same jobs back, and
+-- the bodies' own records show no overlap through all of it.  Short leases
+-- keep it fast: lease 600ms, retry 200ms (renew 200ms, settle 400ms).
+local L = require "e2e"
+local core = require "leash.core"
+local R = require "replicas"
+
+local LEASE, RETRY = 600, 200
+local NJOBS = 30
+
+local function job_src(out)
+  return ([[
+local core = require "leash.core"
+local OUT = %q
+local function rec(ctx, what)
+  local f = assert(io.open(OUT, "a"))
+  f:write(("%%s %%s %%d %%d %%.0f\n"):format(what, ctx.replica, ctx.token,
+    ctx.scheduled_at or 0, core.now() * 1e9))
+  f:close()
+end
+return {
+  every = "1s",
+  run = function(ctx)
+    rec(ctx, "start")
+    ctx.sleep(0.05)
+    rec(ctx, "end")
+  end,
+}
+]]):format(out)
+end
+
+local function open(p, tbl)
+  return assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
+    host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
+    table = tbl, connect_timeout_ms = 1000, statement_timeout_ms = 1000 })
+end
+
+-- job -> { owner =, token = } of every lease held unexpired now.
+local function placement(s)
+  local rows, now = assert(s:list())
+  local at = {}
+  for _, r in ipairs(rows) do
+    if r.expires_at > now then at[r.name] = { owner = r.owner, token = r.token } end
+  end
+  return at
+end
+
+local function shares(at)
+  local n = {}
+  for _, h in pairs(at) do n[h.owner] = (n[h.owner] or 0) + 1 end
+  return n
+end
+
+local function count(t)
+  local k = 0
+  for _ in pairs(t) do k = k + 1 end
+  return k
+end
+
+local function balanced(s, owners, want)
+  local at = placement(s)
+  if count(at) ~= NJOBS then return nil end
+  local n = shares(at)
+  for _, o in ipairs(owners) do
+    if math.abs((n[o] or 0) - want) > 1 then return nil end
+  end
+  return at
+end
+
+local function start(cfgpath, password)
+  local proc = L.spawn(cfgpath, { env = { LEASH_TEST_MSSQL_PASSWORD = password or "" } })
+  proc.owner = assert(L.wait_for(function()
+    return proc:log_text():match("replica (%S+),")
+  end, 5), "replica did not start")
+  return proc
+end
+
+describe("[singleton] spread", function()
+  it("refuses a value that is not a boolean, with file and line", function()
+    local d = L.dir { config = "[leash]\njobs = jobs\n[singleton]\nenabled = true\nspread = maybe\n" }
+    local code, out, err = L.leash({ "check", "-c", d.config })
+    assert.equal(2, code)
+    assert.matches("leash.ini:5: %[singleton%] spread: \"maybe\" is not a boolean", out .. err)
+  end)
+end)
+
+describe("spread end to end", function()
+  for _, p in ipairs(R.list_of()) do
+    describe("on " .. p.provider, function()
+      local procs = {}
+      after_each(function() R.stop_all(procs); procs = {} end)
+
+      it("3 replicas x 30 jobs: 10 each, kill -9 moves only its 10, a restart takes them back, no overlap", function()
+        local tbl = ("spread_%d"):format(math.random(1, 1e6))
+        local d = L.dir { config = R.config(p, tbl) }
+        local cfgs = {}
+        for i = 1, 3 do
+          local c = R.config(p, tbl)
+          c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
+          c.singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" }
+          cfgs[i] = d.dir .. "/r" .. i .. ".ini"
+          L.write(cfgs[i], L.ini(c))
+        end
+        for j = 1, NJOBS do
+          local name = ("job-%02d"):format(j)
+          d.write_job(name, job_src(d.out(name)))
+        end
+        local s = open(p, tbl)
+        for i = 1, 3 do procs[i] = start(cfgs[i], p.password) end
+        local t0 = L.now()
+        local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
+
+        -- Within 3 x lease each holds 10 +- 1.
+        local p0 = assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+          "never balanced: " .. require("pl.pretty").write(shares(placement(s))))
+        local took = L.now() - t0
+        assert.is_true(took <= 3 * LEASE / 1000 + 0.3, ("balanced after %.2fs"):format(took))
+        -- leash status shows the three, each with about a third, no drift.
+        local code, out = L.leash({ "status", "-c", cfgs[1] },
+          { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } })
+        assert.equal(0, code, out)
+        for i = 1, 3 do
+          assert.matches(owners[i]:gsub("%p", "%%%0") .. "%s+%S+%s+%S+%s+live%s+%d+%s+3%d%%", out)
+        end
+        assert.is_nil(out:find("warning"), out)
+        L.sleep(1)
+        local steady = placement(s)
+        for job, h in pairs(p0) do
+          assert.same(h, steady[job], job .. " moved after the balance")      -- no flapping
+        end
+
+        -- kill -9 of r3: its jobs go to r1 and r2, nothing else moves.
+        for _, pid in ipairs(R.tree(procs[3].pid)) do L.kill(pid, "KILL") end
+        local t1 = L.now()
+        local mine = {}
+        for job, h in pairs(steady) do if h.owner == owners[3] then mine[job] = true end end
+        local p1 = assert(L.wait_for(function()
+          local at = placement(s)
+          for job in pairs(mine) do
+            if not at[job] or at[job].owner == owners[3] then return nil end
+          end
+          return at
+        end, 10, 0.05), "r3's jobs did not move")
+        local moved_in = L.now() - t1
+        assert.is_true(moved_in <= (LEASE + RETRY) / 1000 + 1, ("moved after %.2fs"):format(moved_in))
+        for job, h in pairs(steady) do
+          if not mine[job] then assert.same(h, p1[job], job .. " moved though its holder lives") end
+        end
+
+        -- r3 again (a new process, the same name): about its 10 come back.
+        procs[3] = start(cfgs[3], p.password)
+        owners[3] = procs[3].owner
+        local p2 = assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+          "never balanced again: " .. require("pl.pretty").write(shares(placement(s))))
+        L.sleep(0.5)
+        p2 = placement(s)
+        local back, others = 0, 0
+        for job, h in pairs(p2) do
+          if h.owner == owners[3] then
+            back = back + 1
+            assert.is_true(mine[job], job .. " went to r3 though it was not r3's before")
+          elseif p1[job].token ~= h.token then
+            others = others + 1
+          end
+        end
+        if os.getenv("SPREAD_DEBUG") and (back < 9 or back > 11) then
+          for i = 1, 3 do io.stderr:write(procs[i]:log_text(), "\n----\n") end
+        end
+        assert.is_true(back >= 9 and back <= 11, "back to r3: " .. back)
+        assert.equal(0, others)
+
+        s:close()
+        R.stop_all(procs)
+        -- The bodies' records: no two runs of one job ever overlap.
+        for j = 1, NJOBS do
+          local name = ("job-%02d"):format(j)
+          R.assert_no_overlap(R.runs(d.out(name)))
+        end
+      end)
+
+      it("a rolling restart (SIGTERM, start, next) loses no fire and shows no overlap", function()
+        local tbl = ("spread_roll_%d"):format(math.random(1, 1e6))
+        local d = L.dir { config = R.config(p, tbl) }
+        local cfgs = {}
+        for i = 1, 3 do
+          local c = R.config(p, tbl)
+          c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
+          c.singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" }
+          cfgs[i] = d.dir .. "/r" .. i .. ".ini"
+          L.write(cfgs[i], L.ini(c))
+        end
+        for j = 1, NJOBS do
+          local name = ("job-%02d"):format(j)
+          d.write_job(name, job_src(d.out(name)))
+        end
+        local s = open(p, tbl)
+        for i = 1, 3 do procs[i] = start(cfgs[i], p.password) end
+        local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05), "never balanced")
+        local first = math.floor(L.now()) + 1
+        for i = 1, 3 do
+          assert.equal(0, procs[i]:stop(10))
+          procs[i] = start(cfgs[i], p.password)
+          owners[i] = procs[i].owner
+          assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+            "not balanced after restarting r" .. i)
+        end
+        L.sleep(1.5)
+        local last = math.floor(L.now()) - 2
+        s:close()
+        R.stop_all(procs)
+        for j = 1, NJOBS do
+          local name = ("job-%02d"):format(j)
+          local list = R.runs(d.out(name))
+          R.assert_no_overlap(list)
+          local seen = {}
+          for _, r in ipairs(list) do seen[r.scheduled_at] = (seen[r.scheduled_at] or 0) + 1 end
+          for t = first, last do
+            assert.equal(1, seen[t], ("%s: fire %d ran %s times"):format(name, t, seen[t] or 0))
+          end
+        end
+      end)
+    end)
+  end
+end)
