@@ -36,7 +36,7 @@ end
 local function setup(n, tbl)
   local d = L.dir { config = {
     leash = { grace = "1s" },
-    singleton = { enabled = "true" },
+    singleton = { enabled = "true", spread = "false" },   -- every burst on one replica
     store = { provider = "postgres", table = tbl },
     postgres = { conninfo = pg },
   } }

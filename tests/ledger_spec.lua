@@ -53,7 +53,8 @@ end
 
 local function config(p, tbl, lease, retry)
   local c = R.config(p, tbl)
-  c.singleton = { enabled = "true", lease = lease or "1s", retry = retry or "200ms" }
+  -- One holder to follow: spread would move the job to the preferred replica.
+  c.singleton = { enabled = "true", lease = lease or "1s", retry = retry or "200ms", spread = "false" }
   return c
 end
 
