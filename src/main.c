@@ -536,6 +536,121 @@ done:
 	return rc;
 }
 
+/* ---- history ---- */
+
+static int cmd_history(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "since", required_argument, NULL, 's' },
+		{ "limit", required_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL, *since = NULL, *limit = NULL, *job = NULL;
+	struct store_opts o;
+	struct store *s = NULL;
+	struct store_run_row *rows = NULL;
+	struct cfg c;
+	lua_State *L;
+	char err[STORE_ERR_MAX + 256];
+	size_t n = 0;
+	int64_t now = 0, since_at = STORE_NO_TIME;
+	lua_Integer lim;
+	int opt, json = 0, rc = EXIT_PROBLEMS;
+
+	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			path = optarg;
+		} else if (opt == 'j') {
+			json = 1;
+		} else if (opt == 's') {
+			since = optarg;
+		} else if (opt == 'n') {
+			limit = optarg;
+		} else {
+			fputs(usage, stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	if (optind < argc)
+		job = argv[optind++];
+	if (optind < argc) {
+		fprintf(stderr, "leash history: unexpected argument \"%s\" (one JOB at most)\n%s",
+		        argv[optind], usage);
+		return EXIT_CONFIG;
+	}
+	if (setup(path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	/* The arguments are checked by leash.history, against the local clock. */
+	job ? (void)lua_pushstring(L, job) : lua_pushnil(L);
+	since ? (void)lua_pushstring(L, since) : lua_pushnil(L);
+	limit ? (void)lua_pushstring(L, limit) : lua_pushnil(L);
+	lua_pushinteger(L, clock_wall_ms());
+	if (lx_callmod(L, "leash.history", "args", 4, 2) != LUA_OK)
+		goto lua_fail;
+	if (lua_isnil(L, -2)) {
+		fprintf(stderr, "leash history: %s\n", lua_tostring(L, -1));
+		rc = EXIT_CONFIG;
+		goto done;
+	}
+	lua_getfield(L, -2, "limit");
+	lim = lua_tointeger(L, -1);
+	lua_getfield(L, -3, "since_at");
+	if (lua_isinteger(L, -1))
+		since_at = lua_tointeger(L, -1);
+	lua_settop(L, 0);
+	if (!c.singleton) {
+		fprintf(stderr, "leash history: singleton mode is off in %s ([singleton] enabled = "
+		        "false): there is no store and so no run ledger\n", c.file);
+		goto done;
+	}
+	if (cfg_store_opts(&c, &o, err, sizeof err) < 0) {
+		fprintf(stderr, "leash history: %s\n", err);
+		rc = EXIT_CONFIG;
+		goto done;
+	}
+	if (!(s = store_open(c.provider, &o, err, sizeof err))) {
+		fprintf(stderr, "leash history: cannot open the %s store: %s\n", c.provider, err);
+		goto done;
+	}
+	if (store_read_runs(s, job, since_at, (size_t)lim, &rows, &n, &now) != STORE_OK) {
+		fprintf(stderr, "leash history: cannot read the run ledger of the %s store: %s\n",
+		        c.provider, s->err);
+		goto done;
+	}
+	if (json)
+		lua_pushstring(L, c.provider);
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		struct store_job_runs one;
+
+		/* A row goes to Lua as lx_push_job_runs pushes its last run. */
+		memset(&one, 0, sizeof one);
+		one.last = rows[k];
+		lx_push_job_runs(L, &one);
+		lua_getfield(L, -1, "last");
+		lua_rawseti(L, -3, (lua_Integer)k + 1);
+		lua_pop(L, 1);
+	}
+	lua_pushinteger(L, now);
+	if (lx_callmod(L, "leash.history", json ? "json" : "table", json ? 3 : 2, 1) != LUA_OK)
+		goto lua_fail;
+	fputs(lua_tostring(L, -1), stdout);
+	if (json)
+		fputc('\n', stdout);
+	rc = 0;
+	goto done;
+lua_fail:
+	fprintf(stderr, "leash history: %s\n", lx_report(L, err, sizeof err));
+done:
+	if (s)
+		store_close(s);
+	free(rows);
+	cfg_free(&c);
+	lua_close(L);
+	return rc;
+}
+
 /* ---- version ---- */
 
 static int cmd_version(int argc, char **argv)
@@ -572,6 +687,7 @@ static const struct command {
 } commands[] = {
 	{ "run", cmd_run },
 	{ "status", cmd_status },
+	{ "history", cmd_history },
 	{ "check", cmd_check },
 	{ "version", cmd_version },
 	{ "help", cmd_help },
