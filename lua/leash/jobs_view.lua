@@ -78,7 +78,7 @@ function M.build(input)
     -- An elected job has a lease row, or is a local singleton job; a job
     -- only the store knows without one ran unelected.
     local elected = j.lease ~= nil or (j.in_jobs and j.singleton)
-    if j.due and j.due <= now - M.grace(j.lease_ms) then j.overdue_ms = now - j.due end
+    if j.due and j.due < now - M.grace(j.lease_ms) then j.overdue_ms = now - j.due end
     if elected and not j.holder then j.unheld = true end
     if j.unheld then j.state = "unheld"
     elseif j.overdue_ms then j.state = "overdue"
