@@ -1460,8 +1460,9 @@ static void last_row(struct ms_store *st, int resno, void *arg)
 		run_cols(st, cls == 0 ? &j->last : cls == 1 ? &j->ok : &j->failed);
 }
 
-/* d walks the clustered key from one job to the next (a recursive CTE with
- * ROW_NUMBER in its recursive part, which may hold neither TOP nor MIN: one
+/* d walks the clustered key from one job to the next (a recursive CTE: the
+ * anchor is the smallest job, NULL on an empty ledger; the recursive part,
+ * which may hold neither TOP nor MIN, takes the next with ROW_NUMBER: one
  * seek per job); per job h holds the aggregates and r, per class (0 the last
  * run, 1 the last ok, 2 the last failure), the latest row, the job's range
  * of the key walked backwards. */
@@ -1476,7 +1477,7 @@ static int ms_last_runs(struct store *s, struct store_job_runs **rows, size_t *n
 
 	snprintf(sql, sizeof sql,
 	    "/* leash:last_runs */ SET NOCOUNT ON; " ISO "SELECT " NOW "; "
-	    "WITH d (job) AS (SELECT TOP (1) job FROM [%s_runs] ORDER BY job "
+	    "WITH d (job) AS (SELECT MIN(job) FROM [%s_runs] "
 	    "UNION ALL SELECT z.job FROM (SELECT x.job, ROW_NUMBER() OVER (ORDER BY x.job) AS rn "
 	    "FROM [%s_runs] AS x INNER JOIN d ON x.job > d.job) AS z WHERE z.rn = 1) "
 	    "SELECT r.job, r.scheduled_at, r.owner, r.token, r.claimed_at, r.started_at, r.ended_at, "
@@ -1493,7 +1494,7 @@ static int ms_last_runs(struct store *s, struct store_job_runs **rows, size_t *n
 	    "((c.cls = 0 AND x.outcome NOT IN (N'missed', N'skipped-overlap', N'skipped-paused')) "
 	    "OR (c.cls = 1 AND x.outcome = N'ok') OR (c.cls = 2 AND x.outcome IN " MS_FAILS ")) "
 	    "ORDER BY x.scheduled_at DESC, x.owner DESC) AS r "
-	    "WHERE c.cls = 0 OR r.job IS NOT NULL "
+	    "WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL) "
 	    "ORDER BY d.job, c.cls OPTION (MAXRECURSION 0);", t, t, t, t, t, t);
 	if (call(st, sql, NULL, NULL, 0, last_row, &a) != STORE_OK)
 		goto fail;
