@@ -1,4 +1,4 @@
--- `leash status` end to end: one list() on the configured store, on SQLite,
+-- `leash status --leases` end to end: one list() on the configured store, on SQLite,
 -- PostgreSQL and SQL Server (the TDS test server in CI), as a table and as JSON; exit 1 when the store is
 -- unreachable; singleton off says so and exits 0.
 local L = require "e2e"
@@ -31,13 +31,13 @@ describe("leash status", function()
       s:close()
       local d = L.dir { config = cfg(p, tbl) }
       local env = { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } }
-      local code, out, err = L.leash({ "status", "-c", d.config }, env)
+      local code, out, err = L.leash({ "status", "-c", d.config, "--leases" }, env)
       assert.equal(0, code, err)
       assert.matches("LEASE%s+OWNER%s+STATE%s+EXPIRES IN%s+TOKEN", out)
       assert.matches("held%-job%s+replica%-a:1:00000001%s+held%s+%d+%.%ds%s+1", out)
       assert.matches("free%-job%s+replica%-b:2:00000002%s+free%s+%-%s+1", out)
 
-      code, out, err = L.leash({ "status", "-c", d.config, "--json" }, env)
+      code, out, err = L.leash({ "status", "-c", d.config, "--leases", "--json" }, env)
       assert.equal(0, code, err)
       assert.equal("\n", out:sub(-1))
       local obj = assert(json.decode(out))

@@ -965,6 +965,66 @@ for _, p in ipairs(providers.list) do
         assert.equal(calls, s:calls())
       end)
 
+      it("last_runs: per job, in one statement, the latest run, ok and failure, the failure streak and the latest handled fire", function()
+        local t2 = uniq("last")
+        local st = assert(core.open_store(providers.get(pname, t2)))
+        local rows, now = assert(st:last_runs())
+        assert.same({}, rows)
+        assert.is_true(now > 0)
+        local a, b, c, d = "a-job", "b-job", "c-job", "d-job"
+        assert.is_true(st:record_runs({
+          -- a: ok, then two failures, then a skip and a missed fire
+          run{ job = a, scheduled_at = 1000, outcome = "ok", duration_ms = 5 },
+          run{ job = a, scheduled_at = 2000, outcome = "failed", exit_code = 3, error = "boom" },
+          run{ job = a, scheduled_at = 3000, outcome = "timeout" },
+          run{ job = a, scheduled_at = 3000, owner = "B", outcome = "lost" },
+          run{ job = a, scheduled_at = 4000, outcome = "skipped-overlap" },
+          run{ job = a, scheduled_at = 5000, outcome = "missed" },
+          -- b: failed long ago, ok since, and one still running
+          run{ job = b, scheduled_at = 100, outcome = "killed" },
+          run{ job = b, scheduled_at = 200, outcome = "ok" },
+          run{ job = b, scheduled_at = 300, owner = "C", token = 7, outcome = "running", started_at = 301 },
+          -- c: only missed fires (no run, nothing handled)
+          run{ job = c, scheduled_at = 10, outcome = "missed" },
+          -- d: never ok
+          run{ job = d, scheduled_at = 10, outcome = "failed" },
+          run{ job = d, scheduled_at = 20, outcome = "killed" },
+        }))
+        local calls = st:calls()
+        rows, now = assert(st:last_runs())
+        assert.equal(calls + 1, st:calls())
+        assert.is_true(now > 0)
+        local n = 0
+        for _ in pairs(rows) do n = n + 1 end
+        assert.equal(4, n)
+        local ra = rows[a]
+        assert.same({ a, 3000, "B", "lost" }, { ra.last.job, ra.last.scheduled_at, ra.last.owner, ra.last.outcome })
+        assert.same({ 1000, "ok", 5 }, { ra.ok.scheduled_at, ra.ok.outcome, ra.ok.duration_ms })
+        assert.same({ 3000, "B", "lost" }, { ra.failed.scheduled_at, ra.failed.owner, ra.failed.outcome })
+        assert.equal(3, ra.fails)
+        assert.equal(4000, ra.handled_at)
+        local rb = rows[b]
+        assert.same({ 300, "C", 7, "running", 301 },
+          { rb.last.scheduled_at, rb.last.owner, rb.last.token, rb.last.outcome, rb.last.started_at })
+        assert.equal(200, rb.ok.scheduled_at)
+        assert.equal("killed", rb.failed.outcome)
+        assert.equal(0, rb.fails)
+        assert.equal(300, rb.handled_at)
+        local rc = rows[c]
+        assert.same({ job = c, fails = 0 }, rc)
+        local rd = rows[d]
+        assert.is_nil(rd.ok)
+        assert.same({ 20, "killed" }, { rd.last.scheduled_at, rd.last.outcome })
+        assert.equal(2, rd.fails)
+        assert.equal(20, rd.handled_at)
+        -- a failure's error text comes back whole
+        assert.is_true(st:record_runs({ run{ job = d, scheduled_at = 30, outcome = "failed", error = ("e"):rep(1024) } }))
+        rows = assert(st:last_runs())
+        assert.equal(("e"):rep(1024), rows[d].failed.error)
+        assert.equal(3, rows[d].fails)
+        st:close()
+      end)
+
       it("read_runs: newest first (then job, then owner), by job, since and limit, with the database's now", function()
         local j1, j2 = "r1-" .. lease(), "r2-" .. lease()
         assert.is_true(s:record_runs({

@@ -9,6 +9,7 @@
 #include <lua.h>
 
 struct store;
+struct store_job_runs;
 
 /* Pushes the leash.core module table (what require "leash.core" returns). */
 int luaopen_leash_core(lua_State *L);
@@ -29,5 +30,9 @@ void lx_push_replicas(lua_State *L, const struct store_replica *rows, size_t n);
 /* The store behind a leash.store userdata at idx, or NULL when the value is
  * not one (or it was closed). */
 struct store *lx_test_store(lua_State *L, int idx);
+
+/* Pushes one last_runs entry as { job=, last=, ok=, failed= (ledger rows as
+ * s:read_runs gives them, or nil), fails=, handled_at= (nil when none) }. */
+void lx_push_job_runs(lua_State *L, const struct store_job_runs *j);
 
 #endif

@@ -468,6 +468,31 @@ static void set_str(lua_State *L, const char *k, const char *v)
 	}
 }
 
+/* A ledger row as a table, nil for NULL fields. */
+static void push_run_row(lua_State *L, const struct store_run_row *r)
+{
+	lua_createtable(L, 0, 14);
+	lua_pushstring(L, r->job);
+	lua_setfield(L, -2, "job");
+	lua_pushstring(L, r->owner);
+	lua_setfield(L, -2, "owner");
+	lua_pushstring(L, r->outcome);
+	lua_setfield(L, -2, "outcome");
+	set_str(L, "actor", r->actor);
+	set_str(L, "error", r->error);
+	lua_pushinteger(L, r->scheduled_at);
+	lua_setfield(L, -2, "scheduled_at");
+	lua_pushinteger(L, r->token);
+	lua_setfield(L, -2, "token");
+	set_int(L, "claimed_at", r->claimed_at, STORE_NO_TIME);
+	set_int(L, "started_at", r->started_at, STORE_NO_TIME);
+	set_int(L, "ended_at", r->ended_at, STORE_NO_TIME);
+	set_int(L, "duration_ms", r->duration_ms, STORE_NO_TIME);
+	set_int(L, "recorded_at", r->recorded_at, STORE_NO_TIME);
+	set_int(L, "exit_code", r->exit_code, STORE_NO_CODE);
+	set_int(L, "exit_signal", r->exit_signal, STORE_NO_CODE);
+}
+
 /* s:read_runs{ job=, since=, limit= (default 100) } -> rows, now; or nil,
  * err.  Each row a table with nil for NULL fields. */
 static int l_read_runs(lua_State *L)
@@ -497,29 +522,55 @@ static int l_read_runs(lua_State *L)
 	}
 	lua_createtable(L, (int)n, 0);
 	for (size_t k = 0; k < n; k++) {
-		const struct store_run_row *r = &rows[k];
-
-		lua_createtable(L, 0, 14);
-		lua_pushstring(L, r->job);
-		lua_setfield(L, -2, "job");
-		lua_pushstring(L, r->owner);
-		lua_setfield(L, -2, "owner");
-		lua_pushstring(L, r->outcome);
-		lua_setfield(L, -2, "outcome");
-		set_str(L, "actor", r->actor);
-		set_str(L, "error", r->error);
-		lua_pushinteger(L, r->scheduled_at);
-		lua_setfield(L, -2, "scheduled_at");
-		lua_pushinteger(L, r->token);
-		lua_setfield(L, -2, "token");
-		set_int(L, "claimed_at", r->claimed_at, STORE_NO_TIME);
-		set_int(L, "started_at", r->started_at, STORE_NO_TIME);
-		set_int(L, "ended_at", r->ended_at, STORE_NO_TIME);
-		set_int(L, "duration_ms", r->duration_ms, STORE_NO_TIME);
-		set_int(L, "recorded_at", r->recorded_at, STORE_NO_TIME);
-		set_int(L, "exit_code", r->exit_code, STORE_NO_CODE);
-		set_int(L, "exit_signal", r->exit_signal, STORE_NO_CODE);
+		push_run_row(L, &rows[k]);
 		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+	free(rows);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
+/* Pushes one store_job_runs as { job=, last=, ok=, failed= (rows or nil),
+ * fails=, handled_at= (nil when none) }. */
+void lx_push_job_runs(lua_State *L, const struct store_job_runs *j)
+{
+	lua_createtable(L, 0, 6);
+	lua_pushstring(L, j->job);
+	lua_setfield(L, -2, "job");
+	if (j->last.job[0]) {
+		push_run_row(L, &j->last);
+		lua_setfield(L, -2, "last");
+	}
+	if (j->ok.job[0]) {
+		push_run_row(L, &j->ok);
+		lua_setfield(L, -2, "ok");
+	}
+	if (j->failed.job[0]) {
+		push_run_row(L, &j->failed);
+		lua_setfield(L, -2, "failed");
+	}
+	lua_pushinteger(L, j->fails);
+	lua_setfield(L, -2, "fails");
+	set_int(L, "handled_at", j->handled_at, STORE_NO_TIME);
+}
+
+/* s:last_runs() -> { [job] = { job=, last=, ok=, failed=, fails=,
+ * handled_at= }, ... }, now; or nil, err. */
+static int l_last_runs(lua_State *L)
+{
+	struct store *s = check_open(L);
+	struct store_job_runs *rows = NULL;
+	size_t n = 0;
+	int64_t now = 0;
+
+	if (store_last_runs(s, &rows, &n, &now) == STORE_ERR) {
+		free(rows);
+		return push_err(L, s);
+	}
+	lua_createtable(L, 0, (int)n);
+	for (size_t k = 0; k < n; k++) {
+		lx_push_job_runs(L, &rows[k]);
+		lua_setfield(L, -2, rows[k].job);
 	}
 	free(rows);
 	lua_pushinteger(L, now);
@@ -759,6 +810,7 @@ void lx_store_lib(lua_State *L)
 		{ "claim_runs", l_claim_runs },
 		{ "record_runs", l_record_runs },
 		{ "read_runs", l_read_runs },
+		{ "last_runs", l_last_runs },
 		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },

@@ -1354,10 +1354,28 @@ struct runs_answer {
 	int nomem;
 };
 
+/* Columns 1-14 (RUN_COLS) of the current row. */
+static void run_cols(struct ms_store *st, struct store_run_row *r)
+{
+	col_str(st->db, 1, r->job, sizeof r->job);
+	r->scheduled_at = col_i64(st->db, 2);
+	col_str(st->db, 3, r->owner, sizeof r->owner);
+	r->token = col_i64(st->db, 4);
+	r->claimed_at = col_fire(st->db, 5);      /* NULL: STORE_NO_TIME, STORE_NO_CODE */
+	r->started_at = col_fire(st->db, 6);
+	r->ended_at = col_fire(st->db, 7);
+	col_str(st->db, 8, r->outcome, sizeof r->outcome);
+	r->exit_code = (int)col_fire(st->db, 9);
+	r->exit_signal = (int)col_fire(st->db, 10);
+	r->duration_ms = col_fire(st->db, 11);
+	col_str(st->db, 12, r->error, sizeof r->error);
+	col_str(st->db, 13, r->actor, sizeof r->actor);
+	r->recorded_at = col_i64(st->db, 14);
+}
+
 static void run_row(struct ms_store *st, int resno, void *arg)
 {
 	struct runs_answer *a = arg;
-	struct store_run_row *r;
 
 	if (resno == 0) {
 		a->now = col_i64(st->db, 1);
@@ -1374,21 +1392,7 @@ static void run_row(struct ms_store *st, int resno, void *arg)
 		a->rows = rows;
 		a->cap = cap;
 	}
-	r = &a->rows[a->n++];
-	col_str(st->db, 1, r->job, sizeof r->job);
-	r->scheduled_at = col_i64(st->db, 2);
-	col_str(st->db, 3, r->owner, sizeof r->owner);
-	r->token = col_i64(st->db, 4);
-	r->claimed_at = col_fire(st->db, 5);      /* NULL: STORE_NO_TIME, STORE_NO_CODE */
-	r->started_at = col_fire(st->db, 6);
-	r->ended_at = col_fire(st->db, 7);
-	col_str(st->db, 8, r->outcome, sizeof r->outcome);
-	r->exit_code = (int)col_fire(st->db, 9);
-	r->exit_signal = (int)col_fire(st->db, 10);
-	r->duration_ms = col_fire(st->db, 11);
-	col_str(st->db, 12, r->error, sizeof r->error);
-	col_str(st->db, 13, r->actor, sizeof r->actor);
-	r->recorded_at = col_i64(st->db, 14);
+	run_cols(st, &a->rows[a->n++]);
 }
 
 /* One job's rows are a range of the clustered key (job, scheduled_at,
@@ -1409,6 +1413,91 @@ static int ms_read_runs(struct store *s, const char *job, int64_t since, size_t 
 	    st->table, job ? "job = @job AND " : "");
 	if (call(st, sql, job ? "@since BIGINT, @limit BIGINT, @job " VC : "@since BIGINT, @limit BIGINT",
 	         p, job ? 3 : 2, run_row, &a) != STORE_OK)
+		goto fail;
+	if (a.nomem) {
+		store_fail(s, "mssql: out of memory");
+		goto fail;
+	}
+	*rows = a.rows;
+	*n = a.n;
+	*now = a.now;
+	return STORE_OK;
+fail:
+	free(a.rows);
+	return STORE_ERR;
+}
+
+struct last_answer {
+	struct store_job_runs *rows;
+	size_t n, cap;
+	int64_t now;
+	int nomem;
+};
+
+/* Result 0: now; result 1: RUN_COLS (NULL when the class has no row), cls,
+ * handled, fails, the job. */
+static void last_row(struct ms_store *st, int resno, void *arg)
+{
+	struct last_answer *a = arg;
+	struct store_job_runs *j;
+	char job[STORE_NAME_MAX + 1];
+	int64_t cls;
+
+	if (resno == 0) {
+		a->now = col_i64(st->db, 1);
+		return;
+	}
+	if (a->nomem)
+		return;
+	col_str(st->db, 18, job, sizeof job);
+	if (!(j = store_job_runs_at(&a->rows, &a->n, &a->cap, job))) {
+		a->nomem = 1;
+		return;
+	}
+	cls = col_i64(st->db, 15);
+	j->handled_at = col_fire(st->db, 16);
+	j->fails = col_i64(st->db, 17);
+	if (dbdatlen(st->db, 8) > 0 && cls >= 0 && cls <= 2)
+		run_cols(st, cls == 0 ? &j->last : cls == 1 ? &j->ok : &j->failed);
+}
+
+/* d walks the clustered key from one job to the next (a recursive CTE: the
+ * anchor is the smallest job, NULL on an empty ledger; the recursive part,
+ * which may hold neither TOP nor MIN, takes the next with ROW_NUMBER: one
+ * seek per job); per job h holds the aggregates and r, per class (0 the last
+ * run, 1 the last ok, 2 the last failure), the latest row, the job's range
+ * of the key walked backwards. */
+#define MS_FAILS "(N'failed', N'timeout', N'lost', N'killed')"
+static int ms_last_runs(struct store *s, struct store_job_runs **rows, size_t *n,
+                        int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct last_answer a = { NULL, 0, 0, 0, 0 };
+	const char *t = st->table;
+	char sql[2 * SQL_MAX];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:last_runs */ SET NOCOUNT ON; " ISO "SELECT " NOW "; "
+	    "WITH d (job) AS (SELECT MIN(job) FROM [%s_runs] "
+	    "UNION ALL SELECT z.job FROM (SELECT x.job, ROW_NUMBER() OVER (ORDER BY x.job) AS rn "
+	    "FROM [%s_runs] AS x INNER JOIN d ON x.job > d.job) AS z WHERE z.rn = 1) "
+	    "SELECT r.job, r.scheduled_at, r.owner, r.token, r.claimed_at, r.started_at, r.ended_at, "
+	    "r.outcome, r.exit_code, r.exit_signal, r.duration_ms, r.error, r.actor, r.recorded_at, "
+	    "c.cls, h.handled, h.fails, d.job "
+	    "FROM d CROSS APPLY (SELECT "
+	    "(SELECT MAX(x.scheduled_at) FROM [%s_runs] AS x WHERE x.job = d.job "
+	    "AND x.outcome <> N'missed') AS handled, "
+	    "(SELECT COUNT_BIG(*) FROM [%s_runs] AS x WHERE x.job = d.job AND x.outcome IN " MS_FAILS
+	    " AND x.scheduled_at > COALESCE((SELECT MAX(o.scheduled_at) FROM [%s_runs] AS o "
+	    "WHERE o.job = d.job AND o.outcome = N'ok'), -1)) AS fails) AS h "
+	    "CROSS JOIN (VALUES (0), (1), (2)) AS c (cls) "
+	    "OUTER APPLY (SELECT TOP (1) x.* FROM [%s_runs] AS x WHERE x.job = d.job AND "
+	    "((c.cls = 0 AND x.outcome NOT IN (N'missed', N'skipped-overlap', N'skipped-paused')) "
+	    "OR (c.cls = 1 AND x.outcome = N'ok') OR (c.cls = 2 AND x.outcome IN " MS_FAILS ")) "
+	    "ORDER BY x.scheduled_at DESC, x.owner DESC) AS r "
+	    "WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL) "
+	    "ORDER BY d.job, c.cls OPTION (MAXRECURSION 0);", t, t, t, t, t, t);
+	if (call(st, sql, NULL, NULL, 0, last_row, &a) != STORE_OK)
 		goto fail;
 	if (a.nomem) {
 		store_fail(s, "mssql: out of memory");
@@ -1559,6 +1648,7 @@ static const struct store_ops ms_ops = {
 	.claim_runs = ms_claim_runs,
 	.record_runs = ms_record_runs,
 	.read_runs = ms_read_runs,
+	.last_runs = ms_last_runs,
 	.prune_runs = ms_prune_runs,
 	.beat = ms_beat,
 	.leave = ms_leave,

@@ -65,14 +65,14 @@
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_CLAIM_ALL, Q_CLAIM_RUNS, Q_RECORD_RUNS, Q_READ_JOB,
-	Q_READ_ALL, Q_PRUNE_RUNS, Q_MAX
+	Q_READ_ALL, Q_PRUNE_RUNS, Q_LAST_RUNS, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
 	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
 	"leash_acquire_all", "leash_list", "leash_floor_select", "leash_release_all",
 	"leash_claim_all", "leash_claim_runs", "leash_record_runs", "leash_read_job",
-	"leash_read_all", "leash_prune_runs",
+	"leash_read_all", "leash_prune_runs", "leash_last_runs",
 };
 
 /* The ledger's columns in the order the run statements list them. */
@@ -97,6 +97,38 @@ static const char *const q_name[Q_MAX] = {
 	" (SELECT * FROM \"%1$s_runs\" x WHERE " where " AND x.scheduled_at >= $2" \
 	"  ORDER BY x.scheduled_at DESC, x.job COLLATE \"C\", x.owner COLLATE \"C\" LIMIT $3) r" \
 	" ON true ORDER BY r.scheduled_at DESC, r.job COLLATE \"C\", r.owner COLLATE \"C\""
+
+/* last_runs: d walks the primary key from one job to the next (a loose
+ * index scan: one probe per job); per job, h counts and finds what needs an
+ * aggregate, and r is the latest row of each class (0 the last run, 1 the
+ * last ok, 2 the last failure), its key walked backwards.  A job keeps its
+ * class-0 line even without a run (for handled); the outer row is there when
+ * the ledger is empty, for now. */
+#define FAILS "('failed', 'timeout', 'lost', 'killed')"
+#define LAST_RUNS_SQL \
+	"WITH RECURSIVE d(job) AS (SELECT (SELECT min(job) FROM \"%1$s_runs\")" \
+	"  UNION ALL SELECT (SELECT min(x.job) FROM \"%1$s_runs\" x WHERE x.job > d.job)" \
+	"  FROM d WHERE d.job IS NOT NULL)" \
+	" SELECT t0.now, j.job, j.owner, j.actor, j.outcome, j.error, j.scheduled_at, j.token," \
+	"  j.claimed_at, j.started_at, j.ended_at, j.duration_ms, j.recorded_at, j.exit_code," \
+	"  j.exit_signal, j.cls, j.handled, j.fails" \
+	" FROM (SELECT " NOW " AS now) t0 LEFT JOIN" \
+	" (SELECT d.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token," \
+	"   r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code," \
+	"   r.exit_signal, c.cls, h.handled, h.fails" \
+	"  FROM d CROSS JOIN LATERAL (SELECT" \
+	"   (SELECT max(x.scheduled_at) FROM \"%1$s_runs\" x WHERE x.job = d.job" \
+	"    AND x.outcome <> 'missed') AS handled," \
+	"   (SELECT count(*) FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome IN " FAILS \
+	"    AND x.scheduled_at > coalesce((SELECT max(o.scheduled_at) FROM \"%1$s_runs\" o" \
+	"     WHERE o.job = d.job AND o.outcome = 'ok'), -1)) AS fails) h" \
+	"  CROSS JOIN (VALUES (0), (1), (2)) c(cls)" \
+	"  LEFT JOIN LATERAL (SELECT * FROM \"%1$s_runs\" x WHERE x.job = d.job AND CASE c.cls" \
+	"    WHEN 0 THEN x.outcome NOT IN ('missed', 'skipped-overlap', 'skipped-paused')" \
+	"    WHEN 1 THEN x.outcome = 'ok' ELSE x.outcome IN " FAILS " END" \
+	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) r ON true" \
+	"  WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL)) j ON true" \
+	" ORDER BY j.job COLLATE \"C\", j.cls"
 
 /* %1$s is the table name (checked by store_open), quoted where used. */
 static const char *const q_text[Q_MAX] = {
@@ -208,6 +240,7 @@ static const char *const q_text[Q_MAX] = {
 	 * scheduled_at index; the outer row is there when none matched, for now. */
 	[Q_READ_JOB] = READ_SQL("x.job = $1"),
 	[Q_READ_ALL] = READ_SQL("$1::text IS NULL"),
+	[Q_LAST_RUNS] = LAST_RUNS_SQL,
 	/* prune_runs, one statement: $1 keep ms, $2 keep_per_job, $3 max_rows,
 	 * shared by the three steps in order (each LIMIT is what the earlier
 	 * ones left).  Every step sees the statement's one snapshot, and they
@@ -1182,6 +1215,25 @@ static int64_t col_or(PGresult *r, int row, int col, int64_t null)
 	return PQgetisnull(r, row, col) ? null : col_i64(r, row, col);
 }
 
+/* Columns 1-14 of a row of READ_SQL's shape. */
+static void run_from(struct store_run_row *o, PGresult *r, int row)
+{
+	col_text(o->job, STORE_NAME_MAX, r, row, 1);
+	col_text(o->owner, STORE_NAME_MAX, r, row, 2);
+	col_text(o->actor, STORE_NAME_MAX, r, row, 3);
+	col_text(o->outcome, STORE_OUTCOME_MAX, r, row, 4);
+	col_text(o->error, STORE_RUN_ERROR_MAX, r, row, 5);
+	o->scheduled_at = col_i64(r, row, 6);
+	o->token = col_i64(r, row, 7);
+	o->claimed_at = col_or(r, row, 8, STORE_NO_TIME);
+	o->started_at = col_or(r, row, 9, STORE_NO_TIME);
+	o->ended_at = col_or(r, row, 10, STORE_NO_TIME);
+	o->duration_ms = col_or(r, row, 11, STORE_NO_TIME);
+	o->recorded_at = col_or(r, row, 12, STORE_NO_TIME);
+	o->exit_code = (int)col_or(r, row, 13, STORE_NO_CODE);
+	o->exit_signal = (int)col_or(r, row, 14, STORE_NO_CODE);
+}
+
 static int pg_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
                         struct store_run_row **rows, size_t *n, int64_t *now)
 {
@@ -1212,20 +1264,7 @@ static int pg_read_runs(struct store *s, const char *job, int64_t since, size_t 
 
 		if (PQgetisnull(r, row, 1))
 			continue;
-		col_text(o->job, STORE_NAME_MAX, r, row, 1);
-		col_text(o->owner, STORE_NAME_MAX, r, row, 2);
-		col_text(o->actor, STORE_NAME_MAX, r, row, 3);
-		col_text(o->outcome, STORE_OUTCOME_MAX, r, row, 4);
-		col_text(o->error, STORE_RUN_ERROR_MAX, r, row, 5);
-		o->scheduled_at = col_i64(r, row, 6);
-		o->token = col_i64(r, row, 7);
-		o->claimed_at = col_or(r, row, 8, STORE_NO_TIME);
-		o->started_at = col_or(r, row, 9, STORE_NO_TIME);
-		o->ended_at = col_or(r, row, 10, STORE_NO_TIME);
-		o->duration_ms = col_or(r, row, 11, STORE_NO_TIME);
-		o->recorded_at = col_or(r, row, 12, STORE_NO_TIME);
-		o->exit_code = (int)col_or(r, row, 13, STORE_NO_CODE);
-		o->exit_signal = (int)col_or(r, row, 14, STORE_NO_CODE);
+		run_from(o, r, row);
 		len++;
 	}
 	PQclear(r);
@@ -1233,6 +1272,46 @@ static int pg_read_runs(struct store *s, const char *job, int64_t since, size_t 
 		free(out);
 		out = NULL;
 	}
+	*rows = out;
+	*n = len;
+	return STORE_OK;
+}
+
+static int pg_last_runs(struct store *s, struct store_job_runs **rows, size_t *n,
+                        int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	struct store_job_runs *out = NULL;
+	size_t len = 0, cap = 0;
+	PGresult *r;
+	int nt;
+
+	if (!(r = call(ps, Q_LAST_RUNS, 0, NULL, "last_runs")))
+		return STORE_ERR;
+	nt = PQntuples(r);
+	if (nt < 1 || PQnfields(r) != 18) {
+		PQclear(r);
+		return store_fail(s, "postgres: last_runs: unexpected answer");
+	}
+	*now = col_i64(r, 0, 0);
+	for (int row = 0; row < nt; row++) {
+		struct store_job_runs *j;
+		int64_t cls;
+
+		if (PQgetisnull(r, row, 1))
+			continue;
+		if (!(j = store_job_runs_at(&out, &len, &cap, PQgetvalue(r, row, 1)))) {
+			PQclear(r);
+			free(out);
+			return store_fail(s, "postgres: last_runs: out of memory");
+		}
+		cls = col_i64(r, row, 15);
+		j->handled_at = col_or(r, row, 16, STORE_NO_TIME);
+		j->fails = col_i64(r, row, 17);
+		if (!PQgetisnull(r, row, 4) && cls >= 0 && cls <= 2)
+			run_from(cls == 0 ? &j->last : cls == 1 ? &j->ok : &j->failed, r, row);
+	}
+	PQclear(r);
 	*rows = out;
 	*n = len;
 	return STORE_OK;
@@ -1410,6 +1489,7 @@ static const struct store_ops postgres_ops = {
 	.claim_runs = pg_claim_runs,
 	.record_runs = pg_record_runs,
 	.read_runs = pg_read_runs,
+	.last_runs = pg_last_runs,
 	.prune_runs = pg_prune_runs,
 	.beat = pg_beat,
 	.leave = pg_leave,

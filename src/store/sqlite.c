@@ -25,7 +25,7 @@ enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
 	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_READ_JOB, Q_READ_ALL, Q_PRUNE_LOST, Q_PRUNE_AGE,
-	Q_PRUNE_PER_JOB, Q_MAX
+	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_MAX
 };
 
 /* The ledger row's columns, in the order every run statement binds them:
@@ -152,6 +152,38 @@ static const char *const sql_text[Q_MAX] = {
 	"  JOIN \"%1$s_runs\" r ON r.job = c.job"
 	"   AND (r.scheduled_at, r.owner) < (c.scheduled_at, c.owner)"
 	"  WHERE r.scheduled_at >= ?2 AND r.outcome <> 'running' LIMIT ?3)",
+	/* last_runs: d walks the primary key from one job to the next (a
+	 * skip scan: one probe per job), k finds each job's latest rows of each
+	 * class by walking its key backwards; a job keeps its class-0 line even
+	 * without a run (for handled_at).  Columns as READ_COLS, then cls,
+	 * handled_at, fails. */
+	[Q_LAST_RUNS] =
+	"WITH RECURSIVE d(job) AS (SELECT (SELECT min(job) FROM \"%1$s_runs\")"
+	"  UNION ALL SELECT (SELECT min(x.job) FROM \"%1$s_runs\" x WHERE x.job > d.job)"
+	"  FROM d WHERE d.job IS NOT NULL),"
+	" k AS (SELECT d.job,"
+	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome NOT IN"
+	"   ('missed', 'skipped-overlap', 'skipped-paused')"
+	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r0,"
+	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome = 'ok'"
+	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r1,"
+	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome IN"
+	"   ('failed', 'timeout', 'lost', 'killed')"
+	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r2,"
+	"  (SELECT max(x.scheduled_at) FROM \"%1$s_runs\" x WHERE x.job = d.job"
+	"   AND x.outcome <> 'missed') AS handled"
+	"  FROM d WHERE d.job IS NOT NULL)"
+	" SELECT k.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, r.claimed_at,"
+	"  r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, r.exit_signal,"
+	"  c.cls, k.handled,"
+	"  (SELECT count(*) FROM \"%1$s_runs\" x WHERE x.job = k.job"
+	"   AND x.outcome IN ('failed', 'timeout', 'lost', 'killed') AND x.scheduled_at >"
+	"   coalesce((SELECT o.scheduled_at FROM \"%1$s_runs\" o WHERE o.rowid = k.r1), -1))"
+	" FROM k JOIN (SELECT 0 AS cls UNION ALL SELECT 1 UNION ALL SELECT 2) c"
+	" LEFT JOIN \"%1$s_runs\" r ON r.rowid = CASE c.cls WHEN 0 THEN k.r0 WHEN 1 THEN k.r1"
+	"  ELSE k.r2 END"
+	" WHERE c.cls = 0 OR r.rowid IS NOT NULL"
+	" ORDER BY k.job, c.cls",
 };
 
 static int sq_fail(struct sq_store *ss, const char *what)
@@ -610,6 +642,25 @@ static int64_t int_or(sqlite3_stmt *st, int col, int64_t null)
 	return sqlite3_column_type(st, col) == SQLITE_NULL ? null : sqlite3_column_int64(st, col);
 }
 
+/* A row of READ_COLS. */
+static void row_from(struct store_run_row *r, sqlite3_stmt *st)
+{
+	copy_text_max(r->job, st, 0, STORE_NAME_MAX);
+	copy_text_max(r->owner, st, 1, STORE_NAME_MAX);
+	copy_text_max(r->actor, st, 2, STORE_NAME_MAX);
+	copy_text_max(r->outcome, st, 3, STORE_OUTCOME_MAX);
+	copy_text_max(r->error, st, 4, STORE_RUN_ERROR_MAX);
+	r->scheduled_at = sqlite3_column_int64(st, 5);
+	r->token = sqlite3_column_int64(st, 6);
+	r->claimed_at = int_or(st, 7, STORE_NO_TIME);
+	r->started_at = int_or(st, 8, STORE_NO_TIME);
+	r->ended_at = int_or(st, 9, STORE_NO_TIME);
+	r->duration_ms = int_or(st, 10, STORE_NO_TIME);
+	r->recorded_at = int_or(st, 11, STORE_NO_TIME);
+	r->exit_code = (int)int_or(st, 12, STORE_NO_CODE);
+	r->exit_signal = (int)int_or(st, 13, STORE_NO_CODE);
+}
+
 static int sq_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
                         struct store_run_row **rows, size_t *n, int64_t *now)
 {
@@ -628,8 +679,6 @@ static int sq_read_runs(struct store *s, const char *job, int64_t since, size_t 
 		goto fail;
 	}
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		struct store_run_row *r;
-
 		if (len == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			struct store_run_row *nr = realloc(out, ncap * sizeof *out);
@@ -641,21 +690,7 @@ static int sq_read_runs(struct store *s, const char *job, int64_t since, size_t 
 			out = nr;
 			cap = ncap;
 		}
-		r = &out[len++];
-		copy_text_max(r->job, st, 0, STORE_NAME_MAX);
-		copy_text_max(r->owner, st, 1, STORE_NAME_MAX);
-		copy_text_max(r->actor, st, 2, STORE_NAME_MAX);
-		copy_text_max(r->outcome, st, 3, STORE_OUTCOME_MAX);
-		copy_text_max(r->error, st, 4, STORE_RUN_ERROR_MAX);
-		r->scheduled_at = sqlite3_column_int64(st, 5);
-		r->token = sqlite3_column_int64(st, 6);
-		r->claimed_at = int_or(st, 7, STORE_NO_TIME);
-		r->started_at = int_or(st, 8, STORE_NO_TIME);
-		r->ended_at = int_or(st, 9, STORE_NO_TIME);
-		r->duration_ms = int_or(st, 10, STORE_NO_TIME);
-		r->recorded_at = int_or(st, 11, STORE_NO_TIME);
-		r->exit_code = (int)int_or(st, 12, STORE_NO_CODE);
-		r->exit_signal = (int)int_or(st, 13, STORE_NO_CODE);
+		row_from(&out[len++], st);
 	}
 	if (step != SQLITE_DONE) {
 		sq_fail(ss, "read_runs");
@@ -707,6 +742,51 @@ fail:
 
 /* The three steps in one write transaction, sharing max_rows: the call
  * changes at most max_rows rows in all. */
+static int sq_last_runs(struct store *s, struct store_job_runs **rows, size_t *n,
+                        int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_LAST_RUNS], *ns = ss->q[Q_NOW];
+	struct store_job_runs *out = NULL;
+	size_t cap = 0, len = 0;
+	int rc = STORE_ERR, step;
+
+	sqlite3_reset(st);
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_job_runs *j;
+		int cls = sqlite3_column_int(st, 14);
+
+		j = store_job_runs_at(&out, &len, &cap, (const char *)sqlite3_column_text(st, 0));
+		if (!j) {
+			store_fail(s, "sqlite: last_runs: out of memory");
+			goto fail;
+		}
+		j->handled_at = int_or(st, 15, STORE_NO_TIME);
+		j->fails = sqlite3_column_int64(st, 16);
+		if (sqlite3_column_type(st, 3) != SQLITE_NULL && cls >= 0 && cls <= 2)
+			row_from(cls == 0 ? &j->last : cls == 1 ? &j->ok : &j->failed, st);
+	}
+	if (step != SQLITE_DONE) {
+		sq_fail(ss, "last_runs");
+		goto fail;
+	}
+	sqlite3_reset(ns);
+	if (sqlite3_step(ns) != SQLITE_ROW) {
+		sq_fail(ss, "last_runs: now");
+		goto fail;
+	}
+	*now = sqlite3_column_int64(ns, 0);
+	*rows = out;
+	*n = len;
+	out = NULL;
+	rc = STORE_OK;
+fail:
+	free(out);
+	sqlite3_reset(ns);
+	sqlite3_reset(st);
+	return rc;
+}
+
 static int sq_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
                          size_t max_rows, int64_t *changed)
 {
@@ -872,6 +952,7 @@ static const struct store_ops sqlite_ops = {
 	.beat = sq_beat,
 	.leave = sq_leave,
 	.replicas = sq_replicas,
+	.last_runs = sq_last_runs,
 };
 
 /* 1 when the table has a last_fire column, 0 when not, -1 on error. */

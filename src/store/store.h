@@ -130,6 +130,21 @@ struct store_replica {
 	                                 * read: malloc'd, or NULL when not read */
 };
 
+/* One job's latest ledger rows, for leash status: the latest run (any
+ * outcome but "missed" and the "skipped-..." ones), the latest "ok" and the
+ * latest failure ("failed", "timeout", "lost", "killed"), each by
+ * (scheduled_at, owner) descending.  A row that is not there has job "". */
+#define STORE_FAIL_OUTCOMES "failed", "timeout", "lost", "killed"
+struct store_job_runs {
+	char job[STORE_NAME_MAX + 1];
+	struct store_run_row last, ok, failed;
+	int64_t fails;                  /* failures scheduled after `ok` (all of
+	                                 * the job's when it has none): the streak */
+	int64_t handled_at;             /* the latest scheduled_at of any row but
+	                                 * "missed" (a fire some holder took care
+	                                 * of), or STORE_NO_TIME */
+};
+
 /* How to reach a database.  Each provider reads the fields it knows. */
 struct store_opts {
 	const char *table;              /* default "leash_leases" */
@@ -275,6 +290,13 @@ struct store_ops {
 	/* Every presence row, sorted by owner, each with its jobs text; writes
 	 * nothing (leash status).  Optional. */
 	int (*replicas)(struct store *, struct store_replica **rows, size_t *n, int64_t *now);
+	/* One statement, reading only: for every job with a ledger row, its
+	 * latest rows (struct store_job_runs), sorted by job (bytewise).  The
+	 * jobs are found by walking the (job, ...) key from one job to the next
+	 * and each job's rows by its key backwards, so the cost grows with the
+	 * number of jobs, not of rows.  *rows is malloc'd (free() it), NULL when
+	 * none; *now is the database's clock. */
+	int (*last_runs)(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -370,6 +392,8 @@ int store_beat(struct store *, const struct store_replica *me, int64_t prune_ms,
 int store_leave(struct store *, const char *owner);
 int store_replicas(struct store *, struct store_replica **rows, size_t *n, int64_t *now);
 void store_free_replicas(struct store_replica *rows, size_t n);
+/* last_runs: refused ("not supported") when the provider lacks it. */
+int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
@@ -380,6 +404,12 @@ void store_set_timeout(struct store *, int ms);
  * has none. */
 int store_floor(struct store *, int kind);
 void store_close(struct store *);
+
+/* For providers building a last_runs answer from rows sorted by job: the
+ * entry of job (the last one when it is that job, else a new zeroed one at
+ * the end), or NULL when out of memory. */
+struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
+                                         size_t *cap, const char *job);
 
 /* For providers: formats into s->err and returns STORE_ERR. */
 int store_fail(struct store *, const char *fmt, ...)

@@ -437,6 +437,40 @@ def read_runs(db, t, p, faults, stmt):
     return [("rows", [("now", "int")], [(now,)]), ("rows", cols, rows[:p["@limit"]])]
 
 
+FAILS = ("failed", "timeout", "lost", "killed")
+NOT_RUNS = ("missed", "skipped-overlap", "skipped-paused")
+
+
+def last_runs(db, t, p, faults, stmt):
+    """Per job with a ledger row (BIN2 order): the latest row (scheduled_at,
+    owner descending) of each class, 0 a run, 1 ok, 2 a failure, as RUN_COLS,
+    cls, handled, fails, job; class 0 always (NULL columns when no run).
+    Before that a row with the batch's now."""
+    _, runs = ledger_tables(stmt)
+    now = now_ms()
+    rows = db.execute(f'SELECT {", ".join(RUN_COLS)} FROM "{runs}"').fetchall()
+    by_job = {}
+    for r in rows:
+        by_job.setdefault(r[0], []).append(r)
+    out = []
+    for job in sorted(by_job, key=utf16):
+        rs = sorted(by_job[job], key=lambda r: (r[1], utf16(r[2])), reverse=True)
+        oc = RUN_COLS.index("outcome")
+        handled = max((r[1] for r in rs if r[oc] != "missed"), default=None)
+        oks = [r for r in rs if r[oc] == "ok"]
+        since = oks[0][1] if oks else -1
+        fails = sum(1 for r in rs if r[oc] in FAILS and r[1] > since)
+        for cls, pick in ((0, lambda r: r[oc] not in NOT_RUNS), (1, lambda r: r[oc] == "ok"),
+                          (2, lambda r: r[oc] in FAILS)):
+            got = next((r for r in rs if pick(r)), None)
+            if got is None and cls > 0:
+                continue
+            out.append(tuple(got or (None,) * len(RUN_COLS)) + (cls, handled, fails, job))
+    cols = ([(c, RUN_KINDS.get(c, "int")) for c in RUN_COLS]
+            + [("cls", "int"), ("handled", "int"), ("fails", "int"), ("job", "str")])
+    return [("rows", [("now", "int")], [(now,)]), ("rows", cols, out)]
+
+
 def prune_runs(db, t, p, faults, stmt):
     """Three steps sharing @max rows: running rows under an older token than
     their lease's, scheduled at or after @cut (= @now - @keep), become lost;
@@ -538,9 +572,11 @@ STATEMENTS = {
     "beat": beat,
     "leave": leave,
     "replicas": replicas,
+    "last_runs": last_runs,
 }
 # The statements whose function reads the statement's own text.
-READS_TEXT = {create_runs, check_runs, claim_runs, record_runs, read_runs, prune_runs}
+READS_TEXT = {create_runs, check_runs, claim_runs, record_runs, read_runs, prune_runs,
+              last_runs}
 
 # ---------------------------------------------------------------- TDS encoding
 PRELOGIN, LOGIN7, SQL_BATCH, RPC, ATTENTION, REPLY = 0x12, 0x10, 0x01, 0x03, 0x06, 0x04

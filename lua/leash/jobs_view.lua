@@ -1,0 +1,275 @@
+-- leash status: the jobs view.  One list() and one last_runs() answer, and
+-- the local jobs/ (name, schedule, lease, next fire and first unhandled
+-- fire, computed by the C core with the code `leash check --next` uses), in;
+-- a model of every job out, rendered as a table, as JSON or as a monitor's
+-- check (Nagios plugin style).  Pure: the clock is the database's `now`.
+local status = require "leash.status"
+
+local M = {}
+
+-- Outcomes that make a job failing (the store's STORE_FAIL_OUTCOMES).
+M.FAILS = { failed = true, timeout = true, lost = true, killed = true }
+
+-- The exit codes of a monitoring plugin.
+M.OK, M.WARNING, M.CRITICAL, M.UNKNOWN = 0, 1, 2, 3
+local LEVEL = { [0] = "OK", "WARNING", "CRITICAL", "UNKNOWN" }
+
+-- How long after a fire was due a run of it may still be missing:
+-- max(1m, lease x 2).
+function M.grace(lease_ms)
+  return math.max(60000, 2 * lease_ms)
+end
+
+-- "2026-12-01T03:00:00Z" (with .mmm when the time is not a whole second).
+function M.iso(ms)
+  local s = os.date("!%Y-%m-%dT%H:%M:%S", ms // 1000)
+  if ms % 1000 ~= 0 then s = s .. (".%03d"):format(ms % 1000) end
+  return s .. "Z"
+end
+
+-- Text from the store, made safe for a terminal: control characters
+-- (and backslashes) escaped.
+function M.safe(s)
+  return (tostring(s):gsub("[%c\\]", function(c)
+    if c == "\\" then return "\\\\" end
+    return ("\\x%02x"):format(c:byte())
+  end))
+end
+
+-- The model: input = { provider=, now=, lease_ms= (the config's),
+-- leases = list() rows, runs = last_runs() map, locals = { { name=,
+-- schedule=, kind=, singleton=, lease_ms=, next=, due= }, ... } }.
+-- Each job: name, in_jobs (false: only the store knows it), schedule, kind,
+-- holder (nil when unheld), token, lease (its row), unheld_ms (how long
+-- since it expired, nil when held or never held), last/ok/failed (ledger
+-- rows), fails, next, due (the first fire after the last one a holder took
+-- care of), overdue_ms (past its grace: how long ago it was due), state.
+function M.build(input)
+  local now, byname, names = input.now, {}, {}
+  local function job(name)
+    local j = byname[name]
+    if not j then
+      j = { name = name, in_jobs = false, fails = 0 }
+      byname[name] = j
+      names[#names + 1] = name
+    end
+    return j
+  end
+  for _, l in ipairs(input.locals or {}) do
+    local j = job(l.name)
+    j.in_jobs, j.schedule, j.kind, j.next, j.due = true, l.schedule, l.kind, l.next, l.due
+    j.singleton = l.singleton ~= false
+    j.lease_ms = l.lease_ms
+  end
+  for _, r in ipairs(input.leases or {}) do
+    local j = job(r.name)
+    j.lease, j.token = r, r.token
+    if r.expires_at > now then j.holder = r.owner else j.unheld_ms = now - r.expires_at end
+  end
+  for name, r in pairs(input.runs or {}) do
+    local j = job(name)
+    j.last, j.ok, j.failed, j.fails, j.handled_at = r.last, r.ok, r.failed, r.fails or 0, r.handled_at
+  end
+  table.sort(names)
+  local jobs = {}
+  for _, name in ipairs(names) do
+    local j = byname[name]
+    j.lease_ms = j.lease_ms or input.lease_ms or 15000
+    -- An elected job has a lease row, or is a local singleton job; a job
+    -- only the store knows without one ran unelected.
+    local elected = j.lease ~= nil or (j.in_jobs and j.singleton)
+    if j.due and j.due < now - M.grace(j.lease_ms) then j.overdue_ms = now - j.due end
+    if elected and not j.holder then j.unheld = true end
+    if j.unheld then j.state = "unheld"
+    elseif j.overdue_ms then j.state = "overdue"
+    elseif j.fails > 0 then j.state = "failing"
+    else j.state = "ok" end
+    jobs[#jobs + 1] = j
+  end
+  return { provider = input.provider, now = now, jobs = jobs, leases = input.leases or {} }
+end
+
+local function ago(ms) return status.human(math.max(0, ms)) .. " ago" end
+
+-- When a run happened: its start, else its fire.
+local function run_at(r) return r.started_at or r.scheduled_at end
+
+local function last_text(r, now)
+  if not r then return "-" end
+  local dur
+  if r.duration_ms then dur = status.human(r.duration_ms)
+  elseif r.outcome == "running" and r.started_at then dur = "for " .. status.human(now - r.started_at)
+  else dur = "-" end
+  return ("%s %s %s %s"):format(ago(now - run_at(r)), M.safe(r.owner), r.outcome, dur)
+end
+
+local function width(s)
+  local _, n = s:gsub("[^\128-\191]", "")
+  return n
+end
+
+-- Columns padded to their widest cell, two spaces apart, the last unpadded.
+function M.columns(lines)
+  local w = {}
+  for _, l in ipairs(lines) do
+    for i, c in ipairs(l) do w[i] = math.max(w[i] or 0, width(c)) end
+  end
+  local out = {}
+  for _, l in ipairs(lines) do
+    local cells = {}
+    for i, c in ipairs(l) do
+      cells[i] = i == #l and c or c .. (" "):rep(w[i] - width(c))
+    end
+    out[#out + 1] = table.concat(cells, "  ")
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+function M.table(model)
+  if #model.jobs == 0 then return "no jobs (none in jobs/, none in the store)\n" end
+  local lines = { { "JOB", "SCHEDULE", "HOLDER", "TOKEN", "LAST", "NEXT", "STATE" } }
+  for _, j in ipairs(model.jobs) do
+    lines[#lines + 1] = {
+      M.safe(j.name) .. (j.in_jobs and "" or " (not in jobs/)"),
+      j.schedule or "-",
+      j.holder and M.safe(j.holder) or "-",
+      j.token and tostring(j.token) or "-",
+      last_text(j.last, model.now),
+      j.next and M.iso(j.next) or "-",
+      j.state,
+    }
+  end
+  return M.columns(lines)
+end
+
+-- ---- JSON ----
+
+local function jv(v)
+  if v == nil then return "null" end
+  if type(v) == "boolean" then return tostring(v) end
+  if math.type(v) == "integer" then return ("%d"):format(v) end
+  if type(v) == "number" then return ("%d"):format(math.floor(v)) end
+  return status.json_string(v)
+end
+
+-- An object with its keys in the order given ({ key, value } pairs).
+local function obj(pairs_)
+  local out = {}
+  for _, kv in ipairs(pairs_) do out[#out + 1] = status.json_string(kv[1]) .. ":" .. kv[2] end
+  return "{" .. table.concat(out, ",") .. "}"
+end
+
+M.RUN_FIELDS = { "job", "scheduled_at", "owner", "token", "outcome", "claimed_at", "started_at",
+                 "ended_at", "duration_ms", "exit_code", "exit_signal", "error", "actor",
+                 "recorded_at" }
+
+function M.run_json(r)
+  if not r then return "null" end
+  local kv = {}
+  for _, k in ipairs(M.RUN_FIELDS) do kv[#kv + 1] = { k, jv(r[k]) } end
+  return obj(kv)
+end
+
+function M.json(model)
+  local jobs = {}
+  for _, j in ipairs(model.jobs) do
+    jobs[#jobs + 1] = obj {
+      { "name", jv(j.name) }, { "in_jobs_dir", jv(j.in_jobs) }, { "schedule", jv(j.schedule) },
+      { "kind", jv(j.kind) }, { "state", jv(j.state) }, { "holder", jv(j.holder) },
+      { "token", jv(j.token) },
+      { "lease_expires_at", jv(j.lease and j.lease.expires_at) },
+      { "unheld_ms", jv(j.unheld and (j.unheld_ms or nil)) },
+      { "lease_ms", jv(j.lease_ms) }, { "next", jv(j.next) }, { "due", jv(j.due) },
+      { "overdue_ms", jv(j.overdue_ms) }, { "fails_in_a_row", jv(j.fails) },
+      { "last", M.run_json(j.last) }, { "last_ok", M.run_json(j.ok) },
+      { "last_failure", M.run_json(j.failed) },
+    }
+  end
+  local leases = status.json(model.provider, model.leases, model.now)
+  -- The lease array exactly as `status --leases --json` prints it.
+  leases = leases:match(',"leases":(%[.*%])}$')
+  return ('{"provider":%s,"now":%s,"jobs":[%s],"leases":%s}'):format(jv(model.provider),
+    jv(model.now), table.concat(jobs, ","), leases)
+end
+
+-- ---- the monitor's check ----
+
+-- Problems of the model: { level=, kind=, job=, text=, short= }, in job
+-- order.  opts.fail: failures in a row that make a warning (default 1).
+-- Only jobs of the local jobs/ are checked for being overdue or unheld (a
+-- job only the store knows may be one that was removed).
+function M.problems(model, opts)
+  local fail = opts and opts.fail or 1
+  local out = {}
+  for _, j in ipairs(model.jobs) do
+    local name = M.safe(j.name)
+    if j.in_jobs and j.overdue_ms then
+      out[#out + 1] = { level = M.CRITICAL, kind = "overdue", job = name,
+        short = ("%s (due %s, %s)"):format(name, M.iso(j.due), ago(j.overdue_ms)),
+        text = ("%s: overdue: the fire due %s (%s) has no run; grace %s"):format(name,
+          M.iso(j.due), ago(j.overdue_ms), status.human(M.grace(j.lease_ms))) }
+    end
+    if j.in_jobs and j.unheld and (not j.unheld_ms or j.unheld_ms > 2 * j.lease_ms) then
+      local since = j.unheld_ms and ("for " .. status.human(j.unheld_ms)) or "never held"
+      out[#out + 1] = { level = M.CRITICAL, kind = "unheld", job = name,
+        short = ("%s (%s)"):format(name, since),
+        text = ("%s: unheld: no replica holds its lease (%s; lease %s)"):format(name, since,
+          status.human(j.lease_ms)) }
+    end
+    if j.fails >= fail and j.failed then
+      local f = j.failed
+      local err = f.error and (": " .. M.safe(f.error:match("^[^\n]*"):sub(1, 80))) or ""
+      out[#out + 1] = { level = M.WARNING, kind = "failing", job = name,
+        short = ("%s (%d in a row)"):format(name, j.fails),
+        text = ("%s: failing: %d in a row, last %s %s on %s%s"):format(name, j.fails, f.outcome,
+          ago(model.now - run_at(f)), M.safe(f.owner), err) }
+    end
+  end
+  return out
+end
+
+local KIND_ORDER = { "overdue", "unheld", "failing" }
+
+-- Exit code and text: the status line, then one line per problem.
+function M.check(model, opts)
+  local problems, level = M.problems(model, opts), M.OK
+  local groups = {}
+  for _, p in ipairs(problems) do
+    level = math.max(level, p.level)
+    groups[p.kind] = groups[p.kind] or {}
+    table.insert(groups[p.kind], p.short)
+  end
+  local head
+  if #problems == 0 then
+    head = ("LEASH OK - %d job%s ok"):format(#model.jobs, #model.jobs == 1 and "" or "s")
+  else
+    local parts = {}
+    for _, k in ipairs(KIND_ORDER) do
+      local g = groups[k]
+      if g then
+        parts[#parts + 1] = ("%d job%s %s: %s"):format(#g, #g == 1 and "" or "s", k,
+          table.concat(g, ", "))
+      end
+    end
+    head = ("LEASH %s - %s"):format(LEVEL[level], table.concat(parts, "; "))
+  end
+  local lines = { head }
+  for _, p in ipairs(problems) do lines[#lines + 1] = p.text end
+  return level, table.concat(lines, "\n") .. "\n"
+end
+
+-- The check's line when the store cannot be read.
+function M.unknown(why)
+  return "LEASH UNKNOWN - " .. M.safe(why) .. "\n"
+end
+
+-- What the command calls: input as for build, view "table" | "json" |
+-- "check", fail as for problems.  Returns the exit code and the text.
+function M.render(input, view, fail)
+  local model = M.build(input)
+  if view == "check" then return M.check(model, { fail = fail }) end
+  if view == "json" then return 0, M.json(model) end
+  return 0, M.table(model)
+end
+
+return M

@@ -1,0 +1,230 @@
+-- leash status's jobs view and leash history, rendered from fixed answers
+-- (no store, no clock): the table, the JSON and the monitor's check against
+-- golden files, and the rules for each state and problem.
+local view = require "leash.jobs_view"
+local history = require "leash.history"
+local json = require "dkjson"
+
+local root = os.getenv("LEASH_ROOT") or "."
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+local function golden(name, got)
+  local path = root .. "/tests/golden/" .. name
+  if os.getenv("LEASH_GOLDEN_UPDATE") then
+    local f = assert(io.open(path, "wb"))
+    f:write(got)
+    f:close()
+  end
+  assert.equal(read(path), got)
+end
+
+local T = history.parse_iso
+local NOW = T("2026-12-01T03:04:00Z")
+local A, B = "web-1:4242:a1b2c3d4", "web-2:99:0f0e0d0c"
+
+local function run(job, at, owner, outcome, extra)
+  local r = { job = job, scheduled_at = at, owner = owner, token = 3, outcome = outcome,
+              claimed_at = at - 2, started_at = at + 1 }
+  if outcome ~= "running" then r.ended_at = at + 1201; r.duration_ms = 1200 end
+  for k, v in pairs(extra or {}) do r[k] = v end
+  return r
+end
+
+-- Every state: ok, failing, overdue, unheld, a service, an unelected job,
+-- a job only the store knows, a name with a control character.
+local function input()
+  local bill_ok = run("billing", T("2026-11-30T03:00:00Z"), A, "ok")
+  local rep_fail = run("report", T("2026-12-01T03:03:00Z"), B, "failed",
+    { exit_code = 2, error = "report.lua:9: no such table: sales\nstack traceback:\n..." })
+  local rep_ok = run("report", T("2026-12-01T03:00:00Z"), A, "ok")
+  local sync_run = run("sync", T("2026-12-01T03:03:30Z"), A, "running")
+  return {
+    provider = "sqlite", now = NOW, lease_ms = 15000,
+    leases = {
+      { name = "billing", owner = A, token = 7, acquired_at = NOW - 86400000, renewed_at = NOW - 1000,
+        expires_at = NOW + 14000 },
+      { name = "old-job", owner = B, token = 2, acquired_at = NOW - 7200000, renewed_at = NOW - 3600000,
+        expires_at = NOW - 3585000 },
+      { name = "report", owner = B, token = 12, acquired_at = NOW - 600000, renewed_at = NOW - 2000,
+        expires_at = NOW + 13000 },
+      { name = "sync", owner = A, token = 4, acquired_at = NOW - 60000, renewed_at = NOW - 3000,
+        expires_at = NOW + 12000 },
+      { name = "web", owner = A, token = 1, acquired_at = NOW - 60000, renewed_at = NOW - 3000,
+        expires_at = NOW - 50000 },
+    },
+    runs = {
+      billing = { job = "billing", last = bill_ok, ok = bill_ok, fails = 0, handled_at = bill_ok.scheduled_at },
+      report = { job = "report", last = rep_fail, ok = rep_ok, failed = rep_fail, fails = 2,
+                 handled_at = rep_fail.scheduled_at },
+      sync = { job = "sync", last = sync_run, fails = 0, handled_at = sync_run.scheduled_at },
+      ["old-job"] = { job = "old-job", last = run("old-job", NOW - 3600000, B, "ok"),
+                      fails = 0, handled_at = NOW - 3600000 },
+      ["ev\27il"] = { job = "ev\27il", last = run("ev\27il", NOW - 5000, "h\nost:1:2", "ok", { token = 0 }),
+                      fails = 0, handled_at = NOW - 5000 },
+    },
+    locals = {
+      { name = "billing", schedule = "cron 0 3 * * *", kind = "cron", singleton = true,
+        lease_ms = 15000, next = T("2026-12-02T03:00:00Z"), due = T("2026-12-01T03:00:00Z") },
+      { name = "report", schedule = "every 1m", kind = "every", singleton = true,
+        lease_ms = 15000, next = T("2026-12-01T03:05:00Z"), due = T("2026-12-01T03:04:00Z") },
+      { name = "sync", schedule = "every 30s", kind = "every", singleton = true,
+        lease_ms = 15000, next = T("2026-12-01T03:04:30Z"), due = T("2026-12-01T03:04:00Z") },
+      { name = "web", schedule = "service", kind = "service", singleton = true, lease_ms = 15000 },
+      { name = "new", schedule = "every 5m", kind = "every", singleton = true, lease_ms = 15000,
+        next = T("2026-12-01T03:05:00Z") },
+      { name = "local-only", schedule = "every 10s", kind = "every", singleton = false,
+        lease_ms = 15000, next = T("2026-12-01T03:04:10Z") },
+    },
+  }
+end
+
+describe("leash status jobs view", function()
+  it("renders the table of the golden file", function()
+    golden("status_jobs.txt", view.table(view.build(input())))
+  end)
+
+  it("renders the JSON of the golden file, which parses and carries every job and lease", function()
+    local got = view.json(view.build(input()))
+    golden("status_jobs.json", got .. "\n")
+    local obj = assert(json.decode(got))
+    assert.equal("sqlite", obj.provider)
+    assert.equal(NOW, obj.now)
+    assert.equal(8, #obj.jobs)
+    assert.equal(5, #obj.leases)
+    local by = {}
+    for _, j in ipairs(obj.jobs) do by[j.name] = j end
+    assert.equal("overdue", by.billing.state)
+    assert.equal(4 * 60000, by.billing.overdue_ms)
+    assert.equal("failing", by.report.state)
+    assert.equal(2, by.report.fails_in_a_row)
+    assert.equal("failed", by.report.last_failure.outcome)
+    assert.equal("ok", by.report.last_ok.outcome)
+    assert.equal("ok", by.sync.state)
+    assert.equal("running", by.sync.last.outcome)
+    assert.equal("unheld", by.web.state)
+    assert.equal(50000, by.web.unheld_ms)
+    assert.equal("unheld", by.new.state)
+    assert.is_false(by["old-job"].in_jobs_dir)
+    assert.equal("ok", by["local-only"].state)
+    assert.equal("ok", by["ev\27il"].state)
+    assert.is_nil(by["ev\27il"].holder)
+  end)
+
+  it("renders the check of the golden file: critical over warning, one line per problem", function()
+    local code, text = view.check(view.build(input()), { fail = 1 })
+    assert.equal(view.CRITICAL, code)
+    golden("status_check.txt", text)
+  end)
+
+  it("states: overdue only past the grace of max(1m, lease x 2)", function()
+    assert.equal(60000, view.grace(15000))
+    assert.equal(120000, view.grace(60000))
+    local i = input()
+    i.locals[1].due = NOW - 60000            -- exactly the grace: not yet
+    local m = view.build(i)
+    assert.equal("ok", m.jobs[1].state)
+    i.locals[1].due = NOW - 60001
+    assert.equal("overdue", view.build(i).jobs[1].state)
+    i.locals[1].lease_ms = 60000              -- a longer lease, a longer grace
+    assert.equal("ok", view.build(i).jobs[1].state)
+  end)
+
+  it("check: failing N times in a row is a warning from --fail N on", function()
+    local i = input()
+    i.locals[1].due = nil                      -- billing not overdue
+    i.leases[5].expires_at = NOW + 1000        -- web held
+    table.remove(i.locals, 5)                  -- no "new"
+    local code, text = view.check(view.build(i), { fail = 2 })
+    assert.equal(view.WARNING, code)
+    assert.equal("LEASH WARNING - 1 job failing: report (2 in a row)\n"
+      .. "report: failing: 2 in a row, last failed 59.9s ago on web-2:99:0f0e0d0c: "
+      .. "report.lua:9: no such table: sales\n", text)
+    code, text = view.check(view.build(i), { fail = 3 })
+    assert.equal(view.OK, code)
+    assert.equal("LEASH OK - 7 jobs ok\n", text)
+  end)
+
+  it("check: unheld is critical only past twice the lease; a job only the store knows is not checked", function()
+    local i = input()
+    i.locals[1].due = nil
+    table.remove(i.locals, 5)
+    i.runs.report.fails = 0
+    i.leases[5].expires_at = NOW - 30000       -- exactly 2 x lease
+    assert.equal(view.OK, (view.check(view.build(i))))
+    i.leases[5].expires_at = NOW - 30001
+    local code, text = view.check(view.build(i))
+    assert.equal(view.CRITICAL, code)
+    assert.matches("^LEASH CRITICAL %- 1 job unheld: web %(for 30%.0s%)\n", text)
+  end)
+
+  it("check: the store unreachable is UNKNOWN, the reason on one line", function()
+    assert.equal("LEASH UNKNOWN - cannot open the postgres store: refused\\x0anow\n",
+      view.unknown("cannot open the postgres store: refused\nnow"))
+  end)
+
+  it("says so when there are no jobs", function()
+    assert.equal("no jobs (none in jobs/, none in the store)\n",
+      view.table(view.build { provider = "sqlite", now = NOW }))
+  end)
+end)
+
+describe("leash history rendering", function()
+  local function rows()
+    return {
+      run("report", T("2026-12-01T03:03:00Z"), B, "failed",
+        { exit_code = 2, error = "report.lua:9: no such table: sales\nstack traceback:\n..." }),
+      run("sync", T("2026-12-01T03:03:00Z"), A, "running"),
+      run("billing", T("2026-12-01T03:00:00Z"), A, "missed",
+        { started_at = false, claimed_at = false, ended_at = false, duration_ms = false,
+          error = "the lease was not held at the fire's time" }),
+      run("report", T("2026-12-01T03:00:00Z"), A, "ok"),
+    }
+  end
+  local function clean(list)
+    for _, r in ipairs(list) do
+      for k, v in pairs(r) do if v == false then r[k] = nil end end
+    end
+    return list
+  end
+
+  it("renders the table and the JSON of the golden files", function()
+    golden("history.txt", history.table(clean(rows())))
+    local got = history.json("postgres", clean(rows()), NOW)
+    golden("history.json", got .. "\n")
+    local obj = assert(json.decode(got))
+    assert.equal(4, #obj.runs)
+    assert.equal("missed", obj.runs[3].outcome)
+  end)
+
+  it("checks its arguments, naming the bad one", function()
+    local a = assert(history.args(nil, "1h", "20", NOW))
+    assert.same({ limit = 20, since_at = NOW - 3600000 }, a)
+    a = assert(history.args("billing", "2026-12-01T00:00:00Z", nil, NOW))
+    assert.same({ job = "billing", limit = 50, since_at = T("2026-12-01T00:00:00Z") }, a)
+    local function bad(pat, ...)
+      local ok, err = history.args(...)
+      assert.is_nil(ok)
+      assert.matches(pat, err)
+    end
+    bad('^%-%-since "3x": not a duration', nil, "3x", nil, NOW)
+    bad('^%-%-since "0s"', nil, "0s", nil, NOW)
+    bad('^%-%-since "2026%-12%-02T00:00:00Z": that is in the future', nil, "2026-12-02T00:00:00Z", nil, NOW)
+    bad('^%-%-limit "0": expected a whole number from 1 to 10000', nil, nil, "0", NOW)
+    bad('^%-%-limit "10001"', nil, nil, "10001", NOW)
+    bad('^%-%-limit "%-5"', nil, nil, "-5", NOW)
+    bad('^%-%-limit "2x"', nil, nil, "2x", NOW)
+    bad("^JOB", ("j"):rep(201), nil, nil, NOW)
+  end)
+
+  it("parses UTC times as leash check --next prints them", function()
+    assert.equal(0, T("1970-01-01T00:00:00Z"))
+    assert.equal(951782400000, T("2000-02-29T00:00:00Z"))
+    assert.equal(1796094000500, T("2026-12-01T03:00:00.5Z") )
+    assert.is_nil(T("2026-13-01T00:00:00Z"))
+    assert.is_nil(T("2026-12-01 00:00:00"))
+  end)
+end)
