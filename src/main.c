@@ -292,8 +292,9 @@ static int jobs_snapshot(lua_State *L, const struct cfg *c, struct store *s,
 {
 	struct lease_row *rows = NULL;
 	struct store_job_runs *jr = NULL;
-	size_t n = 0, njr = 0;
-	int64_t now = 0, rnow = 0;
+	struct store_replica *reps = NULL;
+	size_t n = 0, njr = 0, nreps = 0;
+	int64_t now = 0, rnow = 0, pnow = 0;
 	int rc = -1;
 
 	if (store_list(s, &rows, &n, &now) != STORE_OK) {
@@ -333,6 +334,11 @@ static int jobs_snapshot(lua_State *L, const struct cfg *c, struct store *s,
 		lua_setfield(L, -2, jr[i].job);
 	}
 	lua_setfield(L, -2, "runs");
+	/* The replicas' presence rows; a store without them shows none. */
+	if (store_replicas(s, &reps, &nreps, &pnow) == STORE_OK && nreps) {
+		lx_push_replicas(L, reps, nreps);
+		lua_setfield(L, -2, "replicas");
+	}
 	push_locals(L, d, c, rows, n, jr, njr, now);
 	lua_setfield(L, -2, "locals");
 	lua_pushstring(L, view == VIEW_JSON ? "json" : view == VIEW_CHECK ? "check" : "table");
@@ -346,6 +352,7 @@ static int jobs_snapshot(lua_State *L, const struct cfg *c, struct store *s,
 done:
 	free(rows);
 	free(jr);
+	store_free_replicas(reps, nreps);
 	return rc;
 }
 

@@ -86,7 +86,8 @@ function M.build(input)
     else j.state = "ok" end
     jobs[#jobs + 1] = j
   end
-  return { provider = input.provider, now = now, jobs = jobs, leases = input.leases or {} }
+  return { provider = input.provider, now = now, jobs = jobs, leases = input.leases or {},
+           replicas = input.replicas, lease_ms = input.lease_ms }
 end
 
 local function ago(ms) return status.human(math.max(0, ms)) .. " ago" end
@@ -185,11 +186,12 @@ function M.json(model)
       { "last_failure", M.run_json(j.failed) },
     }
   end
-  local leases = status.json(model.provider, model.leases, model.now)
-  -- The lease array exactly as `status --leases --json` prints it.
-  leases = leases:match(',"leases":(%[.*%])}$')
-  return ('{"provider":%s,"now":%s,"jobs":[%s],"leases":%s}'):format(jv(model.provider),
-    jv(model.now), table.concat(jobs, ","), leases)
+  -- The lease array (and the replicas, when the store keeps presence rows)
+  -- exactly as `status --leases --json` prints them.
+  local rest = status.json(model.provider, model.leases, model.now, model.replicas, model.lease_ms)
+  rest = rest:match('^{"provider":[^,]*,"now":%-?%d+,(.*)}$')
+  return ('{"provider":%s,"now":%s,"jobs":[%s],%s}'):format(jv(model.provider),
+    jv(model.now), table.concat(jobs, ","), rest)
 end
 
 -- ---- the monitor's check ----
@@ -269,6 +271,10 @@ function M.render(input, view, fail)
   local model = M.build(input)
   if view == "check" then return M.check(model, { fail = fail }) end
   if view == "json" then return 0, M.json(model) end
+  if model.replicas and #model.replicas > 0 then
+    return 0, M.table(model) .. status.replicas_table(model.replicas, model.leases, model.now,
+      model.lease_ms or 15000)
+  end
   return 0, M.table(model)
 end
 
