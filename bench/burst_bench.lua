@@ -12,6 +12,7 @@
 --   BURST_JOBS=100,1000 lua5.4 bench/burst_bench.lua  (LEASH_TEST_PG_CONNINFO set)
 local L = require "e2e"
 local core = require "leash.core"
+local B = require "common"
 
 local pg = assert(os.getenv("LEASH_TEST_PG_CONNINFO"), "LEASH_TEST_PG_CONNINFO is not set")
 local COUNTS = {}
@@ -21,13 +22,7 @@ local WINDOW = tonumber(os.getenv("BURST_WINDOW") or "10")
 -- perf record -g of it into $LEASH_TEST_TMP/burst-N.perf (for perf report)
 local PERF = os.getenv("BURST_PERF")
 
-local function pct(t, p)
-  if #t == 0 then return 0 / 0 end
-  local s = {}
-  for i, v in ipairs(t) do s[i] = v end
-  table.sort(s)
-  return s[math.max(1, math.ceil(#s * p))]
-end
+local pct = B.pct
 
 local function store(tbl)
   return assert(core.open_store { provider = "postgres", conninfo = pg, table = tbl })

@@ -13,6 +13,7 @@
 -- LEASH_TEST_PG_CONNINFO is set.
 local L = require "e2e"
 local core = require "leash.core"
+local B = require "common"
 
 local pg = assert(os.getenv("LEASH_TEST_PG_CONNINFO"), "LEASH_TEST_PG_CONNINFO is not set")
 local COUNTS = {}
@@ -20,31 +21,8 @@ for n in (os.getenv("BENCH_JOBS") or "1,100,1000"):gmatch("%d+") do COUNTS[#COUN
 local TRIALS = tonumber(os.getenv("BENCH_TRIALS") or "10")
 local WINDOW = tonumber(os.getenv("BENCH_WINDOW") or "20")
 
-local function median(t)
-  table.sort(t)
-  if #t == 0 then return 0 / 0 end
-  return t[(#t + 1) // 2]
-end
-
-local function pct(t, p)
-  table.sort(t)
-  if #t == 0 then return 0 / 0 end
-  return t[math.max(1, math.ceil(#t * p))]
-end
-
-local function rss_kb(pid)
-  return tonumber(L.read("/proc/" .. pid .. "/status"):match("VmRSS:%s*(%d+)")) or 0
-end
-
-local function psql(sql)
-  local code, out = L.sh(("psql %s -Atc %s"):format(L.quote(pg), L.quote(sql)))
-  assert(code == 0, "psql failed: " .. sql)
-  return out
-end
-
-local function xacts()
-  return tonumber(psql("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"))
-end
+local median, pct, rss_kb = B.median, B.pct, B.rss_kb
+local function xacts() return B.xacts(pg) end
 
 local function store(tbl)
   return assert(core.open_store { provider = "postgres", conninfo = pg, table = tbl })

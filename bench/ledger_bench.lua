@@ -14,30 +14,15 @@
 -- LEASH_TEST_PG_CONNINFO is set.
 local L = require "e2e"
 local core = require "leash.core"
+local B = require "common"
 
 local pg = assert(os.getenv("LEASH_TEST_PG_CONNINFO"), "LEASH_TEST_PG_CONNINFO is not set")
 local WINDOW = tonumber(os.getenv("BENCH_WINDOW") or "75")
 local SLOW, FAST = tonumber(os.getenv("BENCH_SLOW") or "1000"), tonumber(os.getenv("BENCH_FAST") or "100")
 
-local function pct(t, p)
-  table.sort(t)
-  if #t == 0 then return 0 / 0 end
-  return t[math.max(1, math.ceil(#t * p))]
-end
-
-local function rss_kb(pid)
-  return tonumber(L.read("/proc/" .. pid .. "/status"):match("VmRSS:%s*(%d+)")) or 0
-end
-
-local function psql(sql)
-  local code, out = L.sh(("psql %s -Atc %s"):format(L.quote(pg), L.quote(sql)))
-  assert(code == 0, "psql failed: " .. sql)
-  return out
-end
-
-local function xacts()
-  return tonumber(psql("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"))
-end
+local pct, rss_kb = B.pct, B.rss_kb
+local function psql(sql) return B.psql(pg, sql) end
+local function xacts() return B.xacts(pg) end
 
 local tbl = ("bench_ledger_%d"):format(os.time() % 100000)
 local d = L.dir { config = {

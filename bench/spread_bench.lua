@@ -12,6 +12,7 @@
 -- (BENCH_SPREAD=0 skips it), or alone with LEASH_TEST_PG_CONNINFO set.
 local L = require "e2e"
 local core = require "leash.core"
+local B = require "common"
 
 local pg = assert(os.getenv("LEASH_TEST_PG_CONNINFO"), "LEASH_TEST_PG_CONNINFO is not set")
 local NJOBS = tonumber(os.getenv("BENCH_SPREAD_JOBS") or "1000")
@@ -19,15 +20,7 @@ local WINDOW = tonumber(os.getenv("BENCH_WINDOW") or "20")
 local SIZES = {}
 for n in (os.getenv("BENCH_REPLICAS") or "3,10"):gmatch("%d+") do SIZES[#SIZES + 1] = tonumber(n) end
 
-local function psql(sql)
-  local code, out = L.sh(("psql %s -Atc %s"):format(L.quote(pg), L.quote(sql)))
-  assert(code == 0, "psql failed: " .. sql)
-  return out
-end
-
-local function xacts()
-  return tonumber(psql("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"))
-end
+local function xacts() return B.xacts(pg) end
 
 local function placement(s)
   local rows, now = assert(s:list())

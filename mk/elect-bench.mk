@@ -6,7 +6,7 @@
 bench-elect: all
 	@LEASH_TEST_TMP=$$(mktemp -d /tmp/leash-bench.XXXXXX) && chmod 755 $$LEASH_TEST_TMP && \
 	export LEASH_TEST_TMP LEASH_ROOT=$$PWD LEASH_BUILD=$(BUILD) && \
-	export LUA_PATH="lua/?.lua;tests/support/?.lua;;" LUA_CPATH="$(BUILD)/lua/?.so;;" && \
+	export LUA_PATH="lua/?.lua;tests/support/?.lua;bench/?.lua;;" LUA_CPATH="$(BUILD)/lua/?.so;;" && \
 	eval "$$(tests/support/services/10-postgres.sh start)" && \
 	{ lua5.4 bench/elect_bench.lua && lua5.4 bench/burst_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
 
@@ -17,7 +17,7 @@ bench-elect: all
 bench-ledger: all
 	@LEASH_TEST_TMP=$$(mktemp -d /tmp/leash-bench.XXXXXX) && chmod 755 $$LEASH_TEST_TMP && \
 	export LEASH_TEST_TMP LEASH_ROOT=$$PWD LEASH_BUILD=$(BUILD) && \
-	export LUA_PATH="lua/?.lua;tests/support/?.lua;;" LUA_CPATH="$(BUILD)/lua/?.so;;" && \
+	export LUA_PATH="lua/?.lua;tests/support/?.lua;bench/?.lua;;" LUA_CPATH="$(BUILD)/lua/?.so;;" && \
 	eval "$$(tests/support/services/10-postgres.sh start)" && \
 	{ lua5.4 bench/ledger_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
 
