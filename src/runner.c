@@ -121,12 +121,34 @@ static void emit(struct run *r, enum run_stream i, char *line)
 		        i == RUN_STDOUT ? out : err, 1);
 }
 
-void runner_read(struct run *r, enum run_stream i)
+/* After a read: the partial line left in buf waits in lb (in a buffer of
+ * its own, taken only while one waits), or lb's buffer goes. */
+static void keep(struct run *r, enum run_stream i, char *buf)
 {
 	struct linebuf *lb = &r->lb[i];
 
+	if (lb->n && buf != lb->b) {
+		if (!(lb->b = malloc(RUN_LINE_MAX))) {
+			buf[lb->n] = '\0';     /* no room to wait: logged as it is */
+			emit(r, i, buf);
+			lb->n = 0;
+			return;
+		}
+		memcpy(lb->b, buf, lb->n);
+	} else if (!lb->n && lb->b) {
+		free(lb->b);
+		lb->b = NULL;
+	}
+}
+
+void runner_read(struct run *r, enum run_stream i)
+{
+	static char scratch[RUN_LINE_MAX];      /* the parent has one thread */
+	struct linebuf *lb = &r->lb[i];
+
 	for (;;) {
-		ssize_t got = read(r->fd[i], lb->b + lb->n, sizeof lb->b - 1 - lb->n);
+		char *buf = lb->b ? lb->b : scratch;
+		ssize_t got = read(r->fd[i], buf + lb->n, RUN_LINE_MAX - 1 - lb->n);
 		char *start, *nl;
 
 		if (got < 0 && errno == EINTR)
@@ -134,30 +156,32 @@ void runner_read(struct run *r, enum run_stream i)
 		if (got <= 0) {
 			if (got == 0 || errno != EAGAIN) {
 				if (lb->n) {    /* a last line without newline */
-					lb->b[lb->n] = '\0';
-					emit(r, i, lb->b);
+					buf[lb->n] = '\0';
+					emit(r, i, buf);
 					lb->n = 0;
 				}
+				keep(r, i, buf);
 				close(r->fd[i]);
 				r->fd[i] = -1;
 			}
 			return;
 		}
 		lb->n += (size_t)got;
-		lb->b[lb->n] = '\0';
-		start = lb->b;
-		while ((nl = memchr(start, '\n', lb->n - (size_t)(start - lb->b)))) {
+		buf[lb->n] = '\0';
+		start = buf;
+		while ((nl = memchr(start, '\n', lb->n - (size_t)(start - buf)))) {
 			*nl = '\0';
 			emit(r, i, start);
 			start = nl + 1;
 		}
-		lb->n -= (size_t)(start - lb->b);
-		memmove(lb->b, start, lb->n);
-		if (lb->n == sizeof lb->b - 1) {    /* a line too long: log it in pieces */
-			lb->b[lb->n] = '\0';
-			emit(r, i, lb->b);
+		lb->n -= (size_t)(start - buf);
+		memmove(buf, start, lb->n);
+		if (lb->n == RUN_LINE_MAX - 1) {    /* a line too long: log it in pieces */
+			buf[lb->n] = '\0';
+			emit(r, i, buf);
 			lb->n = 0;
 		}
+		keep(r, i, buf);
 	}
 }
 
@@ -245,8 +269,10 @@ void runner_report(struct run *r, int *failed)
 
 void runner_free(struct run *r)
 {
-	for (int i = 0; i < RUN_STREAMS; i++)
+	for (int i = 0; i < RUN_STREAMS; i++) {
 		if (r->fd[i] >= 0)
 			close(r->fd[i]);
+		free(r->lb[i].b);
+	}
 	free(r);
 }

@@ -24,8 +24,13 @@ struct run_info {
 /* A run's three streams from its child. */
 enum run_stream { RUN_STDOUT, RUN_STDERR, RUN_RECORDS, RUN_STREAMS };
 
+#define RUN_LINE_MAX 4096               /* a longer line is logged in pieces */
+
+/* The start of a line not complete yet (malloc'd while one waits: most runs
+ * write whole lines, and a thousand runs going would hold 12 MB of empty
+ * buffers). */
 struct linebuf {
-	char b[4096];
+	char *b;
 	size_t n;
 };
 

@@ -81,6 +81,12 @@ describe("leash run, one replica with many jobs", function()
           io.stderr:write("err-line ", ctx.run_id, "\n")
           ctx.log("warn", "ctx-line", { answer = 42, note = "two words" })
         ]]),
+        pieces = job_src(L.tmpdir("o") .. "/unused", 'every = "1s",', [[
+          io.stdout:write("first half ")
+          io.stdout:flush()
+          ctx.sleep(0.05)
+          io.stdout:write("second half\n", ("y"):rep(10000), "\n", "no newline at the end")
+        ]]),
         slow = job_src(L.tmpdir("o") .. "/unused", 'every = "1s",', [[
           ctx.sleep(2.5)
           rec.stop = ("%.3f"):format(core.now())
@@ -203,6 +209,15 @@ describe("leash run, one replica with many jobs", function()
     end
     assert.matches("warn  %[logger run %d+%] err%-line %d+ stream=stderr", log)
     assert.matches('warn  %[logger run %d+%] ctx%-line answer=42 note="two words"', log)
+  end)
+
+  it("logs a line written in parts as one, a long line in pieces, and a last line without newline", function()
+    assert.matches("%[pieces run %d+%] first half second half stream=stdout", log)
+    assert.matches("%[pieces run %d+%] no newline at the end stream=stdout", log)
+    local id = log:match("%[pieces run (%d+)%] first half")
+    local sizes = {}
+    for ys in log:gmatch("%[pieces run " .. id .. "%] (y+) stream=stdout") do sizes[#sizes + 1] = #ys end
+    assert.same({ 4095, 4095, 1810 }, sizes)
   end)
 
   it("skips a fire while the run is still going, never two at once", function()
