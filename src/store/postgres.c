@@ -118,13 +118,13 @@ static const char *const q_name[Q_MAX] = {
 	"   r.exit_signal, c.cls, h.handled, h.fails" \
 	"  FROM d CROSS JOIN LATERAL (SELECT" \
 	"   (SELECT max(x.scheduled_at) FROM \"%1$s_runs\" x WHERE x.job = d.job" \
-	"    AND x.outcome <> 'missed') AS handled," \
+	"    AND x.outcome NOT IN ('missed', 'control')) AS handled," \
 	"   (SELECT count(*) FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome IN " FAILS \
 	"    AND x.scheduled_at > coalesce((SELECT max(o.scheduled_at) FROM \"%1$s_runs\" o" \
 	"     WHERE o.job = d.job AND o.outcome = 'ok'), -1)) AS fails) h" \
 	"  CROSS JOIN (VALUES (0), (1), (2)) c(cls)" \
 	"  LEFT JOIN LATERAL (SELECT * FROM \"%1$s_runs\" x WHERE x.job = d.job AND CASE c.cls" \
-	"    WHEN 0 THEN x.outcome NOT IN ('missed', 'skipped-overlap', 'skipped-paused')" \
+	"    WHEN 0 THEN x.outcome NOT IN ('missed', 'skipped-overlap', 'skipped-paused', 'control')" \
 	"    WHEN 1 THEN x.outcome = 'ok' ELSE x.outcome IN " FAILS " END" \
 	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) r ON true" \
 	"  WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL)) j ON true" \
