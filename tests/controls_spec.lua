@@ -51,7 +51,7 @@ local function of(rows, outcome)
 end
 
 -- Providers whose store has the controls so far.
-local CONTROLS = { sqlite = true }
+local CONTROLS = { sqlite = true, postgres = true, mssql = true }
 
 for _, p in ipairs(R.list_of()) do
   local describe_ctl = CONTROLS[p.provider] and describe or pending

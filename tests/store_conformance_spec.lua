@@ -331,7 +331,7 @@ for _, p in ipairs(providers.list) do
     end)
 
     -- Controls (leash pause/resume/trigger/handoff): the providers that have them so far.
-    local CONTROLS = { sqlite = true }
+    local CONTROLS = { sqlite = true, postgres = true, mssql = true }
     local it_ctl = CONTROLS[pname] and it or pending
 
     it_ctl("renew_ctl renews as renew_all and returns each renewed lease's controls", function()
@@ -690,7 +690,7 @@ for _, p in ipairs(providers.list) do
       assert.has_error(function() s:claim_all("A", "x") end)
     end)
 
-    it("an old table (no last_fire column) gets it at open, keeping rows and tokens", function()
+    it("an old table (no last_fire column) gets it and the control columns at open, keeping rows and tokens", function()
       local old = uniq("old")
       local now = os.time() * 1000
       local made, why = make_old_table(pname, old, ("('held', 'A', 7, %d, %d, %d), ('free', 'B', 3, 1, 1, 2)")
@@ -721,6 +721,11 @@ for _, p in ipairs(providers.list) do
       assert.equal(1, r[2].last_fire)
       assert.equal(7, r[2].token)
       assert.equal(4, r[1].token)
+      -- the control columns are there, NULL until a control sets them
+      local got = assert(s3:renew_ctl("A", { "held" }, 5000))
+      assert.same({ token = 7 }, got.held)
+      assert.is_true(s3:control("held", "trigger"))
+      assert.is_number(assert(s3:renew_ctl("A", { "held" }, 5000)).held.trigger_at)
       s3:close()
     end)
 
