@@ -91,6 +91,8 @@ for _, p in ipairs(R.list_of()) do
       assert.equal(0, code, stderr)
       assert.matches("paused rec", stdout)
       assert(h:wait_log("paused %(leash pause%)", 3), "the holder did not see the pause")
+      local _, st = leash("status")
+      assert.matches("rec .* paused\n", st)
       L.sleep(0.3)
       local n = #bodies(out)
       L.sleep(2.2)

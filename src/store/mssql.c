@@ -989,6 +989,7 @@ static void list_row(struct ms_store *st, int resno, void *arg)
 	r->renewed_at = col_i64(st->db, 5);
 	r->expires_at = col_i64(st->db, 6);
 	r->last_fire = col_fire(st->db, 7);
+	r->paused_until = col_fire(st->db, 8);  /* STORE_NO_TIME for NULL */
 }
 
 static int ms_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
@@ -1886,8 +1887,8 @@ static void build_sql(struct ms_store *st)
 
 	snprintf(st->sql_list, SQL_MAX,
 	    "/* leash:list */ SET NOCOUNT ON; SELECT " NOW "; "
-	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire "
-	    "FROM [%s] ORDER BY name;", t);
+	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire, "
+	    "paused_until FROM [%s] ORDER BY name;", t);
 
 	/* The ledger, with its indexes, in one transaction: a replica that
 	 * finds the table (2714: another made it first) finds its indexes too.

@@ -192,7 +192,7 @@ static const char *const q_text[Q_MAX] = {
 	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
 	[Q_LIST] =
 	"SELECT t0.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
-	" l.last_fire FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
+	" l.last_fire, l.paused_until FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
 	" ORDER BY l.name COLLATE \"C\"",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 	/* release_all: release over = ANY ($2), one NOTIFY per row it freed
@@ -1457,6 +1457,7 @@ static int pg_list(struct store *s, struct lease_row **rows, size_t *n, int64_t 
 		out[len].renewed_at = col_i64(r, row, 5);
 		out[len].expires_at = col_i64(r, row, 6);
 		out[len].last_fire = col_fire(r, row, 7);
+		out[len].paused_until = col_fire(r, row, 8);    /* STORE_NO_TIME for NULL */
 		len++;
 	}
 	PQclear(r);

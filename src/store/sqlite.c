@@ -92,7 +92,7 @@ static const char *const sql_text[Q_MAX] = {
 	" AND name IN (SELECT value FROM json_each(?2))",
 	[Q_LIST] =
 	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
-	" l.last_fire"
+	" l.last_fire, l.paused_until"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 	[Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -943,6 +943,7 @@ static int sq_list(struct store *s, struct lease_row **rows, size_t *n, int64_t 
 		r[len].renewed_at = sqlite3_column_int64(st, 5);
 		r[len].expires_at = sqlite3_column_int64(st, 6);
 		r[len].last_fire = fire_col(st, 7);
+		r[len].paused_until = fire_col(st, 8);  /* STORE_NO_TIME for NULL */
 		len++;
 	}
 	if (step != SQLITE_DONE) {

@@ -51,6 +51,7 @@ struct lease_row {
 	char owner[STORE_NAME_MAX + 1];
 	int64_t token, acquired_at, renewed_at, expires_at;
 	int64_t last_fire;                       /* the cursor, or STORE_NO_FIRE */
+	int64_t paused_until;                    /* leash pause, or STORE_NO_TIME */
 };
 
 /* ---- controls (leash pause / resume / trigger / handoff) ----

@@ -241,9 +241,10 @@ def acquire_all(db, t, p, faults):
 
 def list_leases(db, t, p, faults):
     rows = db.execute(f'SELECT name, owner, token, acquired_at, renewed_at, expires_at, '
-                      f'last_fire FROM "{t}" ORDER BY name').fetchall()
+                      f'last_fire, paused_until FROM "{t}" ORDER BY name').fetchall()
     cols = [("name", "str"), ("owner", "str"), ("token", "int"), ("acquired_at", "int"),
-            ("renewed_at", "int"), ("expires_at", "int"), ("last_fire", "int")]
+            ("renewed_at", "int"), ("expires_at", "int"), ("last_fire", "int"),
+            ("paused_until", "int")]
     return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", cols, rows)]
 
 
