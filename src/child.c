@@ -75,6 +75,8 @@ static int run_body(lua_State *L, const struct job *job, const struct run_info *
 	lua_setfield(L, -2, "scheduled_at");
 	lua_pushboolean(L, info->catchup);
 	lua_setfield(L, -2, "catchup");
+	lua_pushboolean(L, info->manual);
+	lua_setfield(L, -2, "manual");
 	if (lx_callmod(L, "leash.run", "main", 2, 1) == LUA_OK) {
 		ok = lua_toboolean(L, -1);
 	} else {

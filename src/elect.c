@@ -66,6 +66,7 @@ struct elect_job *elect_add(struct elector *el, const char *name, int64_t lease_
 	}
 	j->state = ELECT_FOLLOWER;
 	j->last_fire = STORE_NO_FIRE;
+	j->ctl = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
 	j->next_try = now_of(el);
 	j->wake_at = NEVER;
 	j->user = user;
@@ -109,6 +110,7 @@ static void become_follower(struct elector *el, struct elect_job *j, int64_t now
 	j->state = ELECT_FOLLOWER;
 	j->token = 0;
 	j->handing_off = 0;
+	j->handoff_wanted = 0;
 	j->next_try = now;              /* it may be free again: look at once */
 	j->wake_at = NEVER;
 	if (lost && el->on_change)
@@ -127,11 +129,12 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 	const char **names = malloc(el->n * sizeof *names);
 	struct elect_job **js = malloc(el->n * sizeof *js);
 	int64_t *tokens = malloc(el->n * sizeof *tokens);
-	int64_t timeout = el->cfg.timeout_ms, start;
+	struct store_ctl *ctl = malloc(el->n * sizeof *ctl);
+	int64_t timeout = el->cfg.timeout_ms, start, dbnow = 0;
 	size_t k = 0;
 	int rc;
 
-	if (!names || !js || !tokens)
+	if (!names || !js || !tokens || !ctl)
 		goto done;
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *j = el->jobs[i];
@@ -148,7 +151,7 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 		rc = STORE_ERR;
 	} else {
 		store_set_timeout(el->store, (int)timeout);
-		rc = store_renew_all(el->store, el->owner, names, k, lease_ms, tokens);
+		rc = store_renew_ctl(el->store, el->owner, names, k, lease_ms, tokens, ctl, &dbnow);
 	}
 	if (rc != STORE_OK) {
 		int64_t again = now_of(el);
@@ -159,9 +162,11 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 		goto done;
 	}
 	for (size_t i = 0; i < k; i++) {
-		if (tokens[i] >= 0)
+		if (tokens[i] >= 0) {
+			js[i]->ctl = ctl[i];
+			js[i]->ctl_now = dbnow;
 			become_holder(el, js[i], start, tokens[i]);
-		else
+		} else
 			become_follower(el, js[i], now_of(el),
 			                "lease lost: the store says another replica holds it or it expired");
 	}
@@ -169,6 +174,7 @@ done:
 	free(names);
 	free(js);
 	free(tokens);
+	free(ctl);
 }
 
 /* Spread: a follower another replica is preferred for waits for
@@ -176,6 +182,8 @@ done:
 static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 {
 	(void)el;
+	if (j->hold_until > t)
+		return 1;
 	return j->other_preferred && j->not_before > t && !(j->next_in_line && j->wake_at <= t);
 }
 
@@ -231,6 +239,9 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 		struct elect_job *j = js[i];
 		if (got[i]) {
 			j->last_fire = info[i].last_fire;
+			/* Requests made before we held it were not for us. */
+			j->trigger_seen = j->handoff_seen = info[i].now;
+			j->ctl = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
 			become_holder(el, j, now, info[i].token);
 			continue;
 		}
@@ -311,6 +322,8 @@ static int64_t next_wake(struct elector *el)
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_HOLDER)
 			next = min64(next, min64(j->renew_due, j->deadline));
+		else if (j->hold_until > min64(j->next_try, j->wake_at))
+			next = min64(next, j->hold_until);
 		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at))
 			next = min64(next, j->next_in_line ? min64(j->wake_at, j->not_before)
 			                                   : j->not_before);
@@ -442,6 +455,18 @@ void elect_prefer(struct elector *el, struct elect_job *j, int other)
 	j->other_preferred = other;
 }
 
+void elect_hold(struct elector *el, struct elect_job *j, int64_t until)
+{
+	(void)el;
+	j->hold_until = until;
+}
+
+int elect_paused(const struct elect_job *j)
+{
+	return j->state == ELECT_HOLDER && j->ctl.paused_until != STORE_NO_TIME &&
+	       j->ctl.paused_until > j->ctl_now;
+}
+
 int elect_handoff(struct elector *el, struct elect_job *const *js, size_t n)
 {
 	const char **names = malloc((n ? n : 1) * sizeof *names);
@@ -469,6 +494,7 @@ int elect_handoff(struct elector *el, struct elect_job *const *js, size_t n)
 			continue;
 		let_go(j, now + el->cfg.retry_ms);
 		j->handing_off = 0;
+		j->handoff_wanted = 0;
 		j->not_before = now + 2 * el->cfg.retry_ms + j->renew_ms;
 	}
 	return rc;

@@ -41,6 +41,16 @@ struct elect_job {
 	                                 * I try at its lease's expiry, as without spread */
 	int64_t not_before;
 	int handing_off;                /* holder: the lease goes to the preferred replica */
+	/* Controls (leash pause/trigger/handoff), as the last renew read them
+	 * (store_renew_ctl), with the database's clock then (ctl_now).  A
+	 * request counts when newer than *_seen: the acquire's db time at
+	 * first, then the request acted on. */
+	struct store_ctl ctl;
+	int64_t ctl_now;
+	int64_t trigger_seen, handoff_seen;
+	int handoff_wanted;             /* holder: leash handoff asked for a release */
+	int64_t hold_until;             /* follower: after a manual hand-off, tries no
+	                                 * sooner (elect_hold) */
 };
 
 struct elect_cfg {
@@ -119,6 +129,13 @@ void elect_prefer(struct elector *, struct elect_job *, int other);
  * sooner than retry x 2 + renew unless it becomes preferred.  Returns the
  * store's answer. */
 int elect_handoff(struct elector *, struct elect_job *const *js, size_t n);
+
+/* After a manual hand-off (leash handoff, drain): j tries again no sooner
+ * than until, whoever is preferred, so that another replica takes it. */
+void elect_hold(struct elector *, struct elect_job *, int64_t until);
+
+/* Whether the job is paused, as its last renew read it. */
+int elect_paused(const struct elect_job *);
 
 void elect_free(struct elector *);
 

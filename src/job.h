@@ -43,6 +43,9 @@ struct job {
 	int64_t want_ms;                /* to claim and start when no run goes (a
 	                                 * catch-up, or one whose claim erred), or 0 */
 	int want_catchup;               /* want_ms is a catch-up fire */
+	int paused_logged;              /* singleton: the pause the log last told */
+	int manual_wait;                /* a trigger (leash trigger) waits for the run
+	                                 * to end (overlap queue, replace) */
 	int64_t retry_at;               /* wall clock: an erred claim's next try */
 	int64_t claimed_ms;             /* claimed ahead of its time: starts then, or 0 */
 	int64_t backlog_ms;             /* missed = "all": the next catch-up fire, or 0 */

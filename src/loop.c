@@ -75,7 +75,8 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 	struct run_info info = {
 		.replica = lp->owner,
 		.scheduled_ms = scheduled_ms,
-		.catchup = catchup,
+		.catchup = catchup == 1,
+		.manual = catchup == SCHED_MANUAL,
 		.grace_ms = lp->cfg->grace_ms,
 	};
 	struct run *r;
@@ -87,6 +88,7 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 		return NULL;
 	r->scheduled_ms = scheduled_ms;
 	r->token = info.token;
+	r->manual = info.manual;
 	r->started_wall = clock_wall_ms();
 	if (lp->cfg->singleton)
 		singleton_run_started(&lp->sg, r);
@@ -293,6 +295,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.stale = singleton_stale;
 		env.claim = singleton_claim;
 		env.account = singleton_account;
+		env.paused = singleton_paused;
 	}
 	sched_init(&lp.sched, L, cfg->jobs, &env);
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",

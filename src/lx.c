@@ -174,6 +174,10 @@ static void push_row(lua_State *L, const struct lease_row *r)
 		lua_pushinteger(L, r->last_fire);
 		lua_setfield(L, -2, "last_fire");
 	}
+	if (r->paused_until >= 0) {             /* nil: not paused (leash pause) */
+		lua_pushinteger(L, r->paused_until);
+		lua_setfield(L, -2, "paused_until");
+	}
 }
 
 void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)

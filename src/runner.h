@@ -14,6 +14,7 @@ struct run_info {
 	int64_t token;
 	int64_t scheduled_ms;           /* wall clock; 0 for a service */
 	int catchup;                    /* a missed fire, run late */
+	int manual;                     /* a triggered run (leash trigger) */
 	int64_t fence_stop_ms;          /* boottime: the body is stopped here; 0 = never */
 	int64_t fence_slack_ms;         /* the child kills itself this long after that */
 	int64_t grace_ms;               /* SIGTERM to SIGKILL */
@@ -51,6 +52,7 @@ struct run {
 	 * bytes; "" when none). */
 	int64_t scheduled_ms;           /* wall clock; 0 for a service */
 	int64_t token;                  /* 0 when not elected */
+	int manual;                     /* a triggered run (leash trigger): not claimed */
 	int64_t started_wall;           /* wall clock */
 	char error[RUN_ERROR_MAX + 1];
 	int exited, status;

@@ -604,7 +604,11 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
 		if (claims(s, j) && fire < now)
 			fire = passed_over(s, j, fire, now);
-		if (j->run || j->claimed_ms) {
+		if (s->env.paused && takes_part(s, j) && s->env.paused(s->env.elect_arg, j)) {
+			log_msg(LOG_INFO, j->name, 0, "skipped the fire at %s: the job is paused",
+			        fire_iso(at, sizeof at, fire));
+			account(s, j, fire, 0, "skipped-paused", "the job is paused (leash pause)");
+		} else if (j->run || j->claimed_ms) {
 			overlapped(s, j, fire);
 		} else {
 			if (j->want_ms) {
@@ -707,6 +711,43 @@ void sched_run_ended(struct sched *s, struct job *j, int failed, int64_t ran_ms)
 	} else if (j->kind != JOB_SERVICE && next_wanted(s, j, j->run_id)) {
 		start_wanted(s, j);
 	}
+	if (j->manual_wait && !j->run && !j->claimed_ms) {
+		j->manual_wait = 0;
+		if (!s->stopping && may_run(s, j)) {
+			log_msg(LOG_INFO, j->name, 0, "triggered run starts (it waited for run %ld)",
+			        j->run_id);
+			start(s, j, wall(s), SCHED_MANUAL);
+		}
+	}
+}
+
+int sched_trigger(struct sched *s, struct job *j)
+{
+	if (j->kind == JOB_SERVICE || j->removed || s->stopping || !may_run(s, j)) {
+		log_msg(LOG_WARN, j->name, 0, "trigger dropped: %s", j->kind == JOB_SERVICE
+		        ? "a service runs already" : "this replica cannot run the job now");
+		return 0;
+	}
+	if (!j->run && !j->claimed_ms) {
+		log_msg(LOG_INFO, j->name, 0, "triggered: one run now (leash trigger)");
+		start(s, j, wall(s), SCHED_MANUAL);
+		return 1;
+	}
+	switch (j->overlap) {
+	case JOB_SKIP:
+		log_msg(LOG_WARN, j->name, 0, "trigger skipped: run %ld is still going", j->run_id);
+		return 0;
+	case JOB_QUEUE:
+		log_msg(LOG_INFO, j->name, 0, "trigger queued: run %ld is still going", j->run_id);
+		break;
+	case JOB_REPLACE:
+		log_msg(LOG_INFO, j->name, 0, "trigger replaces run %ld", j->run_id);
+		if (j->run)
+			s->env.stop(s->env.arg, j->run, "replaced by a triggered run");
+		break;
+	}
+	j->manual_wait = 1;
+	return 1;
 }
 
 static const char *const missed_words[] = { "once", "skip", "all" };

@@ -56,7 +56,13 @@ struct sched_env {
 	 * fire was claimed (and so recorded) already.  NULL: nothing is told. */
 	void (*account)(void *arg, struct job *, int64_t fire, int claimed, const char *outcome,
 	                const char *why);
+	/* Whether the elected job is paused (leash pause): its fires are
+	 * accounted "skipped-paused" instead of run.  NULL: never. */
+	int (*paused)(void *arg, const struct job *);
 };
+
+/* env.start's catchup for a manual run (leash trigger). */
+#define SCHED_MANUAL 2
 
 struct sched {
 	lua_State *L;
@@ -113,6 +119,14 @@ void sched_stopped(struct sched *);
 
 /* Drops removed jobs whose run has ended. */
 void sched_drop_removed(struct sched *);
+
+/* leash trigger: one run of periodic job j now, on this replica, through
+ * its overlap rule (skip: dropped while a run goes; queue and replace: it
+ * starts once that run ended, replace stopping it first), never through a
+ * claim or the catch-up (the cursor does not move).  Started with
+ * scheduled_ms = now and catchup SCHED_MANUAL.  Returns 1 when it started
+ * or waits, 0 when it was dropped (logged). */
+int sched_trigger(struct sched *, struct job *);
 
 struct job *sched_find(struct sched *, const char *name);
 

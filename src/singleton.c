@@ -314,7 +314,7 @@ void singleton_account(void *arg, struct job *j, int64_t fire, int claimed, cons
 /* Whether this run's fire was claimed (and so has its row already). */
 static int claimed_run(const struct run *r)
 {
-	return r->job && r->job->singleton && r->job->kind != JOB_SERVICE && r->token;
+	return r->job && r->job->singleton && r->job->kind != JOB_SERVICE && r->token && !r->manual;
 }
 
 /* A service's row is keyed by its start; a fire's by its scheduled time. */
@@ -350,7 +350,7 @@ static const char *outcome_of(const struct run *r, int *code, int *sig)
 		return strcmp(r->stop_reason, "timeout") == 0 ? "timeout"
 		     : strcmp(r->stop_reason, "lease lost") == 0 ? "lost" : "killed";
 	if (*code == 0)
-		return "ok";
+		return r->manual ? "manual" : "ok";
 	return *code > 0 ? "failed" : "killed";
 }
 
@@ -369,6 +369,49 @@ void singleton_run_ended(struct singleton *sg, struct run *r)
 	snprintf(row.outcome, sizeof row.outcome, "%s", outcome_of(r, &row.exit_code,
 	         &row.exit_signal));
 	ledger_record(&sg->ledger, &row);
+}
+
+int singleton_paused(void *arg, const struct job *j)
+{
+	(void)arg;
+	return j->elect && elect_paused(j->elect);
+}
+
+/* What the last renew read of the controls: a pause's start and end are
+ * logged, a newer trigger runs once (sched_trigger), a newer handoff
+ * request marks the job for spread's next safe point. */
+static void controls(struct singleton *sg)
+{
+	for (size_t i = 0; i < sg->el.n; i++) {
+		struct elect_job *ej = sg->el.jobs[i];
+		struct job *j = ej->user;
+		int paused;
+
+		if (ej->state != ELECT_HOLDER || !j)
+			continue;
+		paused = elect_paused(ej);
+		if (paused != j->paused_logged) {
+			char at[32];
+			if (paused && ej->ctl.paused_until >= STORE_PAUSED_FOREVER)
+				log_msg(LOG_INFO, j->name, 0, "paused (leash pause): fires are skipped");
+			else if (paused)
+				log_msg(LOG_INFO, j->name, 0, "paused (leash pause) until %s: fires are "
+				        "skipped", clock_iso(at, sizeof at, ej->ctl.paused_until, 1));
+			else
+				log_msg(LOG_INFO, j->name, 0, "resumed: fires run again");
+			j->paused_logged = paused;
+		}
+		if (ej->ctl.trigger_at != STORE_NO_TIME && ej->ctl.trigger_at > ej->trigger_seen) {
+			ej->trigger_seen = ej->ctl.trigger_at;
+			sched_trigger(sg->sched, j);
+		}
+		if (ej->ctl.handoff_at != STORE_NO_TIME && ej->ctl.handoff_at > ej->handoff_seen) {
+			ej->handoff_seen = ej->ctl.handoff_at;
+			ej->handoff_wanted = 1;
+			log_msg(LOG_INFO, j->name, 0, "handoff requested (leash handoff): releasing the "
+			        "lease at the next safe point");
+		}
+	}
 }
 
 int singleton_stale(void *arg, const struct job *j)
@@ -508,6 +551,7 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 	next = elect_step(&sg->el);
 	if (sg->el.store && store_drain_events(sg->el.store, on_release_event, sg) > 0)
 		next = elect_step(&sg->el);
+	controls(sg);
 	if (sg->el.store && !sg->step_failed && !sg->down)
 		ledger_turn(sg, due_in);
 	if (sg->el.store && sg->spread.beat_due < next)

@@ -54,6 +54,8 @@ int singleton_may_run(void *sg, const struct job *);
 void singleton_enter(void *sg, struct job *);
 void singleton_leave(void *sg, struct job *);
 int singleton_stale(void *sg, const struct job *);
+/* Whether the job is paused, as the last renew read its lease row. */
+int singleton_paused(void *sg, const struct job *);
 /* Claims the fires in one store_claim_runs with each job's token, writing
  * their ledger rows (and the accounts that ride on them) in the same round
  * trip; -1 (and the store is down) when it did not answer. */

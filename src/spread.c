@@ -160,6 +160,7 @@ static void hand_off(struct singleton *sg)
 {
 	struct elector *el = &sg->el;
 	struct elect_job **js = NULL;
+	int *manual = NULL;
 	size_t k = 0;
 	int64_t wall = clock_wall_ms(), handover;
 
@@ -171,8 +172,9 @@ static void hand_off(struct singleton *sg)
 		int service, busy, what;
 		int64_t next, after = -1;
 
-		if (ej->state != ELECT_HOLDER || ej->other_preferred != 2 || !j ||
-		    !preferred_fresh(sg, ej->name))
+		if (ej->state != ELECT_HOLDER || !j)
+			continue;
+		if (!ej->handoff_wanted && (ej->other_preferred != 2 || !preferred_fresh(sg, ej->name)))
 			continue;
 		service = j->kind == JOB_SERVICE;
 		busy = j->run || j->claimed_ms || j->want_ms || j->pending_ms || j->backlog_ms;
@@ -182,23 +184,42 @@ static void hand_off(struct singleton *sg)
 		what = presence_safe_point(service, busy, wall, next, after, handover);
 		if (what == PRESENCE_STOP && !ej->handing_off) {
 			ej->handing_off = 1;
-			log_msg(LOG_INFO, j->name, 0, "handing off to %s (preferred): stopping the service",
-			        preferred_owner(sg, j->name));
+			if (ej->handoff_wanted)
+				log_msg(LOG_INFO, j->name, 0, "handing off (leash handoff): stopping the "
+				        "service");
+			else
+				log_msg(LOG_INFO, j->name, 0, "handing off to %s (preferred): stopping the "
+				        "service", preferred_owner(sg, j->name));
 			runner_stop(j->run, "handed off to the preferred replica");
 		} else if (what == PRESENCE_RELEASE) {
 			if (!js && !(js = malloc(el->n * sizeof *js)))
 				return;
+			if (!manual && !(manual = malloc(el->n * sizeof *manual)))
+				goto done;
 			js[k++] = ej;
 		}
 	}
 	if (k == 0)
 		goto done;
-	for (size_t i = 0; i < k; i++)
-		log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
-		        "handing the lease off to %s (preferred)", preferred_owner(sg, js[i]->name));
+	for (size_t i = 0; i < k; i++) {
+		if (js[i]->handoff_wanted)
+			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
+			        "handing the lease off (leash handoff)");
+		else
+			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
+			        "handing the lease off to %s (preferred)", preferred_owner(sg, js[i]->name));
+		manual[i] = js[i]->handoff_wanted;
+	}
 	elect_handoff(el, js, k);
+	/* Asked for: another replica takes it, whoever is preferred (spread
+	 * may bring it back later). */
+	for (size_t i = 0; i < k; i++)
+		if (manual[i])
+			elect_hold(el, js[i], clock_boot_ms() + sg->cfg->lease_ms + sg->cfg->renew_ms +
+			           2 * sg->cfg->retry_ms);
 done:
 	free(js);
+	free(manual);
 }
 
 void spread_turn(struct singleton *sg)
@@ -209,8 +230,7 @@ void spread_turn(struct singleton *sg)
 		return;
 	if (now >= sg->spread.beat_due)
 		beat(sg, now);
-	if (sg->cfg->spread && sg->spread.pres.n > 0)
-		hand_off(sg);
+	hand_off(sg);           /* spread's hand-offs, and leash handoff's */
 }
 
 void spread_leave(struct singleton *sg)

@@ -301,6 +301,23 @@ describe("election state machine", function()
     for i = 1, 3 do assert.equal("follower", el:state("job" .. i).state) end
   end)
 
+  it("hold: after a manual hand-off the job is tried no sooner than the hold, whoever is preferred", function()
+    local el, _, clock = setup()
+    el:add("job")
+    el:step()
+    assert.equal("holder", el:state("job").state)
+    assert.is_false(el:state("job").paused)         -- a store without renew_ctl: never paused
+    assert.is_true(el:handoff("job"))
+    el:hold("job", clock.t + 4000)
+    assert.equal(clock.t + 4000, el:state("job").hold_until)
+    clock.t = clock.t + 2000                        -- past retry x 2 + renew: held back still
+    assert.equal(clock.t + 2000, el:step())         -- it wakes at the hold's end
+    assert.equal("follower", el:state("job").state)
+    clock.t = clock.t + 2000
+    el:step()
+    assert.equal("holder", el:state("job").state)
+  end)
+
   it("wake: a release event makes a follower try at once", function()
     local el, store, clock = setup()
     store.rows.job = { owner = "other", token = 1, expires_at = clock.t + 10000 }

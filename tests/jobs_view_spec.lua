@@ -133,6 +133,23 @@ describe("leash status jobs view", function()
     assert.equal("ok", view.build(i).jobs[1].state)
   end)
 
+  it("states: paused (leash pause) while the lease row's paused_until is ahead, over every other state", function()
+    local i = input()
+    local base
+    for _, j in ipairs(view.build(i).jobs) do if j.name == "billing" then base = j.state end end
+    i.leases[1].paused_until = NOW + 1                -- billing
+    i.leases[5].paused_until = NOW + 600000           -- web: unheld, paused all the same
+    local by = {}
+    for _, j in ipairs(view.build(i).jobs) do by[j.name] = j end
+    assert.equal("paused", by.billing.state)
+    assert.equal(NOW + 1, by.billing.paused_until)
+    assert.equal("paused", by.web.state)
+    i.leases[1].paused_until = NOW                    -- ended: back to what it is
+    for _, j in ipairs(view.build(i).jobs) do by[j.name] = j end
+    assert.equal(base, by.billing.state)
+    assert.is_nil(by.billing.paused_until)
+  end)
+
   it("check: failing N times in a row is a warning from --fail N on", function()
     local i = input()
     i.locals[1].due = nil                      -- billing not overdue

@@ -20,6 +20,7 @@ local function table_of(jobs, opts)
     mono = function() return t.mono end,
     holds = opts.singleton and function(name) return held[name] == true end or nil,
     claim = opts.claim,
+    paused = opts.paused,
   }
   s:load(false)
   local o = { s = s, d = d, t = t, held = held, log = {} }
@@ -37,7 +38,8 @@ local function table_of(jobs, opts)
     local starts, other = {}, {}
     for _, e in ipairs(s:events()) do
       if e[1] == "start" then
-        starts[#starts + 1] = { name = e[2], at = e[3], catchup = e[4] == "catchup" or nil }
+        starts[#starts + 1] = { name = e[2], at = e[3], catchup = e[4] == "catchup" or nil,
+                                manual = e[4] == "manual" or nil }
       elseif e[1] == "log" then
         o.log[#o.log + 1] = e[2]
       else
@@ -623,6 +625,62 @@ describe("the job table", function()
       assert.same({ "missed -7000 unclaimed", "missed -6000 unclaimed", "missed -5000 unclaimed",
                     "missed -4000 unclaimed", "missed -3000 unclaimed", "missed -2000 unclaimed" },
         accounts(o))
+    end)
+
+    it("a paused job claims nothing, accounts each fire skipped-paused, and runs again once resumed", function()
+      local pause = { j = true }
+      local o = table_of({ j = every("1s") }, { singleton = true, held = { j = true },
+        paused = function(name) return pause[name] end,
+        claim = function(list) local ok = {} for i = 1, #list do ok[i] = true end return ok end })
+      assert.same({}, o.advance(500))
+      local got = accounts(o)
+      assert.same({}, o.advance(1000))
+      for _, a in ipairs(accounts(o)) do got[#got + 1] = a end
+      assert.same({ "skipped-paused 1000 unclaimed", "skipped-paused 2000 unclaimed" }, got)
+      assert.truthy(o.logged("skipped the fire at .*: the job is paused"))
+      pause.j = false
+      assert.same({ { name = "j", at = T0 + 3000 } }, o.advance(1000))
+    end)
+
+    it("trigger starts one manual run now, unclaimed, and leaves the fires alone", function()
+      local o = claiming({ j = every("1h") }, nil, { j = true })
+      o.due()
+      assert.is_true(o.s:trigger("j"))
+      assert.same({ { name = "j", at = T0 + 500, manual = true } }, o.take())
+      assert.equal(0, #o.calls)                         -- no claim: the cursor stays
+      o.s:ended("j", false, 10)
+      assert.same({}, o.advance(1000))
+    end)
+
+    it("trigger follows overlap: skip drops it, queue starts it after the run, replace stops the run", function()
+      local o = claiming({ s = every("1h"), q = every("1h", 'overlap = "queue",'),
+                           r = every("1h", 'overlap = "replace",') }, nil, { s = true, q = true, r = true })
+      o.due()
+      for _, n in ipairs({ "s", "q", "r" }) do assert.is_true(o.s:trigger(n)) end
+      assert.equal(3, #o.take())
+      assert.is_false(o.s:trigger("s"))
+      o.take()
+      assert.truthy(o.logged("trigger skipped: run %d+ is still going"))
+      assert.is_true(o.s:trigger("q"))
+      assert.same({}, o.take())
+      assert.is_true(o.s:trigger("r"))
+      local stops = {}
+      o.take()
+      for _, e in ipairs(o.other) do if e[1] == "stop" then stops[#stops + 1] = e[2] end end
+      assert.same({ "r" }, stops)
+      o.s:ended("q", false, 10)
+      assert.same({ { name = "q", at = T0 + 500, manual = true } }, o.take())
+      o.s:ended("r", true, 10)
+      assert.same({ { name = "r", at = T0 + 500, manual = true } }, o.take())
+      o.s:ended("s", false, 10)
+      assert.same({}, o.take())
+    end)
+
+    it("trigger on a replica that does not hold the lease is dropped", function()
+      local o = claiming({ j = every("1h") }, nil, { j = false })
+      o.due()
+      assert.is_false(o.s:trigger("j"))
+      assert.same({}, o.take())
     end)
 
     it("accounts for a fire skipped because the run still goes, and one that waited in vain", function()

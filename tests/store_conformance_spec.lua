@@ -330,6 +330,56 @@ for _, p in ipairs(providers.list) do
       assert.same({}, assert(s:renew_all("A", {}, 1000)))
     end)
 
+    -- Controls (leash pause/resume/trigger/handoff): the providers that have them so far.
+    local CONTROLS = { sqlite = true, postgres = true, mssql = true }
+    local it_ctl = CONTROLS[pname] and it or pending
+
+    it_ctl("renew_ctl renews as renew_all and returns each renewed lease's controls", function()
+      local held, paused, other = lease(), lease(), lease()
+      local _, h = s:try_acquire(held, "A", 5000)
+      local _, hp = s:try_acquire(paused, "A", 5000)
+      s:try_acquire(other, "B", 5000)
+      local ok, at = s:control(paused, "pause", 4102444800000)
+      assert.is_true(ok)
+      assert.is_true(at > 0)
+      assert.is_true(s:control(paused, "trigger"))
+      assert.is_true(s:control(other, "handoff"))
+      local got, now = assert(s:renew_ctl("A", { held, paused, other }, 7000))
+      assert.same({ token = h.token }, got[held])
+      assert.equal(hp.token, got[paused].token)
+      assert.equal(4102444800000, got[paused].paused_until)
+      assert.is_true(got[paused].trigger_at >= at and got[paused].trigger_at <= now)
+      assert.is_nil(got[paused].handoff_at)
+      assert.is_nil(got[other])                            -- not ours: not renewed, not told
+      assert.equal(7000, row_of(s, held).expires_at - row_of(s, held).renewed_at)
+      assert.is_true(math.abs(now - at) < 20000)
+      -- resume clears the pause, keeps the requests
+      assert.is_true(s:control(paused, "resume"))
+      got = assert(s:renew_ctl("A", { paused }, 7000))
+      assert.is_nil(got[paused].paused_until)
+      assert.is_truthy(got[paused].trigger_at)
+      assert.same({}, assert(s:renew_ctl("A", {}, 1000)))
+    end)
+
+    it_ctl("control: a pause of a job never held makes a free row; trigger and handoff of an unknown job answer no", function()
+      local fresh, unknown = lease(), lease()
+      assert.is_true(s:control(fresh, "pause", 4102444800000))
+      local r = row_of(s, fresh)
+      assert.equal("", r.owner)
+      assert.equal(0, r.token)
+      assert.is_true(r.expires_at <= r.renewed_at + 1 or r.expires_at == 0)
+      -- the row is free: the first acquire takes it with token 1, the pause kept
+      local ok, info = s:try_acquire(fresh, "A", 5000)
+      assert.is_true(ok)
+      assert.equal(1, info.token)
+      local got = assert(s:renew_ctl("A", { fresh }, 5000))
+      assert.equal(4102444800000, got[fresh].paused_until)
+      assert.is_false((s:control(unknown, "trigger")))
+      assert.is_false((s:control(unknown, "handoff")))
+      assert.is_nil(row_of(s, unknown))
+      assert.is_nil(s:control(unknown, "pause", 0))      -- refused by the wrapper: no SQL
+    end)
+
     it("release_all frees exactly the caller's held leases in one statement, keeping their tokens", function()
       local mine1, mine2, other, expired, unknown = lease(), lease(), lease(), lease(), lease()
       local _, m1 = s:try_acquire(mine1, "A", 60000)
@@ -640,7 +690,7 @@ for _, p in ipairs(providers.list) do
       assert.has_error(function() s:claim_all("A", "x") end)
     end)
 
-    it("an old table (no last_fire column) gets it at open, keeping rows and tokens", function()
+    it("an old table (no last_fire column) gets it and the control columns at open, keeping rows and tokens", function()
       local old = uniq("old")
       local now = os.time() * 1000
       local made, why = make_old_table(pname, old, ("('held', 'A', 7, %d, %d, %d), ('free', 'B', 3, 1, 1, 2)")
@@ -671,6 +721,11 @@ for _, p in ipairs(providers.list) do
       assert.equal(1, r[2].last_fire)
       assert.equal(7, r[2].token)
       assert.equal(4, r[1].token)
+      -- the control columns are there, NULL until a control sets them
+      local got = assert(s3:renew_ctl("A", { "held" }, 5000))
+      assert.same({ token = 7 }, got.held)
+      assert.is_true(s3:control("held", "trigger"))
+      assert.is_number(assert(s3:renew_ctl("A", { "held" }, 5000)).held.trigger_at)
       s3:close()
     end)
 

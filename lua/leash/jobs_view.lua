@@ -80,7 +80,11 @@ function M.build(input)
     local elected = j.lease ~= nil or (j.in_jobs and j.singleton)
     if j.due and j.due < now - M.grace(j.lease_ms) then j.overdue_ms = now - j.due end
     if elected and not j.holder then j.unheld = true end
-    if j.unheld then j.state = "unheld"
+    if j.lease and j.lease.paused_until and j.lease.paused_until > now then
+      j.paused_until = j.lease.paused_until
+    end
+    if j.paused_until then j.state = "paused"
+    elseif j.unheld then j.state = "unheld"
     elseif j.overdue_ms then j.state = "overdue"
     elseif j.fails > 0 then j.state = "failing"
     else j.state = "ok" end

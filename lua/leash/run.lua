@@ -35,6 +35,7 @@ function M.ctx(job, info)
     run_id = info.run_id,
     scheduled_at = info.scheduled_at,
     catchup = info.catchup == true,
+    manual = info.manual == true,        -- a run of leash trigger
   }
   function ctx.log(level, msg, fields)
     if not LEVELS[level] then

@@ -416,8 +416,25 @@ static int l_state(lua_State *L)
 		lua_setfield(L, -2, "holder");
 		if (j->other_preferred)
 			set_time(L, "not_before", j->not_before);
+		if (j->hold_until)
+			set_time(L, "hold_until", j->hold_until);
 	}
+	lua_pushboolean(L, elect_paused(j));
+	lua_setfield(L, -2, "paused");
 	return 1;
+}
+
+/* el:hold(name, until): elect_hold (after a manual hand-off). */
+static int l_hold(lua_State *L)
+{
+	struct lelector *le = check(L);
+	const char *name = luaL_checkstring(L, 2);
+	struct elect_job *j = find(le, name);
+
+	if (!j)
+		return luaL_error(L, "elector: no job named \"%s\"", name);
+	elect_hold(&le->el, j, (int64_t)luaL_checkinteger(L, 3));
+	return 0;
 }
 
 static int l_wake(lua_State *L)
@@ -518,6 +535,7 @@ void lx_elect_lib(lua_State *L)
 		{ "release_all", l_release_all },
 		{ "prefer", l_prefer },
 		{ "handoff", l_handoff },
+		{ "hold", l_hold },
 		{ NULL, NULL },
 	};
 

@@ -7,11 +7,15 @@
  *     holds = function(name) return b end,  -- optional: singleton mode; whether
  *                                           -- this replica holds the job's lease
  *     claim = function(list) ... end,       -- optional, with holds: claims
- *   }                                       -- { { name=, fire= }, ... } -> list of
+ *                                           -- { { name=, fire= }, ... } -> list of
  *                                           -- booleans, or nil, err (no answer)
+ *     paused = function(name) return b end, -- optional, with claim: leash pause
+ *   }
  *   s:load(reload)          s:due() -> ms to sleep
  *   s:ended(name, failed, ran_ms)           s:gained(name, last_fire or nil)
  *   s:drop_removed()        s:jobs() -> { [name] = { ... } }
+ *   s:trigger(name) -> b    (leash trigger; a manual run starts as "start"
+ *                            with a 4th field "manual")
  *   s:events() -> list of { "start", name, scheduled_ms } / { "stop", name,
  *                 reason } / { "enter", name } / { "leave", name } / { "log",
  *                 line } / { "account", name, fire, outcome, "claimed" or
@@ -36,7 +40,7 @@
 struct lsched {
 	struct sched s;
 	lua_State *L;
-	int wall_ref, mono_ref, holds_ref, claim_ref, events_ref;
+	int wall_ref, mono_ref, holds_ref, claim_ref, events_ref, paused_ref;
 	char *dir;
 	long next_id;
 	int open;
@@ -102,7 +106,8 @@ static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, int cat
 	if (!r)
 		return NULL;
 	r->job = j;
-	event4(ls, "start", j->name, scheduled_ms, NULL, catchup ? "catchup" : NULL);
+	event4(ls, "start", j->name, scheduled_ms, NULL, catchup == SCHED_MANUAL ? "manual"
+	       : catchup ? "catchup" : NULL);
 	*id = ++ls->next_id;
 	return (struct run *)r;
 }
@@ -131,6 +136,20 @@ static int may_run(void *arg, const struct job *j)
 	int v;
 
 	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->holds_ref);
+	lua_pushstring(L, j->name);
+	lua_call(L, 1, 1);
+	v = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+static int paused(void *arg, const struct job *j)
+{
+	struct lsched *ls = arg;
+	lua_State *L = ls->L;
+	int v;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->paused_ref);
 	lua_pushstring(L, j->name);
 	lua_call(L, 1, 1);
 	v = lua_toboolean(L, -1);
@@ -282,6 +301,16 @@ static int l_gained(lua_State *L)
 	return done(L, 0);
 }
 
+static int l_trigger(lua_State *L)
+{
+	struct lsched *ls = check(L);
+	struct job *j = find(L, ls);
+	int ok = sched_trigger(&ls->s, j);
+
+	lua_pushboolean(L, ok);
+	return 1;
+}
+
 static int l_drop_removed(lua_State *L)
 {
 	struct lsched *ls = check(L);
@@ -369,6 +398,7 @@ static int l_gc(lua_State *L)
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->mono_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->holds_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->claim_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->paused_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->events_ref);
 	}
 	return 0;
@@ -398,6 +428,7 @@ static int l_sched(lua_State *L)
 	ls = lua_newuserdatauv(L, sizeof *ls, 0);
 	memset(ls, 0, sizeof *ls);
 	ls->wall_ref = ls->mono_ref = ls->holds_ref = ls->claim_ref = ls->events_ref = LUA_NOREF;
+	ls->paused_ref = LUA_NOREF;
 	luaL_setmetatable(L, SCHED_MT);
 	ls->L = L;
 	ls->dir = strdup(dir);
@@ -405,6 +436,7 @@ static int l_sched(lua_State *L)
 	ls->mono_ref = fn_ref(L, "mono", 1);
 	ls->holds_ref = fn_ref(L, "holds", 0);
 	ls->claim_ref = fn_ref(L, "claim", 0);
+	ls->paused_ref = fn_ref(L, "paused", 0);
 	lua_newtable(L);
 	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	env.arg = env.elect_arg = ls;
@@ -422,6 +454,8 @@ static int l_sched(lua_State *L)
 		if (ls->claim_ref != LUA_NOREF) {
 			env.claim = claim;
 			env.account = account;
+			if (ls->paused_ref != LUA_NOREF)
+				env.paused = paused;
 		}
 	}
 	sched_init(&ls->s, L, ls->dir, &env);
@@ -437,6 +471,7 @@ void lx_sched_lib(lua_State *L)
 		{ "ended", l_ended },
 		{ "gained", l_gained },
 		{ "drop_removed", l_drop_removed },
+		{ "trigger", l_trigger },
 		{ "jobs", l_jobs },
 		{ "events", l_events },
 		{ "stop", l_stop },

@@ -112,6 +112,35 @@ static int l_release(lua_State *L)
 	return 1;
 }
 
+static void set_time(lua_State *L, const char *field, int64_t t)
+{
+	if (t == STORE_NO_TIME)
+		return;
+	lua_pushinteger(L, t);
+	lua_setfield(L, -2, field);
+}
+
+/* s:renew_ctl(owner, names, ms) -> { [name] = { token, paused_until,
+ * trigger_at, handoff_at } } for the renewed ones (NULL columns absent), now */
+static int l_renew_ctl(lua_State *L);
+
+/* s:control(name, "pause"|"resume"|"trigger"|"handoff", until) -> true (or
+ * false when there is no such row), now */
+static int l_control(lua_State *L)
+{
+	static const char *const whats[] = { "pause", "resume", "trigger", "handoff", NULL };
+	struct store *s = check_open(L);
+	int what = luaL_checkoption(L, 3, NULL, whats) + STORE_CTL_PAUSE;
+	int64_t until = (int64_t)luaL_optinteger(L, 4, 0), now;
+	int rc = store_control(s, opt_str(L, 2), what, until, &now);
+
+	if (rc == STORE_ERR)
+		return push_err(L, s);
+	lua_pushboolean(L, rc == STORE_OK);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
 /* The names of a Lua list at index i, in a userdata-free malloc'd array
  * whose strings stay anchored in the Lua list.  NULL entries for non-strings
  * (the wrapper refuses them). */
@@ -128,6 +157,33 @@ static const char **names_arg(lua_State *L, int i, size_t *n)
 		lua_pop(L, 1);
 	}
 	return names;
+}
+
+static int l_renew_ctl(lua_State *L)
+{
+	struct store *s = check_open(L);
+	size_t n;
+	const char **names = names_arg(L, 3, &n);
+	int64_t *tokens = lua_newuserdatauv(L, (n ? n : 1) * sizeof *tokens, 0), now;
+	struct store_ctl *ctl = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ctl, 0);
+
+	if (store_renew_ctl(s, opt_str(L, 2), names, n, opt_ms(L, 4), tokens, ctl, &now) ==
+	    STORE_ERR)
+		return push_err(L, s);
+	lua_newtable(L);
+	for (size_t k = 0; k < n; k++) {
+		if (tokens[k] < 0)
+			continue;
+		lua_createtable(L, 0, 4);
+		lua_pushinteger(L, tokens[k]);
+		lua_setfield(L, -2, "token");
+		set_time(L, "paused_until", ctl[k].paused_until);
+		set_time(L, "trigger_at", ctl[k].trigger_at);
+		set_time(L, "handoff_at", ctl[k].handoff_at);
+		lua_setfield(L, -2, names[k]);
+	}
+	lua_pushinteger(L, now);
+	return 2;
 }
 
 static int l_renew_all(lua_State *L)
@@ -811,6 +867,8 @@ void lx_store_lib(lua_State *L)
 		{ "record_runs", l_record_runs },
 		{ "read_runs", l_read_runs },
 		{ "last_runs", l_last_runs },
+		{ "renew_ctl", l_renew_ctl },
+		{ "control", l_control },
 		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },

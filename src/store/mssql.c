@@ -60,6 +60,7 @@ struct ms_store {
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
+	char sql_controls[SQL_MAX];
 	char sql_create[SQL_MAX], sql_upgrade[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
 	char sql_runs_create[2 * SQL_MAX], sql_runs_check[SQL_MAX];
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
@@ -641,6 +642,121 @@ static int ms_renew_all(struct store *s, const char *owner, const char *const *n
 	return rc;
 }
 
+/* renew_ctl's rows: (name, token, paused_until, trigger_at, handoff_at, now). */
+struct ctl_answer {
+	struct sorted_name *sorted;
+	size_t n;
+	int64_t *tokens;
+	struct store_ctl *ctl;
+	int64_t *now;
+};
+
+static void ctl_row(struct ms_store *st, int resno, void *arg)
+{
+	struct ctl_answer *a = arg;
+	struct sorted_name key = { NULL, 0 }, *hit;
+	char name[STORE_NAME_MAX + 1];
+	struct store_ctl c;
+	int64_t token = col_i64(st->db, 2);
+	size_t lo, hi;
+
+	(void)resno;
+	col_str(st->db, 1, name, sizeof name);
+	/* col_fire: STORE_NO_FIRE, which is STORE_NO_TIME, for NULL. */
+	c.paused_until = col_fire(st->db, 3);
+	c.trigger_at = col_fire(st->db, 4);
+	c.handoff_at = col_fire(st->db, 5);
+	*a->now = col_i64(st->db, 6);
+	key.name = name;
+	hit = bsearch(&key, a->sorted, a->n, sizeof *a->sorted, cmp_sorted);
+	if (!hit)
+		return;
+	lo = hi = (size_t)(hit - a->sorted);
+	while (lo > 0 && strcmp(a->sorted[lo - 1].name, name) == 0)
+		lo--;
+	while (hi + 1 < a->n && strcmp(a->sorted[hi + 1].name, name) == 0)
+		hi++;
+	for (size_t k = lo; k <= hi; k++) {
+		a->tokens[a->sorted[k].i] = token;
+		a->ctl[a->sorted[k].i] = c;
+	}
+}
+
+static int ms_renew_ctl(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                        int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct sorted_name *sorted = malloc(n * sizeof *sorted);
+	struct ctl_answer a = { sorted, n, tokens, ctl, now };
+	int rc;
+
+	if (!sorted)
+		return store_fail(s, "mssql: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		tokens[i] = -1;
+		sorted[i].name = names[i];
+		sorted[i].i = i;
+	}
+	qsort(sorted, n, sizeof *sorted, cmp_sorted);
+	rc = in_chunks(st,
+	    "/* leash:renew_ctl */ SET NOCOUNT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
+	    "OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
+	    "inserted.handoff_at, @now "
+	    "WHERE owner = @owner AND expires_at > @now AND name IN (",
+	    owner, ms, names, n, ctl_row, &a);
+	free(sorted);
+	return rc;
+}
+
+struct control_answer {
+	int rows;
+	int64_t now;
+};
+
+static void control_row(struct ms_store *st, int resno, void *arg)
+{
+	struct control_answer *a = arg;
+
+	(void)resno;
+	a->rows++;
+	a->now = col_i64(st->db, 2);
+}
+
+/* A pause inserts a free row when there is none (under a range lock, so
+ * two pauses do not both insert), then one UPDATE sets the column; the
+ * OUTPUT row says the row was there. */
+static int ms_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct param p[] = { { "@name", name, 0 }, { "@what", NULL, what }, { "@until", NULL, until } };
+	struct control_answer a = { 0, 0 };
+	char sql[SQL_MAX];
+	int rc;
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:control */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "BEGIN TRANSACTION; "
+	    "IF @what = 1 AND NOT EXISTS (SELECT 1 FROM [%s] WITH (UPDLOCK, HOLDLOCK) "
+	    "WHERE name = @name) "
+	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	    "VALUES (@name, N'', 0, 0, 0, 0); "
+	    "UPDATE [%s] SET "
+	    "paused_until = CASE @what WHEN 1 THEN @until WHEN 2 THEN NULL ELSE paused_until END, "
+	    "trigger_at = CASE WHEN @what = 3 THEN @now ELSE trigger_at END, "
+	    "handoff_at = CASE WHEN @what = 4 THEN @now ELSE handoff_at END "
+	    "OUTPUT inserted.name, @now WHERE name = @name; "
+	    "COMMIT TRANSACTION;", st->table, st->table, st->table);
+	rc = call(st, sql, "@name " VC ", @what BIGINT, @until BIGINT", p, 3, control_row, &a);
+	if (rc != STORE_OK)
+		return rc;
+	*now = a.now;
+	return a.rows > 0 ? STORE_OK : STORE_NO;
+}
+
 /* release's UPDATE over the names, CHUNK at a time. */
 static int ms_release_all(struct store *s, const char *owner, const char *const *names,
                           size_t n)
@@ -873,6 +989,7 @@ static void list_row(struct ms_store *st, int resno, void *arg)
 	r->renewed_at = col_i64(st->db, 5);
 	r->expires_at = col_i64(st->db, 6);
 	r->last_fire = col_fire(st->db, 7);
+	r->paused_until = col_fire(st->db, 8);  /* STORE_NO_TIME for NULL */
 }
 
 static int ms_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
@@ -1486,13 +1603,13 @@ static int ms_last_runs(struct store *s, struct store_job_runs **rows, size_t *n
 	    "c.cls, h.handled, h.fails, d.job "
 	    "FROM d CROSS APPLY (SELECT "
 	    "(SELECT MAX(x.scheduled_at) FROM [%s_runs] AS x WHERE x.job = d.job "
-	    "AND x.outcome <> N'missed') AS handled, "
+	    "AND x.outcome NOT IN (N'missed', N'control')) AS handled, "
 	    "(SELECT COUNT_BIG(*) FROM [%s_runs] AS x WHERE x.job = d.job AND x.outcome IN " MS_FAILS
 	    " AND x.scheduled_at > COALESCE((SELECT MAX(o.scheduled_at) FROM [%s_runs] AS o "
 	    "WHERE o.job = d.job AND o.outcome = N'ok'), -1)) AS fails) AS h "
 	    "CROSS JOIN (VALUES (0), (1), (2)) AS c (cls) "
 	    "OUTER APPLY (SELECT TOP (1) x.* FROM [%s_runs] AS x WHERE x.job = d.job AND "
-	    "((c.cls = 0 AND x.outcome NOT IN (N'missed', N'skipped-overlap', N'skipped-paused')) "
+	    "((c.cls = 0 AND x.outcome NOT IN (N'missed', N'skipped-overlap', N'skipped-paused', N'control')) "
 	    "OR (c.cls = 1 AND x.outcome = N'ok') OR (c.cls = 2 AND x.outcome IN " MS_FAILS ")) "
 	    "ORDER BY x.scheduled_at DESC, x.owner DESC) AS r "
 	    "WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL) "
@@ -1653,6 +1770,8 @@ static const struct store_ops ms_ops = {
 	.beat = ms_beat,
 	.leave = ms_leave,
 	.replicas = ms_replicas,
+	.renew_ctl = ms_renew_ctl,
+	.control = ms_control,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1676,6 +1795,13 @@ static void build_sql(struct ms_store *st)
 	snprintf(st->sql_upgrade, SQL_MAX,
 	    "/* leash:add_last_fire */ IF COL_LENGTH(N'[%s]', N'last_fire') IS NULL "
 	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD last_fire BIGINT NULL; "
+	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
+
+	/* The controls' columns (leash pause/trigger/handoff), the same way. */
+	snprintf(st->sql_controls, SQL_MAX,
+	    "/* leash:add_controls */ IF COL_LENGTH(N'[%s]', N'handoff_at') IS NULL "
+	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD paused_until BIGINT NULL, trigger_at BIGINT NULL, "
+	    "handoff_at BIGINT NULL; "
 	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
 
 	/* Take it when free, expired or ours; insert when missing.  Between the
@@ -1761,8 +1887,8 @@ static void build_sql(struct ms_store *st)
 
 	snprintf(st->sql_list, SQL_MAX,
 	    "/* leash:list */ SET NOCOUNT ON; SELECT " NOW "; "
-	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire "
-	    "FROM [%s] ORDER BY name;", t);
+	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire, "
+	    "paused_until FROM [%s] ORDER BY name;", t);
 
 	/* The ledger, with its indexes, in one transaction: a replica that
 	 * finds the table (2714: another made it first) finds its indexes too.
@@ -1870,6 +1996,7 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	build_sql(st);
 	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK ||
+	    call(st, st->sql_controls, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    call(st, st->sql_runs_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    check_runs(st) != STORE_OK || ms_presence_setup(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);

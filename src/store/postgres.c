@@ -65,14 +65,15 @@
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_CLAIM_ALL, Q_CLAIM_RUNS, Q_RECORD_RUNS, Q_READ_JOB,
-	Q_READ_ALL, Q_PRUNE_RUNS, Q_LAST_RUNS, Q_MAX
+	Q_READ_ALL, Q_PRUNE_RUNS, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_PAUSE, Q_CTL_SET, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
 	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
 	"leash_acquire_all", "leash_list", "leash_floor_select", "leash_release_all",
 	"leash_claim_all", "leash_claim_runs", "leash_record_runs", "leash_read_job",
-	"leash_read_all", "leash_prune_runs", "leash_last_runs",
+	"leash_read_all", "leash_prune_runs", "leash_last_runs", "leash_renew_ctl",
+	"leash_ctl_pause", "leash_ctl_set",
 };
 
 /* The ledger's columns in the order the run statements list them. */
@@ -118,13 +119,13 @@ static const char *const q_name[Q_MAX] = {
 	"   r.exit_signal, c.cls, h.handled, h.fails" \
 	"  FROM d CROSS JOIN LATERAL (SELECT" \
 	"   (SELECT max(x.scheduled_at) FROM \"%1$s_runs\" x WHERE x.job = d.job" \
-	"    AND x.outcome <> 'missed') AS handled," \
+	"    AND x.outcome NOT IN ('missed', 'control')) AS handled," \
 	"   (SELECT count(*) FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome IN " FAILS \
 	"    AND x.scheduled_at > coalesce((SELECT max(o.scheduled_at) FROM \"%1$s_runs\" o" \
 	"     WHERE o.job = d.job AND o.outcome = 'ok'), -1)) AS fails) h" \
 	"  CROSS JOIN (VALUES (0), (1), (2)) c(cls)" \
 	"  LEFT JOIN LATERAL (SELECT * FROM \"%1$s_runs\" x WHERE x.job = d.job AND CASE c.cls" \
-	"    WHEN 0 THEN x.outcome NOT IN ('missed', 'skipped-overlap', 'skipped-paused')" \
+	"    WHEN 0 THEN x.outcome NOT IN ('missed', 'skipped-overlap', 'skipped-paused', 'control')" \
 	"    WHEN 1 THEN x.outcome = 'ok' ELSE x.outcome IN " FAILS " END" \
 	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) r ON true" \
 	"  WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL)) j ON true" \
@@ -150,6 +151,26 @@ static const char *const q_text[Q_MAX] = {
 	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
 	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
 	" RETURNING l.name, l.token",
+	/* renew_ctl: renew_all, returning the control columns and the clock. */
+	[Q_RENEW_CTL] =
+	"WITH t0 AS (SELECT " NOW " AS now)"
+	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
+	" RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at, t0.now",
+	/* control: a pause upserts (a job never held gets a free row), the
+	 * others ($2: 2 resume, 3 trigger, 4 handoff) only update. */
+	[Q_CTL_PAUSE] =
+	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at,"
+	" paused_until) VALUES ($1, '', 0, 0, 0, 0, $2::bigint)"
+	" ON CONFLICT (name) DO UPDATE SET paused_until = EXCLUDED.paused_until"
+	" RETURNING " NOW,
+	[Q_CTL_SET] =
+	"WITH t0 AS (SELECT " NOW " AS now)"
+	" UPDATE \"%1$s\" l SET"
+	" paused_until = CASE WHEN $2::int = 2 THEN NULL ELSE l.paused_until END,"
+	" trigger_at = CASE WHEN $2::int = 3 THEN t0.now ELSE l.trigger_at END,"
+	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END"
+	" FROM t0 WHERE l.name = $1 RETURNING t0.now",
 	[Q_ACQUIRE_ALL] =
 	"WITH t0 AS (SELECT " NOW " AS now),"
 	" req AS (SELECT DISTINCT n AS name FROM unnest($2::text[]) AS n),"
@@ -171,7 +192,7 @@ static const char *const q_text[Q_MAX] = {
 	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
 	[Q_LIST] =
 	"SELECT t0.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
-	" l.last_fire FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
+	" l.last_fire, l.paused_until FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
 	" ORDER BY l.name COLLATE \"C\"",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 	/* release_all: release over = ANY ($2), one NOTIFY per row it freed
@@ -698,6 +719,17 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	         ps->table, ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "add last_fire") < 0)
 		goto fail_setup;
+	/* The controls' columns, the same way. */
+	snprintf(sql, sizeof sql,
+	         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
+	         " WHERE attrelid = '\"%s\"'::regclass AND attname = 'handoff_at'"
+	         " AND NOT attisdropped) THEN"
+	         " ALTER TABLE \"%s\" ADD COLUMN IF NOT EXISTS paused_until BIGINT,"
+	         " ADD COLUMN IF NOT EXISTS trigger_at BIGINT,"
+	         " ADD COLUMN IF NOT EXISTS handoff_at BIGINT; END IF; END $$",
+	         ps->table, ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "add the control columns") < 0)
+		goto fail_setup;
 	if (setup_runs(ps, sql, sizeof sql, deadline) < 0)
 		goto fail_setup;
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
@@ -895,6 +927,66 @@ static int pg_renew_all(struct store *s, const char *owner, const char *const *n
 fail:
 	PQclear(r);
 	free(arr);
+	return rc;
+}
+
+/* A control column: STORE_NO_TIME for NULL. */
+static int64_t col_time(PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? STORE_NO_TIME : col_i64(r, row, col);
+}
+
+static int pg_renew_ctl(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                        int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char buf[24], *arr = array_literal(names, n);
+	const char *v[3] = { owner, arr, buf };
+	PGresult *r = NULL;
+	int rc = STORE_ERR;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!arr) {
+		store_fail(s, "postgres: renew_ctl: out of memory");
+		goto fail;
+	}
+	snprintf(buf, sizeof buf, "%lld", (long long)ms);
+	if (!(r = call(ps, Q_RENEW_CTL, 3, v, "renew_ctl")))
+		goto fail;
+	for (int row = 0; row < PQntuples(r); row++) {
+		*now = col_i64(r, row, 5);
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(names[i], PQgetvalue(r, row, 0)) == 0) {
+				tokens[i] = col_i64(r, row, 1);
+				ctl[i].paused_until = col_time(r, row, 2);
+				ctl[i].trigger_at = col_time(r, row, 3);
+				ctl[i].handoff_at = col_time(r, row, 4);
+			}
+	}
+	rc = STORE_OK;
+fail:
+	PQclear(r);
+	free(arr);
+	return rc;
+}
+
+static int pg_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char buf[24];
+	const char *v[2] = { name, buf };
+	PGresult *r;
+	int rc;
+
+	snprintf(buf, sizeof buf, "%lld", what == STORE_CTL_PAUSE ? (long long)until : (long long)what);
+	if (!(r = call(ps, what == STORE_CTL_PAUSE ? Q_CTL_PAUSE : Q_CTL_SET, 2, v, "control")))
+		return STORE_ERR;
+	rc = PQntuples(r) > 0 ? STORE_OK : STORE_NO;
+	if (rc == STORE_OK)
+		*now = col_i64(r, 0, 0);
+	PQclear(r);
 	return rc;
 }
 
@@ -1365,6 +1457,7 @@ static int pg_list(struct store *s, struct lease_row **rows, size_t *n, int64_t 
 		out[len].renewed_at = col_i64(r, row, 5);
 		out[len].expires_at = col_i64(r, row, 6);
 		out[len].last_fire = col_fire(r, row, 7);
+		out[len].paused_until = col_fire(r, row, 8);    /* STORE_NO_TIME for NULL */
 		len++;
 	}
 	PQclear(r);
@@ -1490,6 +1583,8 @@ static const struct store_ops postgres_ops = {
 	.record_runs = pg_record_runs,
 	.read_runs = pg_read_runs,
 	.last_runs = pg_last_runs,
+	.renew_ctl = pg_renew_ctl,
+	.control = pg_control,
 	.prune_runs = pg_prune_runs,
 	.beat = pg_beat,
 	.leave = pg_leave,

@@ -25,7 +25,7 @@ enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
 	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_READ_JOB, Q_READ_ALL, Q_PRUNE_LOST, Q_PRUNE_AGE,
-	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_MAX
+	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_ROW, Q_CTL_SET, Q_MAX
 };
 
 /* The ledger row's columns, in the order every run statement binds them:
@@ -92,13 +92,30 @@ static const char *const sql_text[Q_MAX] = {
 	" AND name IN (SELECT value FROM json_each(?2))",
 	[Q_LIST] =
 	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
-	" l.last_fire"
+	" l.last_fire, l.paused_until"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 	[Q_BEGIN] = "BEGIN IMMEDIATE",
 	[Q_COMMIT] = "COMMIT",
 	[Q_ROLLBACK] = "ROLLBACK",
 	[Q_NOW] = "SELECT " NOW,
+	/* renew_ctl: renew_all, returning the control columns too. */
+	[Q_RENEW_CTL] =
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
+	" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))"
+	" RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
+	/* control: a pause of a job never held needs a row to keep it in. */
+	[Q_CTL_ROW] =
+	"INSERT INTO \"%1$s\" (name, owner, token, acquired_at, renewed_at, expires_at)"
+	" VALUES (?1, '', 0, 0, 0, 0) ON CONFLICT (name) DO NOTHING",
+	/* ?2: 1 pause, 2 resume, 3 trigger, 4 handoff; ?3 the pause's end. */
+	[Q_CTL_SET] =
+	"UPDATE \"%1$s\" SET"
+	" paused_until = CASE ?2 WHEN 1 THEN ?3 WHEN 2 THEN NULL ELSE paused_until END,"
+	" trigger_at = CASE ?2 WHEN 3 THEN " NOW " ELSE trigger_at END,"
+	" handoff_at = CASE ?2 WHEN 4 THEN " NOW " ELSE handoff_at END"
+	" WHERE name = ?1 RETURNING " NOW,
 	/* One claim: ?1 name, ?2 owner, ?3 fire, ?4 token, ?5 the clock that
 	 * claim_all read inside its write transaction. */
 	[Q_CLAIM] =
@@ -163,7 +180,7 @@ static const char *const sql_text[Q_MAX] = {
 	"  FROM d WHERE d.job IS NOT NULL),"
 	" k AS (SELECT d.job,"
 	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome NOT IN"
-	"   ('missed', 'skipped-overlap', 'skipped-paused')"
+	"   ('missed', 'skipped-overlap', 'skipped-paused', 'control')"
 	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r0,"
 	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome = 'ok'"
 	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r1,"
@@ -171,7 +188,7 @@ static const char *const sql_text[Q_MAX] = {
 	"   ('failed', 'timeout', 'lost', 'killed')"
 	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r2,"
 	"  (SELECT max(x.scheduled_at) FROM \"%1$s_runs\" x WHERE x.job = d.job"
-	"   AND x.outcome <> 'missed') AS handled"
+	"   AND x.outcome NOT IN ('missed', 'control')) AS handled"
 	"  FROM d WHERE d.job IS NOT NULL)"
 	" SELECT k.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, r.claimed_at,"
 	"  r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, r.exit_signal,"
@@ -439,6 +456,88 @@ fail:
 	sqlite3_reset(st);
 	free(json);
 	return rc;
+}
+
+/* A control column: STORE_NO_TIME for NULL. */
+static int64_t time_col(sqlite3_stmt *st, int col)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL ? STORE_NO_TIME
+	                                                   : sqlite3_column_int64(st, col);
+}
+
+static int sq_renew_ctl(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                        int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_RENEW_CTL];
+	char *json = json_names(names, n);
+	int rc = STORE_ERR, step;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!json) {
+		store_fail(s, "sqlite: renew_ctl: out of memory");
+		goto fail;
+	}
+	if (bind3(ss, st, owner, json, ms) < 0)
+		goto fail;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *got = (const char *)sqlite3_column_text(st, 0);
+
+		*now = sqlite3_column_int64(st, 5);
+		for (size_t i = 0; got && i < n; i++)
+			if (strcmp(names[i], got) == 0) {
+				tokens[i] = sqlite3_column_int64(st, 1);
+				ctl[i].paused_until = time_col(st, 2);
+				ctl[i].trigger_at = time_col(st, 3);
+				ctl[i].handoff_at = time_col(st, 4);
+			}
+	}
+	if (step != SQLITE_DONE) {
+		sq_fail(ss, "renew_ctl");
+		goto fail;
+	}
+	rc = STORE_OK;
+fail:
+	sqlite3_reset(st);
+	free(json);
+	return rc;
+}
+
+/* The row (for a pause) and the update in one transaction. */
+static int sq_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_CTL_SET];
+	int rc, step;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "control: begin")) < 0)
+		return rc;
+	if (what == STORE_CTL_PAUSE &&
+	    (rc = run_write(ss, Q_CTL_ROW, name, NULL, "control")) != STORE_OK)
+		return end_tx(ss, rc, "control");
+	rc = STORE_ERR;
+	if (bind3(ss, st, name, NULL, until) < 0 || sqlite3_bind_int(st, 2, what) != SQLITE_OK) {
+		sq_fail(ss, "control: bind");
+		goto done;
+	}
+	step = sqlite3_step(st);
+	if (step == SQLITE_ROW) {
+		*now = sqlite3_column_int64(st, 0);
+		rc = STORE_OK;
+		step = sqlite3_step(st);
+	} else if (step == SQLITE_DONE) {
+		rc = STORE_NO;
+	}
+	if (step != SQLITE_DONE) {
+		sq_fail(ss, "control");
+		rc = STORE_ERR;
+	}
+done:
+	sqlite3_reset(st);
+	return end_tx(ss, rc == STORE_ERR ? STORE_ERR : STORE_OK, "control") == STORE_OK ? rc
+	                                                                           : STORE_ERR;
 }
 
 static int sq_release_all(struct store *s, const char *owner, const char *const *names,
@@ -844,6 +943,7 @@ static int sq_list(struct store *s, struct lease_row **rows, size_t *n, int64_t 
 		r[len].renewed_at = sqlite3_column_int64(st, 5);
 		r[len].expires_at = sqlite3_column_int64(st, 6);
 		r[len].last_fire = fire_col(st, 7);
+		r[len].paused_until = fire_col(st, 8);  /* STORE_NO_TIME for NULL */
 		len++;
 	}
 	if (step != SQLITE_DONE) {
@@ -953,10 +1053,12 @@ static const struct store_ops sqlite_ops = {
 	.leave = sq_leave,
 	.replicas = sq_replicas,
 	.last_runs = sq_last_runs,
+	.renew_ctl = sq_renew_ctl,
+	.control = sq_control,
 };
 
-/* 1 when the table has a last_fire column, 0 when not, -1 on error. */
-static int has_last_fire(struct sq_store *ss)
+/* 1 when the table has column col, 0 when not, -1 on error. */
+static int has_column(struct sq_store *ss, const char *col)
 {
 	char sql[128];
 	sqlite3_stmt *st = NULL;
@@ -966,32 +1068,43 @@ static int has_last_fire(struct sq_store *ss)
 	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW)
-		if (sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), "last_fire") == 0)
+		if (sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), col) == 0)
 			found = 1;
 	sqlite3_finalize(st);
 	return step == SQLITE_DONE ? found : -1;
 }
 
-/* A table made before the fire cursor existed gets the column, NULL in
- * every row (rows and tokens stay).  Two replicas opening at once may both
- * try; the one that loses finds the column there. */
-static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
+/* A table made before the fire cursor (or the controls) existed gets the
+ * column, NULL in every row (rows and tokens stay).  Two replicas opening
+ * at once may both try; the one that loses finds the column there. */
+static int add_column(struct sq_store *ss, const char *col, char *err, size_t errlen)
 {
-	char sql[128];
-	int has = has_last_fire(ss);
+	char sql[160];
+	int has = has_column(ss, col);
 
 	if (has == 0) {
-		snprintf(sql, sizeof sql, "ALTER TABLE \"%s\" ADD COLUMN last_fire BIGINT", ss->table);
+		snprintf(sql, sizeof sql, "ALTER TABLE \"%s\" ADD COLUMN %s BIGINT", ss->table, col);
 		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			has = has_last_fire(ss);
+			has = has_column(ss, col);
 		else
 			has = 1;
 	}
 	if (has == 1)
 		return 0;
-	snprintf(err, errlen, "sqlite: %s: cannot add the last_fire column: %s", ss->table,
+	snprintf(err, errlen, "sqlite: %s: cannot add the %s column: %s", ss->table, col,
 	         sqlite3_errmsg(ss->db));
 	return -1;
+}
+
+static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
+{
+	static const char *const cols[] = { "last_fire", "paused_until", "trigger_at",
+	                                    "handoff_at" };
+
+	for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+		if (add_column(ss, cols[i], err, errlen) < 0)
+			return -1;
+	return 0;
 }
 
 /* The ledger's columns: a table of that name that lacks one is refused. */

@@ -365,7 +365,8 @@ static int check_run(struct store *s, const struct store_run *r)
 		return STORE_ERR;
 	if (!store_valid_outcome(r->outcome))
 		return store_fail(s, "run of \"%s\": outcome \"%s\" is not one of running, ok, failed, "
-		                  "timeout, lost, killed, skipped-overlap, skipped-paused, missed, manual",
+		                  "timeout, lost, killed, skipped-overlap, skipped-paused, missed, manual, "
+		                  "control",
 		                  r->job, r->outcome ? r->outcome : "(missing)");
 	if (r->scheduled_at < 0)
 		return store_fail(s, "run of \"%s\": scheduled_at must be >= 0 ms, got %lld", r->job,
@@ -544,6 +545,41 @@ int store_last_runs(struct store *s, struct store_job_runs **rows, size_t *n, in
 		                  s->ops->name);
 	s->calls++;
 	return s->ops->last_runs(s, rows, n, now);
+}
+
+int store_renew_ctl(struct store *s, const char *owner, const char *const *names, size_t n,
+                    int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now)
+{
+	*now = 0;
+	for (size_t i = 0; i < n; i++)
+		ctl[i] = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
+	if (!s->ops->renew_ctl)
+		return store_renew_all(s, owner, names, n, ms, tokens);
+	begin(s);
+	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
+	    check_names(s, names, n) < 0)
+		return STORE_ERR;
+	if (n == 0)
+		return STORE_OK;
+	s->calls++;
+	return s->ops->renew_ctl(s, owner, names, n, ms, tokens, ctl, now);
+}
+
+int store_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
+{
+	begin(s);
+	*now = 0;
+	if (check_str(s, "lease name", name) < 0)
+		return STORE_ERR;
+	if (what < STORE_CTL_PAUSE || what > STORE_CTL_HANDOFF)
+		return store_fail(s, "control: unknown control %d", what);
+	if (what == STORE_CTL_PAUSE && until <= 0)
+		return store_fail(s, "control: a pause must end after 0 ms, got %lld", (long long)until);
+	if (!s->ops->control)
+		return store_fail(s, "the %s provider has no control: leash pause, trigger and handoff "
+		                  "are not supported", s->ops->name);
+	s->calls++;
+	return s->ops->control(s, name, what, until, now);
 }
 
 struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,

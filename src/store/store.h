@@ -51,6 +51,21 @@ struct lease_row {
 	char owner[STORE_NAME_MAX + 1];
 	int64_t token, acquired_at, renewed_at, expires_at;
 	int64_t last_fire;                       /* the cursor, or STORE_NO_FIRE */
+	int64_t paused_until;                    /* leash pause, or STORE_NO_TIME */
+};
+
+/* ---- controls (leash pause / resume / trigger / handoff) ----
+ *
+ * Three more columns of the lease row, NULL until a control sets them (a
+ * table made before they existed gets them at open, as last_fire):
+ * paused_until (db ms; STORE_PAUSED_FOREVER for a pause without --for),
+ * trigger_at and handoff_at (the db clock of the latest request).  The
+ * holder reads them on its renew (renew_ctl) and acts on a request newer
+ * than its acquire. */
+#define STORE_PAUSED_FOREVER (INT64_C(1) << 62)
+enum { STORE_CTL_PAUSE = 1, STORE_CTL_RESUME, STORE_CTL_TRIGGER, STORE_CTL_HANDOFF };
+struct store_ctl {
+	int64_t paused_until, trigger_at, handoff_at;   /* or STORE_NO_TIME (NULL) */
 };
 
 /* One fire to claim: lease name, the token the caller holds it with, and the
@@ -77,7 +92,7 @@ struct store_claim {
 #define STORE_RUNS_MAX 10000                     /* rows one read returns at most */
 /* "running": claimed or started, no end recorded yet. */
 #define STORE_OUTCOMES "running", "ok", "failed", "timeout", "lost", "killed", \
-	"skipped-overlap", "skipped-paused", "missed", "manual"
+	"skipped-overlap", "skipped-paused", "missed", "manual", "control"
 
 /* A row to write.  Strings are borrowed for the call. */
 struct store_run {
@@ -297,6 +312,21 @@ struct store_ops {
 	 * number of jobs, not of rows.  *rows is malloc'd (free() it), NULL when
 	 * none; *now is the database's clock. */
 	int (*last_runs)(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
+
+	/* renew_all, and in the same statement each renewed lease's control
+	 * columns: ctl[i] for names[i] (all STORE_NO_TIME when not renewed),
+	 * and *now, the database's clock.  Optional: the wrapper falls back to
+	 * renew_all (no controls). */
+	int (*renew_ctl)(struct store *, const char *owner, const char *const *names, size_t n,
+	                 int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
+
+	/* Sets a control on lease name, whoever holds it (one statement or
+	 * transaction): STORE_CTL_PAUSE sets paused_until = until (a db clock
+	 * time, or STORE_PAUSED_FOREVER), RESUME clears it, TRIGGER and HANDOFF
+	 * set trigger_at / handoff_at to the db's now.  A pause of a name with
+	 * no row inserts a free one (owner "", token 0, expired); the others
+	 * answer STORE_NO then.  *now: the database's clock.  Optional. */
+	int (*control)(struct store *, const char *name, int what, int64_t until, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -394,6 +424,13 @@ int store_replicas(struct store *, struct store_replica **rows, size_t *n, int64
 void store_free_replicas(struct store_replica *rows, size_t n);
 /* last_runs: refused ("not supported") when the provider lacks it. */
 int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
+/* Controls.  renew_ctl checks as renew_all and falls back to it (ctl all
+ * STORE_NO_TIME, *now 0) when the provider has no renew_ctl; control
+ * checks name, what and (for a pause) until > 0, and is refused ("not
+ * supported") when the provider lacks it. */
+int store_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
+                    int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
+int store_control(struct store *, const char *name, int what, int64_t until, int64_t *now);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);

@@ -77,6 +77,49 @@ def add_last_fire(db, t, p, faults):
     return []
 
 
+def add_controls(db, t, p, faults):
+    """IF COL_LENGTH(table, 'handoff_at') IS NULL ALTER TABLE ... ADD the
+    three control columns (paused_until, trigger_at, handoff_at), NULL."""
+    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
+    for c in ("paused_until", "trigger_at", "handoff_at"):
+        if c not in cols:
+            db.execute(f'ALTER TABLE "{t}" ADD COLUMN {c} INTEGER')
+    return []
+
+
+def renew_ctl(db, t, p, faults):
+    """renew_all's UPDATE, its OUTPUT carrying the control columns and @now."""
+    owner, ms, now = p["@owner"], p["@ms"], now_ms()
+    names = [v for k, v in p.items() if re.fullmatch(r"@n\d+", k)]
+    rows = []
+    for name in dict.fromkeys(names):
+        cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
+                         'WHERE name = ? AND owner = ? AND expires_at > ?',
+                         (now, now + ms, name, owner, now))
+        if cur.rowcount:
+            rows.append(db.execute(f'SELECT name, token, paused_until, trigger_at, handoff_at, ? '
+                                   f'FROM "{t}" WHERE name = ?', (now, name)).fetchone())
+    return [("rows", [("name", "str"), ("token", "int"), ("paused_until", "int"),
+                      ("trigger_at", "int"), ("handoff_at", "int"), ("now", "int")], rows)]
+
+
+def control(db, t, p, faults):
+    """The transaction: for a pause (@what 1) a free row when none, then the
+    UPDATE whose OUTPUT is (name, @now) when the row is there."""
+    name, what, until, now = p["@name"], p["@what"], p["@until"], now_ms()
+    if what == 1:
+        db.execute(f'INSERT OR IGNORE INTO "{t}" (name, owner, token, acquired_at, renewed_at, '
+                   "expires_at) VALUES (?, '', 0, 0, 0, 0)", (name,))
+    cur = db.execute(
+        f'UPDATE "{t}" SET '
+        'paused_until = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE paused_until END, '
+        'trigger_at = CASE WHEN ? = 3 THEN ? ELSE trigger_at END, '
+        'handoff_at = CASE WHEN ? = 4 THEN ? ELSE handoff_at END WHERE name = ?',
+        (what, until, what, now, what, now, name))
+    rows = [(name, now)] if cur.rowcount else []
+    return [("rows", [("name", "str"), ("now", "int")], rows)]
+
+
 def holder(db, t, name, now):
     r = db.execute(f'SELECT owner, token, expires_at, last_fire FROM "{t}" WHERE name = ?',
                    (name,)).fetchone()
@@ -99,10 +142,10 @@ def try_acquire(db, t, p, faults):
     if row:
         return [holder(db, t, name, now)]
     if "race" in faults:        # another replica inserts between UPDATE and INSERT
-        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
+        db.execute(f'INSERT INTO "{t}" (name, owner, token, acquired_at, renewed_at, expires_at) VALUES (?, ?, 1, ?, ?, ?)',
                    (name, faults["race"], now, now, now + 60000))
     try:
-        db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
+        db.execute(f'INSERT INTO "{t}" (name, owner, token, acquired_at, renewed_at, expires_at) VALUES (?, ?, 1, ?, ?, ?)',
                    (name, owner, now, now, now + ms))
     except sqlite3.IntegrityError:
         out.append(("error", 2627, 14, "Violation of PRIMARY KEY constraint. "
@@ -176,11 +219,11 @@ def acquire_all(db, t, p, faults):
         if db.execute(f'SELECT 1 FROM "{t}" WHERE name = ?', (name,)).fetchone():
             continue
         if race is not None:    # another replica inserts between the check and the INSERT
-            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
+            db.execute(f'INSERT INTO "{t}" (name, owner, token, acquired_at, renewed_at, expires_at) VALUES (?, ?, 1, ?, ?, ?)',
                        (name, race, now, now, now + 60000))
             race = None
         try:
-            db.execute(f'INSERT INTO "{t}" VALUES (?, ?, 1, ?, ?, ?, NULL)',
+            db.execute(f'INSERT INTO "{t}" (name, owner, token, acquired_at, renewed_at, expires_at) VALUES (?, ?, 1, ?, ?, ?)',
                        (name, owner, now, now, now + ms))
             taken[name] = (1, now + ms)
         except sqlite3.IntegrityError:
@@ -198,9 +241,10 @@ def acquire_all(db, t, p, faults):
 
 def list_leases(db, t, p, faults):
     rows = db.execute(f'SELECT name, owner, token, acquired_at, renewed_at, expires_at, '
-                      f'last_fire FROM "{t}" ORDER BY name').fetchall()
+                      f'last_fire, paused_until FROM "{t}" ORDER BY name').fetchall()
     cols = [("name", "str"), ("owner", "str"), ("token", "int"), ("acquired_at", "int"),
-            ("renewed_at", "int"), ("expires_at", "int"), ("last_fire", "int")]
+            ("renewed_at", "int"), ("expires_at", "int"), ("last_fire", "int"),
+            ("paused_until", "int")]
     return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", cols, rows)]
 
 
@@ -551,6 +595,9 @@ def replicas(db, t, p, faults):
 STATEMENTS = {
     "create": create,
     "add_last_fire": add_last_fire,
+    "add_controls": add_controls,
+    "renew_ctl": renew_ctl,
+    "control": control,
     "try_acquire": try_acquire,
     "renew": renew,
     "release": release,

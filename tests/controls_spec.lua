@@ -1,0 +1,225 @@
+-- End to end, real `leash run` processes: the controls (leash pause,
+-- resume, trigger, handoff) written to the store from the command line and
+-- acted on by the holder on its renew round trip, each recorded in the run
+-- ledger with who ran it.
+local L = require "e2e"
+local R = require "replicas"
+local core = require "leash.core"
+
+local JOB = [[
+local OUT = %q
+return {
+  %s,
+  overlap = %q,
+  run = function(ctx)
+    local f = assert(io.open(OUT, "a"))
+    f:write(("%%s %%s %%d\n"):format(ctx.replica, tostring(ctx.manual), math.floor(ctx.scheduled_at * 1000 + 0.5)))
+    f:close()
+    %s
+  end,
+}
+]]
+
+-- The bodies' records: { replica, manual, at } in order.
+local function bodies(out)
+  local list = {}
+  for _, l in ipairs(L.lines(out)) do
+    local rep, m, at = l:match("^(%S+) (%a+) (%d+)$")
+    if rep then list[#list + 1] = { replica = rep, manual = m == "true", at = tonumber(at) } end
+  end
+  return list
+end
+
+local function open(p, tbl)
+  return assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
+    host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
+    table = tbl, connect_timeout_ms = 2000, statement_timeout_ms = 2000 })
+end
+
+local function ledger(p, tbl)
+  local s = open(p, tbl)
+  local rows = assert(s:read_runs { job = "rec", limit = 10000 })
+  s:close()
+  table.sort(rows, function(a, b) return a.scheduled_at < b.scheduled_at end)
+  return rows
+end
+
+local function of(rows, outcome)
+  local out = {}
+  for _, r in ipairs(rows) do if r.outcome == outcome then out[#out + 1] = r end end
+  return out
+end
+
+-- Providers whose store has the controls so far.
+local CONTROLS = { sqlite = true, postgres = true, mssql = true }
+
+for _, p in ipairs(R.list_of()) do
+  local describe_ctl = CONTROLS[p.provider] and describe or pending
+  describe_ctl("controls end to end on " .. p.provider, function()
+    local procs, tbl, d, out
+    before_each(function()
+      procs = {}
+      tbl = ("ctl_%d"):format(math.random(1, 1e8))
+    end)
+    after_each(function() R.stop_all(procs) end)
+
+    local function setup(sched, overlap, body)
+      local c = R.config(p, tbl)
+      c.singleton = { enabled = "true", lease = "1s", retry = "200ms", spread = "false" }
+      d = L.dir { config = c }
+      d.password = p.password
+      out = d.out "rec"
+      d.write_job("rec", JOB:format(out, sched, overlap or "skip", body or ""))
+    end
+
+    local function leash(...)
+      local args = { ... }
+      table.insert(args, 2, "-c")
+      table.insert(args, 3, d.config)
+      return L.leash(args, { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "",
+        USER = "ops" } })
+    end
+
+    local host = select(2, L.sh("hostname")):match("^%s*(.-)%s*$")
+
+    it("pause keeps the lease and records fires skipped-paused; resume runs them again", function()
+      setup('every = "1s"')
+      procs = R.start_replicas(d, 1)
+      local h, row = R.wait_holder(procs, p, tbl)
+      assert(L.wait_for(function() return #bodies(out) >= 2 end, 5), "rec never ran")
+      local code, stdout, stderr = leash("pause", "rec")
+      assert.equal(0, code, stderr)
+      assert.matches("paused rec", stdout)
+      assert(h:wait_log("paused %(leash pause%)", 3), "the holder did not see the pause")
+      local _, st = leash("status")
+      assert.matches("rec .* paused\n", st)
+      L.sleep(0.3)
+      local n = #bodies(out)
+      L.sleep(2.2)
+      assert.equal(n, #bodies(out), "a paused job ran")
+      local now = R.lease_row(p, tbl, "rec")
+      assert.equal(row.owner, now.owner)                 -- kept the lease
+      assert.equal(row.token, now.token)
+      code, stdout, stderr = leash("resume", "rec")
+      assert.equal(0, code, stderr)
+      assert.matches("resumed rec", stdout)
+      assert(L.wait_for(function() return #bodies(out) >= n + 2 end, 4), "rec did not run after resume")
+      R.stop_all(procs)
+      local rows = ledger(p, tbl)
+      assert.is_true(#of(rows, "skipped-paused") >= 2, "no skipped-paused rows")
+      for _, r in ipairs(of(rows, "skipped-paused")) do assert.equal(h.owner, r.owner) end
+      local ctl = of(rows, "control")
+      assert.equal(2, #ctl)
+      assert.equal("pause", ctl[1].error)
+      assert.equal("resume", ctl[2].error)
+      assert.equal("ops@" .. host, ctl[1].actor)
+      assert.equal("ops@" .. host, ctl[1].owner)
+      -- no fire twice, and the cursor went through the skipped ones
+      local seen = {}
+      for _, r in ipairs(rows) do
+        if r.outcome ~= "control" then
+          assert.is_nil(seen[r.scheduled_at], "fire " .. r.scheduled_at .. " has two rows")
+          seen[r.scheduled_at] = true
+        end
+      end
+    end)
+
+    it("pause --for D ends by itself", function()
+      setup('every = "1s"')
+      procs = R.start_replicas(d, 1)
+      local h = R.wait_holder(procs, p, tbl)
+      assert(L.wait_for(function() return #bodies(out) >= 1 end, 5), "rec never ran")
+      local code, stdout, stderr = leash("pause", "rec", "--for", "2500ms")
+      assert.equal(0, code, stderr)
+      assert.matches("paused rec until %d%d%d%d%-", stdout)
+      assert(h:wait_log("paused %(leash pause%) until", 3), "the holder did not see the pause")
+      L.sleep(0.4)
+      local n = #bodies(out)
+      assert(h:wait_log("resumed: fires run again", 4), "the pause did not end by itself")
+      assert(L.wait_for(function() return #bodies(out) > n end, 3), "rec did not run after the pause")
+      local rows = ledger(p, tbl)
+      assert.matches("^pause for 2500ms %(until ", of(rows, "control")[1].error)
+    end)
+
+    it("trigger runs the job once now on the holder, recorded as manual, the cursor left alone", function()
+      setup('every = "1h"')
+      procs = R.start_replicas(d, 2)
+      local h = R.wait_holder(procs, p, tbl)
+      local before = R.lease_row(p, tbl, "rec")
+      local code, stdout, stderr = leash("trigger", "rec")
+      assert.equal(0, code, stderr)
+      assert.matches("triggered rec: " .. h.owner:gsub("%p", "%%%0"), stdout)
+      assert(L.wait_for(function() return #bodies(out) >= 1 end, 3), "the trigger ran nothing")
+      L.sleep(1)
+      local b = bodies(out)
+      assert.equal(1, #b, "the trigger ran more than once")
+      assert.equal(h.owner, b[1].replica)
+      assert.is_true(b[1].manual)
+      assert.equal(before.last_fire, R.lease_row(p, tbl, "rec").last_fire)
+      R.stop_all(procs)
+      local rows = ledger(p, tbl)
+      local m = of(rows, "manual")
+      assert.equal(1, #m)
+      assert.equal(h.owner, m[1].owner)
+      assert.is_number(m[1].ended_at)
+      assert.equal("trigger", of(rows, "control")[1].error)
+    end)
+
+    it("trigger goes through the overlap rule: skip drops it while a run goes, queue runs it after", function()
+      setup('every = "1h"', "queue", "os.execute('sleep 1')")
+      procs = R.start_replicas(d, 1)
+      R.wait_holder(procs, p, tbl)
+      assert.equal(0, (leash("trigger", "rec")))
+      assert(L.wait_for(function() return #bodies(out) >= 1 end, 3), "the trigger ran nothing")
+      assert.equal(0, (leash("trigger", "rec")))         -- while the first goes: queued
+      assert(procs[1]:wait_log("trigger queued", 3), "the second trigger was not queued")
+      assert(L.wait_for(function() return #bodies(out) >= 2 end, 4), "the queued trigger did not run")
+    end)
+
+    it("handoff releases the lease at a safe point and another replica takes it", function()
+      setup('every = "1s"')
+      procs = R.start_replicas(d, 2)
+      local h, row = R.wait_holder(procs, p, tbl)
+      local code, stdout, stderr = leash("handoff", "rec")
+      assert.equal(0, code, stderr)
+      assert.matches("handoff of rec asked", stdout)
+      assert(h:wait_log("handing the lease off %(leash handoff%)", 3), "the holder did not hand off")
+      local other = assert(L.wait_for(function()
+        local now = R.lease_row(p, tbl, "rec")
+        return now.owner ~= h.owner and now.expires_at > 0 and now.owner ~= "" and now
+      end, 4), "nobody else took the lease")
+      assert.is_true(other.token > row.token)
+      -- the new holder runs the fires, each once
+      local n = #bodies(out)
+      assert(L.wait_for(function()
+        local b = bodies(out)
+        return #b > n and b[#b].replica == other.owner
+      end, 4), "the new holder ran nothing")
+      local seen = {}
+      for _, r in ipairs(bodies(out)) do
+        assert.is_nil(seen[r.at], "fire " .. r.at .. " ran twice")
+        seen[r.at] = true
+      end
+      assert.equal("handoff", of(ledger(p, tbl), "control")[1].error)
+    end)
+
+    it("bad input: an unknown job, a bad --for, nobody holding the job", function()
+      setup('every = "1h"')
+      local code, _, stderr = leash("pause", "nope")
+      assert.equal(1, code)
+      assert.matches("no job nope in the store or in ", stderr)
+      code, _, stderr = leash("pause", "rec", "--for", "3x")
+      assert.equal(2, code)
+      assert.matches("%-%-for: \"3x\" is not a duration", stderr)
+      code, _, stderr = leash("trigger", "rec")          -- no replica runs
+      assert.equal(1, code)
+      assert.matches("no replica holds rec now", stderr)
+      code = leash("pause")
+      assert.equal(2, code)
+      -- a pause of a job nobody held yet is kept for its first holder
+      code = leash("pause", "rec")
+      assert.equal(0, code)
+      assert.equal("", R.lease_row(p, tbl, "rec").owner)
+    end)
+  end)
+end
