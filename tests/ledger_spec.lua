@@ -5,7 +5,6 @@
 -- leave every fire exactly once in the ledger and never run one twice.
 local L = require "e2e"
 local R = require "replicas"
-local core = require "leash.core"
 
 local FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
@@ -36,20 +35,9 @@ local function bodies(out)
   return list
 end
 
-local function open(p, tbl)
-  return assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
-    host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
-    table = tbl, connect_timeout_ms = 2000, statement_timeout_ms = 2000 })
-end
+local function open(p, tbl) return R.open(p, tbl, 2000) end
 
--- The ledger rows of job "rec", oldest first.
-local function ledger(p, tbl)
-  local s = open(p, tbl)
-  local rows = assert(s:read_runs { job = "rec", limit = 10000 })
-  s:close()
-  table.sort(rows, function(a, b) return a.scheduled_at < b.scheduled_at end)
-  return rows
-end
+local ledger = R.ledger
 
 local function config(p, tbl, lease, retry)
   local c = R.config(p, tbl)

@@ -83,11 +83,25 @@ function M.config(p, d_table, extra)
   return c
 end
 
--- The store as the specs see it, to read who holds what.
-function M.rows(p, tbl)
-  local s = assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
+-- The store as the specs see it (a handle of their own), to read who holds
+-- what and what the ledger says.
+function M.open(p, tbl, timeout_ms)
+  return assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
     host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
-    table = tbl, connect_timeout_ms = 1000, statement_timeout_ms = 1000 })
+    table = tbl, connect_timeout_ms = timeout_ms or 1000, statement_timeout_ms = timeout_ms or 1000 })
+end
+
+-- The ledger rows of job (default "rec"), oldest first.
+function M.ledger(p, tbl, job)
+  local s = M.open(p, tbl, 2000)
+  local rows = assert(s:read_runs { job = job or "rec", limit = 10000 })
+  s:close()
+  table.sort(rows, function(a, b) return a.scheduled_at < b.scheduled_at end)
+  return rows
+end
+
+function M.rows(p, tbl)
+  local s = M.open(p, tbl)
   local list, now = assert(s:list())
   s:close()
   return list, now
