@@ -615,22 +615,34 @@ fail:
 	return rc;
 }
 
+/* The names sorted for the answer rows' lookup (each with its index), and
+ * every token -1 until a row says otherwise; NULL when out of memory. */
+static struct sorted_name *sort_names(const char *const *names, size_t n, int64_t *tokens)
+{
+	struct sorted_name *sorted = malloc((n ? n : 1) * sizeof *sorted);
+
+	for (size_t i = 0; i < n; i++) {
+		tokens[i] = -1;
+		if (sorted) {
+			sorted[i].name = names[i];
+			sorted[i].i = i;
+		}
+	}
+	if (sorted)
+		qsort(sorted, n, sizeof *sorted, cmp_sorted);
+	return sorted;
+}
+
 static int ms_renew_all(struct store *s, const char *owner, const char *const *names,
                         size_t n, int64_t ms, int64_t *tokens)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	struct sorted_name *sorted = malloc(n * sizeof *sorted);
+	struct sorted_name *sorted = sort_names(names, n, tokens);
 	struct renew_answer a = { sorted, n, tokens };
 	int rc;
 
 	if (!sorted)
 		return store_fail(s, "mssql: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		tokens[i] = -1;
-		sorted[i].name = names[i];
-		sorted[i].i = i;
-	}
-	qsort(sorted, n, sizeof *sorted, cmp_sorted);
 	rc = in_chunks(st,
 	    "/* leash:renew_all */ SET NOCOUNT ON; "
 	    "DECLARE @now BIGINT = " NOW "; "
@@ -687,18 +699,12 @@ static int ms_renew_ctl(struct store *s, const char *owner, const char *const *n
                         int64_t *now)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	struct sorted_name *sorted = malloc(n * sizeof *sorted);
+	struct sorted_name *sorted = sort_names(names, n, tokens);
 	struct ctl_answer a = { sorted, n, tokens, ctl, now };
 	int rc;
 
 	if (!sorted)
 		return store_fail(s, "mssql: out of memory");
-	for (size_t i = 0; i < n; i++) {
-		tokens[i] = -1;
-		sorted[i].name = names[i];
-		sorted[i].i = i;
-	}
-	qsort(sorted, n, sizeof *sorted, cmp_sorted);
 	rc = in_chunks(st,
 	    "/* leash:renew_ctl */ SET NOCOUNT ON; "
 	    "DECLARE @now BIGINT = " NOW "; "

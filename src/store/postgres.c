@@ -901,44 +901,17 @@ static char *array_literal(const char *const *names, size_t n)
 	return buf;
 }
 
-static int pg_renew_all(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char buf[24], *arr = array_literal(names, n);
-	const char *v[3] = { owner, arr, buf };
-	PGresult *r = NULL;
-	int rc = STORE_ERR;
-
-	for (size_t i = 0; i < n; i++)
-		tokens[i] = -1;
-	if (!arr) {
-		store_fail(s, "postgres: renew_all: out of memory");
-		goto fail;
-	}
-	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	if (!(r = call(ps, Q_RENEW_ALL, 3, v, "renew_all")))
-		goto fail;
-	for (int row = 0; row < PQntuples(r); row++)
-		for (size_t i = 0; i < n; i++)
-			if (strcmp(names[i], PQgetvalue(r, row, 0)) == 0)
-				tokens[i] = col_i64(r, row, 1);
-	rc = STORE_OK;
-fail:
-	PQclear(r);
-	free(arr);
-	return rc;
-}
-
 /* A control column: STORE_NO_TIME for NULL. */
 static int64_t col_time(PGresult *r, int row, int col)
 {
 	return PQgetisnull(r, row, col) ? STORE_NO_TIME : col_i64(r, row, col);
 }
 
-static int pg_renew_ctl(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                        int64_t *now)
+/* renew_all, and renew_ctl when ctl is given (statement q returns the
+ * controls and the database's now after name and token). */
+static int renew_rows(struct store *s, int q, const char *what, const char *owner,
+                      const char *const *names, size_t n, int64_t ms, int64_t *tokens,
+                      struct store_ctl *ctl, int64_t *now)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 	char buf[24], *arr = array_literal(names, n);
@@ -949,17 +922,20 @@ static int pg_renew_ctl(struct store *s, const char *owner, const char *const *n
 	for (size_t i = 0; i < n; i++)
 		tokens[i] = -1;
 	if (!arr) {
-		store_fail(s, "postgres: renew_ctl: out of memory");
+		store_fail(s, "postgres: %s: out of memory", what);
 		goto fail;
 	}
 	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	if (!(r = call(ps, Q_RENEW_CTL, 3, v, "renew_ctl")))
+	if (!(r = call(ps, q, 3, v, what)))
 		goto fail;
 	for (int row = 0; row < PQntuples(r); row++) {
-		*now = col_i64(r, row, 5);
+		if (ctl)
+			*now = col_i64(r, row, 5);
 		for (size_t i = 0; i < n; i++)
 			if (strcmp(names[i], PQgetvalue(r, row, 0)) == 0) {
 				tokens[i] = col_i64(r, row, 1);
+				if (!ctl)
+					continue;
 				ctl[i].paused_until = col_time(r, row, 2);
 				ctl[i].trigger_at = col_time(r, row, 3);
 				ctl[i].handoff_at = col_time(r, row, 4);
@@ -970,6 +946,19 @@ fail:
 	PQclear(r);
 	free(arr);
 	return rc;
+}
+
+static int pg_renew_all(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens)
+{
+	return renew_rows(s, Q_RENEW_ALL, "renew_all", owner, names, n, ms, tokens, NULL, NULL);
+}
+
+static int pg_renew_ctl(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                        int64_t *now)
+{
+	return renew_rows(s, Q_RENEW_CTL, "renew_ctl", owner, names, n, ms, tokens, ctl, now);
 }
 
 static int pg_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)

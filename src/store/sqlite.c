@@ -424,40 +424,6 @@ static char *json_names(const char *const *names, size_t n)
 	return buf;
 }
 
-static int sq_renew_all(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_RENEW_ALL];
-	char *json = json_names(names, n);
-	int rc = STORE_ERR, step;
-
-	for (size_t i = 0; i < n; i++)
-		tokens[i] = -1;
-	if (!json) {
-		store_fail(s, "sqlite: renew_all: out of memory");
-		goto fail;
-	}
-	if (bind3(ss, st, owner, json, ms) < 0)
-		goto fail;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *got = (const char *)sqlite3_column_text(st, 0);
-
-		for (size_t i = 0; got && i < n; i++)
-			if (strcmp(names[i], got) == 0)
-				tokens[i] = sqlite3_column_int64(st, 1);
-	}
-	if (step != SQLITE_DONE) {
-		sq_fail(ss, "renew_all");
-		goto fail;
-	}
-	rc = STORE_OK;
-fail:
-	sqlite3_reset(st);
-	free(json);
-	return rc;
-}
-
 /* A control column: STORE_NO_TIME for NULL. */
 static int64_t time_col(sqlite3_stmt *st, int col)
 {
@@ -465,19 +431,21 @@ static int64_t time_col(sqlite3_stmt *st, int col)
 	                                                   : sqlite3_column_int64(st, col);
 }
 
-static int sq_renew_ctl(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                        int64_t *now)
+/* renew_all, and renew_ctl when ctl is given (statement q returns the
+ * controls and the database's now after name and token). */
+static int renew_rows(struct store *s, int q, const char *what, const char *owner,
+                      const char *const *names, size_t n, int64_t ms, int64_t *tokens,
+                      struct store_ctl *ctl, int64_t *now)
 {
 	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_RENEW_CTL];
+	sqlite3_stmt *st = ss->q[q];
 	char *json = json_names(names, n);
 	int rc = STORE_ERR, step;
 
 	for (size_t i = 0; i < n; i++)
 		tokens[i] = -1;
 	if (!json) {
-		store_fail(s, "sqlite: renew_ctl: out of memory");
+		store_fail(s, "sqlite: %s: out of memory", what);
 		goto fail;
 	}
 	if (bind3(ss, st, owner, json, ms) < 0)
@@ -485,17 +453,20 @@ static int sq_renew_ctl(struct store *s, const char *owner, const char *const *n
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *got = (const char *)sqlite3_column_text(st, 0);
 
-		*now = sqlite3_column_int64(st, 5);
+		if (ctl)
+			*now = sqlite3_column_int64(st, 5);
 		for (size_t i = 0; got && i < n; i++)
 			if (strcmp(names[i], got) == 0) {
 				tokens[i] = sqlite3_column_int64(st, 1);
+				if (!ctl)
+					continue;
 				ctl[i].paused_until = time_col(st, 2);
 				ctl[i].trigger_at = time_col(st, 3);
 				ctl[i].handoff_at = time_col(st, 4);
 			}
 	}
 	if (step != SQLITE_DONE) {
-		sq_fail(ss, "renew_ctl");
+		sq_fail(ss, what);
 		goto fail;
 	}
 	rc = STORE_OK;
@@ -503,6 +474,19 @@ fail:
 	sqlite3_reset(st);
 	free(json);
 	return rc;
+}
+
+static int sq_renew_all(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens)
+{
+	return renew_rows(s, Q_RENEW_ALL, "renew_all", owner, names, n, ms, tokens, NULL, NULL);
+}
+
+static int sq_renew_ctl(struct store *s, const char *owner, const char *const *names,
+                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                        int64_t *now)
+{
+	return renew_rows(s, Q_RENEW_CTL, "renew_ctl", owner, names, n, ms, tokens, ctl, now);
 }
 
 /* The row (for a pause) and the update in one transaction. */
