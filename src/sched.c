@@ -95,6 +95,8 @@ static void schedule(struct sched *s, struct job *j)
 
 static void drop_wanted(struct sched *, struct job *, const char *why, int held);
 static int may_run(struct sched *, const struct job *);
+static void account(struct sched *, struct job *, int64_t fire, int claimed, const char *outcome,
+                    const char *why);
 
 /* ---- loading ---- */
 
@@ -179,6 +181,8 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 
 		log_msg(LOG_INFO, fresh->name, 0, "dropped the fire at %s that waited for run %ld: "
 		        "the schedule changed", fire_iso(at, sizeof at, old->pending_ms), old->run_id);
+		if (may_run(s, fresh))
+			account(s, fresh, old->pending_ms, 0, "missed", "the schedule changed");
 	}
 	if (fresh->run)
 		s->env.adopt(s->env.arg, fresh->run, fresh);
@@ -315,35 +319,48 @@ int sched_idle(const struct job *j)
 	return !j->pending_ms && !j->want_ms && !j->claimed_ms && !j->backlog_ms;
 }
 
-/* A fire came while run j->run still goes: the job's overlap policy. */
+/* A fire came while run j->run still goes, or while the older fires of a
+ * catch-up wait for their claim or their turn (they go first: the cursor
+ * only moves on): the job's overlap policy. */
 static void overlapped(struct sched *s, struct job *j, int64_t fire)
 {
-	char at[32], was[32], why[96];
+	char at[32], was[32], why[96], busy[64];
 
 	fire_iso(at, sizeof at, fire);
+	if (j->run)
+		snprintf(busy, sizeof busy, "run %ld is still going", j->run_id);
+	else
+		snprintf(busy, sizeof busy, "the catch-up of older fires goes first");
 	switch (j->overlap) {
 	case JOB_SKIP:
-		log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going", at,
-		        j->run_id);
-		snprintf(why, sizeof why, "run %ld was still going", j->run_id);
+		log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: %s", at, busy);
+		if (j->run)
+			snprintf(why, sizeof why, "run %ld was still going", j->run_id);
+		else
+			snprintf(why, sizeof why, "the catch-up of older fires went first");
 		account(s, j, fire, 0, "skipped-overlap", why);
 		break;
 	case JOB_QUEUE:
 		/* One waits at most: the first, which the later ones queue behind. */
 		if (j->pending_ms) {
-			log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: run %ld is still going "
-			        "and the fire at %s is queued", at, j->run_id,
-			        fire_iso(was, sizeof was, j->pending_ms));
-			snprintf(why, sizeof why, "run %ld was still going, another fire queued",
-			         j->run_id);
+			log_msg(LOG_WARN, j->name, 0, "skipped the fire at %s: %s and the fire at %s "
+			        "is queued", at, busy, fire_iso(was, sizeof was, j->pending_ms));
+			snprintf(why, sizeof why, "%s, another fire queued", j->run ? "the run was still "
+			         "going" : "a catch-up went first");
 			account(s, j, fire, 0, "skipped-overlap", why);
 			break;
 		}
 		j->pending_ms = fire;
-		log_msg(LOG_INFO, j->name, 0, "queued the fire at %s: run %ld is still going", at,
-		        j->run_id);
+		log_msg(LOG_INFO, j->name, 0, "queued the fire at %s: %s", at, busy);
 		break;
 	case JOB_REPLACE:
+		if (!j->run) {
+			/* Nothing to stop: the waiting fires give way at once. */
+			snprintf(why, sizeof why, "replaced by the fire at %s", at);
+			drop_wanted(s, j, why, 1);
+			j->want_ms = fire;
+			break;
+		}
 		/* The new run starts once the old one ended (sched_run_ended), so
 		 * two never overlap; a later fire meanwhile takes the place. */
 		if (j->pending_ms) {
@@ -381,6 +398,12 @@ static void drop_wanted(struct sched *s, struct job *j, const char *why, int hel
 {
 	char at[32], to[32];
 
+	if (j->pending_ms) {
+		log_msg(LOG_INFO, j->name, 0, "queued fire at %s not started: %s",
+		        fire_iso(at, sizeof at, j->pending_ms), why);
+		if (held)
+			account(s, j, j->pending_ms, 0, "missed", why);
+	}
 	if (j->want_ms) {
 		log_msg(LOG_INFO, j->name, 0, "fire at %s not started: %s", fire_iso(at, sizeof at,
 		        j->want_ms), why);
@@ -401,7 +424,7 @@ static void drop_wanted(struct sched *s, struct job *j, const char *why, int hel
 		     f = job_next_fire(s->L, j, f))
 			account(s, j, f, 0, "missed", why);
 	}
-	j->want_ms = j->claimed_ms = j->backlog_ms = 0;
+	j->want_ms = j->claimed_ms = j->backlog_ms = j->pending_ms = 0;
 	j->want_catchup = 0;
 	j->retry_at = 0;
 	j->backlog_left = 0;
@@ -449,8 +472,11 @@ static int next_wanted(struct sched *s, struct job *j, long ended_id)
 	}
 	if (j->want_ms)
 		return 1;
-	if (fire && j->overlap == JOB_REPLACE && j->backlog_ms)
+	if (fire && j->overlap == JOB_REPLACE && j->backlog_ms) {
+		j->pending_ms = 0;      /* it replaces them: not dropped with them */
 		drop_wanted(s, j, "a newer fire replaced the catch-up", 1);
+		j->pending_ms = fire;
+	}
 	if (j->backlog_ms) {
 		backlog_pop(s, j);
 		log_msg(LOG_INFO, j->name, 0, "catching up the fire at %s", fire_iso(at, sizeof at,
@@ -538,6 +564,8 @@ static int64_t claim_batch(struct sched *s, size_t n)
 		if (!j->run && !j->claimed_ms && j->backlog_ms) {
 			backlog_pop(s, j);
 			wake = 0;
+		} else if (!j->run && !j->claimed_ms && j->pending_ms) {
+			wake = 0;       /* the queued fire, next turn (due_fire) */
 		}
 	}
 	return wake;
@@ -596,7 +624,8 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		start(s, j, j->claimed_ms, 0);
 		j->claimed_ms = 0;
 	}
-	if (claims(s, j) && !j->run && !j->claimed_ms)
+	/* Ahead only with nothing waiting: an older fire's claim goes first. */
+	if (claims(s, j) && !j->run && !j->claimed_ms && !j->want_ms && !j->backlog_ms)
 		ahead = SCHED_CLAIM_AHEAD_MS;
 	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead) {
 		int64_t fire = j->next_fire_ms;
@@ -608,7 +637,10 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 			log_msg(LOG_INFO, j->name, 0, "skipped the fire at %s: the job is paused",
 			        fire_iso(at, sizeof at, fire));
 			account(s, j, fire, 0, "skipped-paused", "the job is paused (leash pause)");
-		} else if (j->run || j->claimed_ms) {
+		} else if (j->run || j->claimed_ms || j->backlog_ms ||
+		           (j->want_catchup && j->missed == JOB_MISSED_ALL)) {
+			/* missed = "all": the older fires first.  ("once": the
+			 * newest fire takes the waiting one's place, below.) */
 			overlapped(s, j, fire);
 		} else {
 			if (j->want_ms) {
@@ -627,6 +659,13 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 	}
 	if (j->next_fire_ms >= 0)
 		sleep_ms = j->next_fire_ms - ahead - now;
+	/* A fire that queued behind a catch-up whose last fire is done. */
+	if (j->pending_ms && !j->want_ms && !j->run && !j->claimed_ms && !j->backlog_ms) {
+		j->want_ms = j->pending_ms;
+		j->want_catchup = 0;
+		j->retry_at = 0;
+		j->pending_ms = 0;
+	}
 	if (!j->want_ms || j->run || j->claimed_ms)
 		return sleep_ms;
 	if (!claims(s, j)) {
@@ -640,6 +679,8 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		j->retry_at = 0;
 		if (j->backlog_ms) {
 			backlog_pop(s, j);
+			sleep_ms = 0;
+		} else if (j->pending_ms) {
 			sleep_ms = 0;
 		}
 	} else if (now < j->retry_at) {
@@ -667,7 +708,7 @@ int64_t sched_start_due(struct sched *s)
 		if (!may_run(s, j)) {
 			/* A follower's fire times pass too: what it catches up
 			 * when it becomes the holder is sched_gained's choice. */
-			if (j->want_ms || j->claimed_ms || j->backlog_ms)
+			if (j->want_ms || j->claimed_ms || j->backlog_ms || j->pending_ms)
 				drop_wanted(s, j, j->removed ? "the job was removed"
 				            : "this replica no longer holds the lease", 0);
 			if (j->kind != JOB_SERVICE && j->next_fire_ms >= 0 && !j->removed) {
@@ -774,13 +815,14 @@ static void log_missed(struct sched *s, struct job *j, int count, int64_t first,
 
 /* The catch-up of a periodic job that just took its lease with cursor
  * last_fire: the fires after it and before the first fire the regular path
- * starts (next_fire_ms, when it is due already, else now).  Every fire not
+ * starts (next_fire_ms, when it is due already), up to now included (a
+ * follower at a fire's millisecond moved next_fire_ms past it).  Every fire not
  * run is accounted for, up to SCHED_ACCOUNT_MAX of them, from at most
  * SCHED_ACCOUNT_SPAN back (the cursor may be years old). */
 static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 {
 	int64_t now = wall(s), oldest = now - j->missed_within_ms;
-	int64_t until = j->next_fire_ms >= 0 && j->next_fire_ms < now ? j->next_fire_ms : now;
+	int64_t until = j->next_fire_ms >= 0 && j->next_fire_ms <= now ? j->next_fire_ms : now + 1;
 	int64_t f, first = -1, last = -1, run_from;
 	int count = 0, run, k, budget = SCHED_ACCOUNT_MAX;
 	char why[96];

@@ -156,6 +156,11 @@ for _, p in ipairs(R.list_of()) do
         assert(row, ("fire %d is neither in the ledger nor run"):format(t))
         if row.outcome == "missed" then
           error(("fire %d missed inside the catch-up window: %s"):format(t, row.error or "?"))
+        elseif row.outcome == "skipped-overlap" then
+          -- A fire that came while a catch-up run went (overlap = "skip").
+          assert(not ran[t], ("fire %d is skipped in the ledger but a body ran it"):format(t))
+          assert.truthy(tostring(row.error):find("catch%-up") or tostring(row.error):find("still going"),
+            "fire " .. t .. " skipped: " .. tostring(row.error))
         elseif row.outcome == "running" or row.outcome == "lost" then
           -- Claimed by a holder killed before it recorded the end.
           assert(killed[row.owner], ("fire %d is %s on %s, which was not killed"):format(t, row.outcome, row.owner))

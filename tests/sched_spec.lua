@@ -562,7 +562,7 @@ describe("the job table", function()
       o.s:load(true)
       o.s:ended("j", false, 10)
       assert.same({}, o.take())
-      assert.truthy(o.logged("2 missed fires from 2027%-01%-15T07:59:59Z to before 2027%-01%-15T08:00:00.500Z "
+      assert.truthy(o.logged("2 missed fires from 2027%-01%-15T07:59:59Z to before 2027%-01%-15T08:00:00.501Z "
         .. "not caught up: the schedule changed"))
     end)
 
@@ -711,6 +711,68 @@ describe("the job table", function()
       o.advance(9500)
       o.advance(2500)
       assert.same({ "missed 10000 unclaimed" }, accounts(o))
+    end)
+
+    -- A holder that takes the lease with cursor T0 - 3000 at T0 + gain
+    -- (a follower until then; turn_first: the follower's turn at that
+    -- instant comes before the election's), claims against a cursor as the
+    -- store does, and runs each start to its end at once: by T0 + 4000 every
+    -- fire after the cursor was started or accounted for, exactly once.
+    local function fires_once(missed, overlap, gain, turn_first)
+      local cursor = T0 - 3000
+      local o = claiming({ j = every("1s", ("missed = %q, overlap = %q,"):format(missed, overlap)) }, function(list)
+        local ok = {}
+        for i, c in ipairs(list) do
+          ok[i] = c.fire > cursor
+          if ok[i] then cursor = c.fire end
+        end
+        return ok
+      end)
+      local seen, where = {}, ("missed = %s, overlap = %s, lease taken at T0%+d%s"):format(missed, overlap, gain,
+        turn_first and " after the follower's turn" or "")
+      local function note(f, what)
+        assert(not seen[f], ("%s: fire %d %s and %s"):format(where, f - T0, seen[f], what))
+        seen[f] = what
+      end
+      -- A turn, and the runs that start as others end.
+      local function turn()
+        local starts = o.due()
+        repeat
+          for _, e in ipairs(o.other) do
+            if e[1] == "account" and e[5] ~= "claimed" then note(e[3], "accounted " .. e[4]) end
+          end
+          for _, st in ipairs(starts) do
+            note(st.at, "started")
+            o.s:ended("j", false, 0)
+          end
+          local more = #starts > 0
+          starts = o.take()
+        until not more and #starts == 0
+      end
+      o.due()
+      while o.t.wall + o.sleep < T0 + gain do o.advance(o.sleep) end
+      o.t.wall = T0 + gain
+      if turn_first then turn() end
+      o.held.j = true
+      o.s:gained("j", T0 - 3000)
+      repeat
+        turn()
+        o.t.wall = o.t.wall + math.max(o.sleep, 1)
+      until o.t.wall > T0 + 4100
+      for f = T0 - 2000, T0 + 4000, 1000 do
+        assert(seen[f], ("%s: fire %d neither started nor accounted for"):format(where, f - T0))
+      end
+    end
+
+    it("every fire after the cursor starts or is accounted for once, wherever the lease is taken", function()
+      for _, missed in ipairs({ "all", "once", "skip" }) do
+        for _, overlap in ipairs({ "skip", "queue", "replace" }) do
+          for _, gain in ipairs({ 500, 990, 994, 995, 996, 999, 1000, 1001, 1004, 1005, 1006 }) do
+            fires_once(missed, overlap, gain, false)
+            fires_once(missed, overlap, gain, true)
+          end
+        end
+      end
     end)
 
     it("losing the lease drops a fire waiting for its claim", function()

@@ -211,16 +211,29 @@ describe("spread end to end", function()
         local last = math.floor(L.now()) - 2
         s:close()
         R.stop_all(procs)
+        -- Every fire ran once, or the ledger says missed = "once" caught up
+        -- a later one in its place (a hand-off gap of more than a second).
+        local passed_by = 0
         for j = 1, NJOBS do
           local name = ("job-%02d"):format(j)
           local list = R.runs(d.out(name))
           R.assert_no_overlap(list)
-          local seen = {}
+          local seen, rowed = {}, {}
           for _, r in ipairs(list) do seen[r.scheduled_at] = (seen[r.scheduled_at] or 0) + 1 end
+          for _, r in ipairs(R.ledger(p, tbl, name)) do rowed[r.scheduled_at // 1000] = r end
           for t = first, last do
-            assert.equal(1, seen[t], ("%s: fire %d ran %s times"):format(name, t, seen[t] or 0))
+            local row = rowed[t]
+            if not seen[t] and row and row.outcome == "missed" and
+                tostring(row.error):find('missed = "once" runs the latest', 1, true) then
+              passed_by = passed_by + 1
+            else
+              assert.equal(1, seen[t], ("%s: fire %d ran %s times (ledger: %s %s)"):format(name, t,
+                seen[t] or 0, row and row.outcome or "no row", row and tostring(row.error) or ""))
+            end
           end
         end
+        -- Three restarts move about 20 jobs each: a few long gaps at most.
+        assert.is_true(passed_by <= NJOBS, passed_by .. " fires passed by")
       end)
     end)
   end
