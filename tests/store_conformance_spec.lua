@@ -380,6 +380,40 @@ for _, p in ipairs(providers.list) do
       assert.is_nil(s:control(unknown, "pause", 0))      -- refused by the wrapper: no SQL
     end)
 
+    it("health: changes once per transition, only under the holder's unexpired token", function()
+      local n, other = lease(), lease()
+      local _, a = s:try_acquire(n, "A", 60000)
+      local calls = s:calls()
+      assert.is_false(s:health("A", n, a.token, false), "NULL counts as ok: no change")
+      assert.is_true(s:health("A", n, a.token, true), "ok -> failing")
+      assert.is_false(s:health("A", n, a.token, true), "failing already")
+      assert.is_false(s:health("B", n, a.token, false), "not the holder")
+      assert.is_false(s:health("A", n, a.token + 1, false), "not the token")
+      assert.is_true(s:health("A", n, a.token, false), "failing -> ok")
+      assert.equal(calls + 6, s:calls())
+      -- The next holder finds the state the last one left (no second hook).
+      assert.is_true(s:health("A", n, a.token, true))
+      s:release(n, "A")
+      assert.is_false(s:health("A", n, a.token, false), "released: not held")
+      local _, b = s:try_acquire(n, "B", 60000)
+      assert.is_false(s:health("B", n, b.token, true), "failing already, under the new token too")
+      assert.is_true(s:health("B", n, b.token, false))
+      -- Expired on the database's clock: refused.
+      local _, o = s:try_acquire(other, "A", 80)
+      sleep_ms(150)
+      assert.is_false(s:health("A", other, o.token, true))
+      assert.is_false(s:health("A", lease(), 1, true), "no row")
+      calls = s:calls()
+      local function refused(pattern, ok, err)
+        assert.is_nil(ok)
+        assert.matches(pattern, err)
+      end
+      refused("token", s:health("A", n, 0, true))
+      refused("lease name", s:health("A", "", 1, true))
+      refused("owner", s:health(("x"):rep(201), n, 1, true))
+      assert.equal(calls, s:calls(), "refused before any SQL")
+    end)
+
     it("release_all frees exactly the caller's held leases in one statement, keeping their tokens", function()
       local mine1, mine2, other, expired, unknown = lease(), lease(), lease(), lease(), lease()
       local _, m1 = s:try_acquire(mine1, "A", 60000)
@@ -726,6 +760,9 @@ for _, p in ipairs(providers.list) do
       assert.same({ token = 7 }, got.held)
       assert.is_true(s3:control("held", "trigger"))
       assert.is_number(assert(s3:renew_ctl("A", { "held" }, 5000)).held.trigger_at)
+      -- and the health column, NULL (ok) until a run fails
+      assert.is_false(s3:health("A", "held", 7, false))
+      assert.is_true(s3:health("A", "held", 7, true))
       s3:close()
     end)
 

@@ -141,6 +141,20 @@ static int l_control(lua_State *L)
 	return 2;
 }
 
+/* s:health(owner, name, token, failing) -> changed (boolean) */
+static int l_health(lua_State *L)
+{
+	struct store *s = check_open(L);
+	int changed;
+	int rc = store_health(s, opt_str(L, 2), opt_str(L, 3), (int64_t)luaL_checkinteger(L, 4),
+	                      lua_toboolean(L, 5), &changed);
+
+	if (rc == STORE_ERR)
+		return push_err(L, s);
+	lua_pushboolean(L, changed);
+	return 1;
+}
+
 /* The names of a Lua list at index i, in a userdata-free malloc'd array
  * whose strings stay anchored in the Lua list.  NULL entries for non-strings
  * (the wrapper refuses them). */
@@ -869,6 +883,7 @@ void lx_store_lib(lua_State *L)
 		{ "last_runs", l_last_runs },
 		{ "renew_ctl", l_renew_ctl },
 		{ "control", l_control },
+		{ "health", l_health },
 		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },

@@ -60,7 +60,7 @@ struct ms_store {
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
-	char sql_controls[SQL_MAX];
+	char sql_controls[SQL_MAX], sql_health_col[SQL_MAX];
 	char sql_create[SQL_MAX], sql_upgrade[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
 	char sql_runs_create[2 * SQL_MAX], sql_runs_check[SQL_MAX];
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
@@ -761,6 +761,32 @@ static int ms_control(struct store *s, const char *name, int what, int64_t until
 		return rc;
 	*now = a.now;
 	return a.rows > 0 ? STORE_OK : STORE_NO;
+}
+
+static void health_row(struct ms_store *st, int resno, void *arg)
+{
+	(void)st;
+	(void)resno;
+	*(int *)arg = 1;
+}
+
+/* The OUTPUT row says this call changed it. */
+static int ms_health(struct store *s, const char *owner, const char *name, int64_t token,
+                     int failing, int *changed)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 }, { "@token", NULL, token },
+	                     { "@failing", NULL, failing } };
+	char sql[SQL_MAX];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:health */ SET NOCOUNT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "UPDATE [%s] SET health = @failing OUTPUT inserted.name "
+	    "WHERE name = @name AND owner = @owner AND token = @token AND expires_at > @now "
+	    "AND COALESCE(health, 0) <> @failing;", st->table);
+	return call(st, sql, "@name " VC ", @owner " VC ", @token BIGINT, @failing BIGINT", p, 4,
+	            health_row, changed);
 }
 
 /* release's UPDATE over the names, CHUNK at a time. */
@@ -1778,6 +1804,7 @@ static const struct store_ops ms_ops = {
 	.replicas = ms_replicas,
 	.renew_ctl = ms_renew_ctl,
 	.control = ms_control,
+	.health = ms_health,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1808,6 +1835,12 @@ static void build_sql(struct ms_store *st)
 	    "/* leash:add_controls */ IF COL_LENGTH(N'[%s]', N'handoff_at') IS NULL "
 	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD paused_until BIGINT NULL, trigger_at BIGINT NULL, "
 	    "handoff_at BIGINT NULL; "
+	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
+
+	/* The failure hooks' health column, the same way. */
+	snprintf(st->sql_health_col, SQL_MAX,
+	    "/* leash:add_health */ IF COL_LENGTH(N'[%s]', N'health') IS NULL "
+	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD health INT NULL; "
 	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
 
 	/* Take it when free, expired or ours; insert when missing.  Between the
@@ -2003,6 +2036,7 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    call(st, st->sql_controls, "", NULL, 0, NULL, NULL) != STORE_OK ||
+	    call(st, st->sql_health_col, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    call(st, st->sql_runs_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
 	    check_runs(st) != STORE_OK || ms_presence_setup(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);

@@ -65,7 +65,7 @@
 enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_CLAIM_ALL, Q_CLAIM_RUNS, Q_RECORD_RUNS, Q_READ_JOB,
-	Q_READ_ALL, Q_PRUNE_RUNS, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_PAUSE, Q_CTL_SET, Q_MAX
+	Q_READ_ALL, Q_PRUNE_RUNS, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_PAUSE, Q_CTL_SET, Q_HEALTH, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
@@ -73,7 +73,7 @@ static const char *const q_name[Q_MAX] = {
 	"leash_acquire_all", "leash_list", "leash_floor_select", "leash_release_all",
 	"leash_claim_all", "leash_claim_runs", "leash_record_runs", "leash_read_job",
 	"leash_read_all", "leash_prune_runs", "leash_last_runs", "leash_renew_ctl",
-	"leash_ctl_pause", "leash_ctl_set",
+	"leash_ctl_pause", "leash_ctl_set", "leash_health",
 };
 
 /* The ledger's columns in the order the run statements list them. */
@@ -171,6 +171,12 @@ static const char *const q_text[Q_MAX] = {
 	" trigger_at = CASE WHEN $2::int = 3 THEN t0.now ELSE l.trigger_at END,"
 	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END"
 	" FROM t0 WHERE l.name = $1 RETURNING t0.now",
+	/* health: a row back = this call changed it. */
+	[Q_HEALTH] =
+	"WITH t0 AS (SELECT " NOW " AS now)"
+	" UPDATE \"%1$s\" l SET health = $4::int FROM t0"
+	" WHERE l.name = $1 AND l.owner = $2 AND l.token = $3::bigint AND l.expires_at > t0.now"
+	" AND COALESCE(l.health, 0) <> $4::int RETURNING l.name",
 	[Q_ACQUIRE_ALL] =
 	"WITH t0 AS (SELECT " NOW " AS now),"
 	" req AS (SELECT DISTINCT n AS name FROM unnest($2::text[]) AS n),"
@@ -730,6 +736,15 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	         ps->table, ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "add the control columns") < 0)
 		goto fail_setup;
+	/* The failure hooks' health column, the same way. */
+	snprintf(sql, sizeof sql,
+	         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
+	         " WHERE attrelid = '\"%s\"'::regclass AND attname = 'health'"
+	         " AND NOT attisdropped) THEN"
+	         " ALTER TABLE \"%s\" ADD COLUMN IF NOT EXISTS health INTEGER; END IF; END $$",
+	         ps->table, ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "add the health column") < 0)
+		goto fail_setup;
 	if (setup_runs(ps, sql, sizeof sql, deadline) < 0)
 		goto fail_setup;
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
@@ -977,6 +992,23 @@ static int pg_control(struct store *s, const char *name, int what, int64_t until
 		*now = col_i64(r, 0, 0);
 	PQclear(r);
 	return rc;
+}
+
+static int pg_health(struct store *s, const char *owner, const char *name, int64_t token,
+                     int failing, int *changed)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char tok[24], fail[4];
+	const char *v[4] = { name, owner, tok, fail };
+	PGresult *r;
+
+	snprintf(tok, sizeof tok, "%lld", (long long)token);
+	snprintf(fail, sizeof fail, "%d", failing);
+	if (!(r = call(ps, Q_HEALTH, 4, v, "health")))
+		return STORE_ERR;
+	*changed = PQntuples(r) > 0;
+	PQclear(r);
+	return STORE_OK;
 }
 
 static int pg_release_all(struct store *s, const char *owner, const char *const *names,
@@ -1574,6 +1606,7 @@ static const struct store_ops postgres_ops = {
 	.last_runs = pg_last_runs,
 	.renew_ctl = pg_renew_ctl,
 	.control = pg_control,
+	.health = pg_health,
 	.prune_runs = pg_prune_runs,
 	.beat = pg_beat,
 	.leave = pg_leave,

@@ -25,7 +25,7 @@ enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
 	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_READ_JOB, Q_READ_ALL, Q_PRUNE_LOST, Q_PRUNE_AGE,
-	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_ROW, Q_CTL_SET, Q_MAX
+	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_ROW, Q_CTL_SET, Q_HEALTH, Q_MAX
 };
 
 /* The ledger row's columns, in the order every run statement binds them:
@@ -116,6 +116,11 @@ static const char *const sql_text[Q_MAX] = {
 	" trigger_at = CASE ?2 WHEN 3 THEN " NOW " ELSE trigger_at END,"
 	" handoff_at = CASE ?2 WHEN 4 THEN " NOW " ELSE handoff_at END"
 	" WHERE name = ?1 RETURNING " NOW,
+	/* health: ?1 name, ?2 owner, ?3 token, ?4 failing; a row back = changed. */
+	[Q_HEALTH] =
+	"UPDATE \"%1$s\" SET health = ?4"
+	" WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > " NOW
+	" AND COALESCE(health, 0) <> ?4 RETURNING name",
 	/* One claim: ?1 name, ?2 owner, ?3 fire, ?4 token, ?5 the clock that
 	 * claim_all read inside its write transaction. */
 	[Q_CLAIM] =
@@ -522,6 +527,32 @@ done:
 	sqlite3_reset(st);
 	return end_tx(ss, rc == STORE_ERR ? STORE_ERR : STORE_OK, "control") == STORE_OK ? rc
 	                                                                           : STORE_ERR;
+}
+
+static int sq_health(struct store *s, const char *owner, const char *name, int64_t token,
+                     int failing, int *changed)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st = ss->q[Q_HEALTH];
+	int step, rc = STORE_OK;
+
+	if (sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_text(st, 2, owner, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 3, token) != SQLITE_OK ||
+	    sqlite3_bind_int(st, 4, failing) != SQLITE_OK) {
+		sqlite3_reset(st);
+		return sq_fail(ss, "health: bind");
+	}
+	step = sqlite3_step(st);
+	if (step == SQLITE_ROW) {
+		*changed = 1;
+		step = sqlite3_step(st);
+	}
+	if (step != SQLITE_DONE)
+		rc = sq_fail(ss, "health");
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc;
 }
 
 static int sq_release_all(struct store *s, const char *owner, const char *const *names,
@@ -1039,6 +1070,7 @@ static const struct store_ops sqlite_ops = {
 	.last_runs = sq_last_runs,
 	.renew_ctl = sq_renew_ctl,
 	.control = sq_control,
+	.health = sq_health,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */
@@ -1083,7 +1115,7 @@ static int add_column(struct sq_store *ss, const char *col, char *err, size_t er
 static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
 {
 	static const char *const cols[] = { "last_fire", "paused_until", "trigger_at",
-	                                    "handoff_at" };
+	                                    "handoff_at", "health" };
 
 	for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
 		if (add_column(ss, cols[i], err, errlen) < 0)

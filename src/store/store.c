@@ -582,6 +582,24 @@ int store_control(struct store *s, const char *name, int what, int64_t until, in
 	return s->ops->control(s, name, what, until, now);
 }
 
+int store_health(struct store *s, const char *owner, const char *name, int64_t token,
+                 int failing, int *changed)
+{
+	begin(s);
+	*changed = 0;
+	if (check_str(s, "owner", owner) < 0 || check_str(s, "lease name", name) < 0)
+		return STORE_ERR;
+	if (token <= 0)
+		return store_fail(s, "health: token must be > 0, got %lld", (long long)token);
+	if (failing != 0 && failing != 1)
+		return store_fail(s, "health: failing must be 0 or 1, got %d", failing);
+	if (!s->ops->health)
+		return store_fail(s, "the %s provider has no health: failure hooks are not supported",
+		                  s->ops->name);
+	s->calls++;
+	return s->ops->health(s, owner, name, token, failing, changed);
+}
+
 struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
                                          size_t *cap, const char *job)
 {

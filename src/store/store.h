@@ -327,6 +327,15 @@ struct store_ops {
 	 * no row inserts a free one (owner "", token 0, expired); the others
 	 * answer STORE_NO then.  *now: the database's clock.  Optional. */
 	int (*control)(struct store *, const char *name, int what, int64_t until, int64_t *now);
+
+	/* The job's health for its failure hooks (column health: NULL or 0 ok,
+	 * 1 failing): set to failing (0 or 1) iff lease name is held by owner
+	 * with token, unexpired on the database's clock, and its health differs
+	 * (NULL counting as ok), in one statement.  *changed is 1 when this call
+	 * changed it: the caller, and no other replica, then runs the hook of
+	 * that change.  Optional. */
+	int (*health)(struct store *, const char *owner, const char *name, int64_t token,
+	              int failing, int *changed);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -431,6 +440,10 @@ int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int
 int store_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
                     int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
 int store_control(struct store *, const char *name, int what, int64_t until, int64_t *now);
+/* health: checks owner, name, token > 0 and failing 0 or 1; refused ("not
+ * supported") when the provider lacks it. */
+int store_health(struct store *, const char *owner, const char *name, int64_t token,
+                 int failing, int *changed);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);

@@ -120,6 +120,23 @@ def control(db, t, p, faults):
     return [("rows", [("name", "str"), ("now", "int")], rows)]
 
 
+def add_health(db, t, p, faults):
+    """IF COL_LENGTH(table, 'health') IS NULL ALTER TABLE ... ADD health INT NULL."""
+    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
+    if "health" not in cols:
+        db.execute(f'ALTER TABLE "{t}" ADD COLUMN health INTEGER')
+    return []
+
+
+def health(db, t, p, faults):
+    """The conditional UPDATE; its OUTPUT row (name) when it changed the row."""
+    name, owner, token, failing, now = p["@name"], p["@owner"], p["@token"], p["@failing"], now_ms()
+    cur = db.execute(f'UPDATE "{t}" SET health = ? WHERE name = ? AND owner = ? AND token = ? '
+                     'AND expires_at > ? AND COALESCE(health, 0) <> ?',
+                     (failing, name, owner, token, now, failing))
+    return [("rows", [("name", "str")], [(name,)] if cur.rowcount else [])]
+
+
 def holder(db, t, name, now):
     r = db.execute(f'SELECT owner, token, expires_at, last_fire FROM "{t}" WHERE name = ?',
                    (name,)).fetchone()
@@ -598,6 +615,8 @@ STATEMENTS = {
     "add_controls": add_controls,
     "renew_ctl": renew_ctl,
     "control": control,
+    "add_health": add_health,
+    "health": health,
     "try_acquire": try_acquire,
     "renew": renew,
     "release": release,
