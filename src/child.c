@@ -56,6 +56,39 @@ static void hold_gc(lua_State *L)
 	lua_sethook(L, gc_hook, LUA_MASKCOUNT, CHILD_GC_CHECK);
 }
 
+static void set_int(lua_State *L, const char *k, int64_t v, int64_t none)
+{
+	if (v == none)
+		return;
+	lua_pushinteger(L, v);
+	lua_setfield(L, -2, k);
+}
+
+/* A failure hook's info.hook (its name) and info.run (the ledger fields of
+ * the run that changed the job's health; times in ms on the wall clock). */
+static void push_report(lua_State *L, const struct run_report *h)
+{
+	lua_pushstring(L, h->hook);
+	lua_setfield(L, -2, "hook");
+	lua_createtable(L, 0, 10);
+	lua_getfield(L, -3, "name");
+	lua_setfield(L, -2, "job");
+	set_int(L, "scheduled_at", h->scheduled_ms, 0);
+	set_int(L, "token", h->token, 0);
+	set_int(L, "started_at", h->started_ms, 0);
+	set_int(L, "ended_at", h->ended_ms, 0);
+	set_int(L, "duration_ms", h->ended_ms - h->started_ms, -1);
+	set_int(L, "exit_code", h->exit_code, -1);
+	set_int(L, "exit_signal", h->exit_signal, -1);
+	lua_pushstring(L, h->outcome);
+	lua_setfield(L, -2, "outcome");
+	if (h->error[0]) {
+		lua_pushstring(L, h->error);
+		lua_setfield(L, -2, "error");
+	}
+	lua_setfield(L, -2, "run");
+}
+
 static int run_body(lua_State *L, const struct job *job, const struct run_info *info, long id)
 {
 	int ok = 0;
@@ -77,6 +110,8 @@ static int run_body(lua_State *L, const struct job *job, const struct run_info *
 	lua_setfield(L, -2, "catchup");
 	lua_pushboolean(L, info->manual);
 	lua_setfield(L, -2, "manual");
+	if (info->hook)
+		push_report(L, info->hook);
 	if (lx_callmod(L, "leash.run", "main", 2, 1) == LUA_OK) {
 		ok = lua_toboolean(L, -1);
 	} else {
@@ -119,7 +154,8 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	if (child_fence(info->fence_stop_ms, info->fence_slack_ms,
-	                job->timeout_ms ? clock_boot_ms() + job->timeout_ms : 0) < 0)
+	                info->timeout_ms ? clock_boot_ms() + info->timeout_ms
+	                : job->timeout_ms ? clock_boot_ms() + job->timeout_ms : 0) < 0)
 		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
 	sigemptyset(&fence);
 	sigprocmask(SIG_SETMASK, &fence, NULL);

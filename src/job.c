@@ -107,7 +107,8 @@ static int64_t field_int(lua_State *L, int t, const char *k)
 }
 
 /* The fields of a job table that leash.run and leash.job.next_fire read. */
-static const char *const kept[] = { "name", "kind", "every_ms", "cron", "tz", "offset_ms", "run" };
+static const char *const kept[] = { "name", "kind", "every_ms", "cron", "tz", "offset_ms", "run",
+                                    "on_failure", "on_recover" };
 
 /* The job's warnings (a list of lines) as one string, or NULL for none. */
 static char *warnings_dup(lua_State *L, int t)
@@ -172,6 +173,12 @@ static struct job *from_table(lua_State *L)
 	free(kind);
 	j->missed_within_ms = field_int(L, t, "missed_within_ms");
 	j->missed_max = (int)field_int(L, t, "missed_max");
+	lua_getfield(L, t, "on_failure");
+	lua_getfield(L, t, "on_recover");
+	j->hooks = (lua_isfunction(L, -2) ? JOB_ON_FAILURE : 0) |
+	           (lua_isfunction(L, -1) ? JOB_ON_RECOVER : 0);
+	lua_pop(L, 2);
+	j->health = -1;
 	j->warnings = warnings_dup(L, t);
 	lua_pushvalue(L, t);
 	if (lx_callmod(L, "leash.job", "describe", 1, 1) == LUA_OK && lua_isstring(L, -1))
@@ -297,5 +304,6 @@ void job_free(lua_State *L, struct job *j)
 	free(j->describe);
 	free(j->digest);
 	free(j->warnings);
+	free(j->hook_wait);
 	free(j);
 }

@@ -13,7 +13,11 @@ enum job_overlap { JOB_SKIP, JOB_QUEUE, JOB_REPLACE };
 /* Which of the fires nobody ran a new holder runs (leash.job MISSED). */
 enum job_missed { JOB_MISSED_ONCE, JOB_MISSED_SKIP, JOB_MISSED_ALL };
 
+/* The failure hooks a job file defines. */
+enum { JOB_ON_FAILURE = 1, JOB_ON_RECOVER = 2 };
+
 struct run;
+struct run_report;
 
 struct job {
 	char *name, *file;
@@ -30,6 +34,7 @@ struct job {
 	enum job_missed missed;         /* periodic jobs: catch-up on taking the lease */
 	int64_t missed_within_ms;       /* older fires are never run */
 	int missed_max;                 /* missed = "all": at most this many */
+	unsigned hooks;                 /* JOB_ON_FAILURE | JOB_ON_RECOVER: the file has them */
 
 	/* Scheduling state, kept across reloads. */
 	int64_t next_fire_ms;           /* wall clock; periodic jobs */
@@ -54,6 +59,10 @@ struct job {
 	int removed;                    /* gone from jobs/: dropped once idle */
 	void *elect;                    /* election state, when singleton mode is on */
 	int follow_logged;              /* "following: held by X" said since it last held */
+	/* Failure hooks (src/hooks.c). */
+	int health;                     /* as the store last said: 0 ok, 1 failing, -1 unknown */
+	struct run *hook_run;           /* the hook's child going, or NULL */
+	struct run_report *hook_wait;   /* the next hook to start once it ended, or NULL */
 };
 
 /* Reads the job file at path into a fresh buffer (*src, *len; the caller

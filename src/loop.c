@@ -28,6 +28,7 @@
 #include "log.h"
 #include "loop.h"
 #include "lx.h"
+#include "hooks.h"
 #include "runner.h"
 #include "sched.h"
 #include "singleton.h"
@@ -39,6 +40,7 @@ struct loop {
 	struct sched sched;
 	struct singleton sg;            /* singleton mode only */
 	struct run *runs;
+	struct hooks hooks;
 	int sigfd;
 	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
 };
@@ -141,10 +143,17 @@ static void finish_done_runs(struct loop *lp)
 		}
 		*p = r->next;
 		runner_report(r, &failed);
+		if (r->hook) {
+			hooks_hook_ended(&lp->hooks, r, lp->stopping);
+			runner_free(r);
+			continue;
+		}
 		if (lp->cfg->singleton)
 			singleton_run_ended(&lp->sg, r);
-		if (r->job)
+		if (r->job) {
+			hooks_run_ended(&lp->hooks, r, lp->stopping);
 			sched_run_ended(&lp->sched, r->job, failed, clock_mono_ms() - r->started_ms);
+		}
 		runner_free(r);
 	}
 }
@@ -296,6 +305,12 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.claim = singleton_claim;
 		env.account = singleton_account;
 		env.paused = singleton_paused;
+	}
+	lp.hooks = (struct hooks){ .L = L, .replica = lp.owner, .grace_ms = cfg->grace_ms,
+	                           .runs = &lp.runs };
+	if (cfg->singleton) {
+		lp.hooks.record = singleton_health;
+		lp.hooks.arg = &lp.sg;
 	}
 	sched_init(&lp.sched, L, cfg->jobs, &env);
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",

@@ -49,13 +49,18 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	r->grace_ms = info->grace_ms;
 	r->fence_ms = info->fence_stop_ms;
 	r->started_ms = clock_mono_ms();
-	r->timeout_at = job->timeout_ms ? r->started_ms + job->timeout_ms : 0;
+	r->hook = info->hook != NULL;
+	if (info->timeout_ms || job->timeout_ms)
+		r->timeout_at = r->started_ms + (info->timeout_ms ? info->timeout_ms : job->timeout_ms);
 	for (int i = 0; i < RUN_STREAMS; i++) {
 		close(fds[i][1]);
 		r->fd[i] = fds[i][0];
 		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
 	}
-	if (info->token)
+	if (info->hook)
+		log_msg(LOG_INFO, job->name, r->id, "%s hook started pid=%d", info->hook->hook,
+		        (int)pid);
+	else if (info->token)
 		log_msg(LOG_INFO, job->name, r->id, "started pid=%d token=%lld", (int)pid,
 		        (long long)info->token);
 	else
@@ -241,6 +246,21 @@ void runner_exited(struct run *r, int status)
 int runner_done(struct run *r)
 {
 	return r->exited && r->fd[0] < 0 && r->fd[1] < 0 && r->fd[2] < 0;
+}
+
+const char *runner_outcome(const struct run *r, int *code, int *sig)
+{
+	*code = *sig = -1;
+	if (WIFEXITED(r->status))
+		*code = WEXITSTATUS(r->status);
+	else if (WIFSIGNALED(r->status))
+		*sig = WTERMSIG(r->status);
+	if (r->stop_reason[0])
+		return strcmp(r->stop_reason, "timeout") == 0 ? "timeout"
+		     : strcmp(r->stop_reason, "lease lost") == 0 ? "lost" : "killed";
+	if (*code == 0)
+		return r->manual ? "manual" : "ok";
+	return *code > 0 ? "failed" : "killed";
 }
 
 void runner_report(struct run *r, int *failed)

@@ -9,6 +9,20 @@
 
 #include "job.h"
 
+#define RUN_ERROR_MAX 1024
+
+/* A failure hook's second argument: the run that changed the job's health,
+ * with its ledger fields. */
+struct run_report {
+	const char *hook;               /* "on_failure" or "on_recover" */
+	int64_t scheduled_ms;           /* wall clock; 0 for a service */
+	int64_t token;
+	int64_t started_ms, ended_ms;   /* wall clock */
+	char outcome[16];
+	int exit_code, exit_signal;     /* -1: none */
+	char error[RUN_ERROR_MAX + 1];
+};
+
 struct run_info {
 	const char *replica;
 	int64_t token;
@@ -18,9 +32,9 @@ struct run_info {
 	int64_t fence_stop_ms;          /* boottime: the body is stopped here; 0 = never */
 	int64_t fence_slack_ms;         /* the child kills itself this long after that */
 	int64_t grace_ms;               /* SIGTERM to SIGKILL */
+	const struct run_report *hook;  /* a failure hook's child, not a run: NULL */
+	int64_t timeout_ms;             /* 0: the job's timeout */
 };
-
-#define RUN_ERROR_MAX 1024
 
 /* A run's three streams from its child. */
 enum run_stream { RUN_STDOUT, RUN_STDERR, RUN_RECORDS, RUN_STREAMS };
@@ -54,6 +68,7 @@ struct run {
 	int64_t token;                  /* 0 when not elected */
 	int manual;                     /* a triggered run (leash trigger): not claimed */
 	int64_t started_wall;           /* wall clock */
+	int hook;                       /* a failure hook's child: no run of the job */
 	char error[RUN_ERROR_MAX + 1];
 	int exited, status;
 	struct run *next;
@@ -85,6 +100,11 @@ void runner_exited(struct run *, int status);
  * result and the caller frees it with runner_free. */
 int runner_done(struct run *);
 void runner_report(struct run *, int *failed);
+
+/* What the ledger calls the way a finished run ended ("ok", "failed",
+ * "timeout", "lost", "killed", "manual"), with its exit code or signal
+ * (-1 for none). */
+const char *runner_outcome(const struct run *, int *code, int *sig);
 void runner_free(struct run *);
 
 #endif

@@ -172,6 +172,12 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->backlog_ms = old->backlog_ms;
 	fresh->backlog_until = old->backlog_until;
 	fresh->backlog_left = old->backlog_left;
+	fresh->health = old->health;
+	fresh->hook_run = old->hook_run;
+	fresh->hook_wait = old->hook_wait;
+	old->hook_wait = NULL;
+	if (fresh->hook_run)
+		s->env.adopt(s->env.arg, fresh->hook_run, fresh);
 	/* A fire waiting for the run keeps its place only under the same
 	 * schedule (jitter and overlap are part of it, see describe). */
 	if (!changed)
@@ -888,6 +894,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 
 void sched_gained(struct sched *s, struct job *j, int64_t last_fire)
 {
+	j->health = -1;         /* the store's, from the next run's end on */
 	if (j->kind == JOB_SERVICE) {
 		j->restart_at = mono(s);
 		j->backoff_ms = 0;
@@ -913,7 +920,7 @@ void sched_drop_removed(struct sched *s)
 
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
-		if (j->removed && !j->run) {
+		if (j->removed && !j->run && !j->hook_run) {
 			leave(s, j);
 			job_free(s->L, j);
 		} else {

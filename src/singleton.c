@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "hooks.h"
 #include "log.h"
 #include "runner.h"
 #include "sched.h"
@@ -338,22 +339,6 @@ void singleton_run_started(struct singleton *sg, struct run *r)
 	ledger_record(&sg->ledger, &row);
 }
 
-/* What the ledger calls the way a run ended. */
-static const char *outcome_of(const struct run *r, int *code, int *sig)
-{
-	*code = *sig = STORE_NO_CODE;
-	if (WIFEXITED(r->status))
-		*code = WEXITSTATUS(r->status);
-	else if (WIFSIGNALED(r->status))
-		*sig = WTERMSIG(r->status);
-	if (r->stop_reason[0])
-		return strcmp(r->stop_reason, "timeout") == 0 ? "timeout"
-		     : strcmp(r->stop_reason, "lease lost") == 0 ? "lost" : "killed";
-	if (*code == 0)
-		return r->manual ? "manual" : "ok";
-	return *code > 0 ? "failed" : "killed";
-}
-
 void singleton_run_ended(struct singleton *sg, struct run *r)
 {
 	int64_t now = clock_wall_ms();
@@ -366,9 +351,30 @@ void singleton_run_ended(struct singleton *sg, struct run *r)
 	if (!r->job)
 		return;
 	snprintf(row.job, sizeof row.job, "%s", r->job->name);
-	snprintf(row.outcome, sizeof row.outcome, "%s", outcome_of(r, &row.exit_code,
+	snprintf(row.outcome, sizeof row.outcome, "%s", runner_outcome(r, &row.exit_code,
 	         &row.exit_signal));
 	ledger_record(&sg->ledger, &row);
+}
+
+int singleton_health(void *arg, struct job *j, int failing)
+{
+	struct singleton *sg = arg;
+	const struct elect_job *ej = j->elect;
+	int changed = 0, rc;
+
+	if (!j->singleton || !ej)
+		return HOOKS_LOCAL;
+	if (ej->state != ELECT_HOLDER || !sg->el.store)
+		return 0;               /* the holder now decides */
+	store_set_timeout(sg->el.store, (int)call_bound(sg, clock_boot_ms()));
+	rc = store_health(sg->el.store, sg->el.owner, j->name, ej->token, failing, &changed);
+	store_set_timeout(sg->el.store, 0);
+	if (rc != STORE_OK) {
+		store_failed(sg, "recording the job's health (its failure hooks do not run)",
+		             sg->el.store->err);
+		return -1;
+	}
+	return changed;
 }
 
 int singleton_paused(void *arg, const struct job *j)

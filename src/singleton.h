@@ -70,6 +70,11 @@ void singleton_account(void *sg, struct job *, int64_t fire, int claimed, const 
 void singleton_run_started(struct singleton *, struct run *);
 void singleton_run_ended(struct singleton *, struct run *);
 
+/* hooks' record: the job's health through the store when the job takes
+ * part in the election and this replica holds it (1 changed, 0 not, -1 the
+ * store did not answer), else decided here as hooks does alone. */
+int singleton_health(void *arg, struct job *, int failing);
+
 /* Opens the store when needed and lets the elector do what is due, unless
  * a fire is due_in ms away (then only deadlines are checked).  Returns ms
  * until it wants to be called again, or INT64_MAX. */

@@ -12,7 +12,7 @@ local M = {}
 
 -- The keys a job table may have.
 M.KEYS = { "every", "cron", "tz", "jitter", "overlap", "missed", "missed_within", "missed_max",
-  "timeout", "lease", "singleton", "run", "description" }
+  "timeout", "lease", "singleton", "run", "on_failure", "on_recover", "description" }
 local known = {}
 for _, k in ipairs(M.KEYS) do known[k] = true end
 
@@ -347,6 +347,12 @@ function M.load(path, name)
     bad("run", "expected a function, got a %s", type(t.run))
   end
   job.run = t.run
+  for _, k in ipairs({ "on_failure", "on_recover" }) do
+    if t[k] ~= nil and type(t[k]) ~= "function" then
+      bad(k, "expected a function(ctx, run), got a %s", type(t[k]))
+    end
+    job[k] = t[k]
+  end
   if #errors > 0 then return nil, errors end
   job.kind = job.every_ms and "every" or job.cron and "cron" or "service"
   job.overlap = job.overlap or "skip"
@@ -412,6 +418,10 @@ function M.describe(job)
   if job.overlap and job.overlap ~= "skip" then what = what .. ", overlap " .. job.overlap end
   if job.missed and job.missed ~= M.MISSED_DEFAULT then what = what .. ", missed " .. job.missed end
   if not job.singleton then what = what .. ", on every replica" end
+  if job.on_failure or job.on_recover then
+    what = what .. ", hooks " .. (job.on_failure and job.on_recover and "on_failure on_recover"
+      or job.on_failure and "on_failure" or "on_recover")
+  end
   return what
 end
 

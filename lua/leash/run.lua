@@ -67,14 +67,19 @@ function M.ctx(job, info)
   return ctx
 end
 
--- Runs the body; returns true, or false and the error with its traceback.
+-- Runs the body (or, with info.hook, the job's on_failure/on_recover with
+-- info.run); returns true, or false and the error with its traceback.
 function M.main(job, info)
   os.exit = core.child_exit           -- never run the parent's exit handlers
   local ctx = M.ctx(job, info)
-  local ok, err = xpcall(job.run, debug.traceback, ctx)
+  local fn, what = job.run, "run"
+  if info.hook then
+    fn, what, ctx.hook = job[info.hook], info.hook, info.hook
+  end
+  local ok, err = xpcall(fn, debug.traceback, ctx, info.run)
   if not ok then
     local first = tostring(err):match("^[^\n]*")
-    core.child_log(M.encode("error", "run failed: " .. first, { traceback = tostring(err) }))
+    core.child_log(M.encode("error", what .. " failed: " .. first, { traceback = tostring(err) }))
   end
   return ok
 end

@@ -1,0 +1,50 @@
+-- Failure hooks without the election: a bad hook key is refused with its
+-- file and line, and with singleton mode off each process runs its own
+-- on_failure / on_recover once per change.  (The cluster-wide decision in
+-- the store: hooks_spec.lua.)
+local L = require "e2e"
+
+describe("failure hooks", function()
+  it("on_failure or on_recover that is not a function: leash check names the file, line and key", function()
+    local d = L.dir { jobs = { bad = 'return {\n  every = "1s",\n  run = function() end,\n  on_failure = 3,\n'
+      .. '  on_recover = "curl",\n}\n' } }
+    local code, out = L.leash { "check", "-c", d.config }
+    assert.equal(1, code)
+    assert.matches("bad%.lua:4: on_failure: expected a function%(ctx, run%), got a number", out)
+    assert.matches("bad%.lua:5: on_recover: expected a function%(ctx, run%), got a string", out)
+  end)
+
+  it("singleton mode off: each change runs its hook once, with the run's fields", function()
+    local d = L.dir { config = { leash = { grace = "500ms" }, singleton = { enabled = "false" } } }
+    local mode, hooked = d.out "mode", d.out "hooks"
+    d.write_job("flaky", ([[
+local MODE, HOOKS = %q, %q
+local function append(line)
+  local f = assert(io.open(HOOKS, "a")); f:write(line, "\n"); f:close()
+end
+return {
+  every = "1s",
+  run = function(ctx)
+    local f = io.open(MODE); local m = f and f:read("l"); if f then f:close() end
+    if m == "fail" then error("nope") end
+  end,
+  on_failure = function(ctx, run)
+    append(("on_failure %%s %%s %%s %%s"):format(run.job, run.outcome, run.error, tostring(run.duration_ms)))
+  end,
+  on_recover = function(ctx, run) append("on_recover " .. run.outcome) end,
+}
+]]):format(mode, hooked))
+    L.write(mode, "fail\n")
+    local proc = L.spawn(d)
+    assert(L.wait_for(function() return #L.lines(hooked) >= 1 end, 5), "on_failure never ran")
+    L.sleep(2.2)
+    assert.equal(1, #L.lines(hooked), "one on_failure for three failing runs")
+    assert.matches("^on_failure flaky failed .*nope %d+$", L.lines(hooked)[1])
+    L.write(mode, "ok\n")
+    assert(L.wait_for(function() return #L.lines(hooked) >= 2 end, 5), "on_recover never ran")
+    L.sleep(2.2)
+    assert.same({ "on_recover ok" }, { L.lines(hooked)[2] })
+    assert.equal(2, #L.lines(hooked))
+    assert.equal(0, proc:stop(10))
+  end)
+end)
