@@ -165,6 +165,7 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 		if (tokens[i] >= 0) {
 			js[i]->ctl = ctl[i];
 			js[i]->ctl_now = dbnow;
+			js[i]->ctl_known = 1;
 			become_holder(el, js[i], start, tokens[i]);
 		} else
 			become_follower(el, js[i], now_of(el),
@@ -243,6 +244,11 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 			j->trigger_seen = j->handoff_seen = info[i].now;
 			j->ctl = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
 			become_holder(el, j, now, info[i].token);
+			/* The acquire does not read the controls: a renew at
+			 * once does (a job taken over while paused must not run
+			 * its catch-up before it knows). */
+			j->ctl_known = 0;
+			j->renew_due = now;
 			continue;
 		}
 		j->next_try = next;
@@ -369,6 +375,16 @@ void elect_wake(struct elector *el, const char *name)
 	}
 }
 
+void elect_poke(struct elector *el, const char *name)
+{
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+
+		if (j->state == ELECT_HOLDER && strcmp(j->name, name) == 0)
+			j->renew_due = now_of(el);
+	}
+}
+
 /* A holder that released (or gave up releasing) its lease: a follower that
  * tries again after retry, with no change reported (the body has stopped). */
 static void let_go(struct elect_job *j, int64_t next_try)
@@ -463,6 +479,8 @@ void elect_hold(struct elector *el, struct elect_job *j, int64_t until)
 
 int elect_paused(const struct elect_job *j)
 {
+	if (j->state == ELECT_HOLDER && !j->ctl_known)
+		return -1;
 	return j->state == ELECT_HOLDER && j->ctl.paused_until != STORE_NO_TIME &&
 	       j->ctl.paused_until > j->ctl_now;
 }

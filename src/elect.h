@@ -47,6 +47,7 @@ struct elect_job {
 	 * first, then the request acted on. */
 	struct store_ctl ctl;
 	int64_t ctl_now;
+	int ctl_known;                  /* holder: a renew read them since the acquire */
 	int64_t trigger_seen, handoff_seen;
 	int handoff_wanted;             /* holder: leash handoff asked for a release */
 	int64_t hold_until;             /* follower: after a manual hand-off, tries no
@@ -109,6 +110,10 @@ int64_t elect_check_deadlines(struct elector *);
  * later; another not preferred: at its own time). */
 #define ELECT_WAKE_DEFER_MS 100
 void elect_wake(struct elector *, const char *name);
+
+/* A control of name changed (PostgreSQL NOTIFY): its holder renews at once,
+ * and so reads it, instead of at its next renew. */
+void elect_poke(struct elector *, const char *name);
 
 /* Releases one held lease (the body has stopped); returns the store's answer. */
 int elect_release(struct elector *, struct elect_job *);

@@ -623,6 +623,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 {
 	int64_t sleep_ms = INT64_MAX, ahead = 0;
 	char at[32], was[32];
+	int paused;
 
 	if (j->claimed_ms && !j->run) {
 		if (now < j->claimed_ms)
@@ -639,7 +640,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
 		if (claims(s, j) && fire < now)
 			fire = passed_over(s, j, fire, now);
-		if (s->env.paused && takes_part(s, j) && s->env.paused(s->env.elect_arg, j)) {
+		if (s->env.paused && takes_part(s, j) && s->env.paused(s->env.elect_arg, j) > 0) {
 			log_msg(LOG_INFO, j->name, 0, "skipped the fire at %s: the job is paused",
 			        fire_iso(at, sizeof at, fire));
 			account(s, j, fire, 0, "skipped-paused", "the job is paused (leash pause)");
@@ -691,6 +692,20 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		}
 	} else if (now < j->retry_at) {
 		sleep_ms = min64(sleep_ms, j->retry_at - now);
+	} else if (s->env.paused && (paused = s->env.paused(s->env.elect_arg, j)) != 0) {
+		if (paused < 0) {
+			/* Just taken: the first renew reads the controls. */
+			sleep_ms = min64(sleep_ms, SCHED_CTL_WAIT_MS);
+		} else {
+			log_msg(LOG_INFO, j->name, 0, "skipped the fire at %s: the job is paused",
+			        fire_iso(at, sizeof at, j->want_ms));
+			account(s, j, j->want_ms, 0, "skipped-paused", "the job is paused (leash pause)");
+			j->want_ms = 0;
+			j->want_catchup = 0;
+			if (j->backlog_ms)
+				backlog_pop(s, j);
+			sleep_ms = 0;
+		}
 	} else {
 		s->cj[*n] = j;
 		s->cf[(*n)++] = j->want_ms;

@@ -20,6 +20,7 @@
 #define SCHED_BACKOFF_MAX 60000         /* and the longest; a run this long resets it */
 #define SCHED_CLAIM_AHEAD_MS 5          /* a fire's claim goes out this early */
 #define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
+#define SCHED_CTL_WAIT_MS 50            /* a look again while a new lease's controls are unread */
 #define SCHED_ACCOUNT_MAX 1000          /* missed fires one catch-up accounts one by one */
 #define SCHED_ACCOUNT_SPAN (24LL * 3600 * 1000) /* and how far back it looks at most */
 
@@ -56,8 +57,9 @@ struct sched_env {
 	 * fire was claimed (and so recorded) already.  NULL: nothing is told. */
 	void (*account)(void *arg, struct job *, int64_t fire, int claimed, const char *outcome,
 	                const char *why);
-	/* Whether the elected job is paused (leash pause): its fires are
-	 * accounted "skipped-paused" instead of run.  NULL: never. */
+	/* Whether the elected job is paused (leash pause): 1 its fires are
+	 * accounted "skipped-paused" instead of run; -1 not known yet (just
+	 * taken: nothing is claimed until it is); 0 not.  NULL: never. */
 	int (*paused)(void *arg, const struct job *);
 };
 

@@ -103,8 +103,12 @@ static void on_follow(void *arg, struct elect_job *ej, const char *holder, int64
 static void on_release_event(void *arg, const char *name)
 {
 	struct singleton *sg = arg;
+	size_t k = strlen(STORE_EVENT_CONTROL);
 
-	elect_wake(&sg->el, name);
+	if (strncmp(name, STORE_EVENT_CONTROL, k) == 0)
+		elect_poke(&sg->el, name + k);
+	else
+		elect_wake(&sg->el, name);
 }
 
 int singleton_init(struct singleton *sg, const struct cfg *cfg, struct sched *sched,
@@ -380,7 +384,7 @@ int singleton_health(void *arg, struct job *j, int failing)
 int singleton_paused(void *arg, const struct job *j)
 {
 	(void)arg;
-	return j->elect && elect_paused(j->elect);
+	return j->elect ? elect_paused(j->elect) : 0;
 }
 
 /* What the last renew read of the controls: a pause's start and end are
@@ -396,6 +400,8 @@ static void controls(struct singleton *sg)
 		if (ej->state != ELECT_HOLDER || !j)
 			continue;
 		paused = elect_paused(ej);
+		if (paused < 0)
+			continue;       /* taken just now: the first renew reads them */
 		if (paused != j->paused_logged) {
 			char at[32];
 			if (paused && ej->ctl.paused_until >= STORE_PAUSED_FOREVER)

@@ -109,6 +109,29 @@ for _, p in ipairs(R.list_of()) do
       end
     end)
 
+    it("a job taken over while paused runs nothing, not even its catch-up", function()
+      setup('every = "1s", missed = "all"')
+      procs = R.start_replicas(d, 2)
+      local h = R.wait_holder(procs, p, tbl)
+      assert(L.wait_for(function() return #bodies(out) >= 1 end, 5), "rec never ran")
+      assert.equal(0, (leash("pause", "rec")))
+      assert(h:wait_log("paused %(leash pause%)", 3), "the holder did not see the pause")
+      local n = #bodies(out)
+      for _, pid in ipairs(R.tree(h.pid)) do L.kill(pid, "KILL") end
+      h:wait(5)
+      local other = procs[1] == h and procs[2] or procs[1]
+      assert(other:wait_log("holding the lease", 5), "nobody took the lease over")
+      assert(other:wait_log("paused %(leash pause%)", 3), "the new holder did not see the pause")
+      L.sleep(1.5)
+      assert.equal(n, #bodies(out), "a paused job ran on the new holder")
+      R.stop_all(procs)
+      local mine = 0
+      for _, r in ipairs(of(ledger(p, tbl), "skipped-paused")) do
+        if r.owner == other.owner then mine = mine + 1 end
+      end
+      assert.is_true(mine >= 2, "the new holder recorded " .. mine .. " skipped-paused fires")
+    end)
+
     it("pause --for D ends by itself", function()
       setup('every = "1s"')
       procs = R.start_replicas(d, 1)
@@ -187,6 +210,30 @@ for _, p in ipairs(R.list_of()) do
       end
       assert.equal("handoff", of(ledger(p, tbl), "control")[1].error)
     end)
+
+    if p.provider == "postgres" then
+      it("a NOTIFY wakes the holder: a trigger runs within a round trip, not a renew interval", function()
+        setup('every = "1h"')
+        -- A 9 s lease renews every 3 s: without the NOTIFY a trigger
+        -- would wait 1.5 s on average for the holder's next renew.
+        local c = R.config(p, tbl)
+        c.singleton = { enabled = "true", lease = "9s", retry = "200ms", spread = "false" }
+        L.write(d.config, L.ini(c))
+        procs = R.start_replicas(d, 2)
+        local h = R.wait_holder(procs, p, tbl)
+        for i = 1, 3 do
+          L.sleep(math.random() * 0.5)
+          local t0 = L.now()
+          local code, _, stderr = leash("trigger", "rec")
+          assert.equal(0, code, stderr)
+          assert(L.wait_for(function() return #bodies(out) >= i end, 4), "the trigger ran nothing")
+          -- The body's start, from the holder's "started" log line.
+          local took = L.now() - t0
+          assert.is_true(took < 0.6, ("trigger %d ran after %.3f s"):format(i, took))
+          assert.equal(h.owner, bodies(out)[i].replica)
+        end
+      end)
+    end
 
     it("bad input: an unknown job, a bad --for, nobody holding the job", function()
       setup('every = "1h"')

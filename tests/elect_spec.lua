@@ -94,8 +94,12 @@ describe("election state machine", function()
     assert.equal("holder", s.state)
     assert.equal(1, s.token)
     assert.equal(clock.t + 3000 - 600, s.deadline)
-    assert.equal(clock.t + 1000, s.renew_due)
+    -- The acquire does not read the controls (a pause): a renew at once does.
+    assert.equal(clock.t, s.renew_due)
     assert.equal("gained:job", kinds(el:events()))
+    clock.t = clock.t + 5
+    el:step()
+    assert.equal(clock.t + 1000, el:state("job").renew_due)
   end)
 
   it("acquire lost: held by another, stays follower and wakes exactly at the holder's expiry", function()
@@ -219,6 +223,7 @@ describe("election state machine", function()
     local el, store, clock = setup()
     el:add("held")
     el:step()                          -- holds "held" until clock + 2400
+    el:step()                          -- and reads its controls
     store.rows.other = { owner = "someone", token = 1, expires_at = clock.t + 100000 }
     el:add("other")
     clock.t = clock.t + 900            -- the held lease's deadline is 1500 ms away
@@ -306,6 +311,8 @@ describe("election state machine", function()
     el:add("job")
     el:step()
     assert.equal("holder", el:state("job").state)
+    assert.equal("unknown", el:state("job").paused)  -- until a renew reads the controls
+    el:step()
     assert.is_false(el:state("job").paused)         -- a store without renew_ctl: never paused
     assert.is_true(el:handoff("job"))
     el:hold("job", clock.t + 4000)
@@ -367,6 +374,7 @@ describe("election state machine", function()
     el:add("short", 900, require("leash.config").timing(900))
     el:add("default")
     el:step()
+    el:step()                          -- the renew that reads the controls
     assert.equal("holder", el:state("short").state)
     assert.equal(clock.t + 900 - 180, el:state("short").deadline)
     assert.equal(clock.t + 300, el:state("short").renew_due)

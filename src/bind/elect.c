@@ -419,7 +419,10 @@ static int l_state(lua_State *L)
 		if (j->hold_until)
 			set_time(L, "hold_until", j->hold_until);
 	}
-	lua_pushboolean(L, elect_paused(j));
+	if (elect_paused(j) < 0)
+		lua_pushliteral(L, "unknown");
+	else
+		lua_pushboolean(L, elect_paused(j));
 	lua_setfield(L, -2, "paused");
 	return 1;
 }

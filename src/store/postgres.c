@@ -159,18 +159,22 @@ static const char *const q_text[Q_MAX] = {
 	" RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at, t0.now",
 	/* control: a pause upserts (a job never held gets a free row), the
 	 * others ($2: 2 resume, 3 trigger, 4 handoff) only update. */
+	/* Both NOTIFY the holder ("control:" name), which renews at once and
+	 * so reads the control within a round trip, not a renew interval. */
 	[Q_CTL_PAUSE] =
-	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at,"
-	" paused_until) VALUES ($1, '', 0, 0, 0, 0, $2::bigint)"
+	"WITH u AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at,"
+	" expires_at, paused_until) VALUES ($1, '', 0, 0, 0, 0, $2::bigint)"
 	" ON CONFLICT (name) DO UPDATE SET paused_until = EXCLUDED.paused_until"
-	" RETURNING " NOW,
+	" RETURNING " NOW " AS now)"
+	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
 	[Q_CTL_SET] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET"
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" u AS (UPDATE \"%1$s\" l SET"
 	" paused_until = CASE WHEN $2::int = 2 THEN NULL ELSE l.paused_until END,"
 	" trigger_at = CASE WHEN $2::int = 3 THEN t0.now ELSE l.trigger_at END,"
 	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END"
-	" FROM t0 WHERE l.name = $1 RETURNING t0.now",
+	" FROM t0 WHERE l.name = $1 RETURNING t0.now)"
+	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
 	/* health: a row back = this call changed it. */
 	[Q_HEALTH] =
 	"WITH t0 AS (SELECT " NOW " AS now)"

@@ -86,6 +86,7 @@ struct store_claim {
  * column the store needs is refused at open, naming the column (nothing is
  * dropped or altered). */
 #define STORE_NO_TIME (-1LL)
+#define STORE_EVENT_CONTROL "control:"          /* drain_events: a control, not a release */
 #define STORE_NO_CODE (-1)                       /* exit_code / exit_signal NULL */
 #define STORE_RUN_ERROR_MAX 1024                 /* bytes of error text kept */
 #define STORE_OUTCOME_MAX 15
@@ -216,8 +217,9 @@ struct store_ops {
 	 * released a lease (PostgreSQL LISTEN), or -1. */
 	int (*event_fd)(struct store *);
 
-	/* Optional.  Drains pending release events, calling fn for each lease
-	 * name released.  Returns the count, or STORE_ERR. */
+	/* Optional.  Drains pending events, calling fn for each: a lease name
+	 * released, or STORE_EVENT_CONTROL and a lease name whose controls
+	 * changed (leash pause, trigger, ...).  Returns the count, or STORE_ERR. */
 	int (*drain_events)(struct store *, void (*fn)(void *arg, const char *name),
 	                    void *arg);
 
