@@ -118,6 +118,13 @@ status_cli 1
 "
 new_secs=20
 nlanes="${LEASH_TEST_LANES:-3}"
+case "$nlanes" in
+'' | *[!0-9]* | 0*)
+	echo "tests/run.sh: LEASH_TEST_LANES=$nlanes: expected a whole number of db lanes, 1 or more" >&2
+	echo "0 passed, 1 failed"
+	exit 2
+	;;
+esac
 [ -z "${LEASH_TEST_MSSQL:-}" ] || nlanes=1
 
 db=() local_=()
