@@ -52,12 +52,11 @@ services_stop() {
 lane_pids=()
 finish() {
 	local pid d
-	# interrupted: the lanes (backgrounded, so SIGINT does not reach them)
-	# and their busted go first, then every lane's servers
+	# Interrupted: each lane is a process group of its own (set -m below),
+	# so its busted and the leash processes its specs started all go, then
+	# every lane's servers.
 	for pid in "${lane_pids[@]}"; do
-		kill -0 "$pid" 2>/dev/null || continue
-		pkill -TERM -P "$pid" 2>/dev/null
-		kill -TERM "$pid" 2>/dev/null
+		kill -TERM -- "-$pid" 2>/dev/null
 	done
 	for d in "$root" "$root"/*/; do
 		services_stop "${d%/}"
@@ -66,6 +65,7 @@ finish() {
 }
 trap finish EXIT
 trap 'exit 130' INT TERM
+trap 'exit 129' HUP
 
 busted_run() {
 	lua5.4 /usr/bin/busted --output=tests/support/summary.lua --pattern=_spec "$@"
@@ -162,10 +162,10 @@ lane_names=()
 run_lane() {
 	local name="$1" with_svcs="$2" dir="$root/$1"
 	shift 2
-	mkdir -p "$dir"
-	chmod 755 "$dir"
 	(
 		SECONDS=0
+		mkdir -p "$dir"
+		chmod 755 "$dir"
 		export LEASH_TEST_TMP="$dir"
 		if [ "$with_svcs" = 1 ]; then
 			if ! services_start "$dir"; then
@@ -180,16 +180,21 @@ run_lane() {
 		services_stop "$dir"
 		echo "tests/run.sh: lane $name took ${SECONDS}s"
 		exit $rc
-	) >"$root/lane-$name.out" 2>&1 &
+	) </dev/null >"$root/lane-$name.out" 2>&1 &
 	lane_pids+=($!)
 	lane_names+=("$name")
 }
 
+# Job control gives each lane (a background job) a process group of its
+# own, for finish to end whole; it is off again once they are started, or
+# bash would print a line for each job that ends.
+set -m
 run_lane local 0 "${local_[@]}"
 for ((i = 0; i < nlanes; i++)); do
 	# shellcheck disable=SC2086 # a list of spec paths, no spaces
 	[ -n "${lane_files[i]}" ] && run_lane "db$((i + 1))" 1 ${lane_files[i]}
 done
+set +m
 
 rcs=0
 for pid in "${lane_pids[@]}"; do
