@@ -17,7 +17,7 @@ return function(options)
     end)
     busted.subscribe({ "suite", "end" }, function()
       table.sort(files, function(a, b) return a.secs > b.secs end)
-      if #files > 1 then
+      if #files > 0 then
         io.write("\nwall time per spec file:\n")
         for _, f in ipairs(files) do
           io.write(("%8.1fs  %s\n"):format(f.secs, f.name))
