@@ -7,12 +7,20 @@
 #             LEASH_TEST_PG_CTL       a command; append stop|start|pause|resume
 #                                     (pause/resume: SIGSTOP/SIGCONT the server)
 #   stop    stop it (immediate), whatever the specs did
+# Each $LEASH_TEST_TMP gets a server of its own (tests/run.sh starts one per
+# lane), and LEASH_TEST_PG_CTL names its directory, so the command reaches
+# that server whatever LEASH_TEST_TMP says where it is run.
 # fsync stays on for the server; only initdb's own final sync is skipped.
 set -eu
 BIN=${LEASH_PG_BIN:-/usr/lib/postgresql/15/bin}
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 : "${LEASH_TEST_TMP:?LEASH_TEST_TMP is not set}"
 dir=$LEASH_TEST_TMP/pg
+# ctl DIR ACTION: the server in DIR (as LEASH_TEST_PG_CTL says)
+if [ "${1:-}" = ctl ] && [ $# -ge 3 ]; then
+	dir=$2
+	set -- ctl "$3"
+fi
 
 as_pg() {
 	if [ "$(id -u)" -eq 0 ]; then
@@ -48,13 +56,24 @@ case "${1:-}" in
 start)
 	[ -x "$BIN/initdb" ] || { echo "10-postgres.sh: $BIN/initdb not found (apt-get install postgresql)" >&2; exit 1; }
 	mkdir -p "$dir/data" "$dir/sock"
-	free_port >"$dir/port"
 	[ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
 	as_pg "$BIN/initdb" -D "$dir/data" -U leash --auth=trust -E UTF8 --no-locale --no-sync >"$dir/initdb.log" 2>&1 ||
 		{ cat "$dir/initdb.log" >&2; exit 1; }
-	server_start || { cat "$dir/log" >&2; exit 1; }
+	# The port is free when picked, not when bound: another lane's server
+	# (or anyone's) may take it in between; then pick again.
+	tries=0
+	while :; do
+		free_port >"$dir/port"
+		rm -f "$dir/log"
+		server_start && break
+		tries=$((tries + 1))
+		if [ $tries -ge 3 ] || ! grep -q 'could not bind\|already in use' "$dir/log"; then
+			cat "$dir/log" >&2
+			exit 1
+		fi
+	done
 	echo "export LEASH_TEST_PG_CONNINFO='host=127.0.0.1 port=$(cat "$dir/port") dbname=postgres user=leash'"
-	echo "export LEASH_TEST_PG_CTL='$self ctl'"
+	echo "export LEASH_TEST_PG_CTL='$self ctl $dir'"
 	;;
 ctl)
 	case "${2:-}" in
@@ -62,7 +81,7 @@ ctl)
 	stop) server_stop ;;
 	pause) kill -STOP $(server_pids) ;;
 	resume) kill -CONT $(server_pids) ;;
-	*) echo "usage: $0 ctl start|stop|pause|resume" >&2; exit 2 ;;
+	*) echo "usage: $0 ctl [DIR] start|stop|pause|resume" >&2; exit 2 ;;
 	esac
 	;;
 stop)

@@ -8,6 +8,8 @@
 #             LEASH_TEST_TDS_CTL    the server's fault control file (see
 #                                   tds_server.py); unset for a real server
 #   stop    stop it
+# Each $LEASH_TEST_TMP gets a server of its own (tests/run.sh starts one per
+# lane); the server binds its port itself, so lanes never race for one.
 set -eu
 : "${LEASH_TEST_TMP:?LEASH_TEST_TMP is not set}"
 dir=$LEASH_TEST_TMP/tds
