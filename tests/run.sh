@@ -108,7 +108,10 @@ db_secs="
 ledger 192
 election 76
 store_conformance 47
-controls 44
+controls 60
+hooks 30
+owner 7
+catchup 5
 spread 25
 mssql 16
 status_jobs_cli 6
@@ -129,7 +132,7 @@ esac
 
 db=() local_=()
 for f in tests/*_spec.lua; do
-	if grep -q 'require "providers"\|LEASH_TEST_PG\|LEASH_TEST_MSSQL' "$f"; then
+	if grep -q 'require "providers"\|require "replicas"\|LEASH_TEST_PG\|LEASH_TEST_MSSQL' "$f"; then
 		db+=("$f")
 	else
 		local_+=("$f")

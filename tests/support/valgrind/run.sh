@@ -65,6 +65,18 @@ return {
   end,
 }
 JOB
+# A job that fails every other run: its failure hooks run each time.
+cat >"$tmp/jobs/flaky.lua" <<'JOB'
+local n = 0
+return {
+  every = "1s",
+  run = function(ctx)
+    if ctx.scheduled_at % 2 == 0 then error("even second") end
+  end,
+  on_failure = function(ctx, run) ctx.log("warn", "hook", { outcome = run.outcome, error = run.error }) end,
+  on_recover = function(ctx, run) ctx.log("info", "hook", { outcome = run.outcome }) end,
+}
+JOB
 for single in off on; do
 	enabled=false
 	[ "$single" = on ] && enabled=true
