@@ -287,6 +287,9 @@ for _, p in ipairs(R.list_of()) do
           if r.outcome == "missed" then
             -- claimed just before the stop: never started
             assert.equal("leash is stopping", r.error)
+          elseif r.outcome == "killed" then
+            -- still going at the stop (a loaded machine makes that window wide)
+            assert.equal("shutdown", r.error)
           elseif job == "fails" then
             assert.equal("failed", r.outcome)
             assert.equal(1, r.exit_code)
