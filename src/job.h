@@ -14,6 +14,7 @@ enum job_overlap { JOB_SKIP, JOB_QUEUE, JOB_REPLACE };
 enum job_missed { JOB_MISSED_ONCE, JOB_MISSED_SKIP, JOB_MISSED_ALL };
 
 struct run;
+struct metrics_job;
 
 struct job {
 	char *name, *file;
@@ -54,6 +55,7 @@ struct job {
 	int removed;                    /* gone from jobs/: dropped once idle */
 	void *elect;                    /* election state, when singleton mode is on */
 	int follow_logged;              /* "following: held by X" said since it last held */
+	struct metrics_job *metrics;    /* its /metrics record (moves to a reload's copy) */
 };
 
 /* Reads the job file at path into a fresh buffer (*src, *len; the caller

@@ -21,7 +21,9 @@
 #include "clock.h"
 #include "log.h"
 #include "lx.h"
+#include "metrics.h"
 #include "runner.h"
+#include "store/store.h"
 
 static long next_run_id;
 
@@ -243,11 +245,28 @@ int runner_done(struct run *r)
 	return r->exited && r->fd[0] < 0 && r->fd[1] < 0 && r->fd[2] < 0;
 }
 
+const char *runner_outcome(const struct run *r, int *code, int *sig)
+{
+	*code = *sig = STORE_NO_CODE;
+	if (WIFEXITED(r->status))
+		*code = WEXITSTATUS(r->status);
+	else if (WIFSIGNALED(r->status))
+		*sig = WTERMSIG(r->status);
+	if (r->stop_reason[0])
+		return strcmp(r->stop_reason, "timeout") == 0 ? "timeout"
+		     : strcmp(r->stop_reason, "lease lost") == 0 ? "lost" : "killed";
+	if (*code == 0)
+		return r->manual ? "manual" : "ok";
+	return *code > 0 ? "failed" : "killed";
+}
+
 void runner_report(struct run *r, int *failed)
 {
 	double secs = (clock_mono_ms() - r->started_ms) / 1000.0;
-	int st = r->status;
+	int st = r->status, code, sig;
 
+	metrics_note_run(r->job->metrics, runner_outcome(r, &code, &sig),
+	                 clock_mono_ms() - r->started_ms, clock_wall_ms());
 	*failed = 1;
 	if (r->stop_reason[0]) {
 		log_msg(LOG_WARN, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,

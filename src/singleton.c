@@ -160,10 +160,12 @@ void singleton_enter(void *arg, struct job *j)
 		return;
 	}
 	j->elect = elect_add(&sg->el, j->name, j->lease_ms, j->renew_ms, j->margin_ms, j);
-	if (!j->elect)
+	if (!j->elect) {
 		log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
-	else
+	} else {
+		((struct elect_job *)j->elect)->metrics = j->metrics;
 		spread_job_added(sg, j->elect);
+	}
 }
 
 void singleton_leave(void *arg, struct job *j)
@@ -338,22 +340,6 @@ void singleton_run_started(struct singleton *sg, struct run *r)
 	ledger_record(&sg->ledger, &row);
 }
 
-/* What the ledger calls the way a run ended. */
-static const char *outcome_of(const struct run *r, int *code, int *sig)
-{
-	*code = *sig = STORE_NO_CODE;
-	if (WIFEXITED(r->status))
-		*code = WEXITSTATUS(r->status);
-	else if (WIFSIGNALED(r->status))
-		*sig = WTERMSIG(r->status);
-	if (r->stop_reason[0])
-		return strcmp(r->stop_reason, "timeout") == 0 ? "timeout"
-		     : strcmp(r->stop_reason, "lease lost") == 0 ? "lost" : "killed";
-	if (*code == 0)
-		return r->manual ? "manual" : "ok";
-	return *code > 0 ? "failed" : "killed";
-}
-
 void singleton_run_ended(struct singleton *sg, struct run *r)
 {
 	int64_t now = clock_wall_ms();
@@ -366,7 +352,7 @@ void singleton_run_ended(struct singleton *sg, struct run *r)
 	if (!r->job)
 		return;
 	snprintf(row.job, sizeof row.job, "%s", r->job->name);
-	snprintf(row.outcome, sizeof row.outcome, "%s", outcome_of(r, &row.exit_code,
+	snprintf(row.outcome, sizeof row.outcome, "%s", runner_outcome(r, &row.exit_code,
 	         &row.exit_signal));
 	ledger_record(&sg->ledger, &row);
 }
