@@ -60,6 +60,7 @@ struct metrics_job {
 	uint32_t seq;                   /* odd while the slot changes hands */
 	int32_t next_free;              /* the free list (writer only); -1 ends it */
 	int32_t live;
+	int32_t elected;                /* it has lease series */
 	int32_t held;                   /* the lease, 0/1 */
 	char name[STORE_NAME_MAX + 1];
 	uint64_t runs[NOUTCOMES];
@@ -225,6 +226,12 @@ void metrics_note_lease(struct metrics_job *j, int gained)
 		return;
 	add(gained ? &j->gained : &j->lost, 1);
 	__atomic_store_n(&j->held, gained ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+void metrics_job_elected(struct metrics_job *j, int elected)
+{
+	if (j && writer)
+		__atomic_store_n(&j->elected, elected ? 1 : 0, __ATOMIC_RELAXED);
 }
 
 void metrics_note_renew(int64_t margin_ms)
@@ -439,16 +446,19 @@ static void render_jobs(struct buf *b, const struct snap *s, size_t n)
 			     reasons[k], (unsigned long long)s[i].j.skips[k]);
 	family(b, "leash_lease_held", "gauge", "Whether this replica holds the job's lease (0/1).");
 	for (size_t i = 0; i < n; i++)
-		putf(b, "leash_lease_held{%s} %d\n", s[i].label, s[i].j.held);
+		if (s[i].j.elected)
+			putf(b, "leash_lease_held{%s} %d\n", s[i].label, s[i].j.held);
 	family(b, "leash_lease_gained_total", "counter", "Times this replica took the job's lease.");
 	for (size_t i = 0; i < n; i++)
-		putf(b, "leash_lease_gained_total{%s} %llu\n", s[i].label,
-		     (unsigned long long)s[i].j.gained);
+		if (s[i].j.elected)
+			putf(b, "leash_lease_gained_total{%s} %llu\n", s[i].label,
+			     (unsigned long long)s[i].j.gained);
 	family(b, "leash_lease_lost_total", "counter",
 	       "Times this replica lost or gave up the job's lease.");
 	for (size_t i = 0; i < n; i++)
-		putf(b, "leash_lease_lost_total{%s} %llu\n", s[i].label,
-		     (unsigned long long)s[i].j.lost);
+		if (s[i].j.elected)
+			putf(b, "leash_lease_lost_total{%s} %llu\n", s[i].label,
+			     (unsigned long long)s[i].j.lost);
 	family(b, "leash_last_success_timestamp_seconds", "gauge",
 	       "When the job's last successful run ended (unix seconds).");
 	for (size_t i = 0; i < n; i++)

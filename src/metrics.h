@@ -63,6 +63,9 @@ void metrics_note_skip(struct metrics_job *, const char *outcome);
 
 /* The job's lease was gained (1) or lost (0). */
 void metrics_note_lease(struct metrics_job *, int gained);
+/* Whether the job stands for election: only then has it lease series (a
+ * job that runs unelected would look unheld everywhere). */
+void metrics_job_elected(struct metrics_job *, int elected);
 
 /* A renew statement succeeded this long before the nearest deadline of the
  * leases it renewed. */

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "runner.h"
 #include "sched.h"
 #include "singleton.h"
@@ -164,6 +165,7 @@ void singleton_enter(void *arg, struct job *j)
 		log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
 	} else {
 		((struct elect_job *)j->elect)->metrics = j->metrics;
+		metrics_job_elected(j->metrics, 1);
 		spread_job_added(sg, j->elect);
 	}
 }
@@ -189,6 +191,7 @@ void singleton_leave(void *arg, struct job *j)
 		}
 	}
 	elect_remove(&sg->el, ej);
+	metrics_job_elected(j->metrics, 0);
 	j->elect = NULL;
 	ledger_forget(&sg->ledger, j->name);
 	spread_jobs_changed(sg);

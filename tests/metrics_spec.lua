@@ -180,7 +180,7 @@ describe("metrics of the job table (in-process, fake clock)", function()
   end)
 
   it("escapes a hostile job name in the job label (backslash, quote, newline)", function()
-    assert.truthy(text:find('leash_lease_held{job="a\\"b\\\\c\\n"} 0\n', 1, true))
+    assert.truthy(text:find('leash_runs_total{job="a\\"b\\\\c\\n",outcome="ok"} 0\n', 1, true))
     assert.is_true(has_job(parse(text), 'a"b\\c\n'))
   end)
 
@@ -258,6 +258,7 @@ describe("metrics of a real leash run [sqlite]", function()
       ["mx-ok"] = 'return { every = "1s", run = function() end }',
       ["mx-fail"] = 'return { every = "1s", run = function() error("boom") end }',
       ["mx-slow"] = 'return { every = "1s", run = function(ctx) ctx.sleep(1.5) end }',
+      ["mx-local"] = 'return { every = "1s", singleton = false, run = function() end }',
     })
   end)
 
@@ -292,6 +293,10 @@ describe("metrics of a real leash run [sqlite]", function()
       assert.is_true(value(s, "leash_store_call_duration_seconds_count", { op = op }) >= 1, op)
       assert.equal(0, value(s, "leash_store_errors_total", { op = op }), op)
     end
+    -- a job that runs unelected has runs but no lease series
+    assert.is_true(value(s, "leash_runs_total", { job = "mx-local", outcome = "ok" }) >= 1)
+    assert.is_nil(value(s, "leash_lease_held", { job = "mx-local" }))
+    assert.is_nil(value(s, "leash_lease_gained_total", { job = "mx-local" }))
     local rss = value(s, "process_resident_memory_bytes")
     assert.is_true(rss > 1e6, tostring(rss))
     local t0 = value(s, "process_start_time_seconds")
