@@ -333,21 +333,52 @@ static void put_secs(struct buf *b, uint64_t us)
 	putf(b, "%llu.%06llu", (unsigned long long)(us / 1000000), (unsigned long long)(us % 1000000));
 }
 
-/* name_bucket, _sum and _count of h; labels is `job="x"` or "" (none). */
+static void put_mem(struct buf *b, const char *s, size_t n)
+{
+	if (room(b, n) == 0) {
+		memcpy(b->p + b->n, s, n);
+		b->n += n;
+	}
+}
+
+static void put_str(struct buf *b, const char *s)
+{
+	put_mem(b, s, strlen(s));
+}
+
+static void put_u64(struct buf *b, uint64_t v)
+{
+	char d[20];
+	int i = sizeof d;
+
+	do
+		d[--i] = (char)('0' + v % 10);
+	while ((v /= 10) && i > 0);
+	put_mem(b, d + i, sizeof d - (size_t)i);
+}
+
+/* name_bucket, _sum and _count of h; labels is `job="x"` or "" (none).
+ * Without printf: the buckets are most of a render's lines. */
 static void put_hist(struct buf *b, const char *name, const char *labels, const struct hist *h,
                      const struct bounds *bd)
 {
-	const char *sep = *labels ? "," : "";
+	const char *close = *labels ? "}" : "";
 	uint64_t cum = 0;
 
 	for (int i = 0; i <= bd->n; i++) {
 		cum += ld(&h->n[i]);
-		putf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, labels, sep,
-		     i < bd->n ? bd->le[i] : "+Inf", (unsigned long long)cum);
+		put_str(b, name);
+		put_str(b, "_bucket{");
+		put_str(b, labels);
+		put_str(b, *labels ? ",le=\"" : "le=\"");
+		put_str(b, i < bd->n ? bd->le[i] : "+Inf");
+		put_str(b, "\"} ");
+		put_u64(b, cum);
+		put_mem(b, "\n", 1);
 	}
-	putf(b, "%s_sum%s%s%s ", name, *labels ? "{" : "", labels, *labels ? "}" : "");
+	putf(b, "%s_sum%s%s%s ", name, *labels ? "{" : "", labels, close);
 	put_secs(b, ld(&h->sum_us));
-	putf(b, "\n%s_count%s%s%s %llu\n", name, *labels ? "{" : "", labels, *labels ? "}" : "",
+	putf(b, "\n%s_count%s%s%s %llu\n", name, *labels ? "{" : "", labels, close,
 	     (unsigned long long)cum);
 }
 
