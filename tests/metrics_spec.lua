@@ -329,6 +329,65 @@ describe("metrics of a real leash run [sqlite]", function()
   end)
 end)
 
+describe("metrics read by a forked process while the parent's jobs come and go", function()
+  it("never shows a torn or stale name: slots change hands under a seqlock", function()
+    local names = {}
+    for i = 1, 40 do names[#names + 1] = ("churn-%d-%s"):format(i, ("x"):rep(i)) end
+    local valid = {}
+    for _, n in ipairs(names) do valid[n] = true end
+    valid.reader = true
+    local d = L.dir {}
+    local out = d.dir .. "/reader.txt"
+    -- Renders for 3 s in its run's child and checks every job label it sees.
+    d.write_job("reader", ([[
+local core = require "leash.core"
+local valid = { %s }
+return { every = "1s", singleton = false, run = function()
+  local renders, bad, seen, t0 = 0, {}, {}, core.monotonic()
+  while core.monotonic() - t0 < 3 do
+    for name in core.metrics():gmatch('leash_runs_total{job="([^"]*)",outcome="ok"}') do
+      if not valid[name] then bad[#bad + 1] = name end
+      seen[name] = true
+    end
+    renders = renders + 1
+  end
+  local n = 0
+  for _ in pairs(seen) do n = n + 1 end
+  local f = assert(io.open(%q, "w"))
+  f:write(("renders=%%d names=%%d bad=%%d %%s\n"):format(renders, n, #bad, bad[1] or ""))
+  f:close()
+end }
+]]):format((function()
+      local t = {}
+      for n in pairs(valid) do t[#t + 1] = ("[%q] = true"):format(n) end
+      return table.concat(t, ", ")
+    end)(), out))
+    local proc = L.spawn(d)
+    assert(proc:wait_log("loaded: every 1s", 5), proc:log_text())
+    -- Jobs added and removed ten times a second while the reader runs.
+    local t0, k = L.now(), 0
+    while L.now() - t0 < 4.5 and not L.exists(out) do
+      k = k + 1
+      for i, n in ipairs(names) do
+        if (i + k) % 2 == 0 then
+          d.write_job(n, 'return { every = "1h", singleton = false, run = function() end }')
+        elseif L.exists(d.job_path(n)) then
+          d.remove_job(n)
+        end
+      end
+      proc:signal("HUP")
+      L.sleep(0.1)
+    end
+    local line = L.wait_for(function() return L.read(out):match("[^\n]+") end, 5)
+    proc:stop(10)
+    assert(line, "the reader wrote nothing: " .. proc:log_text())
+    local renders, seen, bad = line:match("^renders=(%d+) names=(%d+) bad=(%d+)")
+    assert.equal("0", bad, line)
+    assert.is_true(tonumber(renders) >= 20, line)
+    assert.is_true(tonumber(seen) >= 20, line)   -- it did see the churn
+  end)
+end)
+
 describe("store call metrics on every provider", function()
   it("has every expected provider configured", function()
     assert.same({}, providers.missing)
