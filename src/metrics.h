@@ -8,7 +8,9 @@
  * They live in one shared anonymous mapping made when the program (or
  * leash.core) is loaded, so a process forked from the parent (the HTTP
  * server, a run's child) renders the parent's live values.  Only the process
- * that made the mapping writes: in a forked child every note is a no-op.
+ * that made the mapping writes: in a forked child every note is a no-op (so
+ * the scheduler must never be a forked copy of the process that loaded it:
+ * leash run does not daemonize by forking).
  * A job's record is a fixed-size slot taken when the job is added and given
  * back when it is dropped; at most METRICS_JOBS_MAX are tracked at once
  * (the mapping is reserved for them, its pages are touched as slots are
