@@ -8,6 +8,7 @@
  * the +Inf bucket and _count always agree in one render.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +62,10 @@ struct metrics_job {
 	int32_t next_free;              /* the free list (writer only); -1 ends it */
 	int32_t live;
 	int32_t elected;                /* it has lease series */
-	int32_t held;                   /* the lease, 0/1 */
 	char name[STORE_NAME_MAX + 1];
 	uint64_t runs[NOUTCOMES];
 	uint64_t skips[NREASONS];
-	uint64_t gained, lost;
+	uint64_t held, gained, lost;    /* the lease (0/1), handovers */
 	int64_t last_ok_ms;             /* wall clock; 0: no success yet */
 	struct hist dur, late;
 };
@@ -455,6 +455,22 @@ static void render_process(struct buf *b)
 	}
 }
 
+/* A family of one value a job (the uint64_t at off in its record), for the
+ * jobs that stand for election. */
+static void per_elected(struct buf *b, const struct snap *s, size_t n, const char *name,
+                        const char *type, const char *help, size_t off)
+{
+	family(b, name, type, help);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+
+		if (!s[i].j.elected)
+			continue;
+		memcpy(&v, (const char *)&s[i].j + off, sizeof v);
+		putf(b, "%s{%s} %llu\n", name, s[i].label, (unsigned long long)v);
+	}
+}
+
 static void render_jobs(struct buf *b, const struct snap *s, size_t n)
 {
 	family(b, "leash_runs_total", "counter", "Runs that ended, by job and outcome.");
@@ -475,21 +491,13 @@ static void render_jobs(struct buf *b, const struct snap *s, size_t n)
 		for (size_t k = 0; k < NREASONS; k++)
 			putf(b, "leash_fires_skipped_total{%s,reason=\"%s\"} %llu\n", s[i].label,
 			     reasons[k], (unsigned long long)s[i].j.skips[k]);
-	family(b, "leash_lease_held", "gauge", "Whether this replica holds the job's lease (0/1).");
-	for (size_t i = 0; i < n; i++)
-		if (s[i].j.elected)
-			putf(b, "leash_lease_held{%s} %d\n", s[i].label, s[i].j.held);
-	family(b, "leash_lease_gained_total", "counter", "Times this replica took the job's lease.");
-	for (size_t i = 0; i < n; i++)
-		if (s[i].j.elected)
-			putf(b, "leash_lease_gained_total{%s} %llu\n", s[i].label,
-			     (unsigned long long)s[i].j.gained);
-	family(b, "leash_lease_lost_total", "counter",
-	       "Times this replica lost or gave up the job's lease.");
-	for (size_t i = 0; i < n; i++)
-		if (s[i].j.elected)
-			putf(b, "leash_lease_lost_total{%s} %llu\n", s[i].label,
-			     (unsigned long long)s[i].j.lost);
+	per_elected(b, s, n, "leash_lease_held", "gauge",
+	            "Whether this replica holds the job's lease (0/1).", offsetof(struct metrics_job, held));
+	per_elected(b, s, n, "leash_lease_gained_total", "counter",
+	            "Times this replica took the job's lease.", offsetof(struct metrics_job, gained));
+	per_elected(b, s, n, "leash_lease_lost_total", "counter",
+	            "Times this replica lost or gave up the job's lease.",
+	            offsetof(struct metrics_job, lost));
 	family(b, "leash_last_success_timestamp_seconds", "gauge",
 	       "When the job's last successful run ended (unix seconds).");
 	for (size_t i = 0; i < n; i++)
