@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "elect.h"
+#include "metrics.h"
 
 #define NEVER INT64_MAX
 
@@ -98,6 +99,8 @@ static void become_holder(struct elector *el, struct elect_job *j, int64_t start
 	j->wake_at = NEVER;
 	free(j->holder);
 	j->holder = NULL;
+	if (gained)
+		metrics_note_lease(j->metrics, 1);
 	if (gained && el->on_change)
 		el->on_change(el->arg, j, 1, "acquired");
 }
@@ -113,6 +116,8 @@ static void become_follower(struct elector *el, struct elect_job *j, int64_t now
 	j->handoff_wanted = 0;
 	j->next_try = now;              /* it may be free again: look at once */
 	j->wake_at = NEVER;
+	if (lost)
+		metrics_note_lease(j->metrics, 0);
 	if (lost && el->on_change)
 		el->on_change(el->arg, j, 0, why);
 }
@@ -130,7 +135,7 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 	struct elect_job **js = malloc(el->n * sizeof *js);
 	int64_t *tokens = malloc(el->n * sizeof *tokens);
 	struct store_ctl *ctl = malloc(el->n * sizeof *ctl);
-	int64_t timeout = el->cfg.timeout_ms, start, dbnow = 0;
+	int64_t timeout = el->cfg.timeout_ms, start, dbnow = 0, nearest = INT64_MAX;
 	size_t k = 0;
 	int rc;
 
@@ -142,6 +147,7 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 			names[k] = j->name;
 			js[k++] = j;
 			timeout = min64(timeout, j->deadline - now);
+			nearest = min64(nearest, j->deadline);
 		}
 	}
 	if (k == 0)
@@ -161,6 +167,7 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 			                         js[i]->deadline);
 		goto done;
 	}
+	metrics_note_renew(nearest - now_of(el));
 	for (size_t i = 0; i < k; i++) {
 		if (tokens[i] >= 0) {
 			js[i]->ctl = ctl[i];
@@ -389,6 +396,7 @@ void elect_poke(struct elector *el, const char *name)
  * tries again after retry, with no change reported (the body has stopped). */
 static void let_go(struct elect_job *j, int64_t next_try)
 {
+	metrics_note_lease(j->metrics, 0);
 	j->state = ELECT_FOLLOWER;
 	j->token = 0;
 	j->next_try = next_try;

@@ -18,6 +18,8 @@
 
 #include "store/store.h"
 
+struct metrics_job;
+
 enum elect_state { ELECT_FOLLOWER, ELECT_HOLDER };
 
 struct elect_job {
@@ -32,6 +34,8 @@ struct elect_job {
 	int64_t wake_at;                /* follower: the holder's reported expiry, or INT64_MAX */
 	char *holder;                   /* follower: the holder when known (malloc'd), or NULL */
 	void *user;
+	struct metrics_job *metrics;    /* the job's /metrics record (lease held,
+	                                 * gained, lost), or NULL */
 	/* Spread (elect_prefer): another live replica is preferred for the job.
 	 * Such a follower tries no sooner than not_before: the holder's expiry
 	 * it last saw plus renew + retry, or retry x 2 + renew after it let the

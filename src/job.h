@@ -18,6 +18,7 @@ enum { JOB_ON_FAILURE = 1, JOB_ON_RECOVER = 2 };
 
 struct run;
 struct run_report;
+struct metrics_job;
 
 struct job {
 	char *name, *file;
@@ -63,6 +64,7 @@ struct job {
 	int health;                     /* as the store last said: 0 ok, 1 failing, -1 unknown */
 	struct run *hook_run;           /* the hook's child going, or NULL */
 	struct run_report *hook_wait;   /* the next hook to start once it ended, or NULL */
+	struct metrics_job *metrics;    /* its /metrics record (moves to a reload's copy) */
 };
 
 /* Reads the job file at path into a fresh buffer (*src, *len; the caller

@@ -21,7 +21,9 @@
 #include "clock.h"
 #include "log.h"
 #include "lx.h"
+#include "metrics.h"
 #include "runner.h"
+#include "store/store.h"
 
 static long next_run_id;
 
@@ -250,7 +252,7 @@ int runner_done(struct run *r)
 
 const char *runner_outcome(const struct run *r, int *code, int *sig)
 {
-	*code = *sig = -1;
+	*code = *sig = STORE_NO_CODE;
 	if (WIFEXITED(r->status))
 		*code = WEXITSTATUS(r->status);
 	else if (WIFSIGNALED(r->status))
@@ -266,8 +268,11 @@ const char *runner_outcome(const struct run *r, int *code, int *sig)
 void runner_report(struct run *r, int *failed)
 {
 	double secs = (clock_mono_ms() - r->started_ms) / 1000.0;
-	int st = r->status;
+	int st = r->status, code, sig;
 
+	if (!r->hook)           /* a failure hook is no run of its job */
+		metrics_note_run(r->job->metrics, runner_outcome(r, &code, &sig),
+		                 clock_mono_ms() - r->started_ms, clock_wall_ms());
 	*failed = 1;
 	if (r->stop_reason[0]) {
 		log_msg(LOG_WARN, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,

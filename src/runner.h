@@ -100,10 +100,9 @@ void runner_exited(struct run *, int status);
  * result and the caller frees it with runner_free. */
 int runner_done(struct run *);
 void runner_report(struct run *, int *failed);
-
-/* What the ledger calls the way a finished run ended ("ok", "failed",
- * "timeout", "lost", "killed", "manual"), with its exit code or signal
- * (-1 for none). */
+/* What the ledger (and /metrics) calls the way an exited run ended: "ok",
+ * "manual", "failed", "timeout", "lost" or "killed"; its exit code and
+ * signal in *code and *sig (STORE_NO_CODE when none). */
 const char *runner_outcome(const struct run *, int *code, int *sig);
 void runner_free(struct run *);
 

@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "sched.h"
 
 void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sched_env *env)
@@ -63,6 +64,7 @@ static void add_job(struct sched *s, struct job *j)
 		s->cap = cap;
 	}
 	s->jobs[s->njobs++] = j;
+	j->metrics = metrics_job_add(j->name);
 }
 
 /* A fire time for the log: with its milliseconds when a jitter gave it some. */
@@ -194,6 +196,7 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 		s->env.adopt(s->env.arg, fresh->run, fresh);
 	fresh->elect = old->elect;
 	fresh->follow_logged = old->follow_logged;
+	fresh->metrics = old->metrics;
 	if (fresh->elect) {
 		if (s->env.enter)
 			s->env.enter(s->env.elect_arg, fresh);    /* the election's user is the new one */
@@ -307,6 +310,7 @@ static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catc
 	struct run *r = s->env.start(s->env.arg, j, scheduled_ms, catchup, &id);
 
 	if (r) {
+		metrics_note_fire(j->metrics, scheduled_ms, catchup, wall(s));
 		j->run = r;
 		j->run_id = id;
 	}
@@ -316,6 +320,7 @@ static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catc
 static void account(struct sched *s, struct job *j, int64_t fire, int claimed,
                     const char *outcome, const char *why)
 {
+	metrics_note_skip(j->metrics, outcome);
 	if (s->env.account && s->env.claim && takes_part(s, j))
 		s->env.account(s->env.elect_arg, j, fire, claimed, outcome, why);
 }
@@ -937,6 +942,7 @@ void sched_drop_removed(struct sched *s)
 		struct job *j = s->jobs[i];
 		if (j->removed && !j->run && !j->hook_run) {
 			leave(s, j);
+			metrics_job_remove(j->metrics);
 			job_free(s->L, j);
 		} else {
 			s->jobs[w++] = j;
@@ -949,6 +955,7 @@ void sched_free(struct sched *s)
 {
 	for (size_t i = 0; i < s->njobs; i++) {
 		leave(s, s->jobs[i]);
+		metrics_job_remove(s->jobs[i]->metrics);
 		job_free(s->L, s->jobs[i]);
 	}
 	free(s->jobs);

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "hooks.h"
 #include "log.h"
+#include "metrics.h"
 #include "runner.h"
 #include "sched.h"
 #include "singleton.h"
@@ -165,10 +166,13 @@ void singleton_enter(void *arg, struct job *j)
 		return;
 	}
 	j->elect = elect_add(&sg->el, j->name, j->lease_ms, j->renew_ms, j->margin_ms, j);
-	if (!j->elect)
+	if (!j->elect) {
 		log_msg(LOG_ERROR, j->name, 0, "out of memory: the job is not elected");
-	else
+	} else {
+		((struct elect_job *)j->elect)->metrics = j->metrics;
+		metrics_job_elected(j->metrics, 1);
 		spread_job_added(sg, j->elect);
+	}
 }
 
 void singleton_leave(void *arg, struct job *j)
@@ -192,6 +196,7 @@ void singleton_leave(void *arg, struct job *j)
 		}
 	}
 	elect_remove(&sg->el, ej);
+	metrics_job_elected(j->metrics, 0);
 	j->elect = NULL;
 	ledger_forget(&sg->ledger, j->name);
 	spread_jobs_changed(sg);

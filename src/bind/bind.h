@@ -22,6 +22,7 @@ void lx_cfg_lib(lua_State *L);          /* bind/cfg.c: config_load, for specs */
 void lx_sched_lib(lua_State *L);        /* bind/sched.c: the job table, for specs */
 void lx_load_lib(lua_State *L);         /* bind/load.c: reading and budgeting job files */
 void lx_presence_lib(lua_State *L);     /* bind/presence.c: rendezvous, presence rows */
+void lx_metrics_lib(lua_State *L);      /* bind/metrics.c: the /metrics text, in-process */
 
 /* Pushes presence rows as a list of tables (bind/presence.c). */
 struct store_replica;

@@ -73,5 +73,6 @@ int luaopen_leash_core(lua_State *L)
 	lx_sched_lib(L);
 	lx_load_lib(L);
 	lx_presence_lib(L);             /* after lx_store_lib: adds store methods */
+	lx_metrics_lib(L);
 	return 1;
 }

@@ -4,7 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "store/store.h"
+
+/* Every provider call goes through here: timed and counted for /metrics.
+ * call_t0 is set before the call is evaluated (the comma is a sequence
+ * point); calls never nest. */
+static int64_t call_t0;
+#define TIMED(op, call) (call_t0 = metrics_clock(), \
+	metrics_note_store(METRICS_OP_##op, call_t0, (call)))
 
 extern const struct store_provider store_sqlite, store_postgres, store_mssql;
 
@@ -54,6 +62,8 @@ struct store *store_open(const char *name, const struct store_opts *o, char *err
                          size_t errlen)
 {
 	const struct store_provider *p = store_find(name);
+	struct store *st;
+	int64_t t0;
 
 	if (!p) {
 		snprintf(err, errlen, "unknown store provider \"%s\" (use sqlite, postgres or mssql)",
@@ -66,7 +76,10 @@ struct store *store_open(const char *name, const struct store_opts *o, char *err
 		         o->table, STORE_IDENT_MAX);
 		return NULL;
 	}
-	return p->open(o, err, errlen);
+	t0 = metrics_clock();
+	st = p->open(o, err, errlen);
+	metrics_note_store(METRICS_OP_OPEN, t0, st ? STORE_OK : STORE_ERR);
+	return st;
 }
 
 int store_valid_table(const char *s)
@@ -135,7 +148,7 @@ int store_try_acquire(struct store *s, const char *name, const char *owner,
 	    check_ms(s, ms) < 0)
 		return STORE_ERR;
 	s->calls++;
-	return s->ops->try_acquire(s, name, owner, ms, out);
+	return TIMED(TRY_ACQUIRE, s->ops->try_acquire(s, name, owner, ms, out));
 }
 
 int store_renew(struct store *s, const char *name, const char *owner, int64_t ms,
@@ -146,7 +159,7 @@ int store_renew(struct store *s, const char *name, const char *owner, int64_t ms
 	    check_ms(s, ms) < 0)
 		return STORE_ERR;
 	s->calls++;
-	return s->ops->renew(s, name, owner, ms, out);
+	return TIMED(RENEW, s->ops->renew(s, name, owner, ms, out));
 }
 
 int store_release(struct store *s, const char *name, const char *owner)
@@ -155,7 +168,7 @@ int store_release(struct store *s, const char *name, const char *owner)
 	if (check_str(s, "lease name", name) < 0 || check_str(s, "owner", owner) < 0)
 		return STORE_ERR;
 	s->calls++;
-	return s->ops->release(s, name, owner);
+	return TIMED(RELEASE, s->ops->release(s, name, owner));
 }
 
 int store_renew_all(struct store *s, const char *owner, const char *const *names,
@@ -168,7 +181,7 @@ int store_renew_all(struct store *s, const char *owner, const char *const *names
 	if (n == 0)
 		return STORE_OK;
 	s->calls++;
-	return s->ops->renew_all(s, owner, names, n, ms, tokens);
+	return TIMED(RENEW_ALL, s->ops->renew_all(s, owner, names, n, ms, tokens));
 }
 
 int store_acquire_all(struct store *s, const char *owner, const char *const *names,
@@ -182,13 +195,13 @@ int store_acquire_all(struct store *s, const char *owner, const char *const *nam
 		return STORE_OK;
 	if (s->ops->acquire_all) {
 		s->calls++;
-		return s->ops->acquire_all(s, owner, names, n, ms, out, got);
+		return TIMED(ACQUIRE_ALL, s->ops->acquire_all(s, owner, names, n, ms, out, got));
 	}
 	for (size_t i = 0; i < n; i++) {
 		int rc;
 
 		s->calls++;
-		rc = s->ops->try_acquire(s, names[i], owner, ms, &out[i]);
+		rc = TIMED(TRY_ACQUIRE, s->ops->try_acquire(s, names[i], owner, ms, &out[i]));
 		if (rc == STORE_ERR)
 			return STORE_ERR;
 		got[i] = rc == STORE_OK;
@@ -206,11 +219,11 @@ int store_release_all(struct store *s, const char *owner, const char *const *nam
 		return STORE_OK;
 	if (s->ops->release_all) {
 		s->calls++;
-		return s->ops->release_all(s, owner, names, n);
+		return TIMED(RELEASE_ALL, s->ops->release_all(s, owner, names, n));
 	}
 	for (size_t i = 0; i < n; i++) {
 		s->calls++;
-		if (s->ops->release(s, names[i], owner) == STORE_ERR)
+		if (TIMED(RELEASE, s->ops->release(s, names[i], owner)) == STORE_ERR)
 			return STORE_ERR;
 	}
 	return STORE_OK;
@@ -271,7 +284,7 @@ int store_claim_all(struct store *s, const char *owner, const struct store_claim
 	if (n == 0)
 		return STORE_OK;
 	s->calls++;
-	return s->ops->claim_all(s, owner, claims, n, ok, now);
+	return TIMED(CLAIM_ALL, s->ops->claim_all(s, owner, claims, n, ok, now));
 }
 
 /* ---- the run ledger ---- */
@@ -486,7 +499,7 @@ int store_claim_runs(struct store *s, const char *owner, const struct store_clai
 		return STORE_OK;
 	}
 	s->calls++;
-	rc = s->ops->claim_runs(s, owner, claims, n, copy, nruns, ok, now);
+	rc = TIMED(CLAIM_RUNS, s->ops->claim_runs(s, owner, claims, n, copy, nruns, ok, now));
 	free(copy);
 	return rc;
 }
@@ -509,7 +522,7 @@ int store_record_runs(struct store *s, const struct store_run *runs, size_t n)
 		return STORE_OK;
 	}
 	s->calls++;
-	rc = s->ops->record_runs(s, copy, n);
+	rc = TIMED(RECORD_RUNS, s->ops->record_runs(s, copy, n));
 	free(copy);
 	return rc;
 }
@@ -531,7 +544,7 @@ int store_read_runs(struct store *s, const char *job, int64_t since, size_t limi
 		return store_fail(s, "the %s provider has no read_runs: the run ledger is not supported",
 		                  s->ops->name);
 	s->calls++;
-	return s->ops->read_runs(s, job, since, limit, rows, n, now);
+	return TIMED(READ_RUNS, s->ops->read_runs(s, job, since, limit, rows, n, now));
 }
 
 int store_last_runs(struct store *s, struct store_job_runs **rows, size_t *n, int64_t *now)
@@ -544,7 +557,7 @@ int store_last_runs(struct store *s, struct store_job_runs **rows, size_t *n, in
 		return store_fail(s, "the %s provider has no last_runs: the run ledger is not supported",
 		                  s->ops->name);
 	s->calls++;
-	return s->ops->last_runs(s, rows, n, now);
+	return TIMED(LAST_RUNS, s->ops->last_runs(s, rows, n, now));
 }
 
 int store_renew_ctl(struct store *s, const char *owner, const char *const *names, size_t n,
@@ -562,7 +575,7 @@ int store_renew_ctl(struct store *s, const char *owner, const char *const *names
 	if (n == 0)
 		return STORE_OK;
 	s->calls++;
-	return s->ops->renew_ctl(s, owner, names, n, ms, tokens, ctl, now);
+	return TIMED(RENEW_CTL, s->ops->renew_ctl(s, owner, names, n, ms, tokens, ctl, now));
 }
 
 int store_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
@@ -579,7 +592,7 @@ int store_control(struct store *s, const char *name, int what, int64_t until, in
 		return store_fail(s, "the %s provider has no control: leash pause, trigger and handoff "
 		                  "are not supported", s->ops->name);
 	s->calls++;
-	return s->ops->control(s, name, what, until, now);
+	return TIMED(CONTROL, s->ops->control(s, name, what, until, now));
 }
 
 int store_health(struct store *s, const char *owner, const char *name, int64_t token,
@@ -638,7 +651,7 @@ int store_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job, siz
 		return store_fail(s, "the %s provider has no prune_runs: the run ledger is not supported",
 		                  s->ops->name);
 	s->calls++;
-	return s->ops->prune_runs(s, keep_ms, keep_per_job, max_rows, changed);
+	return TIMED(PRUNE_RUNS, s->ops->prune_runs(s, keep_ms, keep_per_job, max_rows, changed));
 }
 
 int store_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
@@ -647,7 +660,7 @@ int store_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now
 	*rows = NULL;
 	*n = 0;
 	s->calls++;
-	return s->ops->list(s, rows, n, now);
+	return TIMED(LIST, s->ops->list(s, rows, n, now));
 }
 
 int store_event_fd(struct store *s)
@@ -677,7 +690,7 @@ int store_floor(struct store *s, int kind)
 	if (!s->ops->floor)
 		return store_fail(s, "the %s provider has no floor op", s->ops->name);
 	s->calls++;
-	return s->ops->floor(s, kind);
+	return TIMED(FLOOR, s->ops->floor(s, kind));
 }
 
 void store_close(struct store *s)
@@ -704,7 +717,7 @@ int store_beat(struct store *s, const struct store_replica *me, int64_t prune_ms
 	if (!s->ops->beat)
 		return store_fail(s, "beat: not supported by the %s provider", s->ops->name);
 	s->calls++;
-	return s->ops->beat(s, me, prune_ms, rows, n, now);
+	return TIMED(BEAT, s->ops->beat(s, me, prune_ms, rows, n, now));
 }
 
 int store_leave(struct store *s, const char *owner)
@@ -715,7 +728,7 @@ int store_leave(struct store *s, const char *owner)
 	if (!s->ops->leave)
 		return store_fail(s, "leave: not supported by the %s provider", s->ops->name);
 	s->calls++;
-	return s->ops->leave(s, owner);
+	return TIMED(LEAVE, s->ops->leave(s, owner));
 }
 
 int store_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
@@ -726,7 +739,7 @@ int store_replicas(struct store *s, struct store_replica **rows, size_t *n, int6
 	if (!s->ops->replicas)
 		return store_fail(s, "replicas: not supported by the %s provider", s->ops->name);
 	s->calls++;
-	return s->ops->replicas(s, rows, n, now);
+	return TIMED(REPLICAS, s->ops->replicas(s, rows, n, now));
 }
 
 void store_free_replicas(struct store_replica *rows, size_t n)
