@@ -181,8 +181,7 @@ done:
  * not_before, unless it is next in line and the holder's lease ran out. */
 static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 {
-	(void)el;
-	if (j->hold_until > t)
+	if (el->draining || j->hold_until > t)
 		return 1;
 	return j->other_preferred && j->not_before > t && !(j->next_in_line && j->wake_at <= t);
 }
@@ -322,6 +321,8 @@ static int64_t next_wake(struct elector *el)
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_HOLDER)
 			next = min64(next, min64(j->renew_due, j->deadline));
+		else if (el->draining)
+			continue;       /* tries nothing until elect_drain ends it */
 		else if (j->hold_until > min64(j->next_try, j->wake_at))
 			next = min64(next, j->hold_until);
 		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at))
@@ -459,6 +460,18 @@ void elect_hold(struct elector *el, struct elect_job *j, int64_t until)
 {
 	(void)el;
 	j->hold_until = until;
+}
+
+void elect_drain(struct elector *el, int on)
+{
+	if (el->draining && !on) {
+		int64_t now = now_of(el);
+
+		for (size_t i = 0; i < el->n; i++)
+			if (el->jobs[i]->state == ELECT_FOLLOWER)
+				el->jobs[i]->next_try = now;
+	}
+	el->draining = on;
 }
 
 int elect_paused(const struct elect_job *j)

@@ -81,6 +81,7 @@ struct elector {
 	elect_error_fn on_error;
 	void *arg;
 	elect_follow_fn on_follow;      /* may be NULL */
+	int draining;                   /* leash drain: no follower tries (elect_drain) */
 };
 
 void elect_init(struct elector *, const struct elect_cfg *, const char *owner,
@@ -133,6 +134,11 @@ int elect_handoff(struct elector *, struct elect_job *const *js, size_t n);
 /* After a manual hand-off (leash handoff, drain): j tries again no sooner
  * than until, whoever is preferred, so that another replica takes it. */
 void elect_hold(struct elector *, struct elect_job *, int64_t until);
+
+/* leash drain: while on, no follower tries to take its lease (the holders
+ * are handed off by the caller, at safe points); when it ends, every
+ * follower tries at once. */
+void elect_drain(struct elector *, int on);
 
 /* Whether the job is paused, as its last renew read it. */
 int elect_paused(const struct elect_job *);

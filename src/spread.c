@@ -23,6 +23,7 @@ void spread_init(struct singleton *sg)
 	memset(sp, 0, sizeof *sp);
 	sp->pres.me = -1;
 	snprintf(sp->me.owner, sizeof sp->me.owner, "%s", sg->el.owner);
+	presence_name_of(sp->me.owner, sp->me.name, sizeof sp->me.name);
 	if (gethostname(sp->me.host, sizeof sp->me.host - 1) < 0 || !sp->me.host[0])
 		snprintf(sp->me.host, sizeof sp->me.host, "localhost");
 	snprintf(sp->me.version, sizeof sp->me.version, "%s", LEASH_VERSION);
@@ -97,6 +98,23 @@ void spread_job_added(struct singleton *sg, struct elect_job *ej)
 		apply_one(sg, ej);
 }
 
+/* What my row (as the beat read it) says of leash drain. */
+static void drained(struct singleton *sg)
+{
+	struct spread *sp = &sg->spread;
+	int on = sp->pres.me >= 0 && sp->pres.reps[sp->pres.me].row.draining;
+
+	if (on == sp->draining)
+		return;
+	if (on)
+		log_msg(LOG_INFO, NULL, 0, "draining (leash drain): every lease is handed off at its "
+		        "next safe point, and none is taken");
+	else
+		log_msg(LOG_INFO, NULL, 0, "undrained (leash undrain): taking leases again");
+	sp->draining = on;
+	elect_drain(&sg->el, on);
+}
+
 static void beat(struct singleton *sg, int64_t now)
 {
 	struct spread *sp = &sg->spread;
@@ -130,6 +148,7 @@ static void beat(struct singleton *sg, int64_t now)
 		return;
 	}
 	apply_preferences(sg);
+	drained(sg);
 }
 
 /* The replica that job now prefers, for the log. */
@@ -174,7 +193,8 @@ static void hand_off(struct singleton *sg)
 
 		if (ej->state != ELECT_HOLDER || !j)
 			continue;
-		if (!ej->handoff_wanted && (ej->other_preferred != 2 || !preferred_fresh(sg, ej->name)))
+		if (!ej->handoff_wanted && !sg->spread.draining &&
+		    (ej->other_preferred != 2 || !preferred_fresh(sg, ej->name)))
 			continue;
 		service = j->kind == JOB_SERVICE;
 		busy = j->run || j->claimed_ms || j->want_ms || j->pending_ms || j->backlog_ms;
@@ -184,9 +204,9 @@ static void hand_off(struct singleton *sg)
 		what = presence_safe_point(service, busy, wall, next, after, handover);
 		if (what == PRESENCE_STOP && !ej->handing_off) {
 			ej->handing_off = 1;
-			if (ej->handoff_wanted)
-				log_msg(LOG_INFO, j->name, 0, "handing off (leash handoff): stopping the "
-				        "service");
+			if (ej->handoff_wanted || sg->spread.draining)
+				log_msg(LOG_INFO, j->name, 0, "handing off (leash %s): stopping the "
+				        "service", ej->handoff_wanted ? "handoff" : "drain");
 			else
 				log_msg(LOG_INFO, j->name, 0, "handing off to %s (preferred): stopping the "
 				        "service", preferred_owner(sg, j->name));
@@ -202,9 +222,10 @@ static void hand_off(struct singleton *sg)
 	if (k == 0)
 		goto done;
 	for (size_t i = 0; i < k; i++) {
-		if (js[i]->handoff_wanted)
+		if (js[i]->handoff_wanted || sg->spread.draining)
 			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
-			        "handing the lease off (leash handoff)");
+			        "handing the lease off (leash %s)",
+			        js[i]->handoff_wanted ? "handoff" : "drain");
 		else
 			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
 			        "handing the lease off to %s (preferred)", preferred_owner(sg, js[i]->name));

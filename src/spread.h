@@ -8,7 +8,11 @@
  * job whose preferred replica is another, settled one is handed off at a
  * safe point (presence_safe_point), all the turn's hand-offs in one
  * release.  With [singleton] spread = false the row is still written (for
- * leash status) but every job is first come, first held. */
+ * leash status) but every job is first come, first held.
+ *
+ * leash drain sets the row's draining (the beat reads it back): then every
+ * held lease is handed off at its safe point, whoever is preferred, and
+ * the elector takes none (elect_drain) until the row says otherwise. */
 #ifndef LEASH_SPREAD_H
 #define LEASH_SPREAD_H
 
@@ -25,6 +29,8 @@ struct spread {
 	int64_t beat_ok;                /* boottime of the last good beat, or 0 */
 	size_t njobs_seen;              /* jobs when me.jobs was made */
 	int jobs_dirty;                 /* a reload may have changed the jobs */
+	int draining;                   /* my row says leash drain: every lease goes
+	                                 * at its safe point and none is taken */
 };
 
 /* Sets up the row's fixed fields (host, pid, version). */

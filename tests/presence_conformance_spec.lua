@@ -14,7 +14,8 @@ end
 local function me(owner, t)
   t = t or {}
   return { owner = owner, host = t.host or "host-a", pid = t.pid or 42, version = t.version or "0.9.0",
-           draining = t.draining or false, jobs_hash = t.hash or "h1", jobs = t.jobs or "a\nb\n" }
+           draining = t.draining or false, jobs_hash = t.hash or "h1", jobs = t.jobs or "a\nb\n",
+           name = t.name }
 end
 
 local function by_owner(rows)
@@ -60,11 +61,12 @@ for _, p in ipairs(providers.list) do
       local rows = assert(s:beat(me("A:1:aa"), 60000))
       local first = by_owner(rows)["A:1:aa"]
       sleep_ms(30)
+      -- draining is leash drain's: a replica's own value is not written
       rows = assert(s:beat(me("A:1:aa", { draining = true, version = "1.0.0" }), 60000))
       local r = by_owner(rows)["A:1:aa"]
       assert.equal(first.started_at, r.started_at)
       assert.is_true(r.heartbeat >= first.heartbeat + 20)
-      assert.is_true(r.draining)
+      assert.is_false(r.draining)
       assert.equal("1.0.0", r.version)
     end)
 
@@ -117,7 +119,52 @@ for _, p in ipairs(providers.list) do
       assert.equal("", t["F:6:ff"].jobs)
     end)
 
+    it("drain sets the listed owners' draining, the beats keep it, undrain clears it", function()
+      assert(s:beat(me("G:7:01", { name = "G" }), 60000))
+      assert(s:beat(me("G:8:02", { name = "G" }), 60000))
+      local changed, now = assert(s:drain(nil, { "G:7:01", "nobody:1:00" }, true))
+      assert.equal(1, changed)
+      assert.is_true(math.abs(now - os.time() * 1000) < 5000)
+      local t = by_owner(assert(s:beat(me("G:7:01", { name = "G" }), 60000)))
+      assert.is_true(t["G:7:01"].draining)                 -- kept by its own beat
+      assert.is_false(t["G:8:02"].draining)
+      assert.equal(1, (s:drain(nil, { "G:7:01" }, false)))
+      t = by_owner(assert(s:beat(me("G:7:01", { name = "G" }), 60000)))
+      assert.is_false(t["G:7:01"].draining)
+    end)
+
+    it("a drain marker drains the name's beats, new rows too; never read, never pruned", function()
+      assert(s:beat(me("H:1:01", { name = "H" }), 60000))
+      local changed = assert(s:drain("H", {}, true))
+      assert.equal(1, changed)                             -- the marker
+      assert.equal(1, (s:drain("H", {}, true)))            -- written again: still one
+      local t = by_owner(assert(s:beat(me("H:1:01", { name = "H" }), 60000)))
+      assert.is_true(t["H:1:01"].draining)                 -- its next beat
+      assert.is_nil(t["H"])                                -- the marker is no replica
+      t = by_owner(assert(s:beat(me("H:2:02", { name = "H" }), 60000)))
+      assert.is_true(t["H:2:02"].draining)                 -- a new process of the name
+      t = by_owner(assert(s:beat(me("Hx:3:03", { name = "Hx" }), 60000)))
+      assert.is_false(t["Hx:3:03"].draining)               -- another name
+      sleep_ms(120)
+      assert(s:beat(me("Hx:3:03", { name = "Hx" }), 100))  -- prunes H's rows, not the marker
+      assert.is_nil(by_owner(assert(s:replicas()))["H"])
+      t = by_owner(assert(s:beat(me("H:4:04", { name = "H" }), 60000)))
+      assert.is_true(t["H:4:04"].draining)
+      -- undrain: the marker and the rows listed; a new process starts undrained
+      assert.equal(2, (s:drain("H", { "H:4:04" }, false)))
+      assert.equal(0, (s:drain("H", {}, false)))           -- nothing left to undrain
+      t = by_owner(assert(s:beat(me("H:5:05", { name = "H" }), 60000)))
+      assert.is_false(t["H:5:05"].draining)
+      assert.is_false(t["H:4:04"].draining)
+    end)
+
     it("refuses bad arguments before any SQL", function()
+      local ok0, err0 = s:drain("", {}, true)
+      assert.is_nil(ok0)
+      assert.matches("replica name", err0)
+      ok0, err0 = s:drain(nil, { "" }, true)
+      assert.is_nil(ok0)
+      assert.matches("owner", err0)
       local ok, err = s:beat(me(""), 60000)
       assert.is_nil(ok)
       assert.matches("owner", err)

@@ -1552,6 +1552,8 @@ static int pg_beat(struct store *, const struct store_replica *, int64_t,
                    struct store_replica **, size_t *, int64_t *);
 static int pg_leave(struct store *, const char *);
 static int pg_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
+static int pg_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
+                    int64_t *);
 
 static const struct store_ops postgres_ops = {
 	.name = "postgres",
@@ -1574,6 +1576,7 @@ static const struct store_ops postgres_ops = {
 	.last_runs = pg_last_runs,
 	.renew_ctl = pg_renew_ctl,
 	.control = pg_control,
+	.drain = pg_drain,
 	.prune_runs = pg_prune_runs,
 	.beat = pg_beat,
 	.leave = pg_leave,
@@ -1619,28 +1622,46 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
  * SELECT sees the table as it was before the statement, so my row comes
  * from the upsert's RETURNING and the others are filtered as the prune
  * leaves them. */
-static const char *const pres_sql[3][2] = {
+static const char *const pres_sql[4][2] = {
 	{ "leash_beat",
 	  "WITH t0 AS (SELECT " NOW " AS now),"
 	  " up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
-	  "  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, $5::int, $6, $7 FROM t0"
+	  "  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, (EXISTS (SELECT 1 FROM"
+	  "  \"%1$s_replicas\" m WHERE m.owner = $5::text AND m.pid = 0))::int, $6, $7 FROM t0"
 	  "  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,"
 	  "  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat,"
-	  "  draining = EXCLUDED.draining, jobs_hash = EXCLUDED.jobs_hash, jobs = EXCLUDED.jobs"
+	  "  draining = GREATEST(r.draining, EXCLUDED.draining), jobs_hash = EXCLUDED.jobs_hash,"
+	  "  jobs = EXCLUDED.jobs"
 	  "  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
 	  "  r.jobs_hash),"
 	  " gone AS (DELETE FROM \"%1$s_replicas\" d USING t0"
-	  "  WHERE d.owner <> $1 AND d.heartbeat < t0.now - $8::bigint RETURNING d.owner)"
+	  "  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $8::bigint"
+	  "  RETURNING d.owner)"
 	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
 	  "  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
 	  "  UNION ALL SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat,"
 	  "  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END"
-	  "  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.heartbeat >= t0.now - $8::bigint"
+	  "  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0"
+	  "  AND o.heartbeat >= t0.now - $8::bigint"
 	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
 	{ "leash_leave", "DELETE FROM \"%1$s_replicas\" WHERE owner = $1" },
 	{ "leash_replicas",
 	  "SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"
-	  " LEFT JOIN \"%1$s_replicas\" o ON true ORDER BY o.owner COLLATE \"C\"" },
+	  " LEFT JOIN \"%1$s_replicas\" o ON o.pid <> 0 ORDER BY o.owner COLLATE \"C\"" },
+	/* drain: $1 the owners, $2 the marker's name (NULL: none), $3 on. */
+	{ "leash_drain",
+	  "WITH t0 AS (SELECT " NOW " AS now),"
+	  " d AS (UPDATE \"%1$s_replicas\" SET draining = $3::int"
+	  "  WHERE owner = ANY ($1::text[]) AND pid <> 0 RETURNING 1),"
+	  " m AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
+	  "  SELECT $2::text, '', 0, '', t0.now, t0.now, 1, '', '' FROM t0"
+	  "  WHERE $2::text IS NOT NULL AND $3::int = 1"
+	  "  ON CONFLICT (owner) DO UPDATE SET heartbeat = EXCLUDED.heartbeat WHERE r.pid = 0"
+	  "  RETURNING 1),"
+	  " u AS (DELETE FROM \"%1$s_replicas\" WHERE owner = $2::text AND pid = 0"
+	  "  AND $3::int = 0 RETURNING 1)"
+	  " SELECT t0.now, (SELECT count(*) FROM d) + (SELECT count(*) FROM m)"
+	  " + (SELECT count(*) FROM u) FROM t0" },
 };
 
 static int presence_connect(struct pg_store *ps, int64_t deadline)
@@ -1662,7 +1683,7 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
 			return STORE_ERR;
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		snprintf(sql, sizeof sql, pres_sql[i][1], ps->table);
 		if (run_ok(ps, 1, pres_sql[i][0], sql, deadline, "prepare") < 0)
 			return STORE_ERR;
@@ -1722,13 +1743,12 @@ static int pg_beat(struct store *s, const struct store_replica *me, int64_t prun
                    struct store_replica **rows, size_t *n, int64_t *now)
 {
 	struct pg_store *ps = (struct pg_store *)s;
-	char pid[24], drain[4], prune[24];
-	const char *vals[8] = { me->owner, me->host, pid, me->version, drain, me->jobs_hash,
+	char pid[24], prune[24];
+	const char *vals[8] = { me->owner, me->host, pid, me->version, me->name, me->jobs_hash,
 	                        me->jobs ? me->jobs : "", prune };
 	PGresult *r;
 
 	snprintf(pid, sizeof pid, "%lld", (long long)me->pid);
-	snprintf(drain, sizeof drain, "%d", me->draining != 0);
 	snprintf(prune, sizeof prune, "%lld", (long long)prune_ms);
 	if (!(r = pres_call(ps, 0, 8, vals, "beat")))
 		return STORE_ERR;
@@ -1752,4 +1772,24 @@ static int pg_replicas(struct store *s, struct store_replica **rows, size_t *n, 
 	if (!r)
 		return STORE_ERR;
 	return pres_rows(ps, r, rows, n, now);
+}
+
+static int pg_drain(struct store *s, const char *name, const char *const *owners, size_t n,
+                    int on, int64_t *changed, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char *arr = array_literal(owners, n);
+	const char *vals[3] = { arr, name, on ? "1" : "0" };
+	PGresult *r;
+
+	if (!arr)
+		return store_fail(s, "postgres: drain: out of memory");
+	r = pres_call(ps, 3, 3, vals, "drain");
+	free(arr);
+	if (!r)
+		return STORE_ERR;
+	*now = col_i64(r, 0, 0);
+	*changed = col_i64(r, 0, 1);
+	PQclear(r);
+	return STORE_OK;
 }

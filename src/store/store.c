@@ -582,6 +582,26 @@ int store_control(struct store *s, const char *name, int what, int64_t until, in
 	return s->ops->control(s, name, what, until, now);
 }
 
+int store_drain(struct store *s, const char *name, const char *const *owners, size_t n, int on,
+                int64_t *changed, int64_t *now)
+{
+	begin(s);
+	*changed = 0;
+	*now = 0;
+	if (name && check_str(s, "replica name", name) < 0)
+		return STORE_ERR;
+	for (size_t i = 0; i < n; i++)
+		if (check_str(s, "owner", owners[i]) < 0)
+			return STORE_ERR;
+	if (on != 0 && on != 1)
+		return store_fail(s, "drain: on must be 0 or 1, got %d", on);
+	if (!s->ops->drain)
+		return store_fail(s, "the %s provider has no drain: leash drain and undrain are not "
+		                  "supported", s->ops->name);
+	s->calls++;
+	return s->ops->drain(s, name, owners, n, on, changed, now);
+}
+
 struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
                                          size_t *cap, const char *job)
 {
@@ -683,6 +703,8 @@ int store_beat(struct store *s, const struct store_replica *me, int64_t prune_ms
 		return STORE_ERR;
 	if (strlen(me->version) > STORE_VERSION_MAX || strlen(me->jobs_hash) > STORE_HASH_MAX)
 		return store_fail(s, "beat: version or jobs_hash too long");
+	if (me->name[0] && check_str(s, "replica name", me->name) < 0)
+		return STORE_ERR;
 	if (!s->ops->beat)
 		return store_fail(s, "beat: not supported by the %s provider", s->ops->name);
 	s->calls++;

@@ -131,7 +131,13 @@ struct store_run_row {
  * started_at and heartbeat (db clock), draining (0/1), and its job
  * definitions, as a hash (jobs_hash, free text up to STORE_HASH_MAX bytes)
  * and as their names, one per line (jobs).  Whoever reads the rows judges
- * them: a garbled hash or an unknown version is shown, never refused. */
+ * them: a garbled hash or an unknown version is shown, never refused.
+ *
+ * draining is leash drain's (the drain op), never the replica's own: a beat
+ * keeps it.  A drain by name that outlives restarts is kept as a drain
+ * marker, a row keyed by the bare name with pid 0: a beat of a replica of
+ * that name (me->name) sets its draining while the marker is there, no
+ * read returns a marker and no prune deletes one. */
 #define STORE_VERSION_MAX 32
 #define STORE_HASH_MAX 32
 struct store_replica {
@@ -140,7 +146,9 @@ struct store_replica {
 	char version[STORE_VERSION_MAX + 1];
 	char jobs_hash[STORE_HASH_MAX + 1];
 	int64_t pid, started_at, heartbeat;
-	int draining;
+	int draining;                   /* written: ignored (the store keeps its own) */
+	char name[STORE_NAME_MAX + 1];  /* written: the replica's name, whose drain
+	                                 * marker the beat obeys ("" none); read: "" */
 	char *jobs;                     /* written: borrowed, may be NULL (kept as "");
 	                                 * read: malloc'd, or NULL when not read */
 };
@@ -327,6 +335,15 @@ struct store_ops {
 	 * no row inserts a free one (owner "", token 0, expired); the others
 	 * answer STORE_NO then.  *now: the database's clock.  Optional. */
 	int (*control)(struct store *, const char *name, int what, int64_t until, int64_t *now);
+
+	/* leash drain / undrain, in one statement or transaction: the presence
+	 * rows of owners[0..n) get draining = on (a marker is never one of
+	 * them); and when name is given, its drain marker is written (on) or
+	 * deleted (off).  *changed: the rows that matched, the marker counted
+	 * (an undrain of a name with neither rows nor marker changes 0); *now:
+	 * the database's clock.  Optional. */
+	int (*drain)(struct store *, const char *name, const char *const *owners, size_t n,
+	             int on, int64_t *changed, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -431,6 +448,10 @@ int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int
 int store_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
                     int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
 int store_control(struct store *, const char *name, int what, int64_t until, int64_t *now);
+/* drain: name NULL or 1-200 bytes, each owner 1-200 bytes, on 0 or 1;
+ * refused ("not supported") when the provider lacks it. */
+int store_drain(struct store *, const char *name, const char *const *owners, size_t n, int on,
+                int64_t *changed, int64_t *now);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
