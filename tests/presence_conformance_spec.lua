@@ -158,6 +158,54 @@ for _, p in ipairs(providers.list) do
       assert.is_false(t["H:4:04"].draining)
     end)
 
+    it("renew_beat renews as renew_ctl and beats as beat, in one statement", function()
+      local ok, a = s:try_acquire("rb-1", "R:1:01", 5000)
+      assert.is_true(ok)
+      assert.is_true((s:try_acquire("rb-2", "X:1:01", 5000)))
+      assert(s:control("rb-1", "trigger"))
+      assert(s:beat(me("S:1:01", { hash = "h2", jobs = "z\n" }), 60000))
+      local c0 = s:calls()
+      local got, rows, now = assert(s:renew_beat("R:1:01", { "rb-1", "rb-2", "rb-none" }, 7000,
+        me("R:1:01", { name = "R", hash = "h9" }), 60000))
+      assert.equal(1, s:calls() - c0)
+      assert.same({ "rb-1" }, (function() local k = {}; for n in pairs(got) do k[#k + 1] = n end; return k end)())
+      assert.equal(a.token, got["rb-1"].token)
+      assert.is_number(got["rb-1"].trigger_at)
+      assert.is_nil(got["rb-1"].paused_until)
+      assert.is_true(math.abs(now - os.time() * 1000) < 5000)
+      local t = by_owner(rows)
+      assert.is_not_nil(t["R:1:01"])
+      assert.is_nil(t["R:1:01"].jobs)                      -- my own hash
+      assert.equal("h9", t["R:1:01"].jobs_hash)
+      assert.is_false(t["R:1:01"].draining)
+      assert.equal("z\n", t["S:1:01"].jobs)               -- and the others' rows
+      assert.is_nil(t["R"])
+      local list, lnow = assert(s:list())
+      for _, r in ipairs(list) do
+        if r.name == "rb-1" then assert.is_true(math.abs(r.expires_at - (lnow + 7000)) < 1000) end
+      end
+      -- the drain marker applies as in beat; prune too
+      assert(s:drain("R", {}, true))
+      _, rows = assert(s:renew_beat("R:1:01", { "rb-1" }, 7000, me("R:1:01", { name = "R" }), 60000))
+      assert.is_true(by_owner(rows)["R:1:01"].draining)
+      assert.equal(2, (s:drain("R", { "R:1:01" }, false)))
+      -- a lost lease is no error: it is simply not renewed
+      got = assert(s:renew_beat("R:1:01", { "rb-2" }, 7000, me("R:1:01", { name = "R" }), 60000))
+      assert.is_nil(got["rb-2"])
+    end)
+
+    it("renew_beat refuses what renew_ctl or beat refuses, and another owner's row", function()
+      local ok, err = s:renew_beat("R:1:01", { "rb-1" }, 0, me("R:1:01"), 60000)
+      assert.is_nil(ok)
+      assert.matches("duration", err)
+      ok, err = s:renew_beat("R:1:01", { "rb-1" }, 7000, me("R:1:01"), 0)
+      assert.is_nil(ok)
+      assert.matches("duration", err)
+      ok, err = s:renew_beat("R:1:01", { "rb-1" }, 7000, me("Q:1:01"), 60000)
+      assert.is_nil(ok)
+      assert.matches("presence row is Q:1:01's", err)
+    end)
+
     it("refuses bad arguments before any SQL", function()
       local ok0, err0 = s:drain("", {}, true)
       assert.is_nil(ok0)

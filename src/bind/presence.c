@@ -297,6 +297,35 @@ static int l_drain(lua_State *L)
 	return 2;
 }
 
+/* s:renew_beat(owner, names, ms, me, prune_ms) -> renewed (as renew_ctl's),
+ * rows, now | nil, err */
+static int l_renew_beat(lua_State *L)
+{
+	struct store *s = check_store(L);
+	size_t n, nrows = 0;
+	const char **names = lx_names_arg(L, 3, &n);
+	int64_t *tokens = lua_newuserdatauv(L, (n ? n : 1) * sizeof *tokens, 0), now = 0;
+	struct store_ctl *ctl = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ctl, 0);
+	struct store_replica me, *rows = NULL;
+	int isint;
+	lua_Integer ms, prune;
+
+	luaL_checktype(L, 5, LUA_TTABLE);
+	row_from(L, 5, &me, 0);
+	ms = lua_tointegerx(L, 4, &isint);
+	if (!isint)
+		ms = 0;
+	prune = lua_tointegerx(L, 6, &isint);
+	if (store_renew_beat(s, luaL_optstring(L, 2, NULL), names, n, (int64_t)ms, tokens, ctl, &me,
+	                     isint ? (int64_t)prune : 0, &rows, &nrows, &now) != STORE_OK)
+		return push_err(L, s);
+	lx_push_renewed(L, names, n, tokens, ctl);
+	lx_push_replicas(L, rows, nrows);
+	store_free_replicas(rows, nrows);
+	lua_pushinteger(L, now);
+	return 3;
+}
+
 void lx_presence_lib(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
@@ -312,6 +341,7 @@ void lx_presence_lib(lua_State *L)
 		{ "leave", l_leave },
 		{ "replicas", l_replicas },
 		{ "drain", l_drain },
+		{ "renew_beat", l_renew_beat },
 		{ NULL, NULL },
 	};
 

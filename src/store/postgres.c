@@ -1554,6 +1554,9 @@ static int pg_leave(struct store *, const char *);
 static int pg_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
 static int pg_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
                     int64_t *);
+static int pg_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
+                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
+                         struct store_replica **, size_t *, int64_t *);
 
 static const struct store_ops postgres_ops = {
 	.name = "postgres",
@@ -1577,6 +1580,7 @@ static const struct store_ops postgres_ops = {
 	.renew_ctl = pg_renew_ctl,
 	.control = pg_control,
 	.drain = pg_drain,
+	.renew_beat = pg_renew_beat,
 	.prune_runs = pg_prune_runs,
 	.beat = pg_beat,
 	.leave = pg_leave,
@@ -1622,7 +1626,7 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
  * SELECT sees the table as it was before the statement, so my row comes
  * from the upsert's RETURNING and the others are filtered as the prune
  * leaves them. */
-static const char *const pres_sql[4][2] = {
+static const char *const pres_sql[5][2] = {
 	{ "leash_beat",
 	  "WITH t0 AS (SELECT " NOW " AS now),"
 	  " up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
@@ -1662,6 +1666,37 @@ static const char *const pres_sql[4][2] = {
 	  "  AND $3::int = 0 RETURNING 1)"
 	  " SELECT t0.now, (SELECT count(*) FROM d) + (SELECT count(*) FROM m)"
 	  " + (SELECT count(*) FROM u) FROM t0" },
+	/* renew_beat: renew_ctl's UPDATE and the beat's CTEs in one statement
+	 * ($1 owner, $2 names, $3 ms, then the beat's $4 host ... $10 prune).
+	 * Its rows are the beat's, with k = 'R', and one per renewed lease
+	 * with k = 'L' in the same columns: name in owner, token in pid,
+	 * paused_until in started_at, trigger_at in heartbeat, handoff_at in h. */
+	{ "leash_renew_beat",
+	  "WITH t0 AS (SELECT " NOW " AS now),"
+	  " rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint"
+	  "  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
+	  "  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at),"
+	  " up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
+	  "  SELECT $1, $4, $5::bigint, $6, t0.now, t0.now, (EXISTS (SELECT 1 FROM"
+	  "  \"%1$s_replicas\" m WHERE m.owner = $7::text AND m.pid = 0))::int, $8, $9 FROM t0"
+	  "  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,"
+	  "  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat,"
+	  "  draining = GREATEST(r.draining, EXCLUDED.draining), jobs_hash = EXCLUDED.jobs_hash,"
+	  "  jobs = EXCLUDED.jobs"
+	  "  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
+	  "  r.jobs_hash),"
+	  " gone AS (DELETE FROM \"%1$s_replicas\" d USING t0"
+	  "  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $10::bigint"
+	  "  RETURNING d.owner)"
+	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
+	  "  SELECT " PRES_COLS ", NULL::text AS jobs, 'R' AS k, NULL::bigint AS h FROM up"
+	  "  UNION ALL SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat,"
+	  "  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $8 THEN NULL ELSE o.jobs END, 'R', NULL"
+	  "  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0"
+	  "  AND o.heartbeat >= t0.now - $10::bigint"
+	  "  UNION ALL SELECT rn.name, NULL, rn.token, NULL, rn.paused_until, rn.trigger_at, NULL,"
+	  "  NULL, NULL, 'L', rn.handoff_at FROM rn"
+	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
 };
 
 static int presence_connect(struct pg_store *ps, int64_t deadline)
@@ -1683,7 +1718,7 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
 			return STORE_ERR;
 	}
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		snprintf(sql, sizeof sql, pres_sql[i][1], ps->table);
 		if (run_ok(ps, 1, pres_sql[i][0], sql, deadline, "prepare") < 0)
 			return STORE_ERR;
@@ -1716,8 +1751,8 @@ static int pres_rows(struct pg_store *ps, PGresult *r, struct store_replica **ro
 		struct store_replica *x = &out[len];
 
 		*now = col_i64(r, row, 0);
-		if (PQgetisnull(r, row, 1))
-			continue;
+		if (PQgetisnull(r, row, 1) || (PQnfields(r) > 10 && *PQgetvalue(r, row, 10) == 'L'))
+			continue;       /* renew_beat's lease rows are read by renewed() */
 		col_str(x->owner, r, row, 1);
 		col_str(x->host, r, row, 2);
 		x->pid = col_i64(r, row, 3);
@@ -1792,4 +1827,47 @@ static int pg_drain(struct store *s, const char *name, const char *const *owners
 	*changed = col_i64(r, 0, 1);
 	PQclear(r);
 	return STORE_OK;
+}
+
+/* renew_beat's 'L' rows: the renewed leases' tokens and controls. */
+static void renewed(PGresult *r, const char *const *names, size_t n, int64_t *tokens,
+                    struct store_ctl *ctl)
+{
+	for (int row = 0; row < PQntuples(r); row++) {
+		if (PQgetisnull(r, row, 10) || *PQgetvalue(r, row, 10) != 'L')
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(names[i], PQgetvalue(r, row, 1)) == 0) {
+				tokens[i] = col_i64(r, row, 3);
+				ctl[i].paused_until = col_time(r, row, 5);
+				ctl[i].trigger_at = col_time(r, row, 6);
+				ctl[i].handoff_at = col_time(r, row, 11);
+			}
+	}
+}
+
+static int pg_renew_beat(struct store *s, const char *owner, const char *const *names,
+                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                         const struct store_replica *me, int64_t prune_ms,
+                         struct store_replica **rows, size_t *nrows, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char msb[24], pid[24], prune[24], *arr = array_literal(names, n);
+	const char *vals[10] = { owner, arr, msb, me->host, pid, me->version, me->name,
+	                         me->jobs_hash, me->jobs ? me->jobs : "", prune };
+	PGresult *r;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!arr)
+		return store_fail(s, "postgres: renew_beat: out of memory");
+	snprintf(msb, sizeof msb, "%lld", (long long)ms);
+	snprintf(pid, sizeof pid, "%lld", (long long)me->pid);
+	snprintf(prune, sizeof prune, "%lld", (long long)prune_ms);
+	r = pres_call(ps, 4, 10, vals, "renew_beat");
+	free(arr);
+	if (!r)
+		return STORE_ERR;
+	renewed(r, names, n, tokens, ctl);
+	return pres_rows(ps, r, rows, nrows, now);
 }

@@ -1019,6 +1019,9 @@ static int sq_leave(struct store *, const char *);
 static int sq_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
 static int sq_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
                     int64_t *);
+static int sq_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
+                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
+                         struct store_replica **, size_t *, int64_t *);
 static int presence_setup(struct sq_store *, char *err, size_t errlen);
 
 static const struct store_ops sqlite_ops = {
@@ -1045,6 +1048,7 @@ static const struct store_ops sqlite_ops = {
 	.renew_ctl = sq_renew_ctl,
 	.control = sq_control,
 	.drain = sq_drain,
+	.renew_beat = sq_renew_beat,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */
@@ -1370,16 +1374,13 @@ static int step_done(struct sq_store *ss, sqlite3_stmt *st, const char *what)
 	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
 }
 
-/* One transaction: the upsert, the prune and the read. */
-static int sq_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
-                   struct store_replica **rows, size_t *n, int64_t *now)
+/* The upsert, the prune and the read, inside a transaction. */
+static int beat_steps(struct sq_store *ss, const struct store_replica *me, int64_t prune_ms,
+                      struct store_replica **rows, size_t *n, int64_t *now)
 {
-	struct sq_store *ss = (struct sq_store *)s;
 	sqlite3_stmt *up = ss->pres[P_UPSERT], *pr = ss->pres[P_PRUNE], *rd = ss->pres[P_READ];
 	int rc;
 
-	if ((rc = run_tx(ss, Q_BEGIN, "beat")) != STORE_OK)
-		return rc;
 	sqlite3_reset(up);
 	sqlite3_clear_bindings(up);
 	sqlite3_reset(pr);
@@ -1393,16 +1394,24 @@ static int sq_beat(struct store *s, const struct store_replica *me, int64_t prun
 	    sqlite3_bind_text(up, 7, me->jobs ? me->jobs : "", -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_text(pr, 1, me->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_int64(pr, 2, prune_ms) != SQLITE_OK ||
-	    sqlite3_bind_text(rd, 1, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK) {
-		rc = sq_fail(ss, "beat: bind");
-		goto done;
-	}
+	    sqlite3_bind_text(rd, 1, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK)
+		return sq_fail(ss, "beat: bind");
 	if ((rc = step_done(ss, up, "beat")) != STORE_OK ||
 	    (rc = step_done(ss, pr, "beat: prune")) != STORE_OK)
-		goto done;
-	rc = read_replicas(ss, rows, n, now);
-done:
-	rc = end_tx(ss, rc, "beat");
+		return rc;
+	return read_replicas(ss, rows, n, now);
+}
+
+/* One transaction: the upsert, the prune and the read. */
+static int sq_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
+                   struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "beat")) != STORE_OK)
+		return rc;
+	rc = end_tx(ss, beat_steps(ss, me, prune_ms, rows, n, now), "beat");
 	if (rc != STORE_OK) {
 		store_free_replicas(*rows, *n);
 		*rows = NULL;
@@ -1456,4 +1465,22 @@ static int sq_drain(struct store *s, const char *name, const char *const *owners
 	rc = read_now(ss, now, "drain");
 done:
 	return end_tx(ss, rc, "drain");
+}
+
+/* One transaction: renew_ctl's statement, then the beat's. */
+static int sq_renew_beat(struct store *s, const char *owner, const char *const *names,
+                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                         const struct store_replica *me, int64_t prune_ms,
+                         struct store_replica **rows, size_t *nrows, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int64_t at = 0;
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "renew_beat")) != STORE_OK)
+		return rc;
+	rc = renew_rows(s, Q_RENEW_CTL, "renew_beat", owner, names, n, ms, tokens, ctl, &at);
+	if (rc == STORE_OK)
+		rc = beat_steps(ss, me, prune_ms, rows, nrows, now);
+	return end_tx(ss, rc, "renew_beat");
 }

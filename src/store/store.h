@@ -344,6 +344,19 @@ struct store_ops {
 	 * the database's clock.  Optional. */
 	int (*drain)(struct store *, const char *name, const char *const *owners, size_t n,
 	             int on, int64_t *changed, int64_t *now);
+
+	/* renew_ctl and beat on one round trip: one statement on PostgreSQL,
+	 * one transaction on SQLite, one batch on SQL Server.  The leases are
+	 * renewed (tokens, ctl) as renew_ctl does and me's presence row written
+	 * and the rows read (rows, *nrows) as beat does; me->owner is owner.
+	 * *now: the database's clock the rows were read at (the renew's, within
+	 * the same statement or transaction).  On an error neither counts: the
+	 * caller treats it as a failed renew and a failed beat.  Optional: the
+	 * wrapper falls back to renew_ctl, then beat. */
+	int (*renew_beat)(struct store *, const char *owner, const char *const *names, size_t n,
+	                  int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+	                  const struct store_replica *me, int64_t prune_ms,
+	                  struct store_replica **rows, size_t *nrows, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -448,6 +461,11 @@ int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int
 int store_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
                     int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
 int store_control(struct store *, const char *name, int what, int64_t until, int64_t *now);
+/* renew_beat checks as renew_ctl and beat do, and me->owner == owner. */
+int store_renew_beat(struct store *, const char *owner, const char *const *names, size_t n,
+                     int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                     const struct store_replica *me, int64_t prune_ms,
+                     struct store_replica **rows, size_t *nrows, int64_t *now);
 /* drain: name NULL or 1-200 bytes, each owner 1-200 bytes, on 0 or 1;
  * refused ("not supported") when the provider lacks it. */
 int store_drain(struct store *, const char *name, const char *const *owners, size_t n, int on,

@@ -608,6 +608,12 @@ def drain(db, t, p, faults):
     return [("rows", [("now", "int"), ("changed", "int")], [(now, c)])]
 
 
+def renew_beat(db, t, p, faults):
+    """renew_ctl's UPDATE and OUTPUT on the lease table, then the beat's
+    transaction on <table>_replicas, in one batch: three result sets."""
+    return renew_ctl(db, t, p, faults) + beat(db, t + "_replicas", p, faults)
+
+
 def leave(db, t, p, faults):
     db.execute(f'DELETE FROM "{t}" WHERE owner = ?', (p["@owner"],))
     return []
@@ -645,6 +651,7 @@ STATEMENTS = {
     "leave": leave,
     "replicas": replicas,
     "drain": drain,
+    "renew_beat": renew_beat,
     "last_runs": last_runs,
 }
 # The statements whose function reads the statement's own text.
