@@ -151,7 +151,17 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 		rc = STORE_ERR;
 	} else {
 		store_set_timeout(el->store, (int)timeout);
-		rc = store_renew_ctl(el->store, el->owner, names, k, lease_ms, tokens, ctl, &dbnow);
+		if (el->beat && el->beat->want && !el->beat->done) {
+			struct elect_beat *b = el->beat;
+
+			rc = store_renew_beat(el->store, el->owner, names, k, lease_ms, tokens, ctl,
+			                      b->me, b->prune_ms, &b->rows, &b->n, &dbnow);
+			b->now = dbnow;
+			b->done = rc == STORE_OK;
+		} else {
+			rc = store_renew_ctl(el->store, el->owner, names, k, lease_ms, tokens, ctl,
+			                     &dbnow);
+		}
 	}
 	if (rc != STORE_OK) {
 		int64_t again = now_of(el);

@@ -53,6 +53,19 @@ struct elect_job {
 	                                 * sooner (elect_hold) */
 };
 
+/* A presence beat the next renew carries (spread.c): while want is set
+ * and done is not, the next renew is store_renew_beat with me and
+ * prune_ms (one round trip instead of two), and its rows land here (done
+ * = 1) for the caller to take over. */
+struct elect_beat {
+	int want, done;
+	const struct store_replica *me;
+	int64_t prune_ms;
+	struct store_replica *rows;
+	size_t n;
+	int64_t now;                    /* the database's clock the rows were read at */
+};
+
 struct elect_cfg {
 	int64_t lease_ms, renew_ms, retry_ms, margin_ms;
 	int64_t timeout_ms;             /* the longest any store call may take */
@@ -82,6 +95,7 @@ struct elector {
 	void *arg;
 	elect_follow_fn on_follow;      /* may be NULL */
 	int draining;                   /* leash drain: no follower tries (elect_drain) */
+	struct elect_beat *beat;        /* NULL: no beat rides on the renewals */
 };
 
 void elect_init(struct elector *, const struct elect_cfg *, const char *owner,
