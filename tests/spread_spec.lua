@@ -180,6 +180,40 @@ describe("spread end to end", function()
         end
       end)
 
+      it("a holder's beat rides on its renew: one statement per renew interval, a follower's its own", function()
+        local tbl = ("spread_rb_%d"):format(math.random(1, 1e6))
+        local d = L.dir { config = R.config(p, tbl) }
+        local cfgs = {}
+        for i = 1, 2 do
+          local c = R.config(p, tbl)
+          c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
+          c.singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms", spread = "false" }
+          cfgs[i] = d.dir .. "/r" .. i .. ".ini"
+          L.write(cfgs[i], L.ini(c))
+        end
+        -- one job that never fires in the window: the holder renews, the follower tries
+        d.write_job("idle", 'return { every = "1h", run = function() end }')
+        procs[1] = start(cfgs[1], p.password)
+        assert(procs[1]:wait_log("holding the lease", 5), "r1 took nothing")
+        procs[2] = start(cfgs[2], p.password)
+        L.sleep(4)
+        local rate = {}
+        for i = 1, 2 do
+          assert.equal(0, procs[i]:stop(10))
+          local calls, secs = procs[i]:log_text():match("lease store: (%d+) statements in ([%d.]+)s")
+          rate[i] = tonumber(calls) / tonumber(secs)
+        end
+        procs = {}
+        local per_renew = 1000 / (LEASE / 3)
+        print(("\n[%s] statements/s: holder %.2f, follower %.2f (renew every %dms, retry %dms)"):format(
+          p.provider, rate[1], rate[2], LEASE / 3, RETRY))
+        -- the holder: renew_beat once per renew, plus its start and stop; with the
+        -- beat apart it would be twice that
+        assert.is_true(rate[1] < 1.4 * per_renew, ("holder: %.2f statements/s"):format(rate[1]))
+        -- the follower: its own beat once per renew, and its tries once per retry
+        assert.is_true(rate[2] < 1.4 * (per_renew + 1000 / RETRY), ("follower: %.2f statements/s"):format(rate[2]))
+      end)
+
       it("a rolling restart (SIGTERM, start, next) loses no fire and shows no overlap", function()
         local tbl = ("spread_roll_%d"):format(math.random(1, 1e6))
         local d = L.dir { config = R.config(p, tbl) }
