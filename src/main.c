@@ -717,6 +717,53 @@ static int local_job(const struct cfg *c, const char *job)
 	return access(file, F_OK) == 0;
 }
 
+/* The ledger's "control" row of a control on job at db time at: owner and
+ * actor user@host, the action (text) in the error column.  0, or -1 with
+ * the reason printed. */
+static int record_control(struct store *s, const char *cmd, const char *job, int64_t at,
+                          int64_t token, const char *text)
+{
+	char actor[STORE_NAME_MAX + 1];
+	struct store_run r = {
+		.job = job, .scheduled_at = at, .owner = actor, .token = token,
+		.claimed_at = STORE_NO_TIME, .started_at = STORE_NO_TIME,
+		.ended_at = STORE_NO_TIME, .outcome = "control", .exit_code = STORE_NO_CODE,
+		.exit_signal = STORE_NO_CODE, .duration_ms = STORE_NO_TIME, .error = text,
+		.actor = actor,
+	};
+
+	actor_of(actor, sizeof actor);
+	if (store_record_runs(s, &r, 1) == STORE_OK)
+		return 0;
+	fprintf(stderr, "leash %s: done, but not recorded in the run ledger: %s\n", cmd, s->err);
+	return -1;
+}
+
+/* A control's store, from the checked config c: NULL with the reason
+ * printed and *rc the exit code when singleton mode is off or it cannot
+ * be opened. */
+static struct store *control_store(const char *cmd, const struct cfg *c, int *rc)
+{
+	char err[STORE_ERR_MAX + 256];
+	struct store_opts o;
+	struct store *s;
+
+	*rc = EXIT_PROBLEMS;
+	if (!c->singleton) {
+		fprintf(stderr, "leash %s: singleton mode is off in %s ([singleton] enabled = false): "
+		        "there is no store to keep controls in\n", cmd, c->file);
+		return NULL;
+	}
+	if (cfg_store_opts(c, &o, err, sizeof err) < 0) {
+		fprintf(stderr, "leash %s: %s\n", cmd, err);
+		*rc = EXIT_CONFIG;
+		return NULL;
+	}
+	if (!(s = store_open(c->provider, &o, err, sizeof err)))
+		fprintf(stderr, "leash %s: cannot open the %s store: %s\n", cmd, c->provider, err);
+	return s;
+}
+
 /* One control on JOB: written to its lease row, and recorded in the run
  * ledger as a "control" row (owner and actor user@host, error the action). */
 static int control(int argc, char **argv, const char *cmd, int what)
@@ -726,12 +773,11 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = NULL, *job = NULL, *dur = NULL;
-	struct store_opts o;
 	struct store *s = NULL;
 	struct lease_row *rows = NULL, *row = NULL;
 	struct cfg c;
 	lua_State *L;
-	char err[STORE_ERR_MAX + 256], actor[STORE_NAME_MAX + 1], text[160], at[32];
+	char err[STORE_ERR_MAX + 256], text[160], at[32];
 	size_t n = 0;
 	int64_t now = 0, at_db = 0, for_ms = 0, until = 0;
 	int opt, rc = EXIT_PROBLEMS, held;
@@ -767,20 +813,8 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		for_ms = lua_tointeger(L, -2);
 		lua_settop(L, 0);
 	}
-	if (!c.singleton) {
-		fprintf(stderr, "leash %s: singleton mode is off in %s ([singleton] enabled = false): "
-		        "there is no store to keep controls in\n", cmd, c.file);
+	if (!(s = control_store(cmd, &c, &rc)))
 		goto done;
-	}
-	if (cfg_store_opts(&c, &o, err, sizeof err) < 0) {
-		fprintf(stderr, "leash %s: %s\n", cmd, err);
-		rc = EXIT_CONFIG;
-		goto done;
-	}
-	if (!(s = store_open(c.provider, &o, err, sizeof err))) {
-		fprintf(stderr, "leash %s: cannot open the %s store: %s\n", cmd, c.provider, err);
-		goto done;
-	}
 	if (store_list(s, &rows, &n, &now) != STORE_OK) {
 		fprintf(stderr, "leash %s: cannot read the leases of the %s store: %s\n", cmd,
 		        c.provider, s->err);
@@ -808,26 +842,13 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		goto done;
 	}
 	rc = EXIT_PROBLEMS;
-	actor_of(actor, sizeof actor);
 	if (what == STORE_CTL_PAUSE && for_ms)
 		snprintf(text, sizeof text, "pause for %s (until %s)", dur,
 		         clock_iso(at, sizeof at, until, 1));
 	else
 		snprintf(text, sizeof text, "%s", cmd);
-	{
-		struct store_run r = {
-			.job = job, .scheduled_at = at_db, .owner = actor, .token = row ? row->token : 0,
-			.claimed_at = STORE_NO_TIME, .started_at = STORE_NO_TIME,
-			.ended_at = STORE_NO_TIME, .outcome = "control", .exit_code = STORE_NO_CODE,
-			.exit_signal = STORE_NO_CODE, .duration_ms = STORE_NO_TIME, .error = text,
-			.actor = actor,
-		};
-		if (store_record_runs(s, &r, 1) != STORE_OK) {
-			fprintf(stderr, "leash %s: done, but not recorded in the run ledger: %s\n", cmd,
-			        s->err);
-			goto done;
-		}
-	}
+	if (record_control(s, cmd, job, at_db, row ? row->token : 0, text) < 0)
+		goto done;
 	if (what == STORE_CTL_PAUSE)
 		printf("paused %s%s%s: %s\n", job, for_ms ? " until " : "",
 		       for_ms ? clock_iso(at, sizeof at, until, 1) : "",
@@ -908,13 +929,11 @@ static int drain(int argc, char **argv, const char *cmd, int on)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = NULL, *replica = NULL, **owners = NULL;
-	struct store_opts o;
 	struct store *s = NULL;
 	struct store_replica *rows = NULL;
 	struct cfg c;
 	lua_State *L;
-	char err[STORE_ERR_MAX + 256], actor[STORE_NAME_MAX + 1], job[STORE_NAME_MAX + 1];
-	char text[STORE_NAME_MAX + 160];
+	char job[STORE_NAME_MAX + 1], text[STORE_NAME_MAX + 160];
 	size_t n = 0, k;
 	int64_t now = 0, at_db = 0, changed = 0;
 	int opt, rc = EXIT_PROBLEMS, until_restart = 0, by_name;
@@ -943,20 +962,8 @@ static int drain(int argc, char **argv, const char *cmd, int on)
 	}
 	if (setup(path, &L, &c) < 0)
 		return EXIT_CONFIG;
-	if (!c.singleton) {
-		fprintf(stderr, "leash %s: singleton mode is off in %s ([singleton] enabled = false): "
-		        "there is no store to keep controls in\n", cmd, c.file);
+	if (!(s = control_store(cmd, &c, &rc)))
 		goto done;
-	}
-	if (cfg_store_opts(&c, &o, err, sizeof err) < 0) {
-		fprintf(stderr, "leash %s: %s\n", cmd, err);
-		rc = EXIT_CONFIG;
-		goto done;
-	}
-	if (!(s = store_open(c.provider, &o, err, sizeof err))) {
-		fprintf(stderr, "leash %s: cannot open the %s store: %s\n", cmd, c.provider, err);
-		goto done;
-	}
 	if (store_replicas(s, &rows, &n, &now) != STORE_OK) {
 		fprintf(stderr, "leash %s: cannot read the replicas of the %s store: %s\n", cmd,
 		        c.provider, s->err);
@@ -983,24 +990,11 @@ static int drain(int argc, char **argv, const char *cmd, int on)
 		        cmd, replica);
 		goto done;
 	}
-	actor_of(actor, sizeof actor);
 	snprintf(job, sizeof job, "@%.*s", STORE_NAME_MAX - 1, replica);
 	snprintf(text, sizeof text, "%s %s%s", cmd, replica,
 	         on && until_restart && by_name ? " --until-restart" : "");
-	{
-		struct store_run r = {
-			.job = job, .scheduled_at = at_db, .owner = actor, .token = 0,
-			.claimed_at = STORE_NO_TIME, .started_at = STORE_NO_TIME,
-			.ended_at = STORE_NO_TIME, .outcome = "control", .exit_code = STORE_NO_CODE,
-			.exit_signal = STORE_NO_CODE, .duration_ms = STORE_NO_TIME, .error = text,
-			.actor = actor,
-		};
-		if (store_record_runs(s, &r, 1) != STORE_OK) {
-			fprintf(stderr, "leash %s: done, but not recorded in the run ledger: %s\n", cmd,
-			        s->err);
-			goto done;
-		}
-	}
+	if (record_control(s, cmd, job, at_db, 0, text) < 0)
+		goto done;
 	if (on)
 		printf("draining %s: %zu replica%s hand%s every lease off at the next safe point and "
 		       "take%s none%s\n", replica, k, k == 1 ? "" : "s", k == 1 ? "s" : "",

@@ -11,24 +11,7 @@ local LEASE, RETRY = 600, 200
 local RENEW = LEASE / 3
 
 local function job_src(out, every, body_s)
-  return ([[
-local core = require "leash.core"
-local OUT = %q
-local function rec(ctx, what)
-  local f = assert(io.open(OUT, "a"))
-  f:write(("%%s %%s %%d %%d %%.0f\n"):format(what, ctx.replica, ctx.token,
-    ctx.scheduled_at or 0, core.now() * 1e9))
-  f:close()
-end
-return {
-  every = %q,
-  run = function(ctx)
-    rec(ctx, "start")
-    ctx.sleep(%s)
-    rec(ctx, "end")
-  end,
-}
-]]):format(out, every, body_s)
+  return R.job_src(out, every, ("ctx.sleep(%s)"):format(body_s))
 end
 
 -- job -> owner of every lease held unexpired now.
@@ -47,13 +30,7 @@ local function held_by(s, owner)
   return n
 end
 
-local function start(cfgpath, password)
-  local proc = L.spawn(cfgpath, { env = { LEASH_TEST_MSSQL_PASSWORD = password or "" } })
-  proc.owner = assert(L.wait_for(function()
-    return proc:log_text():match("replica (%S+),")
-  end, 5), "replica did not start")
-  return proc
-end
+local start = R.start
 
 for _, p in ipairs(R.list_of()) do
   describe("leash drain end to end on " .. p.provider, function()
@@ -65,17 +42,12 @@ for _, p in ipairs(R.list_of()) do
 
     -- n replicas r1..rn, jobs { name = { every, body seconds } }.
     local function setup(n, jobs)
-      procs, cfgs = {}, {}
+      procs = {}
       tbl = ("drain_%d"):format(math.random(1, 1e8))
       d = L.dir { config = R.config(p, tbl) }
       d.password = p.password
-      for i = 1, n do
-        local c = R.config(p, tbl)
-        c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
-        c.singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" }
-        cfgs[i] = d.dir .. "/r" .. i .. ".ini"
-        L.write(cfgs[i], L.ini(c))
-      end
+      cfgs = R.replica_configs(p, tbl, d, n,
+        { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" })
       for name, j in pairs(jobs) do d.write_job(name, job_src(d.out(name), j[1], j[2])) end
       s = R.open(p, tbl, 2000)
       for i = 1, n do procs[i] = start(cfgs[i], p.password) end

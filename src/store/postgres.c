@@ -1622,31 +1622,39 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 
 #define PRES_COLS "owner, host, pid, version, started_at, heartbeat, draining, jobs_hash"
 
+/* The beat's upsert (draining kept, or set by the drain marker of $5) and
+ * prune, as CTEs after t0: $1 owner, $2 host, $3 pid, $4 version, $5 name,
+ * $6 hash, $7 jobs, $8 prune. */
+#define BEAT_CTES \
+	" up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)" \
+	"  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, (EXISTS (SELECT 1 FROM" \
+	"  \"%1$s_replicas\" m WHERE m.owner = $5::text AND m.pid = 0))::int, $6, $7 FROM t0" \
+	"  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid," \
+	"  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat," \
+	"  draining = GREATEST(r.draining, EXCLUDED.draining), jobs_hash = EXCLUDED.jobs_hash," \
+	"  jobs = EXCLUDED.jobs" \
+	"  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining," \
+	"  r.jobs_hash)," \
+	" gone AS (DELETE FROM \"%1$s_replicas\" d USING t0" \
+	"  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $8::bigint" \
+	"  RETURNING d.owner)"
+/* The others' rows as the prune leaves them (extra: more columns). */
+#define BEAT_OTHERS(extra) \
+	"SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat," \
+	"  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END" extra \
+	"  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0" \
+	"  AND o.heartbeat >= t0.now - $8::bigint"
+
 /* beat: the upsert, the prune and the read in one statement.  The outer
  * SELECT sees the table as it was before the statement, so my row comes
  * from the upsert's RETURNING and the others are filtered as the prune
  * leaves them. */
 static const char *const pres_sql[5][2] = {
 	{ "leash_beat",
-	  "WITH t0 AS (SELECT " NOW " AS now),"
-	  " up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
-	  "  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, (EXISTS (SELECT 1 FROM"
-	  "  \"%1$s_replicas\" m WHERE m.owner = $5::text AND m.pid = 0))::int, $6, $7 FROM t0"
-	  "  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,"
-	  "  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat,"
-	  "  draining = GREATEST(r.draining, EXCLUDED.draining), jobs_hash = EXCLUDED.jobs_hash,"
-	  "  jobs = EXCLUDED.jobs"
-	  "  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	  "  r.jobs_hash),"
-	  " gone AS (DELETE FROM \"%1$s_replicas\" d USING t0"
-	  "  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $8::bigint"
-	  "  RETURNING d.owner)"
+	  "WITH t0 AS (SELECT " NOW " AS now)," BEAT_CTES
 	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
 	  "  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
-	  "  UNION ALL SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat,"
-	  "  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END"
-	  "  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0"
-	  "  AND o.heartbeat >= t0.now - $8::bigint"
+	  "  UNION ALL " BEAT_OTHERS("")
 	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
 	{ "leash_leave", "DELETE FROM \"%1$s_replicas\" WHERE owner = $1" },
 	{ "leash_replicas",
@@ -1666,34 +1674,19 @@ static const char *const pres_sql[5][2] = {
 	  "  AND $3::int = 0 RETURNING 1)"
 	  " SELECT t0.now, (SELECT count(*) FROM d) + (SELECT count(*) FROM m)"
 	  " + (SELECT count(*) FROM u) FROM t0" },
-	/* renew_beat: renew_ctl's UPDATE and the beat's CTEs in one statement
-	 * ($1 owner, $2 names, $3 ms, then the beat's $4 host ... $10 prune).
-	 * Its rows are the beat's, with k = 'R', and one per renewed lease
-	 * with k = 'L' in the same columns: name in owner, token in pid,
-	 * paused_until in started_at, trigger_at in heartbeat, handoff_at in h. */
+	/* renew_beat: renew_ctl's UPDATE ($9 names, $10 ms) and the beat's
+	 * CTEs in one statement.  Its rows are the beat's, with k = 'R', and
+	 * one per renewed lease with k = 'L' in the same columns: name in
+	 * owner, token in pid, paused_until in started_at, trigger_at in
+	 * heartbeat, handoff_at in h. */
 	{ "leash_renew_beat",
 	  "WITH t0 AS (SELECT " NOW " AS now),"
-	  " rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint"
-	  "  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	  "  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at),"
-	  " up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
-	  "  SELECT $1, $4, $5::bigint, $6, t0.now, t0.now, (EXISTS (SELECT 1 FROM"
-	  "  \"%1$s_replicas\" m WHERE m.owner = $7::text AND m.pid = 0))::int, $8, $9 FROM t0"
-	  "  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,"
-	  "  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat,"
-	  "  draining = GREATEST(r.draining, EXCLUDED.draining), jobs_hash = EXCLUDED.jobs_hash,"
-	  "  jobs = EXCLUDED.jobs"
-	  "  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	  "  r.jobs_hash),"
-	  " gone AS (DELETE FROM \"%1$s_replicas\" d USING t0"
-	  "  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $10::bigint"
-	  "  RETURNING d.owner)"
+	  " rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $10::bigint"
+	  "  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($9::text[]) AND l.expires_at > t0.now"
+	  "  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at)," BEAT_CTES
 	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
 	  "  SELECT " PRES_COLS ", NULL::text AS jobs, 'R' AS k, NULL::bigint AS h FROM up"
-	  "  UNION ALL SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat,"
-	  "  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $8 THEN NULL ELSE o.jobs END, 'R', NULL"
-	  "  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0"
-	  "  AND o.heartbeat >= t0.now - $10::bigint"
+	  "  UNION ALL " BEAT_OTHERS(", 'R', NULL")
 	  "  UNION ALL SELECT rn.name, NULL, rn.token, NULL, rn.paused_until, rn.trigger_at, NULL,"
 	  "  NULL, NULL, 'L', rn.handoff_at FROM rn"
 	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
@@ -1853,8 +1846,8 @@ static int pg_renew_beat(struct store *s, const char *owner, const char *const *
 {
 	struct pg_store *ps = (struct pg_store *)s;
 	char msb[24], pid[24], prune[24], *arr = array_literal(names, n);
-	const char *vals[10] = { owner, arr, msb, me->host, pid, me->version, me->name,
-	                         me->jobs_hash, me->jobs ? me->jobs : "", prune };
+	const char *vals[10] = { owner, me->host, pid, me->version, me->name, me->jobs_hash,
+	                         me->jobs ? me->jobs : "", prune, arr, msb };
 	PGresult *r;
 
 	for (size_t i = 0; i < n; i++)
