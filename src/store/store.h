@@ -299,8 +299,10 @@ struct store_ops {
 
 	/* Presence (table <table>_replicas, created at open): one statement or
 	 * transaction that writes me's row (inserted with started_at = db now,
-	 * else every field but started_at replaced; heartbeat = db now), deletes
-	 * the other rows whose heartbeat is older than db now - prune_ms, and
+	 * else every field but started_at and draining replaced; heartbeat = db
+	 * now; draining set when me->name's drain marker is there, else kept),
+	 * deletes the other rows (never a marker) whose heartbeat is older than
+	 * db now - prune_ms, and
 	 * reads what is left, sorted by owner, me's row included.  A row's jobs
 	 * text is read (malloc'd) only when its jobs_hash differs from me's, else
 	 * it is NULL: a replica with me's hash defines me's jobs.  Optional. */
