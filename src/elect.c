@@ -157,7 +157,17 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 		rc = STORE_ERR;
 	} else {
 		store_set_timeout(el->store, (int)timeout);
-		rc = store_renew_ctl(el->store, el->owner, names, k, lease_ms, tokens, ctl, &dbnow);
+		if (el->beat && el->beat->want && !el->beat->done) {
+			struct elect_beat *b = el->beat;
+
+			rc = store_renew_beat(el->store, el->owner, names, k, lease_ms, tokens, ctl,
+			                      b->me, b->prune_ms, &b->rows, &b->n, &dbnow);
+			b->now = dbnow;
+			b->done = rc == STORE_OK;
+		} else {
+			rc = store_renew_ctl(el->store, el->owner, names, k, lease_ms, tokens, ctl,
+			                     &dbnow);
+		}
 	}
 	if (rc != STORE_OK) {
 		int64_t again = now_of(el);
@@ -189,8 +199,7 @@ done:
  * not_before, unless it is next in line and the holder's lease ran out. */
 static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 {
-	(void)el;
-	if (j->hold_until > t)
+	if (el->draining || j->hold_until > t)
 		return 1;
 	return j->other_preferred && j->not_before > t && !(j->next_in_line && j->wake_at <= t);
 }
@@ -335,6 +344,8 @@ static int64_t next_wake(struct elector *el)
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_HOLDER)
 			next = min64(next, min64(j->renew_due, j->deadline));
+		else if (el->draining)
+			continue;       /* tries nothing until elect_drain ends it */
 		else if (j->hold_until > min64(j->next_try, j->wake_at))
 			next = min64(next, j->hold_until);
 		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at))
@@ -483,6 +494,18 @@ void elect_hold(struct elector *el, struct elect_job *j, int64_t until)
 {
 	(void)el;
 	j->hold_until = until;
+}
+
+void elect_drain(struct elector *el, int on)
+{
+	if (el->draining && !on) {
+		int64_t now = now_of(el);
+
+		for (size_t i = 0; i < el->n; i++)
+			if (el->jobs[i]->state == ELECT_FOLLOWER)
+				el->jobs[i]->next_try = now;
+	}
+	el->draining = on;
 }
 
 int elect_paused(const struct elect_job *j)

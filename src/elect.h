@@ -58,6 +58,19 @@ struct elect_job {
 	                                 * sooner (elect_hold) */
 };
 
+/* A presence beat the next renew carries (spread.c): while want is set
+ * and done is not, the next renew is store_renew_beat with me and
+ * prune_ms (one round trip instead of two), and its rows land here (done
+ * = 1) for the caller to take over. */
+struct elect_beat {
+	int want, done;
+	const struct store_replica *me;
+	int64_t prune_ms;
+	struct store_replica *rows;
+	size_t n;
+	int64_t now;                    /* the database's clock the rows were read at */
+};
+
 struct elect_cfg {
 	int64_t lease_ms, renew_ms, retry_ms, margin_ms;
 	int64_t timeout_ms;             /* the longest any store call may take */
@@ -86,6 +99,8 @@ struct elector {
 	elect_error_fn on_error;
 	void *arg;
 	elect_follow_fn on_follow;      /* may be NULL */
+	int draining;                   /* leash drain: no follower tries (elect_drain) */
+	struct elect_beat *beat;        /* NULL: no beat rides on the renewals */
 };
 
 void elect_init(struct elector *, const struct elect_cfg *, const char *owner,
@@ -142,6 +157,11 @@ int elect_handoff(struct elector *, struct elect_job *const *js, size_t n);
 /* After a manual hand-off (leash handoff, drain): j tries again no sooner
  * than until, whoever is preferred, so that another replica takes it. */
 void elect_hold(struct elector *, struct elect_job *, int64_t until);
+
+/* leash drain: while on, no follower tries to take its lease (the holders
+ * are handed off by the caller, at safe points); when it ends, every
+ * follower tries at once. */
+void elect_drain(struct elector *, int on);
 
 /* Whether the job is paused, as its last renew read it. */
 int elect_paused(const struct elect_job *);

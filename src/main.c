@@ -1,5 +1,5 @@
 /* main.c - the command line: run, status, history, check, the controls
- * (pause, resume, trigger, handoff), version. */
+ * (pause, resume, trigger, handoff, drain, undrain), version. */
 #include <getopt.h>
 #include <pwd.h>
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include "log.h"
 #include "loop.h"
 #include "lx.h"
+#include "presence.h"
 #include "runner.h"
 #include "store/store.h"
 
@@ -35,6 +36,8 @@ static const char usage[] =
 	"       leash resume [-c FILE] JOB\n"
 	"       leash trigger [-c FILE] JOB\n"
 	"       leash handoff [-c FILE] JOB\n"
+	"       leash drain [-c FILE] REPLICA [--until-restart]\n"
+	"       leash undrain [-c FILE] REPLICA\n"
 	"       leash version\n";
 
 /* Everything a command needs: the Lua state and the checked config. */
@@ -714,6 +717,53 @@ static int local_job(const struct cfg *c, const char *job)
 	return access(file, F_OK) == 0;
 }
 
+/* The ledger's "control" row of a control on job at db time at: owner and
+ * actor user@host, the action (text) in the error column.  0, or -1 with
+ * the reason printed. */
+static int record_control(struct store *s, const char *cmd, const char *job, int64_t at,
+                          int64_t token, const char *text)
+{
+	char actor[STORE_NAME_MAX + 1];
+	struct store_run r = {
+		.job = job, .scheduled_at = at, .owner = actor, .token = token,
+		.claimed_at = STORE_NO_TIME, .started_at = STORE_NO_TIME,
+		.ended_at = STORE_NO_TIME, .outcome = "control", .exit_code = STORE_NO_CODE,
+		.exit_signal = STORE_NO_CODE, .duration_ms = STORE_NO_TIME, .error = text,
+		.actor = actor,
+	};
+
+	actor_of(actor, sizeof actor);
+	if (store_record_runs(s, &r, 1) == STORE_OK)
+		return 0;
+	fprintf(stderr, "leash %s: done, but not recorded in the run ledger: %s\n", cmd, s->err);
+	return -1;
+}
+
+/* A control's store, from the checked config c: NULL with the reason
+ * printed and *rc the exit code when singleton mode is off or it cannot
+ * be opened. */
+static struct store *control_store(const char *cmd, const struct cfg *c, int *rc)
+{
+	char err[STORE_ERR_MAX + 256];
+	struct store_opts o;
+	struct store *s;
+
+	*rc = EXIT_PROBLEMS;
+	if (!c->singleton) {
+		fprintf(stderr, "leash %s: singleton mode is off in %s ([singleton] enabled = false): "
+		        "there is no store to keep controls in\n", cmd, c->file);
+		return NULL;
+	}
+	if (cfg_store_opts(c, &o, err, sizeof err) < 0) {
+		fprintf(stderr, "leash %s: %s\n", cmd, err);
+		*rc = EXIT_CONFIG;
+		return NULL;
+	}
+	if (!(s = store_open(c->provider, &o, err, sizeof err)))
+		fprintf(stderr, "leash %s: cannot open the %s store: %s\n", cmd, c->provider, err);
+	return s;
+}
+
 /* One control on JOB: written to its lease row, and recorded in the run
  * ledger as a "control" row (owner and actor user@host, error the action). */
 static int control(int argc, char **argv, const char *cmd, int what)
@@ -723,12 +773,11 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = NULL, *job = NULL, *dur = NULL;
-	struct store_opts o;
 	struct store *s = NULL;
 	struct lease_row *rows = NULL, *row = NULL;
 	struct cfg c;
 	lua_State *L;
-	char err[STORE_ERR_MAX + 256], actor[STORE_NAME_MAX + 1], text[160], at[32];
+	char err[STORE_ERR_MAX + 256], text[160], at[32];
 	size_t n = 0;
 	int64_t now = 0, at_db = 0, for_ms = 0, until = 0;
 	int opt, rc = EXIT_PROBLEMS, held;
@@ -764,20 +813,8 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		for_ms = lua_tointeger(L, -2);
 		lua_settop(L, 0);
 	}
-	if (!c.singleton) {
-		fprintf(stderr, "leash %s: singleton mode is off in %s ([singleton] enabled = false): "
-		        "there is no store to keep controls in\n", cmd, c.file);
+	if (!(s = control_store(cmd, &c, &rc)))
 		goto done;
-	}
-	if (cfg_store_opts(&c, &o, err, sizeof err) < 0) {
-		fprintf(stderr, "leash %s: %s\n", cmd, err);
-		rc = EXIT_CONFIG;
-		goto done;
-	}
-	if (!(s = store_open(c.provider, &o, err, sizeof err))) {
-		fprintf(stderr, "leash %s: cannot open the %s store: %s\n", cmd, c.provider, err);
-		goto done;
-	}
 	if (store_list(s, &rows, &n, &now) != STORE_OK) {
 		fprintf(stderr, "leash %s: cannot read the leases of the %s store: %s\n", cmd,
 		        c.provider, s->err);
@@ -805,26 +842,13 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		goto done;
 	}
 	rc = EXIT_PROBLEMS;
-	actor_of(actor, sizeof actor);
 	if (what == STORE_CTL_PAUSE && for_ms)
 		snprintf(text, sizeof text, "pause for %s (until %s)", dur,
 		         clock_iso(at, sizeof at, until, 1));
 	else
 		snprintf(text, sizeof text, "%s", cmd);
-	{
-		struct store_run r = {
-			.job = job, .scheduled_at = at_db, .owner = actor, .token = row ? row->token : 0,
-			.claimed_at = STORE_NO_TIME, .started_at = STORE_NO_TIME,
-			.ended_at = STORE_NO_TIME, .outcome = "control", .exit_code = STORE_NO_CODE,
-			.exit_signal = STORE_NO_CODE, .duration_ms = STORE_NO_TIME, .error = text,
-			.actor = actor,
-		};
-		if (store_record_runs(s, &r, 1) != STORE_OK) {
-			fprintf(stderr, "leash %s: done, but not recorded in the run ledger: %s\n", cmd,
-			        s->err);
-			goto done;
-		}
-	}
+	if (record_control(s, cmd, job, at_db, row ? row->token : 0, text) < 0)
+		goto done;
 	if (what == STORE_CTL_PAUSE)
 		printf("paused %s%s%s: %s\n", job, for_ms ? " until " : "",
 		       for_ms ? clock_iso(at, sizeof at, until, 1) : "",
@@ -866,6 +890,139 @@ static int cmd_trigger(int argc, char **argv)
 static int cmd_handoff(int argc, char **argv)
 {
 	return control(argc, argv, "handoff", STORE_CTL_HANDOFF);
+}
+
+/* ---- drain, undrain ---- */
+
+/* The presence rows REPLICA means: the row whose owner id it is, else
+ * every row of that replica name (live ones only, when live_ms > 0).
+ * Their owners into owners (borrowed from rows); *by_name says which. */
+static size_t replica_rows(const struct store_replica *rows, size_t n, const char *replica,
+                           int64_t now, int64_t live_ms, const char **owners, int *by_name)
+{
+	char name[STORE_NAME_MAX + 1];
+	size_t k = 0;
+
+	*by_name = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(rows[i].owner, replica) == 0) {
+			owners[0] = rows[i].owner;
+			return 1;
+		}
+	*by_name = 1;
+	for (size_t i = 0; i < n; i++) {
+		presence_name_of(rows[i].owner, name, sizeof name);
+		if (strcmp(name, replica) == 0 && (live_ms <= 0 || now - rows[i].heartbeat < live_ms))
+			owners[k++] = rows[i].owner;
+	}
+	return k;
+}
+
+/* leash drain / undrain REPLICA: the presence rows' draining column (and,
+ * for a drain by name without --until-restart, the name's drain marker,
+ * so that the name's later processes start drained), and a "control" row
+ * in the ledger under the job "@REPLICA" (owner and actor user@host). */
+static int drain(int argc, char **argv, const char *cmd, int on)
+{
+	static const struct option longopts[] = {
+		{ "until-restart", no_argument, NULL, 'u' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL, *replica = NULL, **owners = NULL;
+	struct store *s = NULL;
+	struct store_replica *rows = NULL;
+	struct cfg c;
+	lua_State *L;
+	char job[STORE_NAME_MAX + 1], text[STORE_NAME_MAX + 160];
+	size_t n = 0, k;
+	int64_t now = 0, at_db = 0, changed = 0;
+	int opt, rc = EXIT_PROBLEMS, until_restart = 0, by_name;
+
+	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			path = optarg;
+		} else if (opt == 'u' && on) {
+			until_restart = 1;
+		} else {
+			fputs(usage, stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	if (optind < argc)
+		replica = argv[optind++];
+	if (!replica || optind < argc) {
+		fprintf(stderr, "leash %s: %s\n%s", cmd, replica ? "one REPLICA only" : "which REPLICA? "
+		        "(a replica's name or a full owner id, as leash status shows them)", usage);
+		return EXIT_CONFIG;
+	}
+	if (!*replica || strlen(replica) > STORE_NAME_MAX) {
+		fprintf(stderr, "leash %s: REPLICA \"%s\": expected 1 to %d bytes\n", cmd, replica,
+		        STORE_NAME_MAX);
+		return EXIT_CONFIG;
+	}
+	if (setup(path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	if (!(s = control_store(cmd, &c, &rc)))
+		goto done;
+	if (store_replicas(s, &rows, &n, &now) != STORE_OK) {
+		fprintf(stderr, "leash %s: cannot read the replicas of the %s store: %s\n", cmd,
+		        c.provider, s->err);
+		goto done;
+	}
+	if (!(owners = malloc((n ? n : 1) * sizeof *owners))) {
+		fprintf(stderr, "leash %s: out of memory\n", cmd);
+		goto done;
+	}
+	/* A drain is for the live processes; an undrain clears any row. */
+	k = replica_rows(rows, n, replica, now, on ? c.lease_ms : 0, owners, &by_name);
+	if (on && k == 0) {
+		fprintf(stderr, "leash %s: no live replica %s in the store (give a replica's name or a "
+		        "full owner id, as leash status shows them)\n", cmd, replica);
+		goto done;
+	}
+	if (store_drain(s, by_name && !(on && until_restart) ? replica : NULL, owners, k, on,
+	                &changed, &at_db) != STORE_OK) {
+		fprintf(stderr, "leash %s: %s\n", cmd, s->err);
+		goto done;
+	}
+	if (!on && changed == 0) {
+		fprintf(stderr, "leash %s: no replica %s in the store, and no drain of that name\n",
+		        cmd, replica);
+		goto done;
+	}
+	snprintf(job, sizeof job, "@%.*s", STORE_NAME_MAX - 1, replica);
+	snprintf(text, sizeof text, "%s %s%s", cmd, replica,
+	         on && until_restart && by_name ? " --until-restart" : "");
+	if (record_control(s, cmd, job, at_db, 0, text) < 0)
+		goto done;
+	if (on)
+		printf("draining %s: %zu replica%s hand%s every lease off at the next safe point and "
+		       "take%s none%s\n", replica, k, k == 1 ? "" : "s", k == 1 ? "s" : "",
+		       k == 1 ? "s" : "", !by_name ? " until it restarts"
+		       : until_restart ? " until they restart" : " (its new processes too, until leash "
+		       "undrain)");
+	else
+		printf("undrained %s: %zu replica%s take%s leases again\n", replica, k,
+		       k == 1 ? "" : "s", k == 1 ? "s" : "");
+	rc = 0;
+done:
+	if (s)
+		store_close(s);
+	free(owners);
+	store_free_replicas(rows, n);
+	cfg_free(&c);
+	lua_close(L);
+	return rc;
+}
+
+static int cmd_drain(int argc, char **argv)
+{
+	return drain(argc, argv, "drain", 1);
+}
+
+static int cmd_undrain(int argc, char **argv)
+{
+	return drain(argc, argv, "undrain", 0);
 }
 
 /* ---- version ---- */
@@ -910,6 +1067,8 @@ static const struct command {
 	{ "resume", cmd_resume },
 	{ "trigger", cmd_trigger },
 	{ "handoff", cmd_handoff },
+	{ "drain", cmd_drain },
+	{ "undrain", cmd_undrain },
 	{ "version", cmd_version },
 	{ "help", cmd_help },
 	{ "--help", cmd_help },

@@ -568,11 +568,12 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 	next = elect_step(&sg->el);
 	if (sg->el.store && store_drain_events(sg->el.store, on_release_event, sg) > 0)
 		next = elect_step(&sg->el);
+	spread_after_step(sg);
 	controls(sg);
 	if (sg->el.store && !sg->step_failed && !sg->down)
 		ledger_turn(sg, due_in);
-	if (sg->el.store && sg->spread.beat_due < next)
-		next = sg->spread.beat_due;     /* a follower beats too */
+	if (sg->el.store && spread_due(sg) < next)
+		next = spread_due(sg);          /* a follower beats too */
 	if (sg->el.store) {
 		uint64_t made = sg->el.store->calls - c0;
 		if (clock_mono_ms() - t0 >= 5)

@@ -23,11 +23,14 @@ void spread_init(struct singleton *sg)
 	memset(sp, 0, sizeof *sp);
 	sp->pres.me = -1;
 	snprintf(sp->me.owner, sizeof sp->me.owner, "%s", sg->el.owner);
+	presence_name_of(sp->me.owner, sp->me.name, sizeof sp->me.name);
 	if (gethostname(sp->me.host, sizeof sp->me.host - 1) < 0 || !sp->me.host[0])
 		snprintf(sp->me.host, sizeof sp->me.host, "localhost");
 	snprintf(sp->me.version, sizeof sp->me.version, "%s", LEASH_VERSION);
 	sp->me.pid = getpid();
 	sp->jobs_dirty = 1;
+	sp->carry.me = &sp->me;
+	sg->el.beat = &sp->carry;
 }
 
 void spread_jobs_changed(struct singleton *sg)
@@ -97,6 +100,57 @@ void spread_job_added(struct singleton *sg, struct elect_job *ej)
 		apply_one(sg, ej);
 }
 
+/* What my row (as the beat read it) says of leash drain. */
+static void drained(struct singleton *sg)
+{
+	struct spread *sp = &sg->spread;
+	int on = sp->pres.me >= 0 && sp->pres.reps[sp->pres.me].row.draining;
+
+	if (on == sp->draining)
+		return;
+	if (on)
+		log_msg(LOG_INFO, NULL, 0, "draining (leash drain): every lease is handed off at its "
+		        "next safe point, and none is taken");
+	else
+		log_msg(LOG_INFO, NULL, 0, "undrained (leash undrain): taking leases again");
+	sp->draining = on;
+	elect_drain(&sg->el, on);
+}
+
+/* Readies me (my jobs text, when they changed) and the prune bound for a
+ * beat, alone or carried. */
+static int64_t beat_args(struct singleton *sg)
+{
+	struct spread *sp = &sg->spread;
+	int64_t prune = sg->cfg->lease_ms * 10;
+
+	if (prune < SPREAD_PRUNE_MIN_MS)
+		prune = SPREAD_PRUNE_MIN_MS;
+	if (prune > STORE_DURATION_MAX)
+		prune = STORE_DURATION_MAX;
+	if (sp->jobs_dirty || sp->njobs_seen != sg->el.n)
+		make_jobs(sg);
+	return prune;
+}
+
+/* A beat's answer, read at db time dbnow (boottime now): the preferences
+ * and my drain follow it. */
+static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows, size_t n,
+                   int64_t dbnow)
+{
+	struct spread *sp = &sg->spread;
+
+	sp->beat_due = now + sg->cfg->renew_ms;
+	sp->beat_ok = now;
+	if (presence_set(&sp->pres, rows, n, dbnow, sp->me.owner, sg->cfg->lease_ms,
+	                 2 * sg->cfg->retry_ms) < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "presence: out of memory");
+		return;
+	}
+	apply_preferences(sg);
+	drained(sg);
+}
+
 static void beat(struct singleton *sg, int64_t now)
 {
 	struct spread *sp = &sg->spread;
@@ -104,14 +158,8 @@ static void beat(struct singleton *sg, int64_t now)
 	struct store_replica *rows = NULL;
 	size_t n = 0;
 	int64_t dbnow = 0, timeout = sg->cfg->statement_timeout_ms;
-	int64_t prune = sg->cfg->lease_ms * 10;
+	int64_t prune = beat_args(sg);
 
-	if (prune < SPREAD_PRUNE_MIN_MS)
-		prune = SPREAD_PRUNE_MIN_MS;
-	if (prune > STORE_DURATION_MAX)
-		prune = STORE_DURATION_MAX;
-	if (sp->jobs_dirty || sp->njobs_seen != el->n)
-		make_jobs(sg);
 	/* Never past a held lease's deadline, as every elector call. */
 	for (size_t i = 0; i < el->n; i++)
 		if (el->jobs[i]->state == ELECT_HOLDER && el->jobs[i]->deadline - now < timeout)
@@ -123,13 +171,34 @@ static void beat(struct singleton *sg, int64_t now)
 			el->on_error(el->arg, "presence", el->store->err);
 		return;
 	}
-	sp->beat_ok = now;
-	if (presence_set(&sp->pres, rows, n, dbnow, sp->me.owner, sg->cfg->lease_ms,
-	                 2 * sg->cfg->retry_ms) < 0) {
-		log_msg(LOG_ERROR, NULL, 0, "presence: out of memory");
+	beaten(sg, now, rows, n, dbnow);
+}
+
+/* Whether any lease is held: then a renew comes at least once per renew
+ * interval, and the beat rides on it. */
+static int holding(struct singleton *sg)
+{
+	for (size_t i = 0; i < sg->el.n; i++)
+		if (sg->el.jobs[i]->state == ELECT_HOLDER)
+			return 1;
+	return 0;
+}
+
+int64_t spread_due(struct singleton *sg)
+{
+	return sg->spread.beat_due + (holding(sg) ? sg->cfg->renew_ms / 2 : 0);
+}
+
+void spread_after_step(struct singleton *sg)
+{
+	struct elect_beat *b = &sg->spread.carry;
+
+	if (!b->done)
 		return;
-	}
-	apply_preferences(sg);
+	b->want = b->done = 0;
+	beaten(sg, clock_boot_ms(), b->rows, b->n, b->now);
+	b->rows = NULL;
+	b->n = 0;
 }
 
 /* The replica that job now prefers, for the log. */
@@ -174,7 +243,8 @@ static void hand_off(struct singleton *sg)
 
 		if (ej->state != ELECT_HOLDER || !j)
 			continue;
-		if (!ej->handoff_wanted && (ej->other_preferred != 2 || !preferred_fresh(sg, ej->name)))
+		if (!ej->handoff_wanted && !sg->spread.draining &&
+		    (ej->other_preferred != 2 || !preferred_fresh(sg, ej->name)))
 			continue;
 		service = j->kind == JOB_SERVICE;
 		busy = j->run || j->claimed_ms || j->want_ms || j->pending_ms || j->backlog_ms;
@@ -184,9 +254,9 @@ static void hand_off(struct singleton *sg)
 		what = presence_safe_point(service, busy, wall, next, after, handover);
 		if (what == PRESENCE_STOP && !ej->handing_off) {
 			ej->handing_off = 1;
-			if (ej->handoff_wanted)
-				log_msg(LOG_INFO, j->name, 0, "handing off (leash handoff): stopping the "
-				        "service");
+			if (ej->handoff_wanted || sg->spread.draining)
+				log_msg(LOG_INFO, j->name, 0, "handing off (leash %s): stopping the "
+				        "service", ej->handoff_wanted ? "handoff" : "drain");
 			else
 				log_msg(LOG_INFO, j->name, 0, "handing off to %s (preferred): stopping the "
 				        "service", preferred_owner(sg, j->name));
@@ -202,9 +272,10 @@ static void hand_off(struct singleton *sg)
 	if (k == 0)
 		goto done;
 	for (size_t i = 0; i < k; i++) {
-		if (js[i]->handoff_wanted)
+		if (js[i]->handoff_wanted || sg->spread.draining)
 			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
-			        "handing the lease off (leash handoff)");
+			        "handing the lease off (leash %s)",
+			        js[i]->handoff_wanted ? "handoff" : "drain");
 		else
 			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
 			        "handing the lease off to %s (preferred)", preferred_owner(sg, js[i]->name));
@@ -226,10 +297,18 @@ void spread_turn(struct singleton *sg)
 {
 	int64_t now = clock_boot_ms();
 
+	struct spread *sp = &sg->spread;
+
 	if (!sg->el.store)
 		return;
-	if (now >= sg->spread.beat_due)
+	if (holding(sg) && now >= sp->beat_due - sg->cfg->renew_ms / 2 &&
+	    now < sp->beat_due + sg->cfg->renew_ms / 2) {
+		sp->carry.prune_ms = beat_args(sg);
+		sp->carry.want = 1;     /* the next renew carries it */
+	} else if (now >= sp->beat_due) {
+		sp->carry.want = 0;
 		beat(sg, now);
+	}
 	hand_off(sg);           /* spread's hand-offs, and leash handoff's */
 }
 
@@ -245,6 +324,9 @@ void spread_leave(struct singleton *sg)
 
 void spread_free(struct singleton *sg)
 {
+	store_free_replicas(sg->spread.carry.rows, sg->spread.carry.n);
+	sg->spread.carry.rows = NULL;
+	sg->el.beat = NULL;
 	presence_free(&sg->spread.pres);
 	free(sg->spread.me.jobs);
 	sg->spread.me.jobs = NULL;

@@ -3,12 +3,16 @@
  *
  * Once per renew interval (and whatever it holds: a follower beats too)
  * the replica writes its presence row and reads the others' in one store
- * call (store_beat); from those rows each job's preferred replica is
+ * call (store_beat, or on the renew itself: store_renew_beat); from those rows each job's preferred replica is
  * recomputed (presence.h) and told to the elector (elect_prefer).  A held
  * job whose preferred replica is another, settled one is handed off at a
  * safe point (presence_safe_point), all the turn's hand-offs in one
  * release.  With [singleton] spread = false the row is still written (for
- * leash status) but every job is first come, first held. */
+ * leash status) but every job is first come, first held.
+ *
+ * leash drain sets the row's draining (the beat reads it back): then every
+ * held lease is handed off at its safe point, whoever is preferred, and
+ * the elector takes none (elect_drain) until the row says otherwise. */
 #ifndef LEASH_SPREAD_H
 #define LEASH_SPREAD_H
 
@@ -25,13 +29,26 @@ struct spread {
 	int64_t beat_ok;                /* boottime of the last good beat, or 0 */
 	size_t njobs_seen;              /* jobs when me.jobs was made */
 	int jobs_dirty;                 /* a reload may have changed the jobs */
+	int draining;                   /* my row says leash drain: every lease goes
+	                                 * at its safe point and none is taken */
+	struct elect_beat carry;        /* the beat on the elector's next renew */
 };
 
 /* Sets up the row's fixed fields (host, pid, version). */
 void spread_init(struct singleton *);
 
-/* The beat when it is due, then the preferences and hand-offs. */
+/* The beat when it is due, then the preferences and hand-offs.  A
+ * replica that holds leases lets its beat ride on the elector's next renew
+ * (store_renew_beat), from half a renew interval before the beat is due;
+ * it beats on its own only when no renew carried it by half an interval
+ * after, and a replica that holds nothing beats on its own when due. */
 void spread_turn(struct singleton *);
+
+/* After elect_step: takes over the rows of a beat a renew carried. */
+void spread_after_step(struct singleton *);
+
+/* The boottime at which spread_turn has a beat to make. */
+int64_t spread_due(struct singleton *);
 
 /* A job's definitions changed (a reload): the next beat sends them. */
 void spread_jobs_changed(struct singleton *);

@@ -121,6 +121,23 @@ describe("election state machine", function()
     assert.equal(5, el:state("job").token)
   end)
 
+  it("drain: no follower tries and none wants a wake-up while on; off, each tries at once", function()
+    local el, store, clock = setup()
+    el:add("job")
+    el:drain(true)
+    local next = el:step()
+    assert.equal("follower", el:state("job").state)
+    assert.equal(0, #store.calls)                 -- tried nothing
+    assert.is_nil(next)                           -- and no wake-up (no busy loop)
+    clock.t = clock.t + 10000
+    el:wake("job")
+    el:step()
+    assert.equal(0, #store.calls)
+    el:drain(false)
+    el:step()
+    assert.equal("holder", el:state("job").state)
+  end)
+
   it("acquire error: stays follower, retries after retry (+ jitter), reports the error", function()
     local el, store, clock = setup()
     store.fail = true

@@ -187,6 +187,13 @@ describe("leash status jobs view", function()
     assert.equal("no jobs (none in jobs/, none in the store)\n",
       view.table(view.build { provider = "sqlite", now = NOW }))
   end)
+
+  it("leaves out leash drain's ledger rows (job \"@REPLICA\"): they are no job", function()
+    local m = view.build { provider = "sqlite", now = NOW,
+      runs = { ["@web-1"] = { fails = 0 }, sync = { last = run("sync", NOW - 60000, A, "ok"), fails = 0 } } }
+    assert.equal(1, #m.jobs)
+    assert.equal("sync", m.jobs[1].name)
+  end)
 end)
 
 describe("leash history rendering", function()

@@ -14,7 +14,8 @@ end
 local function me(owner, t)
   t = t or {}
   return { owner = owner, host = t.host or "host-a", pid = t.pid or 42, version = t.version or "0.9.0",
-           draining = t.draining or false, jobs_hash = t.hash or "h1", jobs = t.jobs or "a\nb\n" }
+           draining = t.draining or false, jobs_hash = t.hash or "h1", jobs = t.jobs or "a\nb\n",
+           name = t.name }
 end
 
 local function by_owner(rows)
@@ -60,11 +61,12 @@ for _, p in ipairs(providers.list) do
       local rows = assert(s:beat(me("A:1:aa"), 60000))
       local first = by_owner(rows)["A:1:aa"]
       sleep_ms(30)
+      -- draining is leash drain's: a replica's own value is not written
       rows = assert(s:beat(me("A:1:aa", { draining = true, version = "1.0.0" }), 60000))
       local r = by_owner(rows)["A:1:aa"]
       assert.equal(first.started_at, r.started_at)
       assert.is_true(r.heartbeat >= first.heartbeat + 20)
-      assert.is_true(r.draining)
+      assert.is_false(r.draining)
       assert.equal("1.0.0", r.version)
     end)
 
@@ -117,7 +119,100 @@ for _, p in ipairs(providers.list) do
       assert.equal("", t["F:6:ff"].jobs)
     end)
 
+    it("drain sets the listed owners' draining, the beats keep it, undrain clears it", function()
+      assert(s:beat(me("G:7:01", { name = "G" }), 60000))
+      assert(s:beat(me("G:8:02", { name = "G" }), 60000))
+      local changed, now = assert(s:drain(nil, { "G:7:01", "nobody:1:00" }, true))
+      assert.equal(1, changed)
+      assert.is_true(math.abs(now - os.time() * 1000) < 5000)
+      local t = by_owner(assert(s:beat(me("G:7:01", { name = "G" }), 60000)))
+      assert.is_true(t["G:7:01"].draining)                 -- kept by its own beat
+      assert.is_false(t["G:8:02"].draining)
+      assert.equal(1, (s:drain(nil, { "G:7:01" }, false)))
+      t = by_owner(assert(s:beat(me("G:7:01", { name = "G" }), 60000)))
+      assert.is_false(t["G:7:01"].draining)
+    end)
+
+    it("a drain marker drains the name's beats, new rows too; never read, never pruned", function()
+      assert(s:beat(me("H:1:01", { name = "H" }), 60000))
+      local changed = assert(s:drain("H", {}, true))
+      assert.equal(1, changed)                             -- the marker
+      assert.equal(1, (s:drain("H", {}, true)))            -- written again: still one
+      local t = by_owner(assert(s:beat(me("H:1:01", { name = "H" }), 60000)))
+      assert.is_true(t["H:1:01"].draining)                 -- its next beat
+      assert.is_nil(t["H"])                                -- the marker is no replica
+      t = by_owner(assert(s:beat(me("H:2:02", { name = "H" }), 60000)))
+      assert.is_true(t["H:2:02"].draining)                 -- a new process of the name
+      t = by_owner(assert(s:beat(me("Hx:3:03", { name = "Hx" }), 60000)))
+      assert.is_false(t["Hx:3:03"].draining)               -- another name
+      sleep_ms(120)
+      assert(s:beat(me("Hx:3:03", { name = "Hx" }), 100))  -- prunes H's rows, not the marker
+      assert.is_nil(by_owner(assert(s:replicas()))["H"])
+      t = by_owner(assert(s:beat(me("H:4:04", { name = "H" }), 60000)))
+      assert.is_true(t["H:4:04"].draining)
+      -- undrain: the marker and the rows listed; a new process starts undrained
+      assert.equal(2, (s:drain("H", { "H:4:04" }, false)))
+      assert.equal(0, (s:drain("H", {}, false)))           -- nothing left to undrain
+      t = by_owner(assert(s:beat(me("H:5:05", { name = "H" }), 60000)))
+      assert.is_false(t["H:5:05"].draining)
+      assert.is_false(t["H:4:04"].draining)
+    end)
+
+    it("renew_beat renews as renew_ctl and beats as beat, in one statement", function()
+      local ok, a = s:try_acquire("rb-1", "R:1:01", 5000)
+      assert.is_true(ok)
+      assert.is_true((s:try_acquire("rb-2", "X:1:01", 5000)))
+      assert(s:control("rb-1", "trigger"))
+      assert(s:beat(me("S:1:01", { hash = "h2", jobs = "z\n" }), 60000))
+      local c0 = s:calls()
+      local got, rows, now = assert(s:renew_beat("R:1:01", { "rb-1", "rb-2", "rb-none" }, 7000,
+        me("R:1:01", { name = "R", hash = "h9" }), 60000))
+      assert.equal(1, s:calls() - c0)
+      assert.same({ "rb-1" }, (function() local k = {}; for n in pairs(got) do k[#k + 1] = n end; return k end)())
+      assert.equal(a.token, got["rb-1"].token)
+      assert.is_number(got["rb-1"].trigger_at)
+      assert.is_nil(got["rb-1"].paused_until)
+      assert.is_true(math.abs(now - os.time() * 1000) < 5000)
+      local t = by_owner(rows)
+      assert.is_not_nil(t["R:1:01"])
+      assert.is_nil(t["R:1:01"].jobs)                      -- my own hash
+      assert.equal("h9", t["R:1:01"].jobs_hash)
+      assert.is_false(t["R:1:01"].draining)
+      assert.equal("z\n", t["S:1:01"].jobs)               -- and the others' rows
+      assert.is_nil(t["R"])
+      local list, lnow = assert(s:list())
+      for _, r in ipairs(list) do
+        if r.name == "rb-1" then assert.is_true(math.abs(r.expires_at - (lnow + 7000)) < 1000) end
+      end
+      -- the drain marker applies as in beat; prune too
+      assert(s:drain("R", {}, true))
+      _, rows = assert(s:renew_beat("R:1:01", { "rb-1" }, 7000, me("R:1:01", { name = "R" }), 60000))
+      assert.is_true(by_owner(rows)["R:1:01"].draining)
+      assert.equal(2, (s:drain("R", { "R:1:01" }, false)))
+      -- a lost lease is no error: it is simply not renewed
+      got = assert(s:renew_beat("R:1:01", { "rb-2" }, 7000, me("R:1:01", { name = "R" }), 60000))
+      assert.is_nil(got["rb-2"])
+    end)
+
+    it("renew_beat refuses what renew_ctl or beat refuses, and another owner's row", function()
+      local ok, err = s:renew_beat("R:1:01", { "rb-1" }, 0, me("R:1:01"), 60000)
+      assert.is_nil(ok)
+      assert.matches("duration", err)
+      ok, err = s:renew_beat("R:1:01", { "rb-1" }, 7000, me("R:1:01"), 0)
+      assert.is_nil(ok)
+      assert.matches("duration", err)
+      ok, err = s:renew_beat("R:1:01", { "rb-1" }, 7000, me("Q:1:01"), 60000)
+      assert.is_nil(ok)
+      assert.matches("presence row is Q:1:01's", err)
+    end)
+
     it("refuses bad arguments before any SQL", function()
+      local ok0, err0 = s:drain("", {}, true)
+      assert.is_nil(ok0)
+      assert.matches("replica name", err0)
+      ok0, err0 = s:drain(nil, { "" }, true)
+      assert.is_nil(ok0)
+      assert.matches("owner", err0)
       local ok, err = s:beat(me(""), 60000)
       assert.is_nil(ok)
       assert.matches("owner", err)

@@ -10,26 +10,7 @@ local R = require "replicas"
 local LEASE, RETRY = 600, 200
 local NJOBS = 30
 
-local function job_src(out)
-  return ([[
-local core = require "leash.core"
-local OUT = %q
-local function rec(ctx, what)
-  local f = assert(io.open(OUT, "a"))
-  f:write(("%%s %%s %%d %%d %%.0f\n"):format(what, ctx.replica, ctx.token,
-    ctx.scheduled_at or 0, core.now() * 1e9))
-  f:close()
-end
-return {
-  every = "1s",
-  run = function(ctx)
-    rec(ctx, "start")
-    ctx.sleep(0.05)
-    rec(ctx, "end")
-  end,
-}
-]]):format(out)
-end
+local function job_src(out) return R.job_src(out, "1s", "ctx.sleep(0.05)") end
 
 local function open(p, tbl)
   return assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
@@ -69,13 +50,7 @@ local function balanced(s, owners, want)
   return at
 end
 
-local function start(cfgpath, password)
-  local proc = L.spawn(cfgpath, { env = { LEASH_TEST_MSSQL_PASSWORD = password or "" } })
-  proc.owner = assert(L.wait_for(function()
-    return proc:log_text():match("replica (%S+),")
-  end, 5), "replica did not start")
-  return proc
-end
+local start = R.start
 
 describe("[singleton] spread", function()
   it("refuses a value that is not a boolean, with file and line", function()
@@ -95,14 +70,8 @@ describe("spread end to end", function()
       it("3 replicas x 30 jobs: 10 each, kill -9 moves only its 10, a restart takes them back, no overlap", function()
         local tbl = ("spread_%d"):format(math.random(1, 1e6))
         local d = L.dir { config = R.config(p, tbl) }
-        local cfgs = {}
-        for i = 1, 3 do
-          local c = R.config(p, tbl)
-          c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
-          c.singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" }
-          cfgs[i] = d.dir .. "/r" .. i .. ".ini"
-          L.write(cfgs[i], L.ini(c))
-        end
+        local cfgs = R.replica_configs(p, tbl, d, 3,
+          { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" })
         for j = 1, NJOBS do
           local name = ("job-%02d"):format(j)
           d.write_job(name, job_src(d.out(name)))
@@ -180,17 +149,39 @@ describe("spread end to end", function()
         end
       end)
 
+      it("a holder's beat rides on its renew: one statement per renew interval, a follower's its own", function()
+        local tbl = ("spread_rb_%d"):format(math.random(1, 1e6))
+        local d = L.dir { config = R.config(p, tbl) }
+        local cfgs = R.replica_configs(p, tbl, d, 2,
+          { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms", spread = "false" })
+        -- one job that never fires in the window: the holder renews, the follower tries
+        d.write_job("idle", 'return { every = "1h", run = function() end }')
+        procs[1] = start(cfgs[1], p.password)
+        assert(procs[1]:wait_log("holding the lease", 5), "r1 took nothing")
+        procs[2] = start(cfgs[2], p.password)
+        L.sleep(4)
+        local rate = {}
+        for i = 1, 2 do
+          assert.equal(0, procs[i]:stop(10))
+          local calls, secs = procs[i]:log_text():match("lease store: (%d+) statements in ([%d.]+)s")
+          rate[i] = tonumber(calls) / tonumber(secs)
+        end
+        procs = {}
+        local per_renew = 1000 / (LEASE / 3)
+        print(("\n[%s] statements/s: holder %.2f, follower %.2f (renew every %dms, retry %dms)"):format(
+          p.provider, rate[1], rate[2], LEASE / 3, RETRY))
+        -- the holder: renew_beat once per renew, plus its start and stop; with the
+        -- beat apart it would be twice that
+        assert.is_true(rate[1] < 1.4 * per_renew, ("holder: %.2f statements/s"):format(rate[1]))
+        -- the follower: its own beat once per renew, and its tries once per retry
+        assert.is_true(rate[2] < 1.4 * (per_renew + 1000 / RETRY), ("follower: %.2f statements/s"):format(rate[2]))
+      end)
+
       it("a rolling restart (SIGTERM, start, next) loses no fire and shows no overlap", function()
         local tbl = ("spread_roll_%d"):format(math.random(1, 1e6))
         local d = L.dir { config = R.config(p, tbl) }
-        local cfgs = {}
-        for i = 1, 3 do
-          local c = R.config(p, tbl)
-          c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
-          c.singleton = { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" }
-          cfgs[i] = d.dir .. "/r" .. i .. ".ini"
-          L.write(cfgs[i], L.ini(c))
-        end
+        local cfgs = R.replica_configs(p, tbl, d, 3,
+          { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" })
         for j = 1, NJOBS do
           local name = ("job-%02d"):format(j)
           d.write_job(name, job_src(d.out(name)))

@@ -67,8 +67,12 @@ function M.build(input)
     if r.expires_at > now then j.holder = r.owner else j.unheld_ms = now - r.expires_at end
   end
   for name, r in pairs(input.runs or {}) do
-    local j = job(name)
-    j.last, j.ok, j.failed, j.fails, j.handled_at = r.last, r.ok, r.failed, r.fails or 0, r.handled_at
+    -- "@REPLICA": leash drain's ledger rows, not a job (no job name starts so).
+    if name:sub(1, 1) ~= "@" then
+      local j = job(name)
+      j.last, j.ok, j.failed, j.fails, j.handled_at = r.last, r.ok, r.failed, r.fails or 0,
+        r.handled_at
+    end
   end
   table.sort(names)
   local jobs = {}

@@ -32,6 +32,16 @@ void lx_push_replicas(lua_State *L, const struct store_replica *rows, size_t n);
  * not one (or it was closed). */
 struct store *lx_test_store(lua_State *L, int idx);
 
+/* The strings of the Lua list at index i (anchored there; NULL for a
+ * non-string), in a userdata pushed on the stack. */
+const char **lx_names_arg(lua_State *L, int i, size_t *n);
+
+/* renew_ctl's answer as a table { [name] = { token=, paused_until=,
+ * trigger_at=, handoff_at= } } of the renewed names (NULL columns absent). */
+struct store_ctl;
+void lx_push_renewed(lua_State *L, const char *const *names, size_t n, const int64_t *tokens,
+                     const struct store_ctl *ctl);
+
 /* Pushes one last_runs entry as { job=, last=, ok=, failed= (ledger rows as
  * s:read_runs gives them, or nil), fails=, handled_at= (nil when none) }. */
 void lx_push_job_runs(lua_State *L, const struct store_job_runs *j);

@@ -440,6 +440,13 @@ static int l_hold(lua_State *L)
 	return 0;
 }
 
+/* el:drain(on): elect_drain (leash drain). */
+static int l_drain(lua_State *L)
+{
+	elect_drain(&check(L)->el, lua_toboolean(L, 2));
+	return 0;
+}
+
 static int l_wake(lua_State *L)
 {
 	struct lelector *le = check(L);
@@ -539,6 +546,7 @@ void lx_elect_lib(lua_State *L)
 		{ "prefer", l_prefer },
 		{ "handoff", l_handoff },
 		{ "hold", l_hold },
+		{ "drain", l_drain },
 		{ NULL, NULL },
 	};
 

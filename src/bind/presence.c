@@ -47,6 +47,7 @@ static void row_from(lua_State *L, int t, struct store_replica *r, int copy_jobs
 	field_str(L, t, "host", r->host, sizeof r->host);
 	field_str(L, t, "version", r->version, sizeof r->version);
 	field_str(L, t, "jobs_hash", r->jobs_hash, sizeof r->jobs_hash);
+	field_str(L, t, "name", r->name, sizeof r->name);
 	r->pid = field_int(L, t, "pid", 0);
 	r->started_at = field_int(L, t, "started_at", 0);
 	r->heartbeat = field_int(L, t, "heartbeat", 0);
@@ -224,7 +225,7 @@ static struct store *check_store(lua_State *L)
 	return s;
 }
 
-/* s:beat({owner=, host=, pid=, version=, draining=, jobs_hash=, jobs=},
+/* s:beat({owner=, host=, pid=, version=, name=, jobs_hash=, jobs=},
  * prune_ms) -> rows, now | nil, err */
 static int l_beat(lua_State *L)
 {
@@ -272,6 +273,59 @@ static int l_replicas(lua_State *L)
 	return 2;
 }
 
+/* s:drain(name|nil, { owner, ... }, on) -> changed, now | nil, err */
+static int l_drain(lua_State *L)
+{
+	struct store *s = check_store(L);
+	const char *name = luaL_optstring(L, 2, NULL);
+	const char **owners;
+	size_t n;
+	int64_t changed = 0, now = 0;
+
+	luaL_checktype(L, 3, LUA_TTABLE);
+	n = lua_rawlen(L, 3);
+	owners = lua_newuserdatauv(L, (n ? n : 1) * sizeof *owners, 0);
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, 3, (lua_Integer)i + 1);
+		owners[i] = luaL_checkstring(L, -1);
+		lua_pop(L, 1);          /* the string stays alive in the argument table */
+	}
+	if (store_drain(s, name, owners, n, lua_toboolean(L, 4), &changed, &now) != STORE_OK)
+		return push_err(L, s);
+	lua_pushinteger(L, changed);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
+/* s:renew_beat(owner, names, ms, me, prune_ms) -> renewed (as renew_ctl's),
+ * rows, now | nil, err */
+static int l_renew_beat(lua_State *L)
+{
+	struct store *s = check_store(L);
+	size_t n, nrows = 0;
+	const char **names = lx_names_arg(L, 3, &n);
+	int64_t *tokens = lua_newuserdatauv(L, (n ? n : 1) * sizeof *tokens, 0), now = 0;
+	struct store_ctl *ctl = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ctl, 0);
+	struct store_replica me, *rows = NULL;
+	int isint;
+	lua_Integer ms, prune;
+
+	luaL_checktype(L, 5, LUA_TTABLE);
+	row_from(L, 5, &me, 0);
+	ms = lua_tointegerx(L, 4, &isint);
+	if (!isint)
+		ms = 0;
+	prune = lua_tointegerx(L, 6, &isint);
+	if (store_renew_beat(s, luaL_optstring(L, 2, NULL), names, n, (int64_t)ms, tokens, ctl, &me,
+	                     isint ? (int64_t)prune : 0, &rows, &nrows, &now) != STORE_OK)
+		return push_err(L, s);
+	lx_push_renewed(L, names, n, tokens, ctl);
+	lx_push_replicas(L, rows, nrows);
+	store_free_replicas(rows, nrows);
+	lua_pushinteger(L, now);
+	return 3;
+}
+
 void lx_presence_lib(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
@@ -286,6 +340,8 @@ void lx_presence_lib(lua_State *L)
 		{ "beat", l_beat },
 		{ "leave", l_leave },
 		{ "replicas", l_replicas },
+		{ "drain", l_drain },
+		{ "renew_beat", l_renew_beat },
 		{ NULL, NULL },
 	};
 

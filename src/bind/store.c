@@ -158,7 +158,7 @@ static int l_health(lua_State *L)
 /* The names of a Lua list at index i, in a userdata-free malloc'd array
  * whose strings stay anchored in the Lua list.  NULL entries for non-strings
  * (the wrapper refuses them). */
-static const char **names_arg(lua_State *L, int i, size_t *n)
+const char **lx_names_arg(lua_State *L, int i, size_t *n)
 {
 	const char **names;
 
@@ -177,13 +177,21 @@ static int l_renew_ctl(lua_State *L)
 {
 	struct store *s = check_open(L);
 	size_t n;
-	const char **names = names_arg(L, 3, &n);
+	const char **names = lx_names_arg(L, 3, &n);
 	int64_t *tokens = lua_newuserdatauv(L, (n ? n : 1) * sizeof *tokens, 0), now;
 	struct store_ctl *ctl = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ctl, 0);
 
 	if (store_renew_ctl(s, opt_str(L, 2), names, n, opt_ms(L, 4), tokens, ctl, &now) ==
 	    STORE_ERR)
 		return push_err(L, s);
+	lx_push_renewed(L, names, n, tokens, ctl);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
+void lx_push_renewed(lua_State *L, const char *const *names, size_t n, const int64_t *tokens,
+                     const struct store_ctl *ctl)
+{
 	lua_newtable(L);
 	for (size_t k = 0; k < n; k++) {
 		if (tokens[k] < 0)
@@ -196,15 +204,13 @@ static int l_renew_ctl(lua_State *L)
 		set_time(L, "handoff_at", ctl[k].handoff_at);
 		lua_setfield(L, -2, names[k]);
 	}
-	lua_pushinteger(L, now);
-	return 2;
 }
 
 static int l_renew_all(lua_State *L)
 {
 	struct store *s = check_open(L);
 	size_t n;
-	const char **names = names_arg(L, 3, &n);
+	const char **names = lx_names_arg(L, 3, &n);
 	int64_t *tokens = lua_newuserdatauv(L, (n ? n : 1) * sizeof *tokens, 0);
 
 	if (store_renew_all(s, opt_str(L, 2), names, n, opt_ms(L, 4), tokens) == STORE_ERR)
@@ -225,7 +231,7 @@ static int l_release_all(lua_State *L)
 {
 	struct store *s = check_open(L);
 	size_t n;
-	const char **names = names_arg(L, 3, &n);
+	const char **names = lx_names_arg(L, 3, &n);
 
 	if (store_release_all(s, opt_str(L, 2), names, n) == STORE_ERR)
 		return push_err(L, s);
@@ -239,7 +245,7 @@ static int l_acquire_all(lua_State *L)
 {
 	struct store *s = check_open(L);
 	size_t n;
-	const char **names = names_arg(L, 3, &n);
+	const char **names = lx_names_arg(L, 3, &n);
 	struct lease_info *out = lua_newuserdatauv(L, (n ? n : 1) * sizeof *out, 0);
 	int *got = lua_newuserdatauv(L, (n ? n : 1) * sizeof *got, 0);
 

@@ -560,6 +560,9 @@ static int bind_names(struct param *p, char *pnames, char *decl, size_t declmax,
 	size_t dl = (size_t)snprintf(decl, declmax, "@owner " VC "%s", ms >= 0 ? ", @ms BIGINT" : "");
 	int np = 0;
 
+	if (k > CHUNK)
+		k = CHUNK;      /* every caller binds a chunk at most: "@n2000" fits in 8 */
+
 	p[np++] = (struct param){ "@owner", owner, 0 };
 	if (ms >= 0)
 		p[np++] = (struct param){ "@ms", NULL, ms };
@@ -1779,6 +1782,11 @@ static int ms_beat(struct store *, const struct store_replica *, int64_t,
                    struct store_replica **, size_t *, int64_t *);
 static int ms_leave(struct store *, const char *);
 static int ms_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
+static int ms_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
+                    int64_t *);
+static int ms_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
+                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
+                         struct store_replica **, size_t *, int64_t *);
 static int ms_presence_setup(struct ms_store *);
 
 static const struct store_ops ms_ops = {
@@ -1805,6 +1813,8 @@ static const struct store_ops ms_ops = {
 	.renew_ctl = ms_renew_ctl,
 	.control = ms_control,
 	.health = ms_health,
+	.drain = ms_drain,
+	.renew_beat = ms_renew_beat,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -2147,20 +2157,44 @@ static int pres_done(struct ms_store *st, int rc, struct pres_answer *a,
 #define PRES_SELECT(hash_test) \
 	"SELECT owner, host, pid, version, started_at, heartbeat, draining, jobs_hash, " \
 	"CASE WHEN " hash_test " THEN 0 ELSE 1 END, CASE WHEN " hash_test " THEN NULL ELSE jobs END " \
-	"FROM [%s_replicas] ORDER BY owner;"
+	"FROM [%s_replicas] WHERE pid <> 0 ORDER BY owner;"
 
-/* One batch, one transaction: the upsert, the prune, the clock and the rows.
- * An empty string may arrive as NULL (db-lib), hence the ISNULLs. */
+/* The beat after "DECLARE @now": one transaction for the upsert (draining
+ * kept, or set by the name's marker) and the prune, then the clock and the
+ * rows.  Formatted with the table name five times; its parameters are
+ * BEAT_DECL's and @owner.  An empty string may arrive as NULL (db-lib),
+ * hence the ISNULLs. */
+#define BEAT_BATCH \
+	"BEGIN TRAN; " \
+	"DECLARE @marked INT = CASE WHEN EXISTS (SELECT 1 FROM [%s_replicas] " \
+	"WHERE owner = @name AND pid = 0) THEN 1 ELSE 0 END; " \
+	"UPDATE [%s_replicas] WITH (UPDLOCK, HOLDLOCK) SET host = @host, pid = @pid, " \
+	"version = ISNULL(@version, N''), heartbeat = @now, " \
+	"draining = CASE WHEN @marked = 1 THEN 1 ELSE draining END, " \
+	"jobs_hash = ISNULL(@hash, N''), jobs = ISNULL(@jobs, N'') WHERE owner = @owner; " \
+	"IF @@ROWCOUNT = 0 INSERT INTO [%s_replicas] (owner, host, pid, version, started_at, " \
+	"heartbeat, draining, jobs_hash, jobs) VALUES (@owner, @host, @pid, " \
+	"ISNULL(@version, N''), @now, @now, @marked, ISNULL(@hash, N''), ISNULL(@jobs, N'')); " \
+	"DELETE FROM [%s_replicas] WHERE owner <> @owner AND pid <> 0 " \
+	"AND heartbeat < @now - @prune; " \
+	"COMMIT; " \
+	"SELECT @now; " \
+	PRES_SELECT("jobs_hash = ISNULL(@hash, N'')")
+#define BEAT_DECL "@host " VC ", @pid BIGINT, @version " VC ", @name " VC ", @hash " VC ", " \
+	"@jobs NVARCHAR(MAX), @prune BIGINT"
+#define BEAT_PARAMS(me, prune_ms) \
+	{ "@host", (me)->host, 0 }, { "@pid", NULL, (me)->pid }, \
+	{ "@version", (me)->version, 0 }, { "@name", (me)->name, 0 }, \
+	{ "@hash", (me)->jobs_hash, 0 }, { "@jobs", (me)->jobs ? (me)->jobs : "", 0 }, \
+	{ "@prune", NULL, (prune_ms) }
+#define BEAT_NPARAMS 7
+
+/* One batch: the beat. */
 static int ms_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
                    struct store_replica **rows, size_t *n, int64_t *now)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	struct param p[] = {
-		{ "@owner", me->owner, 0 }, { "@host", me->host, 0 }, { "@pid", NULL, me->pid },
-		{ "@version", me->version, 0 }, { "@draining", NULL, me->draining != 0 },
-		{ "@hash", me->jobs_hash, 0 }, { "@jobs", me->jobs ? me->jobs : "", 0 },
-		{ "@prune", NULL, prune_ms },
-	};
+	struct param p[] = { { "@owner", me->owner, 0 }, BEAT_PARAMS(me, prune_ms) };
 	struct pres_answer a = { 0 };
 	char sql[PRES_SQL_MAX];
 	const char *t = st->table;
@@ -2168,21 +2202,9 @@ static int ms_beat(struct store *s, const struct store_replica *me, int64_t prun
 	snprintf(sql, sizeof sql,
 	    "/* leash:beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
 	    "DECLARE @now BIGINT = " NOW "; "
-	    "BEGIN TRAN; "
-	    "UPDATE [%s_replicas] WITH (UPDLOCK, HOLDLOCK) SET host = @host, pid = @pid, "
-	    "version = ISNULL(@version, N''), heartbeat = @now, draining = @draining, "
-	    "jobs_hash = ISNULL(@hash, N''), jobs = ISNULL(@jobs, N'') WHERE owner = @owner; "
-	    "IF @@ROWCOUNT = 0 INSERT INTO [%s_replicas] (owner, host, pid, version, started_at, "
-	    "heartbeat, draining, jobs_hash, jobs) VALUES (@owner, @host, @pid, "
-	    "ISNULL(@version, N''), @now, @now, @draining, ISNULL(@hash, N''), ISNULL(@jobs, N'')); "
-	    "DELETE FROM [%s_replicas] WHERE owner <> @owner AND heartbeat < @now - @prune; "
-	    "COMMIT; "
-	    "SELECT @now; "
-	    PRES_SELECT("jobs_hash = ISNULL(@hash, N'')"), t, t, t, t);
-	return pres_done(st, call(st, sql, "@owner " VC ", @host " VC ", @pid BIGINT, "
-	                          "@version " VC ", @draining BIGINT, @hash " VC ", "
-	                          "@jobs NVARCHAR(MAX), @prune BIGINT",
-	                          p, (int)(sizeof p / sizeof p[0]), pres_row, &a),
+	    BEAT_BATCH, t, t, t, t, t);
+	return pres_done(st, call(st, sql, "@owner " VC ", " BEAT_DECL, p,
+	                          (int)(sizeof p / sizeof p[0]), pres_row, &a),
 	                 &a, rows, n, now);
 }
 
@@ -2207,4 +2229,156 @@ static int ms_replicas(struct store *s, struct store_replica **rows, size_t *n, 
 	snprintf(sql, sizeof sql, "/* leash:replicas */ SET NOCOUNT ON; SELECT " NOW "; "
 	         PRES_SELECT("1 = 0"), st->table);
 	return pres_done(st, call(st, sql, "", NULL, 0, pres_row, &a), &a, rows, n, now);
+}
+
+/* drain's answer: (now, changed). */
+static void drain_row(struct ms_store *st, int resno, void *arg)
+{
+	int64_t *v = arg;
+
+	(void)resno;
+	v[0] = col_i64(st->db, 1);
+	v[1] = col_i64(st->db, 2);
+}
+
+/* One batch, one transaction: the owners' rows (@n1, ...), then the
+ * marker (@mark 1: @name's), counting what matched. */
+static int ms_drain(struct store *s, const char *name, const char *const *owners, size_t n,
+                    int on, int64_t *changed, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct param *p = malloc((n + 3) * sizeof *p);
+	size_t sqlmax = PRES_SQL_MAX + n * 12, declmax = 64 + n * 24, sl, dl;
+	char *pnames = malloc((n ? n : 1) * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
+	int64_t v[2] = { 0, 0 };
+	int rc = STORE_ERR, np = 0;
+
+	if (!p || !pnames || !sql || !decl) {
+		store_fail(s, "mssql: drain: out of memory");
+		goto done;
+	}
+	if (n > CHUNK) {
+		store_fail(s, "mssql: drain: at most %d owners, got %zu", CHUNK, n);
+		goto done;
+	}
+	p[np++] = (struct param){ "@name", name, 0 };
+	p[np++] = (struct param){ "@mark", NULL, name != NULL };
+	p[np++] = (struct param){ "@on", NULL, on };
+	dl = (size_t)snprintf(decl, declmax, "@name " VC ", @mark BIGINT, @on BIGINT");
+	sl = (size_t)snprintf(sql, sqlmax,
+	    "/* leash:drain */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	    "DECLARE @now BIGINT = " NOW ", @c BIGINT = 0; "
+	    "BEGIN TRAN; ");
+	if (n > 0) {
+		sl += (size_t)snprintf(sql + sl, sqlmax - sl, "UPDATE [%s_replicas] SET draining = @on "
+		                       "WHERE pid <> 0 AND owner IN (", st->table);
+		for (size_t j = 0; j < n; j++) {
+			char *pn = pnames + j * 8;
+
+			snprintf(pn, 8, "@n%zu", j + 1);
+			p[np++] = (struct param){ pn, owners[j], 0 };
+			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "", pn);
+		}
+		sl += (size_t)snprintf(sql + sl, sqlmax - sl, "); SET @c = @@ROWCOUNT; ");
+	}
+	snprintf(sql + sl, sqlmax - sl,
+	    "IF @mark = 1 AND @on = 1 BEGIN "
+	    "UPDATE [%1$s_replicas] WITH (UPDLOCK, HOLDLOCK) SET heartbeat = @now "
+	    "WHERE owner = @name AND pid = 0; "
+	    "IF @@ROWCOUNT > 0 BEGIN SET @c = @c + 1 END "
+	    "ELSE IF NOT EXISTS (SELECT 1 FROM [%1$s_replicas] WHERE owner = @name) BEGIN "
+	    "INSERT INTO [%1$s_replicas] (owner, host, pid, version, started_at, heartbeat, "
+	    "draining, jobs_hash, jobs) VALUES (@name, N'', 0, N'', @now, @now, 1, N'', N''); "
+	    "SET @c = @c + 1; END END; "
+	    "IF @mark = 1 AND @on = 0 BEGIN "
+	    "DELETE FROM [%1$s_replicas] WHERE owner = @name AND pid = 0; "
+	    "SET @c = @c + @@ROWCOUNT; END; "
+	    "COMMIT; SELECT @now, @c;", st->table);
+	rc = call(st, sql, decl, p, np, drain_row, v);
+	*now = v[0];
+	*changed = v[1];
+done:
+	free(p);
+	free(pnames);
+	free(sql);
+	free(decl);
+	return rc;
+}
+
+/* renew_beat's results: 0 renew_ctl's rows, 1 the clock, 2 the presence rows. */
+struct renew_beat_answer {
+	struct ctl_answer ctl;
+	struct pres_answer pres;
+};
+
+static void renew_beat_row(struct ms_store *st, int resno, void *arg)
+{
+	struct renew_beat_answer *a = arg;
+
+	if (resno == 0)
+		ctl_row(st, resno, &a->ctl);
+	else
+		pres_row(st, resno - 1, &a->pres);
+}
+
+/* One batch: renew_ctl's UPDATE, then the beat (its own transaction), so a
+ * failed beat fails the call and the renew counts for nothing.  More names
+ * than one batch binds: renew_ctl in chunks, then the beat, apart. */
+static int ms_renew_beat(struct store *s, const char *owner, const char *const *names,
+                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                         const struct store_replica *me, int64_t prune_ms,
+                         struct store_replica **rows, size_t *nrows, int64_t *now)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	struct param beatp[] = { BEAT_PARAMS(me, prune_ms) };
+	struct renew_beat_answer a = { { NULL, n, tokens, ctl, now }, { 0 } };
+	size_t sqlmax = SQL_MAX + PRES_SQL_MAX + n * 12, declmax = 256 + n * 24, sl, dl;
+	struct param *p = NULL;
+	char *pnames = NULL, *sql = NULL, *decl = NULL;
+	int np, rc = STORE_ERR;
+
+	if (n + 2 + BEAT_NPARAMS > CHUNK) {
+		int64_t at = 0;
+
+		if ((rc = ms_renew_ctl(s, owner, names, n, ms, tokens, ctl, &at)) != STORE_OK)
+			return rc;
+		st->base.calls++;
+		return ms_beat(s, me, prune_ms, rows, nrows, now);
+	}
+	a.ctl.sorted = sort_names(names, n, tokens);
+	p = malloc((n + 2 + BEAT_NPARAMS) * sizeof *p);
+	pnames = malloc(n * 8);
+	sql = malloc(sqlmax);
+	decl = malloc(declmax);
+	if (!a.ctl.sorted || !p || !pnames || !sql || !decl) {
+		store_fail(s, "mssql: out of memory");
+		goto done;
+	}
+	np = bind_names(p, pnames, decl, declmax, owner, ms, names, n);
+	for (size_t i = 0; i < BEAT_NPARAMS; i++)
+		p[np++] = beatp[i];
+	dl = strlen(decl);
+	snprintf(decl + dl, declmax - dl, ", " BEAT_DECL);
+	sl = (size_t)snprintf(sql, sqlmax,
+	    "/* leash:renew_beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	    "DECLARE @now BIGINT = " NOW "; "
+	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
+	    "OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
+	    "inserted.handoff_at, @now "
+	    "WHERE owner = @owner AND expires_at > @now AND name IN (", st->table);
+	for (size_t j = 0; j < n; j++)
+		sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "", pnames + j * 8);
+	sl += (size_t)snprintf(sql + sl, sqlmax - sl, "); ");
+	snprintf(sql + sl, sqlmax - sl, BEAT_BATCH, st->table, st->table, st->table, st->table,
+	         st->table);
+	rc = pres_done(st, call(st, sql, decl, p, np, renew_beat_row, &a), &a.pres, rows, nrows,
+	               now);
+done:
+	free(a.ctl.sorted);
+	free(p);
+	free(pnames);
+	free(sql);
+	free(decl);
+	return rc;
 }

@@ -1588,6 +1588,11 @@ static int pg_beat(struct store *, const struct store_replica *, int64_t,
                    struct store_replica **, size_t *, int64_t *);
 static int pg_leave(struct store *, const char *);
 static int pg_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
+static int pg_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
+                    int64_t *);
+static int pg_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
+                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
+                         struct store_replica **, size_t *, int64_t *);
 
 static const struct store_ops postgres_ops = {
 	.name = "postgres",
@@ -1611,6 +1616,8 @@ static const struct store_ops postgres_ops = {
 	.renew_ctl = pg_renew_ctl,
 	.control = pg_control,
 	.health = pg_health,
+	.drain = pg_drain,
+	.renew_beat = pg_renew_beat,
 	.prune_runs = pg_prune_runs,
 	.beat = pg_beat,
 	.leave = pg_leave,
@@ -1652,32 +1659,74 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 
 #define PRES_COLS "owner, host, pid, version, started_at, heartbeat, draining, jobs_hash"
 
+/* The beat's upsert (draining kept, or set by the drain marker of $5) and
+ * prune, as CTEs after t0: $1 owner, $2 host, $3 pid, $4 version, $5 name,
+ * $6 hash, $7 jobs, $8 prune. */
+#define BEAT_CTES \
+	" up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)" \
+	"  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, (EXISTS (SELECT 1 FROM" \
+	"  \"%1$s_replicas\" m WHERE m.owner = $5::text AND m.pid = 0))::int, $6, $7 FROM t0" \
+	"  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid," \
+	"  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat," \
+	"  draining = GREATEST(r.draining, EXCLUDED.draining), jobs_hash = EXCLUDED.jobs_hash," \
+	"  jobs = EXCLUDED.jobs" \
+	"  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining," \
+	"  r.jobs_hash)," \
+	" gone AS (DELETE FROM \"%1$s_replicas\" d USING t0" \
+	"  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $8::bigint" \
+	"  RETURNING d.owner)"
+/* The others' rows as the prune leaves them (extra: more columns). */
+#define BEAT_OTHERS(extra) \
+	"SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat," \
+	"  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END" extra \
+	"  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0" \
+	"  AND o.heartbeat >= t0.now - $8::bigint"
+
 /* beat: the upsert, the prune and the read in one statement.  The outer
  * SELECT sees the table as it was before the statement, so my row comes
  * from the upsert's RETURNING and the others are filtered as the prune
  * leaves them. */
-static const char *const pres_sql[3][2] = {
+static const char *const pres_sql[5][2] = {
 	{ "leash_beat",
-	  "WITH t0 AS (SELECT " NOW " AS now),"
-	  " up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
-	  "  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, $5::int, $6, $7 FROM t0"
-	  "  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,"
-	  "  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat,"
-	  "  draining = EXCLUDED.draining, jobs_hash = EXCLUDED.jobs_hash, jobs = EXCLUDED.jobs"
-	  "  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	  "  r.jobs_hash),"
-	  " gone AS (DELETE FROM \"%1$s_replicas\" d USING t0"
-	  "  WHERE d.owner <> $1 AND d.heartbeat < t0.now - $8::bigint RETURNING d.owner)"
+	  "WITH t0 AS (SELECT " NOW " AS now)," BEAT_CTES
 	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
 	  "  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
-	  "  UNION ALL SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat,"
-	  "  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END"
-	  "  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.heartbeat >= t0.now - $8::bigint"
+	  "  UNION ALL " BEAT_OTHERS("")
 	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
 	{ "leash_leave", "DELETE FROM \"%1$s_replicas\" WHERE owner = $1" },
 	{ "leash_replicas",
 	  "SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"
-	  " LEFT JOIN \"%1$s_replicas\" o ON true ORDER BY o.owner COLLATE \"C\"" },
+	  " LEFT JOIN \"%1$s_replicas\" o ON o.pid <> 0 ORDER BY o.owner COLLATE \"C\"" },
+	/* drain: $1 the owners, $2 the marker's name (NULL: none), $3 on. */
+	{ "leash_drain",
+	  "WITH t0 AS (SELECT " NOW " AS now),"
+	  " d AS (UPDATE \"%1$s_replicas\" SET draining = $3::int"
+	  "  WHERE owner = ANY ($1::text[]) AND pid <> 0 RETURNING 1),"
+	  " m AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
+	  "  SELECT $2::text, '', 0, '', t0.now, t0.now, 1, '', '' FROM t0"
+	  "  WHERE $2::text IS NOT NULL AND $3::int = 1"
+	  "  ON CONFLICT (owner) DO UPDATE SET heartbeat = EXCLUDED.heartbeat WHERE r.pid = 0"
+	  "  RETURNING 1),"
+	  " u AS (DELETE FROM \"%1$s_replicas\" WHERE owner = $2::text AND pid = 0"
+	  "  AND $3::int = 0 RETURNING 1)"
+	  " SELECT t0.now, (SELECT count(*) FROM d) + (SELECT count(*) FROM m)"
+	  " + (SELECT count(*) FROM u) FROM t0" },
+	/* renew_beat: renew_ctl's UPDATE ($9 names, $10 ms) and the beat's
+	 * CTEs in one statement.  Its rows are the beat's, with k = 'R', and
+	 * one per renewed lease with k = 'L' in the same columns: name in
+	 * owner, token in pid, paused_until in started_at, trigger_at in
+	 * heartbeat, handoff_at in h. */
+	{ "leash_renew_beat",
+	  "WITH t0 AS (SELECT " NOW " AS now),"
+	  " rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $10::bigint"
+	  "  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($9::text[]) AND l.expires_at > t0.now"
+	  "  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at)," BEAT_CTES
+	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
+	  "  SELECT " PRES_COLS ", NULL::text AS jobs, 'R' AS k, NULL::bigint AS h FROM up"
+	  "  UNION ALL " BEAT_OTHERS(", 'R', NULL")
+	  "  UNION ALL SELECT rn.name, NULL, rn.token, NULL, rn.paused_until, rn.trigger_at, NULL,"
+	  "  NULL, NULL, 'L', rn.handoff_at FROM rn"
+	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
 };
 
 static int presence_connect(struct pg_store *ps, int64_t deadline)
@@ -1699,7 +1748,7 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
 			return STORE_ERR;
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 5; i++) {
 		snprintf(sql, sizeof sql, pres_sql[i][1], ps->table);
 		if (run_ok(ps, 1, pres_sql[i][0], sql, deadline, "prepare") < 0)
 			return STORE_ERR;
@@ -1732,8 +1781,8 @@ static int pres_rows(struct pg_store *ps, PGresult *r, struct store_replica **ro
 		struct store_replica *x = &out[len];
 
 		*now = col_i64(r, row, 0);
-		if (PQgetisnull(r, row, 1))
-			continue;
+		if (PQgetisnull(r, row, 1) || (PQnfields(r) > 10 && *PQgetvalue(r, row, 10) == 'L'))
+			continue;       /* renew_beat's lease rows are read by renewed() */
 		col_str(x->owner, r, row, 1);
 		col_str(x->host, r, row, 2);
 		x->pid = col_i64(r, row, 3);
@@ -1759,13 +1808,12 @@ static int pg_beat(struct store *s, const struct store_replica *me, int64_t prun
                    struct store_replica **rows, size_t *n, int64_t *now)
 {
 	struct pg_store *ps = (struct pg_store *)s;
-	char pid[24], drain[4], prune[24];
-	const char *vals[8] = { me->owner, me->host, pid, me->version, drain, me->jobs_hash,
+	char pid[24], prune[24];
+	const char *vals[8] = { me->owner, me->host, pid, me->version, me->name, me->jobs_hash,
 	                        me->jobs ? me->jobs : "", prune };
 	PGresult *r;
 
 	snprintf(pid, sizeof pid, "%lld", (long long)me->pid);
-	snprintf(drain, sizeof drain, "%d", me->draining != 0);
 	snprintf(prune, sizeof prune, "%lld", (long long)prune_ms);
 	if (!(r = pres_call(ps, 0, 8, vals, "beat")))
 		return STORE_ERR;
@@ -1789,4 +1837,67 @@ static int pg_replicas(struct store *s, struct store_replica **rows, size_t *n, 
 	if (!r)
 		return STORE_ERR;
 	return pres_rows(ps, r, rows, n, now);
+}
+
+static int pg_drain(struct store *s, const char *name, const char *const *owners, size_t n,
+                    int on, int64_t *changed, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char *arr = array_literal(owners, n);
+	const char *vals[3] = { arr, name, on ? "1" : "0" };
+	PGresult *r;
+
+	if (!arr)
+		return store_fail(s, "postgres: drain: out of memory");
+	r = pres_call(ps, 3, 3, vals, "drain");
+	free(arr);
+	if (!r)
+		return STORE_ERR;
+	*now = col_i64(r, 0, 0);
+	*changed = col_i64(r, 0, 1);
+	PQclear(r);
+	return STORE_OK;
+}
+
+/* renew_beat's 'L' rows: the renewed leases' tokens and controls. */
+static void renewed(PGresult *r, const char *const *names, size_t n, int64_t *tokens,
+                    struct store_ctl *ctl)
+{
+	for (int row = 0; row < PQntuples(r); row++) {
+		if (PQgetisnull(r, row, 10) || *PQgetvalue(r, row, 10) != 'L')
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(names[i], PQgetvalue(r, row, 1)) == 0) {
+				tokens[i] = col_i64(r, row, 3);
+				ctl[i].paused_until = col_time(r, row, 5);
+				ctl[i].trigger_at = col_time(r, row, 6);
+				ctl[i].handoff_at = col_time(r, row, 11);
+			}
+	}
+}
+
+static int pg_renew_beat(struct store *s, const char *owner, const char *const *names,
+                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                         const struct store_replica *me, int64_t prune_ms,
+                         struct store_replica **rows, size_t *nrows, int64_t *now)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char msb[24], pid[24], prune[24], *arr = array_literal(names, n);
+	const char *vals[10] = { owner, me->host, pid, me->version, me->name, me->jobs_hash,
+	                         me->jobs ? me->jobs : "", prune, arr, msb };
+	PGresult *r;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!arr)
+		return store_fail(s, "postgres: renew_beat: out of memory");
+	snprintf(msb, sizeof msb, "%lld", (long long)ms);
+	snprintf(pid, sizeof pid, "%lld", (long long)me->pid);
+	snprintf(prune, sizeof prune, "%lld", (long long)prune_ms);
+	r = pres_call(ps, 4, 10, vals, "renew_beat");
+	free(arr);
+	if (!r)
+		return STORE_ERR;
+	renewed(r, names, n, tokens, ctl);
+	return pres_rows(ps, r, rows, nrows, now);
 }

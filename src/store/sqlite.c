@@ -45,12 +45,15 @@ enum {
 	" started_at, ended_at, duration_ms, recorded_at, exit_code, exit_signal" \
 	" FROM \"%1$s_runs\""
 
+/* The presence statements (pres_text). */
+enum { P_UPSERT, P_PRUNE, P_READ, P_LEAVE, P_DRAIN, P_MARK, P_UNMARK, P_MAX };
+
 struct sq_store {
 	struct store base;
 	sqlite3 *db;
 	sqlite3_stmt *q[Q_MAX];
 	sqlite3_stmt *floor_update;
-	sqlite3_stmt *pres[4];          /* presence: upsert, prune, read, leave */
+	sqlite3_stmt *pres[P_MAX];      /* presence: upsert, prune, read, leave, drain */
 	char table[64];
 	int timeout_ms;
 };
@@ -1035,7 +1038,7 @@ static void sq_close(struct store *s)
 	for (int i = 0; i < Q_MAX; i++)
 		sqlite3_finalize(ss->q[i]);
 	sqlite3_finalize(ss->floor_update);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < P_MAX; i++)
 		sqlite3_finalize(ss->pres[i]);
 	sqlite3_close_v2(ss->db);
 	free(ss);
@@ -1045,6 +1048,11 @@ static int sq_beat(struct store *, const struct store_replica *, int64_t,
                    struct store_replica **, size_t *, int64_t *);
 static int sq_leave(struct store *, const char *);
 static int sq_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
+static int sq_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
+                    int64_t *);
+static int sq_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
+                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
+                         struct store_replica **, size_t *, int64_t *);
 static int presence_setup(struct sq_store *, char *err, size_t errlen);
 
 static const struct store_ops sqlite_ops = {
@@ -1071,6 +1079,8 @@ static const struct store_ops sqlite_ops = {
 	.renew_ctl = sq_renew_ctl,
 	.control = sq_control,
 	.health = sq_health,
+	.drain = sq_drain,
+	.renew_beat = sq_renew_beat,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */
@@ -1262,23 +1272,31 @@ const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", cl
 
 /* ---- presence: <table>_replicas ---- */
 
-enum { P_UPSERT, P_PRUNE, P_READ, P_LEAVE };
-
-static const char *const pres_text[4] = {
+static const char *const pres_text[P_MAX] = {
 	[P_UPSERT] =
 	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat,"
-	" draining, jobs_hash, jobs) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW ", ?5, ?6, ?7)"
+	" draining, jobs_hash, jobs) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW ","
+	" EXISTS (SELECT 1 FROM \"%1$s_replicas\" m WHERE m.owner = ?5 AND m.pid = 0), ?6, ?7)"
 	" ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,"
 	" version = excluded.version, heartbeat = excluded.heartbeat,"
-	" draining = excluded.draining, jobs_hash = excluded.jobs_hash, jobs = excluded.jobs",
+	" draining = max(draining, excluded.draining), jobs_hash = excluded.jobs_hash,"
+	" jobs = excluded.jobs",
 	[P_PRUNE] =
-	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND heartbeat < " NOW " - ?2",
+	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0"
+	" AND heartbeat < " NOW " - ?2",
 	/* ?1: the reader's hash (NULL: every row's jobs). */
 	[P_READ] =
 	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
 	" r.jobs_hash, CASE WHEN ?1 IS NOT NULL AND r.jobs_hash = ?1 THEN NULL ELSE r.jobs END"
-	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON 1 ORDER BY r.owner",
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
+	" ORDER BY r.owner",
 	[P_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1",
+	[P_DRAIN] = "UPDATE \"%1$s_replicas\" SET draining = ?2 WHERE owner = ?1 AND pid <> 0",
+	[P_MARK] =
+	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat,"
+	" draining, jobs_hash, jobs) VALUES (?1, '', 0, '', " NOW ", " NOW ", 1, '', '')"
+	" ON CONFLICT (owner) DO UPDATE SET heartbeat = excluded.heartbeat WHERE pid = 0",
+	[P_UNMARK] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1 AND pid = 0",
 };
 
 static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
@@ -1302,7 +1320,7 @@ static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
 		sqlite3_free(msg);
 		return -1;
 	}
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < P_MAX; i++) {
 		snprintf(sql, sizeof sql, pres_text[i], ss->table);
 		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->pres[i],
 		                       NULL) != SQLITE_OK) {
@@ -1388,16 +1406,13 @@ static int step_done(struct sq_store *ss, sqlite3_stmt *st, const char *what)
 	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
 }
 
-/* One transaction: the upsert, the prune and the read. */
-static int sq_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
-                   struct store_replica **rows, size_t *n, int64_t *now)
+/* The upsert, the prune and the read, inside a transaction. */
+static int beat_steps(struct sq_store *ss, const struct store_replica *me, int64_t prune_ms,
+                      struct store_replica **rows, size_t *n, int64_t *now)
 {
-	struct sq_store *ss = (struct sq_store *)s;
 	sqlite3_stmt *up = ss->pres[P_UPSERT], *pr = ss->pres[P_PRUNE], *rd = ss->pres[P_READ];
 	int rc;
 
-	if ((rc = run_tx(ss, Q_BEGIN, "beat")) != STORE_OK)
-		return rc;
 	sqlite3_reset(up);
 	sqlite3_clear_bindings(up);
 	sqlite3_reset(pr);
@@ -1406,21 +1421,29 @@ static int sq_beat(struct store *s, const struct store_replica *me, int64_t prun
 	    sqlite3_bind_text(up, 2, me->host, -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_int64(up, 3, me->pid) != SQLITE_OK ||
 	    sqlite3_bind_text(up, 4, me->version, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int(up, 5, me->draining != 0) != SQLITE_OK ||
+	    sqlite3_bind_text(up, 5, me->name, -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_text(up, 6, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_text(up, 7, me->jobs ? me->jobs : "", -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_text(pr, 1, me->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_bind_int64(pr, 2, prune_ms) != SQLITE_OK ||
-	    sqlite3_bind_text(rd, 1, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK) {
-		rc = sq_fail(ss, "beat: bind");
-		goto done;
-	}
+	    sqlite3_bind_text(rd, 1, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK)
+		return sq_fail(ss, "beat: bind");
 	if ((rc = step_done(ss, up, "beat")) != STORE_OK ||
 	    (rc = step_done(ss, pr, "beat: prune")) != STORE_OK)
-		goto done;
-	rc = read_replicas(ss, rows, n, now);
-done:
-	rc = end_tx(ss, rc, "beat");
+		return rc;
+	return read_replicas(ss, rows, n, now);
+}
+
+/* One transaction: the upsert, the prune and the read. */
+static int sq_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
+                   struct store_replica **rows, size_t *n, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "beat")) != STORE_OK)
+		return rc;
+	rc = end_tx(ss, beat_steps(ss, me, prune_ms, rows, n, now), "beat");
 	if (rc != STORE_OK) {
 		store_free_replicas(*rows, *n);
 		*rows = NULL;
@@ -1447,4 +1470,49 @@ static int sq_replicas(struct store *s, struct store_replica **rows, size_t *n, 
 	sqlite3_reset(ss->pres[P_READ]);
 	sqlite3_clear_bindings(ss->pres[P_READ]);       /* ?1 NULL: every row's jobs */
 	return read_replicas(ss, rows, n, now);
+}
+
+/* One transaction: each owner's row, then the marker. */
+static int sq_drain(struct store *s, const char *name, const char *const *owners, size_t n,
+                    int on, int64_t *changed, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "drain")) != STORE_OK)
+		return rc;
+	for (size_t i = 0; i < n + (name != NULL); i++) {
+		st = ss->pres[i < n ? P_DRAIN : on ? P_MARK : P_UNMARK];
+		sqlite3_reset(st);
+		if (sqlite3_bind_text(st, 1, i < n ? owners[i] : name, -1, SQLITE_STATIC) != SQLITE_OK ||
+		    (i < n && sqlite3_bind_int(st, 2, on) != SQLITE_OK)) {
+			rc = sq_fail(ss, "drain: bind");
+			goto done;
+		}
+		if ((rc = step_done(ss, st, "drain")) != STORE_OK)
+			goto done;
+		*changed += sqlite3_changes(ss->db);
+	}
+	rc = read_now(ss, now, "drain");
+done:
+	return end_tx(ss, rc, "drain");
+}
+
+/* One transaction: renew_ctl's statement, then the beat's. */
+static int sq_renew_beat(struct store *s, const char *owner, const char *const *names,
+                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                         const struct store_replica *me, int64_t prune_ms,
+                         struct store_replica **rows, size_t *nrows, int64_t *now)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int64_t at = 0;
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "renew_beat")) != STORE_OK)
+		return rc;
+	rc = renew_rows(s, Q_RENEW_CTL, "renew_beat", owner, names, n, ms, tokens, ctl, &at);
+	if (rc == STORE_OK)
+		rc = beat_steps(ss, me, prune_ms, rows, nrows, now);
+	return end_tx(ss, rc, "renew_beat");
 }

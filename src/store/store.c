@@ -578,6 +578,43 @@ int store_renew_ctl(struct store *s, const char *owner, const char *const *names
 	return TIMED(RENEW_CTL, s->ops->renew_ctl(s, owner, names, n, ms, tokens, ctl, now));
 }
 
+static int check_beat(struct store *s, const struct store_replica *me, int64_t prune_ms);
+
+int store_renew_beat(struct store *s, const char *owner, const char *const *names, size_t n,
+                     int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                     const struct store_replica *me, int64_t prune_ms,
+                     struct store_replica **rows, size_t *nrows, int64_t *now)
+{
+	int64_t at = 0;
+	int rc;
+
+	*rows = NULL;
+	*nrows = 0;
+	*now = 0;
+	if (!s->ops->renew_beat || n == 0) {
+		if ((rc = store_renew_ctl(s, owner, names, n, ms, tokens, ctl, &at)) != STORE_OK)
+			return rc;
+		return store_beat(s, me, prune_ms, rows, nrows, now);
+	}
+	for (size_t i = 0; i < n; i++)
+		ctl[i] = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
+	begin(s);
+	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
+	    check_names(s, names, n) < 0 || check_beat(s, me, prune_ms) < 0)
+		return STORE_ERR;
+	if (strcmp(me->owner, owner) != 0)
+		return store_fail(s, "renew_beat: the presence row is %s's, the leases %s's", me->owner,
+		                  owner);
+	s->calls++;
+	rc = s->ops->renew_beat(s, owner, names, n, ms, tokens, ctl, me, prune_ms, rows, nrows, now);
+	if (rc != STORE_OK) {
+		store_free_replicas(*rows, *nrows);
+		*rows = NULL;
+		*nrows = 0;
+	}
+	return rc;
+}
+
 int store_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
 {
 	begin(s);
@@ -611,6 +648,26 @@ int store_health(struct store *s, const char *owner, const char *name, int64_t t
 		                  s->ops->name);
 	s->calls++;
 	return s->ops->health(s, owner, name, token, failing, changed);
+}
+
+int store_drain(struct store *s, const char *name, const char *const *owners, size_t n, int on,
+                int64_t *changed, int64_t *now)
+{
+	begin(s);
+	*changed = 0;
+	*now = 0;
+	if (name && check_str(s, "replica name", name) < 0)
+		return STORE_ERR;
+	for (size_t i = 0; i < n; i++)
+		if (check_str(s, "owner", owners[i]) < 0)
+			return STORE_ERR;
+	if (on != 0 && on != 1)
+		return store_fail(s, "drain: on must be 0 or 1, got %d", on);
+	if (!s->ops->drain)
+		return store_fail(s, "the %s provider has no drain: leash drain and undrain are not "
+		                  "supported", s->ops->name);
+	s->calls++;
+	return s->ops->drain(s, name, owners, n, on, changed, now);
 }
 
 struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
@@ -701,12 +758,9 @@ void store_close(struct store *s)
 
 /* ---- presence ---- */
 
-int store_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
-               struct store_replica **rows, size_t *n, int64_t *now)
+/* A beat's arguments, as store_beat documents them. */
+static int check_beat(struct store *s, const struct store_replica *me, int64_t prune_ms)
 {
-	begin(s);
-	*rows = NULL;
-	*n = 0;
 	if (!me)
 		return store_fail(s, "beat: no replica given");
 	if (check_str(s, "owner", me->owner) < 0 || check_str(s, "host", me->host) < 0 ||
@@ -714,6 +768,19 @@ int store_beat(struct store *s, const struct store_replica *me, int64_t prune_ms
 		return STORE_ERR;
 	if (strlen(me->version) > STORE_VERSION_MAX || strlen(me->jobs_hash) > STORE_HASH_MAX)
 		return store_fail(s, "beat: version or jobs_hash too long");
+	if (me->name[0] && check_str(s, "replica name", me->name) < 0)
+		return STORE_ERR;
+	return STORE_OK;
+}
+
+int store_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
+               struct store_replica **rows, size_t *n, int64_t *now)
+{
+	begin(s);
+	*rows = NULL;
+	*n = 0;
+	if (check_beat(s, me, prune_ms) < 0)
+		return STORE_ERR;
 	if (!s->ops->beat)
 		return store_fail(s, "beat: not supported by the %s provider", s->ops->name);
 	s->calls++;

@@ -132,7 +132,13 @@ struct store_run_row {
  * started_at and heartbeat (db clock), draining (0/1), and its job
  * definitions, as a hash (jobs_hash, free text up to STORE_HASH_MAX bytes)
  * and as their names, one per line (jobs).  Whoever reads the rows judges
- * them: a garbled hash or an unknown version is shown, never refused. */
+ * them: a garbled hash or an unknown version is shown, never refused.
+ *
+ * draining is leash drain's (the drain op), never the replica's own: a beat
+ * keeps it.  A drain by name that outlives restarts is kept as a drain
+ * marker, a row keyed by the bare name with pid 0: a beat of a replica of
+ * that name (me->name) sets its draining while the marker is there, no
+ * read returns a marker and no prune deletes one. */
 #define STORE_VERSION_MAX 32
 #define STORE_HASH_MAX 32
 struct store_replica {
@@ -141,7 +147,9 @@ struct store_replica {
 	char version[STORE_VERSION_MAX + 1];
 	char jobs_hash[STORE_HASH_MAX + 1];
 	int64_t pid, started_at, heartbeat;
-	int draining;
+	int draining;                   /* written: ignored (the store keeps its own) */
+	char name[STORE_NAME_MAX + 1];  /* written: the replica's name, whose drain
+	                                 * marker the beat obeys ("" none); read: "" */
 	char *jobs;                     /* written: borrowed, may be NULL (kept as "");
 	                                 * read: malloc'd, or NULL when not read */
 };
@@ -293,8 +301,10 @@ struct store_ops {
 
 	/* Presence (table <table>_replicas, created at open): one statement or
 	 * transaction that writes me's row (inserted with started_at = db now,
-	 * else every field but started_at replaced; heartbeat = db now), deletes
-	 * the other rows whose heartbeat is older than db now - prune_ms, and
+	 * else every field but started_at and draining replaced; heartbeat = db
+	 * now; draining set when me->name's drain marker is there, else kept),
+	 * deletes the other rows (never a marker) whose heartbeat is older than
+	 * db now - prune_ms, and
 	 * reads what is left, sorted by owner, me's row included.  A row's jobs
 	 * text is read (malloc'd) only when its jobs_hash differs from me's, else
 	 * it is NULL: a replica with me's hash defines me's jobs.  Optional. */
@@ -338,6 +348,28 @@ struct store_ops {
 	 * that change.  Optional. */
 	int (*health)(struct store *, const char *owner, const char *name, int64_t token,
 	              int failing, int *changed);
+
+	/* leash drain / undrain, in one statement or transaction: the presence
+	 * rows of owners[0..n) get draining = on (a marker is never one of
+	 * them); and when name is given, its drain marker is written (on) or
+	 * deleted (off).  *changed: the rows that matched, the marker counted
+	 * (an undrain of a name with neither rows nor marker changes 0); *now:
+	 * the database's clock.  Optional. */
+	int (*drain)(struct store *, const char *name, const char *const *owners, size_t n,
+	             int on, int64_t *changed, int64_t *now);
+
+	/* renew_ctl and beat on one round trip: one statement on PostgreSQL,
+	 * one transaction on SQLite, one batch on SQL Server.  The leases are
+	 * renewed (tokens, ctl) as renew_ctl does and me's presence row written
+	 * and the rows read (rows, *nrows) as beat does; me->owner is owner.
+	 * *now: the database's clock the rows were read at (the renew's, within
+	 * the same statement or transaction).  On an error neither counts: the
+	 * caller treats it as a failed renew and a failed beat.  Optional: the
+	 * wrapper falls back to renew_ctl, then beat. */
+	int (*renew_beat)(struct store *, const char *owner, const char *const *names, size_t n,
+	                  int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+	                  const struct store_replica *me, int64_t prune_ms,
+	                  struct store_replica **rows, size_t *nrows, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -446,6 +478,15 @@ int store_control(struct store *, const char *name, int what, int64_t until, int
  * supported") when the provider lacks it. */
 int store_health(struct store *, const char *owner, const char *name, int64_t token,
                  int failing, int *changed);
+/* renew_beat checks as renew_ctl and beat do, and me->owner == owner. */
+int store_renew_beat(struct store *, const char *owner, const char *const *names, size_t n,
+                     int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                     const struct store_replica *me, int64_t prune_ms,
+                     struct store_replica **rows, size_t *nrows, int64_t *now);
+/* drain: name NULL or 1-200 bytes, each owner 1-200 bytes, on 0 or 1;
+ * refused ("not supported") when the provider lacks it. */
+int store_drain(struct store *, const char *name, const char *const *owners, size_t n, int on,
+                int64_t *changed, int64_t *now);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);

@@ -12,7 +12,10 @@ local M = {}
 M.LEASE, M.RETRY = 2000, 500         -- ms; renew = lease/3, margin = lease/5
 local LEASE, RETRY = M.LEASE, M.RETRY
 
-function M.job_src(out)
+-- A job every `every` that records to out (what, replica, token, scheduled
+-- time, ns): "start", then body (Lua text, default 10 x "beat" 50 ms apart),
+-- then "end".  M.runs reads the records.
+function M.job_src(out, every, body)
   return ([[
 local core = require "leash.core"
 local OUT = %q
@@ -23,14 +26,37 @@ local function rec(ctx, what)
   f:close()
 end
 return {
-  every = "1s",
+  every = %q,
   run = function(ctx)
     rec(ctx, "start")
-    for _ = 1, 10 do ctx.sleep(0.05); rec(ctx, "beat") end
+    %s
     rec(ctx, "end")
   end,
 }
-]]):format(out)
+]]):format(out, every or "1s", body or 'for _ = 1, 10 do ctx.sleep(0.05); rec(ctx, "beat") end')
+end
+
+-- n config files in d (r1.ini ... rn.ini) for replicas named r1 ... rn on
+-- table tbl, sharing d's jobs; singleton: their [singleton] section.
+function M.replica_configs(p, tbl, d, n, singleton)
+  local cfgs = {}
+  for i = 1, n do
+    local c = M.config(p, tbl)
+    c.leash = { grace = "500ms", log_level = "debug", replica = "r" .. i, jobs = d.jobs }
+    c.singleton = singleton
+    cfgs[i] = d.dir .. "/r" .. i .. ".ini"
+    L.write(cfgs[i], L.ini(c))
+  end
+  return cfgs
+end
+
+-- A `leash run` of config file cfgpath, its owner id read from its log.
+function M.start(cfgpath, password)
+  local proc = L.spawn(cfgpath, { env = { LEASH_TEST_MSSQL_PASSWORD = password or "" } })
+  proc.owner = assert(L.wait_for(function()
+    return proc:log_text():match("replica (%S+),")
+  end, 5), "replica did not start")
+  return proc
 end
 
 -- Runs per (replica, token, scheduled_at): first and last record times (s).

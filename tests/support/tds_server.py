@@ -579,25 +579,56 @@ def create_replicas(db, t, p, faults):
 
 def replica_rows(db, t, mine):
     rows = db.execute(f'SELECT owner, host, pid, version, started_at, heartbeat, draining, '
-                      f'jobs_hash, jobs FROM "{t}" ORDER BY owner').fetchall()
+                      f'jobs_hash, jobs FROM "{t}" WHERE pid <> 0 ORDER BY owner').fetchall()
     out = [r[:8] + ((0, None) if mine is not None and r[7] == mine else (1, r[8]))
            for r in rows]
     return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", REPLICA_COLS, out)]
 
 
 def beat(db, t, p, faults):
-    """The UPDATE (else INSERT) of @owner's row, the prune, the clock, the rows."""
+    """The UPDATE (else INSERT) of @owner's row, keeping draining unless
+    @name's drain marker (a pid 0 row) sets it, the prune (never a marker),
+    the clock, the rows."""
     now, owner = now_ms(), p["@owner"]
-    vals = (p["@host"], p["@pid"], p["@version"] or "", now, p["@draining"], p["@hash"] or "",
+    marked = 1 if db.execute(f'SELECT 1 FROM "{t}" WHERE owner = ? AND pid = 0',
+                             (p["@name"],)).fetchone() else 0
+    vals = (p["@host"], p["@pid"], p["@version"] or "", now, marked, p["@hash"] or "",
             p["@jobs"] or "", owner)
     cur = db.execute(f'UPDATE "{t}" SET host = ?, pid = ?, version = ?, heartbeat = ?, '
-                     'draining = ?, jobs_hash = ?, jobs = ? WHERE owner = ?', vals)
+                     'draining = max(draining, ?), jobs_hash = ?, jobs = ? WHERE owner = ?', vals)
     if cur.rowcount == 0:
         db.execute(f'INSERT INTO "{t}" (host, pid, version, heartbeat, draining, jobs_hash, '
                    'jobs, owner, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', vals + (now,))
-    db.execute(f'DELETE FROM "{t}" WHERE owner <> ? AND heartbeat < ?',
+    db.execute(f'DELETE FROM "{t}" WHERE owner <> ? AND pid <> 0 AND heartbeat < ?',
                (owner, now - p["@prune"]))
     return replica_rows(db, t, p["@hash"] or "")
+
+
+def drain(db, t, p, faults):
+    """The owners' (@n1, ...) draining = @on, then @name's marker written
+    (@on 1) or deleted (@on 0) when @mark; the clock and the rows matched."""
+    now, on, c = now_ms(), p["@on"], 0
+    for o in dict.fromkeys(v for k, v in p.items() if re.fullmatch(r"@n\d+", k)):
+        c += db.execute(f'UPDATE "{t}" SET draining = ? WHERE owner = ? AND pid <> 0',
+                        (on, o)).rowcount
+    if p["@mark"] and on:
+        if db.execute(f'UPDATE "{t}" SET heartbeat = ? WHERE owner = ? AND pid = 0',
+                      (now, p["@name"])).rowcount:
+            c += 1
+        elif not db.execute(f'SELECT 1 FROM "{t}" WHERE owner = ?', (p["@name"],)).fetchone():
+            db.execute(f'INSERT INTO "{t}" (owner, host, pid, version, started_at, heartbeat, '
+                       "draining, jobs_hash, jobs) VALUES (?, '', 0, '', ?, ?, 1, '', '')",
+                       (p["@name"], now, now))
+            c += 1
+    elif p["@mark"]:
+        c += db.execute(f'DELETE FROM "{t}" WHERE owner = ? AND pid = 0', (p["@name"],)).rowcount
+    return [("rows", [("now", "int"), ("changed", "int")], [(now, c)])]
+
+
+def renew_beat(db, t, p, faults):
+    """renew_ctl's UPDATE and OUTPUT on the lease table, then the beat's
+    transaction on <table>_replicas, in one batch: three result sets."""
+    return renew_ctl(db, t, p, faults) + beat(db, t + "_replicas", p, faults)
 
 
 def leave(db, t, p, faults):
@@ -638,6 +669,8 @@ STATEMENTS = {
     "beat": beat,
     "leave": leave,
     "replicas": replicas,
+    "drain": drain,
+    "renew_beat": renew_beat,
     "last_runs": last_runs,
 }
 # The statements whose function reads the statement's own text.
