@@ -14,6 +14,7 @@
 
 #include "bind/bind.h"
 #include "cfg.h"
+#include "http.h"
 #include "clock.h"
 #include "job.h"
 #include "log.h"
@@ -76,6 +77,28 @@ static int cmd_run(int argc, char **argv)
 	if (setup(path, &L, &c) < 0)
 		return EXIT_CONFIG;
 	rc = loop_run(L, &c);
+	cfg_free(&c);
+	lua_close(L);
+	return rc;
+}
+
+/* `leash _http -c FILE`: the HTTP server process, started by `leash run`
+ * (http.c) and by nothing else; not in the usage. */
+static int cmd_http(int argc, char **argv)
+{
+	const char *path = NULL;
+	struct cfg c;
+	lua_State *L;
+	int opt, rc;
+
+	while ((opt = getopt(argc, argv, "c:")) != -1) {
+		if (opt != 'c')
+			return EXIT_CONFIG;
+		path = optarg;
+	}
+	if (setup(path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	rc = httpd_serve(L, &c);
 	cfg_free(&c);
 	lua_close(L);
 	return rc;
@@ -717,6 +740,7 @@ static const struct command {
 	{ "handoff", cmd_handoff },
 	{ "version", cmd_version },
 	{ "help", cmd_help },
+	{ "_http", cmd_http },
 	{ "--help", cmd_help },
 	{ "--version", cmd_version },
 };

@@ -1,0 +1,3 @@
+local M = {}
+M.page = "<!doctype html><title>leash</title>"
+return M
