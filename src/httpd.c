@@ -370,11 +370,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 		            "method not allowed: this server is read-only (GET and HEAD)\n");
+	/* The page holds no data (its script fetches the API, with the
+	 * token), so a browser can open it without a header. */
+	if (strcmp(url, "/") == 0)
+		return respond(conn, MHD_HTTP_OK, HTML, S.page, S.page_len);
 	if (!authorized(conn))
 		return text(conn, MHD_HTTP_UNAUTHORIZED,
 		            "unauthorized: send Authorization: Bearer <the token of [http] token_env>\n");
-	if (strcmp(url, "/") == 0)
-		return respond(conn, MHD_HTTP_OK, HTML, S.page, S.page_len);
 	if (strcmp(url, "/metrics") == 0)
 		return get_metrics(conn);
 	if (strcmp(url, "/healthz") == 0)
