@@ -70,6 +70,8 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
   body { font-size: 13px; }
   .lane, .axis { grid-template-columns: 6.5em 1fr; }
   .opt { display: none; }
+  td.holder { max-width: 7em; }
+  th, td { padding: .3em .4em; }
   main { padding: 0 .5em 1em; }
 }
 </style>
