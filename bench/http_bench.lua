@@ -37,11 +37,7 @@ local function config(listen)
 end
 local d = L.dir { config = config("127.0.0.1:" .. port) }
 local lateness = d.out "late"
-local FASTJOB = ([[
-local core = require "leash.core"
-return { every = "1s", run = function(ctx)
-  local f = io.open(%q, "a"); f:write(("%%.6f\n"):format(core.now() - ctx.scheduled_at)); f:close()
-end }]]):format(lateness)
+local FASTJOB = B.lateness_job(lateness)
 for i = 1, FAST do d.write_job(("fast-%03d"):format(i), FASTJOB) end
 for i = 1, SLOW do d.write_job(("slow-%04d"):format(i), 'return { every = "1m", run = function() end }') end
 
@@ -93,11 +89,7 @@ local function window(load)
   end
   local said = ""
   if gen then gen:wait(30); said = L.read(gen.log):gsub("\n$", "") end
-  local late = {}
-  for _, l in ipairs(L.lines(lateness)) do
-    local v = tonumber(l)
-    if v then late[#late + 1] = v * 1000 end
-  end
+  local late = B.lateness_ms(lateness)
   return { late = late, over = over, said = said, rss = { B.median(rp), B.median(rs) } }
 end
 

@@ -60,7 +60,10 @@ static int setup(const char *path, lua_State **L, struct cfg *c)
 	return 0;
 }
 
-static int cmd_run(int argc, char **argv)
+/* -c FILE, then fn with the Lua state and the checked config: `leash run`,
+ * and `leash _http`, the HTTP server process that `leash run` starts
+ * (http.c) and nothing else does (not in the usage). */
+static int with_config(int argc, char **argv, int (*fn)(lua_State *, const struct cfg *))
 {
 	const char *path = NULL;
 	struct cfg c;
@@ -76,32 +79,20 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (setup(path, &L, &c) < 0)
 		return EXIT_CONFIG;
-	rc = loop_run(L, &c);
+	rc = fn(L, &c);
 	cfg_free(&c);
 	lua_close(L);
 	return rc;
 }
 
-/* `leash _http -c FILE`: the HTTP server process, started by `leash run`
- * (http.c) and by nothing else; not in the usage. */
+static int cmd_run(int argc, char **argv)
+{
+	return with_config(argc, argv, loop_run);
+}
+
 static int cmd_http(int argc, char **argv)
 {
-	const char *path = NULL;
-	struct cfg c;
-	lua_State *L;
-	int opt, rc;
-
-	while ((opt = getopt(argc, argv, "c:")) != -1) {
-		if (opt != 'c')
-			return EXIT_CONFIG;
-		path = optarg;
-	}
-	if (setup(path, &L, &c) < 0)
-		return EXIT_CONFIG;
-	rc = httpd_serve(L, &c);
-	cfg_free(&c);
-	lua_close(L);
-	return rc;
+	return with_config(argc, argv, httpd_serve);
 }
 
 /* ---- check ---- */

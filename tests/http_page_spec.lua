@@ -57,13 +57,7 @@ describe("the status page in headless Chromium", function()
         singleton = { spread = "true" } })
     end
     for i = 1, 2 do H.wait_up(ds[i].url .. "/healthz", 15) end
-    -- Runs of both jobs in the ledger, a failed one among them.
-    assert(L.wait_for(function()
-      local _, v = H.get_json(ds[1].url .. "/api/history?job=boom&limit=5")
-      for _, r in ipairs(v and v.runs or {}) do
-        if r.outcome == "failed" then return true end
-      end
-    end, 10), "no failed run of boom")
+    H.wait_outcome(ds[1].url, "boom", "failed")
     L.sleep(1.5)
   end)
 

@@ -33,13 +33,7 @@ describe("http server [sqlite, two replicas]", function()
         jobs = JOBS, leash = i == 1 and { replica = HOSTILE_REPLICA } or nil })
     end
     for i = 1, 2 do H.wait_up(ds[i].url .. "/healthz", 15) end
-    -- A failed run in the ledger.
-    assert(L.wait_for(function()
-      local _, v = H.get_json(ds[1].url .. "/api/history?job=boom&limit=5")
-      for _, r in ipairs(v and v.runs or {}) do
-        if r.outcome == "failed" then return true end
-      end
-    end, 10), "no failed run of boom")
+    H.wait_outcome(ds[1].url, "boom", "failed")
   end)
 
   teardown(function() R.stop_all(procs) end)

@@ -109,6 +109,17 @@ function M.replica(p, tbl, port, opts)
   return d, proc
 end
 
+-- Waits until /api/history of the server at url shows a run of job with
+-- outcome.
+function M.wait_outcome(url, job, outcome, timeout)
+  assert(L.wait_for(function()
+    local _, v = M.get_json(url .. "/api/history?job=" .. job .. "&limit=5")
+    for _, r in ipairs(v and v.runs or {}) do
+      if r.outcome == outcome then return true end
+    end
+  end, timeout or 10), ("no %s run of %s"):format(outcome, job))
+end
+
 -- The server process of a leash run (its pid), once it serves.
 function M.server_pid(proc)
   return assert(L.wait_for(function()
