@@ -1,4 +1,4 @@
-# What the HTTP server costs the scheduler: make bench-http (BENCH_WINDOW=45
+# What the HTTP server costs the scheduler: make bench-http (BENCH_WINDOW=45 BENCH_ROUNDS=2
 # seconds per window, BENCH_RATE=50 requests/s, BENCH_SLOW=1000 BENCH_FAST=20
 # jobs).  Starts a throwaway PostgreSQL.
 bench-http: all
