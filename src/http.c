@@ -141,6 +141,10 @@ static void spawn(struct http *h, int64_t now)
 		sigset_t none;
 		int a, b;
 
+		/* A group of its own: a Ctrl-C at the terminal is the
+		 * parent's to handle (it stops the runs first), not a signal
+		 * that kills the server mid-shutdown. */
+		setpgid(0, 0);
 		/* Dies with the parent, even before the pipe tells it. */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
