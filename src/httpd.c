@@ -148,16 +148,20 @@ static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const 
  * lock is held (the Lua state is used). */
 static enum MHD_Result json_error(struct MHD_Connection *conn, unsigned status, const char *msg)
 {
-	char buf[8192];
+	static const char unprintable[] = "{\"error\":\"(unprintable)\"}\n";
 	int top = lua_gettop(S.L);
+	enum MHD_Result ret;
 
 	lua_pushstring(S.L, msg);
-	if (lx_callmod(S.L, "leash.status", "json_string", 1, 1) == LUA_OK)
-		snprintf(buf, sizeof buf, "{\"error\":%s}\n", lua_tostring(S.L, -1));
-	else
-		snprintf(buf, sizeof buf, "{\"error\":\"(unprintable)\"}\n");
+	if (lx_callmod(S.L, "leash.status", "json_string", 1, 1) == LUA_OK) {
+		/* Whole, however long the escaping made it. */
+		const char *js = lua_pushfstring(S.L, "{\"error\":%s}\n", lua_tostring(S.L, -1));
+		ret = respond(conn, status, JSON, js, strlen(js));
+	} else {
+		ret = respond(conn, status, JSON, unprintable, sizeof unprintable - 1);
+	}
 	lua_settop(S.L, top);
-	return respond(conn, status, JSON, buf, strlen(buf));
+	return ret;
 }
 
 /* The text on top of the Lua stack, with a newline as the commands print it. */

@@ -214,6 +214,33 @@ describe("http server with [http] token_env", function()
   end)
 end)
 
+describe("http server while the store does not answer", function()
+  -- PostgreSQL on a port nobody listens on: every connect is refused.
+  local p = { provider = "postgres", conninfo = "host=127.0.0.1 port=1 dbname=none" }
+  local d, proc
+
+  setup(function()
+    d, proc = H.replica(p, "down", H.free_port(), { jobs = { tick = JOBS.tick } })
+    H.wait_up(d.url .. "/metrics", 15)
+  end)
+
+  teardown(function() R.stop_all { proc } end)
+
+  it("/healthz is 503 naming the store, /api is 503 with the reason as JSON, /metrics still 200", function()
+    local status, _, body = H.request(d.url .. "/healthz")
+    assert.equal(503, status)
+    assert.matches("the lease store has not answered", body, 1, true)
+    for _, path in ipairs { "/api/status", "/api/history" } do
+      local st, h, b = H.request(d.url .. path)
+      assert.equal(503, st, path)
+      assert.equal("application/json", h["content-type"])
+      local v = assert(json.decode(b), b)
+      assert.matches("cannot open the postgres store", v.error, 1, true)
+    end
+    assert.equal(200, (H.request(d.url .. "/metrics")))
+  end)
+end)
+
 describe("http server at start", function()
   local p = { provider = "sqlite" }
 
