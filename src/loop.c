@@ -125,7 +125,7 @@ static void reap_children(struct loop *lp)
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
 		if (!http_reaped(&lp->http, pid, status))
 			for (struct run *r = lp->runs; r; r = r->next)
-			if (r->pid == pid)
+				if (r->pid == pid)
 					runner_exited(r, status);
 }
 
@@ -348,10 +348,15 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 				.lease_ms = cfg->lease_ms, .singleton = cfg->singleton,
 				.reloads = lp.reloads,
 			};
+			int64_t t0 = clock_mono_ms();
 			int64_t http_in = http_turn(&lp.http, &live, wait_ms);
 
+			/* What the snapshot took comes off the sleep. */
+			wait_ms -= clock_mono_ms() - t0;
 			if (http_in < wait_ms)
-				wait_ms = http_in < 0 ? 0 : http_in;
+				wait_ms = http_in;
+			if (wait_ms < 0)
+				wait_ms = 0;
 		}
 		w.n = 0;
 		w.events = 0;
