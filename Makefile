@@ -1,7 +1,7 @@
 # leash - build, test, run, install, deb
 VERSION := $(shell cat VERSION)
 CC      ?= cc
-PKGS    := lua5.4 inih libpq sqlite3
+PKGS    := lua5.4 inih libpq sqlite3 libmicrohttpd
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -DLEASH_VERSION='"$(VERSION)"' -Isrc $(shell pkg-config --cflags $(PKGS))

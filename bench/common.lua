@@ -34,4 +34,24 @@ function M.xacts(pg)
     .. "WHERE datname = current_database()"))
 end
 
+-- Source of an every = "1s" job that appends its start lateness (seconds,
+-- measured inside the child: now - ctx.scheduled_at) to path, a line a run.
+function M.lateness_job(path)
+  return ([[
+local core = require "leash.core"
+return { every = "1s", run = function(ctx)
+  local f = io.open(%q, "a"); f:write(("%%.6f\n"):format(core.now() - ctx.scheduled_at)); f:close()
+end }]]):format(path)
+end
+
+-- The lateness lines of path, in ms.
+function M.lateness_ms(path)
+  local late = {}
+  for _, l in ipairs(L.lines(path)) do
+    local v = tonumber(l)
+    if v then late[#late + 1] = v * 1000 end
+  end
+  return late
+end
+
 return M

@@ -32,11 +32,7 @@ local d = L.dir { config = {
   postgres = { conninfo = pg },
 } }
 local lateness = d.out "late"
-local FASTJOB = ([[
-local core = require "leash.core"
-return { every = "1s", run = function(ctx)
-  local f = io.open(%q, "a"); f:write(("%%.6f\n"):format(core.now() - ctx.scheduled_at)); f:close()
-end }]]):format(lateness)
+local FASTJOB = B.lateness_job(lateness)
 for i = 1, FAST do d.write_job(("fast-%03d"):format(i), FASTJOB) end
 for i = 1, SLOW do d.write_job(("slow-%04d"):format(i), 'return { every = "1m", run = function() end }') end
 
@@ -67,11 +63,7 @@ for i, p in ipairs(procs) do
   local calls, secs = p:log_text():match("lease store: (%d+) statements in ([%d.]+)s")
   life[i] = calls and tonumber(calls) / tonumber(secs) or 0 / 0
 end
-local late = {}
-for _, l in ipairs(L.lines(lateness)) do
-  local v = tonumber(l)
-  if v then late[#late + 1] = v * 1000 end
-end
+local late = B.lateness_ms(lateness)
 local per_day = (r1 - r0) / (t1 - t0) * 86400
 print(("ledger benchmark: PostgreSQL on loopback, 3 replicas, %d jobs every 1m + %d every 1s, %ds window; %s"):format(
   SLOW, FAST, WINDOW, os.date("!%Y-%m-%dT%H:%M:%SZ")))

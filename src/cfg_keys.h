@@ -6,7 +6,8 @@
  *            PATH (relative to the config file), STRING, IDENT (a table name),
  *            REPLICA, WORD (one of words, kept as the word), INDEX (one of words,
  *            kept as its position from 0), BOOL, PORT, DURATION (ms), COUNT (an
- *            integer);
+ *            integer), LISTEN (HOST:PORT or empty), ENVNAME (the name of an
+ *            environment variable or empty);
  *   words    "a|b|c" for WORD and INDEX, else NULL;
  *   default  as it would be written in the file, or NULL when it is derived
  *            from other keys (leash.config's timing());
@@ -48,6 +49,8 @@
 #define CFG_TYPE_PORT int
 #define CFG_TYPE_DURATION int64_t
 #define CFG_TYPE_COUNT int64_t
+#define CFG_TYPE_LISTEN char *
+#define CFG_TYPE_ENVNAME char *
 
 #define CFG_KEYS(X) \
 	X(leash, jobs, PATH, NULL, "jobs", 0, 0, jobs, \
@@ -84,6 +87,10 @@
 	  "how long the run ledger keeps a row (at least 1d)") \
 	X(ledger, keep_per_job, COUNT, NULL, "1000", 1, CFG_KEEP_PER_JOB_MAX, ledger_keep_per_job, \
 	  "the most rows the run ledger keeps per job (whichever of keep and this keeps fewer)") \
+	X(http, listen, LISTEN, NULL, "", 0, 0, http_listen, \
+	  "HOST:PORT serving /metrics, /healthz, /api and the status page (empty = off)") \
+	X(http, token_env, ENVNAME, NULL, "", 0, 0, http_token_env, \
+	  "environment variable holding the bearer token every request must bring (empty = none)") \
 	X(sqlite, path, PATH, NULL, "/var/lib/leash/leash.db", 0, 0, sqlite_path, \
 	  "SQLite database file") \
 	X(postgres, conninfo, STRING, NULL, "", 0, 0, pg_conninfo, \

@@ -25,6 +25,7 @@
 
 #include "child.h"
 #include "clock.h"
+#include "http.h"
 #include "log.h"
 #include "loop.h"
 #include "lx.h"
@@ -41,6 +42,8 @@ struct loop {
 	struct singleton sg;            /* singleton mode only */
 	struct run *runs;
 	struct hooks hooks;
+	struct http http;               /* [http] listen: the server process */
+	unsigned reloads;               /* SIGHUPs so far, for the server */
 	int sigfd;
 	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
 };
@@ -122,9 +125,10 @@ static void reap_children(struct loop *lp)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		for (struct run *r = lp->runs; r; r = r->next)
-			if (r->pid == pid)
-				runner_exited(r, status);
+		if (!http_reaped(&lp->http, pid, status))
+			for (struct run *r = lp->runs; r; r = r->next)
+				if (r->pid == pid)
+					runner_exited(r, status);
 }
 
 /* Runs whose child exited and whose pipes are drained: logged, handed back
@@ -188,6 +192,7 @@ static void on_signal(struct loop *lp)
 		case SIGHUP:
 			log_msg(LOG_INFO, NULL, 0, "SIGHUP: reloading %s", lp->cfg->jobs);
 			sched_load(&lp->sched, 1);
+			lp->reloads++;
 			break;
 		case SIGTERM:
 		case SIGINT:
@@ -288,11 +293,22 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024);
 	started_ms = clock_mono_ms();
 	loop_owner_id(cfg, lp.owner, sizeof lp.owner);
+	/* The socket first: a port in use stops leash before any job runs. */
+	{
+		char err[512];
+
+		if (http_open(&lp.http, cfg, err, sizeof err) < 0) {
+			log_msg(LOG_ERROR, NULL, 0, "%s", err);
+			close(lp.sigfd);
+			return 2;
+		}
+	}
 	if (cfg->singleton) {
 		char err[512];
 
 		if (singleton_init(&lp.sg, cfg, &lp.sched, lp.owner, err, sizeof err) < 0) {
 			log_msg(LOG_ERROR, NULL, 0, "%s", err);
+			http_close(&lp.http);
 			close(lp.sigfd);
 			return 2;
 		}
@@ -340,6 +356,23 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		}
 		if (lp.stopping && !lp.runs)
 			break;
+		{
+			/* The server's snapshot (never while a fire is imminent). */
+			struct http_live live = {
+				.answered_at = cfg->singleton ? lp.sg.answered_at : -1,
+				.lease_ms = cfg->lease_ms, .singleton = cfg->singleton,
+				.reloads = lp.reloads,
+			};
+			int64_t t0 = clock_mono_ms();
+			int64_t http_in = http_turn(&lp.http, &live, wait_ms);
+
+			/* What the snapshot took comes off the sleep. */
+			wait_ms -= clock_mono_ms() - t0;
+			if (http_in < wait_ms)
+				wait_ms = http_in;
+			if (wait_ms < 0)
+				wait_ms = 0;
+		}
 		w.n = 0;
 		w.events = 0;
 		if (watch_add(&w, lp.sigfd, NULL, 0) < 0)
@@ -395,6 +428,7 @@ done:
 		if (cfg->singleton)
 			singleton_free(&lp.sg, clock_mono_ms() - started_ms);
 	}
+	http_close(&lp.http);
 	close(lp.sigfd);
 	return rc;
 }

@@ -14,6 +14,7 @@
 
 #include "bind/bind.h"
 #include "cfg.h"
+#include "http.h"
 #include "clock.h"
 #include "job.h"
 #include "log.h"
@@ -22,6 +23,7 @@
 #include "presence.h"
 #include "runner.h"
 #include "store/store.h"
+#include "view.h"
 
 #define EXIT_PROBLEMS 1
 #define EXIT_CONFIG 2
@@ -61,7 +63,10 @@ static int setup(const char *path, lua_State **L, struct cfg *c)
 	return 0;
 }
 
-static int cmd_run(int argc, char **argv)
+/* -c FILE, then fn with the Lua state and the checked config: `leash run`,
+ * and `leash _http`, the HTTP server process that `leash run` starts
+ * (http.c) and nothing else does (not in the usage). */
+static int with_config(int argc, char **argv, int (*fn)(lua_State *, const struct cfg *))
 {
 	const char *path = NULL;
 	struct cfg c;
@@ -77,10 +82,20 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (setup(path, &L, &c) < 0)
 		return EXIT_CONFIG;
-	rc = loop_run(L, &c);
+	rc = fn(L, &c);
 	cfg_free(&c);
 	lua_close(L);
 	return rc;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	return with_config(argc, argv, loop_run);
+}
+
+static int cmd_http(int argc, char **argv)
+{
+	return with_config(argc, argv, httpd_serve);
 }
 
 /* ---- check ---- */
@@ -201,174 +216,10 @@ static int cmd_check(int argc, char **argv)
 
 /* ---- status ---- */
 
-struct jobs_dir {
-	lua_State *L;
-	struct job **jobs;
-	size_t n;
-};
-
-static void jobs_good(void *arg, struct job *j)
-{
-	struct jobs_dir *d = arg;
-	struct job **nj = realloc(d->jobs, (d->n + 1) * sizeof *nj);
-
-	if (!nj) {
-		job_free(d->L, j);
-		return;
-	}
-	d->jobs = nj;
-	d->jobs[d->n++] = j;
-}
-
-/* A bad job file is `leash check`'s business; status shows the good ones. */
-static void jobs_bad(void *arg, const char *file, const char *msg)
-{
-	(void)arg;
-	(void)file;
-	(void)msg;
-}
-
-static const struct store_job_runs *runs_of(const struct store_job_runs *jr, size_t n,
-                                            const char *name)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(jr[i].job, name) == 0)
-			return &jr[i];
-	return NULL;
-}
-
-static const struct lease_row *lease_of(const struct lease_row *rows, size_t n, const char *name)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(rows[i].name, name) == 0)
-			return &rows[i];
-	return NULL;
-}
-
-/* Pushes the local jobs for leash.jobs_view: name, schedule, kind,
- * singleton, lease_ms, next (the next fire after now) and due (the first
- * fire after the latest one a holder took care of, or after the lease was
- * taken when none was: what is overdue once its grace has passed). */
-static void push_locals(lua_State *L, struct jobs_dir *d, const struct cfg *c,
-                        const struct lease_row *rows, size_t n,
-                        const struct store_job_runs *jr, size_t njr, int64_t now)
-{
-	static const char *const kinds[] = { "every", "cron", "service" };
-
-	lua_createtable(L, (int)d->n, 0);
-	for (size_t i = 0; i < d->n; i++) {
-		struct job *j = d->jobs[i];
-		const struct store_job_runs *r = runs_of(jr, njr, j->name);
-		const struct lease_row *l = lease_of(rows, n, j->name);
-		int64_t base = r && r->handled_at != STORE_NO_TIME ? r->handled_at
-		               : l ? l->acquired_at : -1;
-
-		lua_createtable(L, 0, 7);
-		lua_pushstring(L, j->name);
-		lua_setfield(L, -2, "name");
-		lua_pushstring(L, j->describe ? j->describe : "");
-		lua_setfield(L, -2, "schedule");
-		lua_pushstring(L, kinds[j->kind]);
-		lua_setfield(L, -2, "kind");
-		lua_pushboolean(L, j->singleton);
-		lua_setfield(L, -2, "singleton");
-		lua_pushinteger(L, j->lease_ms ? j->lease_ms : c->lease_ms);
-		lua_setfield(L, -2, "lease_ms");
-		if (j->kind != JOB_SERVICE) {
-			int64_t next = job_next_fire(L, j, now);
-			int64_t due = base >= 0 ? job_next_fire(L, j, base) : -1;
-
-			if (next >= 0) {
-				lua_pushinteger(L, next);
-				lua_setfield(L, -2, "next");
-			}
-			if (due >= 0) {
-				lua_pushinteger(L, due);
-				lua_setfield(L, -2, "due");
-			}
-		}
-		lua_rawseti(L, -2, (lua_Integer)i + 1);
-	}
-}
-
-enum { VIEW_TABLE, VIEW_JSON, VIEW_CHECK, VIEW_LEASES, VIEW_LEASES_JSON };
-
-/* One snapshot of the jobs view: one list() and one last_runs().  Pushes
- * the text; returns the exit code (the check's level for VIEW_CHECK), or
- * -1 with the reason in err when the store could not be read. */
-static int jobs_snapshot(lua_State *L, const struct cfg *c, struct store *s,
-                         struct jobs_dir *d, int view, long fail, char *err, size_t errlen)
-{
-	struct lease_row *rows = NULL;
-	struct store_job_runs *jr = NULL;
-	struct store_replica *reps = NULL;
-	size_t n = 0, njr = 0, nreps = 0;
-	int64_t now = 0, rnow = 0, pnow = 0;
-	int rc = -1;
-
-	if (store_list(s, &rows, &n, &now) != STORE_OK) {
-		snprintf(err, errlen, "cannot list the leases in the %s store: %s", c->provider, s->err);
-		goto done;
-	}
-	if (view == VIEW_LEASES || view == VIEW_LEASES_JSON) {      /* --leases --watch */
-		if (view == VIEW_LEASES_JSON)
-			lua_pushstring(L, c->provider);
-		lx_push_rows(L, rows, n);
-		lua_pushinteger(L, now);
-		if (lx_callmod(L, "leash.status", view == VIEW_LEASES_JSON ? "json" : "table",
-		               view == VIEW_LEASES_JSON ? 3 : 2, 1) != LUA_OK) {
-			snprintf(err, errlen, "%s", lx_report(L, err, errlen));
-			goto done;
-		}
-		rc = 0;
-		goto done;
-	}
-	if (store_last_runs(s, &jr, &njr, &rnow) != STORE_OK) {
-		snprintf(err, errlen, "cannot read the run ledger of the %s store: %s", c->provider,
-		         s->err);
-		goto done;
-	}
-	lua_createtable(L, 0, 6);
-	lua_pushstring(L, c->provider);
-	lua_setfield(L, -2, "provider");
-	lua_pushinteger(L, now);
-	lua_setfield(L, -2, "now");
-	lua_pushinteger(L, c->lease_ms);
-	lua_setfield(L, -2, "lease_ms");
-	lx_push_rows(L, rows, n);
-	lua_setfield(L, -2, "leases");
-	lua_createtable(L, 0, (int)njr);
-	for (size_t i = 0; i < njr; i++) {
-		lx_push_job_runs(L, &jr[i]);
-		lua_setfield(L, -2, jr[i].job);
-	}
-	lua_setfield(L, -2, "runs");
-	/* The replicas' presence rows; a store without them shows none. */
-	if (store_replicas(s, &reps, &nreps, &pnow) == STORE_OK && nreps) {
-		lx_push_replicas(L, reps, nreps);
-		lua_setfield(L, -2, "replicas");
-	}
-	push_locals(L, d, c, rows, n, jr, njr, now);
-	lua_setfield(L, -2, "locals");
-	lua_pushstring(L, view == VIEW_JSON ? "json" : view == VIEW_CHECK ? "check" : "table");
-	lua_pushinteger(L, fail);
-	if (lx_callmod(L, "leash.jobs_view", "render", 3, 2) != LUA_OK) {
-		snprintf(err, errlen, "%s", lx_report(L, err, errlen));
-		goto done;
-	}
-	rc = (int)lua_tointeger(L, -2);
-	lua_remove(L, -2);
-done:
-	free(rows);
-	free(jr);
-	store_free_replicas(reps, nreps);
-	return rc;
-}
-
 /* leash status without --leases: the jobs view, once or every second. */
 static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, long fail)
 {
-	struct jobs_dir d = { L, NULL, 0 };
+	struct view_jobs d = { L, NULL, 0 };
 	struct store_opts o;
 	struct store *s = NULL;
 	char err[2048], oerr[STORE_ERR_MAX + 256];
@@ -383,14 +234,14 @@ static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, l
 		return EXIT_CONFIG;
 	}
 	if (view != VIEW_LEASES && view != VIEW_LEASES_JSON)
-		job_load_dir(L, c->jobs, jobs_good, jobs_bad, &d);
+		view_jobs_load(&d, L, c->jobs);
 	for (;;) {
 		int top = lua_gettop(L), got = -1;
 
 		if (!s && !(s = store_open(c->provider, &o, oerr, sizeof oerr)))
 			snprintf(err, sizeof err, "cannot open the %s store: %s", c->provider, oerr);
 		else
-			got = jobs_snapshot(L, c, s, &d, view, fail, err, sizeof err);
+			got = view_jobs(L, c, s, &d, view, fail, err, sizeof err);
 		if (watch && tty)
 			fputs("\033[H\033[2J", stdout);
 		if (got < 0 && view == VIEW_CHECK) {
@@ -421,9 +272,7 @@ static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, l
 	}
 	if (s)
 		store_close(s);
-	for (size_t i = 0; i < d.n; i++)
-		job_free(L, d.jobs[i]);
-	free(d.jobs);
+	view_jobs_free(&d);
 	return rc;
 }
 
@@ -510,7 +359,7 @@ static int cmd_status(int argc, char **argv)
 	}
 	if (!c.singleton) {
 		if (json)
-			printf("{\"provider\":null,\"singleton\":false,\"leases\":[]}\n");
+			printf("%s\n", VIEW_NO_STORE_JSON);
 		else
 			printf("singleton mode is off in %s ([singleton] enabled = false): every replica "
 			       "runs every job and no leases are kept\n", c.file);
@@ -588,13 +437,11 @@ static int cmd_history(int argc, char **argv)
 	const char *path = NULL, *since = NULL, *limit = NULL, *job = NULL;
 	struct store_opts o;
 	struct store *s = NULL;
-	struct store_run_row *rows = NULL;
 	struct cfg c;
 	lua_State *L;
 	char err[STORE_ERR_MAX + 256];
-	size_t n = 0;
-	int64_t now = 0, since_at = STORE_NO_TIME;
-	lua_Integer lim;
+	int64_t since_at = STORE_NO_TIME;
+	size_t lim = 0;
 	int opt, json = 0, rc = EXIT_PROBLEMS;
 
 	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
@@ -621,23 +468,17 @@ static int cmd_history(int argc, char **argv)
 	if (setup(path, &L, &c) < 0)
 		return EXIT_CONFIG;
 	/* The arguments are checked by leash.history, against the local clock. */
-	job ? (void)lua_pushstring(L, job) : lua_pushnil(L);
-	since ? (void)lua_pushstring(L, since) : lua_pushnil(L);
-	limit ? (void)lua_pushstring(L, limit) : lua_pushnil(L);
-	lua_pushinteger(L, clock_wall_ms());
-	if (lx_callmod(L, "leash.history", "args", 4, 2) != LUA_OK)
-		goto lua_fail;
-	if (lua_isnil(L, -2)) {
-		fprintf(stderr, "leash history: %s\n", lua_tostring(L, -1));
+	switch (view_history_args(L, job, since, limit, &since_at, &lim, err, sizeof err)) {
+	case 0:
+		break;
+	case 1:
+		fprintf(stderr, "leash history: %s\n", err);
 		rc = EXIT_CONFIG;
 		goto done;
+	default:
+		fprintf(stderr, "leash history: %s\n", err);
+		goto done;
 	}
-	lua_getfield(L, -2, "limit");
-	lim = lua_tointeger(L, -1);
-	lua_getfield(L, -3, "since_at");
-	if (lua_isinteger(L, -1))
-		since_at = lua_tointeger(L, -1);
-	lua_settop(L, 0);
 	if (!c.singleton) {
 		fprintf(stderr, "leash history: singleton mode is off in %s ([singleton] enabled = "
 		        "false): there is no store and so no run ledger\n", c.file);
@@ -652,39 +493,17 @@ static int cmd_history(int argc, char **argv)
 		fprintf(stderr, "leash history: cannot open the %s store: %s\n", c.provider, err);
 		goto done;
 	}
-	if (store_read_runs(s, job, since_at, (size_t)lim, &rows, &n, &now) != STORE_OK) {
-		fprintf(stderr, "leash history: cannot read the run ledger of the %s store: %s\n",
-		        c.provider, s->err);
+	if (view_history(L, &c, s, job, since_at, lim, json, err, sizeof err) < 0) {
+		fprintf(stderr, "leash history: %s\n", err);
 		goto done;
 	}
-	if (json)
-		lua_pushstring(L, c.provider);
-	lua_createtable(L, (int)n, 0);
-	for (size_t k = 0; k < n; k++) {
-		struct store_job_runs one;
-
-		/* A row goes to Lua as lx_push_job_runs pushes its last run. */
-		memset(&one, 0, sizeof one);
-		one.last = rows[k];
-		lx_push_job_runs(L, &one);
-		lua_getfield(L, -1, "last");
-		lua_rawseti(L, -3, (lua_Integer)k + 1);
-		lua_pop(L, 1);
-	}
-	lua_pushinteger(L, now);
-	if (lx_callmod(L, "leash.history", json ? "json" : "table", json ? 3 : 2, 1) != LUA_OK)
-		goto lua_fail;
 	fputs(lua_tostring(L, -1), stdout);
 	if (json)
 		fputc('\n', stdout);
 	rc = 0;
-	goto done;
-lua_fail:
-	fprintf(stderr, "leash history: %s\n", lx_report(L, err, sizeof err));
 done:
 	if (s)
 		store_close(s);
-	free(rows);
 	cfg_free(&c);
 	lua_close(L);
 	return rc;
@@ -1071,6 +890,7 @@ static const struct command {
 	{ "undrain", cmd_undrain },
 	{ "version", cmd_version },
 	{ "help", cmd_help },
+	{ "_http", cmd_http },
 	{ "--help", cmd_help },
 	{ "--version", cmd_version },
 };

@@ -56,6 +56,7 @@ static void store_failed(struct singleton *sg, const char *what, const char *err
 
 static void store_answered(struct singleton *sg)
 {
+	sg->answered_at = clock_boot_ms();
 	if (!sg->down)
 		return;
 	sg->down = 0;
@@ -125,6 +126,7 @@ int singleton_init(struct singleton *sg, const struct cfg *cfg, struct sched *sc
 	memset(sg, 0, sizeof *sg);
 	sg->cfg = cfg;
 	sg->sched = sched;
+	sg->answered_at = -1;
 	if (cfg_store_opts(cfg, &sg->opts, err, errlen) < 0)
 		return -1;
 	if (getrandom(&seed, sizeof seed, 0) != sizeof seed)

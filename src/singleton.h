@@ -38,6 +38,7 @@ struct singleton {
 	/* The store's health: the only place that decides it is down or back. */
 	int down;
 	int64_t down_since, down_logged;        /* boottime */
+	int64_t answered_at;            /* boottime: the last step it answered, or -1 */
 	int step_failed;                /* an error was reported during this step */
 	int release_failed;             /* at shutdown: stop trying to release */
 	struct spread spread;           /* presence and the preferred holders */

@@ -64,6 +64,22 @@ describe("config errors", function()
     refused("[leash]\njobs = jobs\n[mssql]\nport = 0\n", ":4:", "[mssql] port")
   end)
 
+  it("[http] listen not HOST:PORT, or with a host that is no address", function()
+    for _, v in ipairs { "9187", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536",
+                         ":9187", "example.com:80", "1.2.3.256:80", "[zz]:80", "::1:80",
+                         "127.0.0.1:80x" } do
+      refused("[leash]\njobs = jobs\n[http]\nlisten = " .. v .. "\n", ":4:", "[http] listen",
+        '"' .. v .. '"')
+    end
+  end)
+
+  it("[http] token_env that cannot name a variable", function()
+    for _, v in ipairs { "1TOKEN", "MY-TOKEN", "A B", "$TOKEN" } do
+      refused("[leash]\njobs = jobs\n[http]\ntoken_env = " .. v .. "\n", ":4:",
+        "[http] token_env", "environment variable")
+    end
+  end)
+
   it("[ledger] keep shorter than a day, keep_per_job not a whole number in range", function()
     refused("[leash]\njobs = jobs\n[ledger]\nkeep = 2h\n", ":4:", "[ledger] keep", "at least 1d")
     refused("[leash]\njobs = jobs\n[ledger]\nkeep = 3651d\n", ":4:", "[ledger] keep")
@@ -197,6 +213,49 @@ describe("config limits", function()
     p:stop()
     assert.equal(2, rc, p:log_text())
     assert.matches(file .. ":5: [singleton] retry: 0s is too short", p:log_text(), 1, true)
+    assert.is_false(L.exists(dir .. "/leash.db"))
+  end)
+end)
+
+describe("config [http]", function()
+  local HEAD = "[leash]\njobs = jobs\n[singleton]\nenabled = true\n"
+
+  it("takes an empty listen (off), IPv4, [IPv6] and localhost", function()
+    for _, v in ipairs { "", "127.0.0.1:9187", "0.0.0.0:1", "[::1]:9187", "localhost:65535" } do
+      local file = ini("[leash]\njobs = jobs\n[http]\nlisten = " .. v .. "\ntoken_env = LEASH_T\n")
+      local c = assert(core.config_load(file))
+      assert.equal(v, c.http_listen)
+      assert.equal("LEASH_T", c.http_token_env)
+      assert.equal(0, (L.leash { "check", "-c", file }))
+    end
+    local c = assert(core.config_load((ini("[leash]\n"))))
+    assert.equal("", c.http_listen)
+    assert.equal("", c.http_token_env)
+  end)
+
+  it("leash run refuses what leash check refuses: exit 2, the key named, nothing started", function()
+    local file, dir = ini(HEAD .. "[sqlite]\npath = leash.db\n[http]\nlisten = 127.0.0.1:99999\n")
+    local code, _, err = L.leash { "check", "-c", file }
+    assert.equal(2, code)
+    local p = L.spawn(file)
+    local rc = p:wait(5)
+    p:stop()
+    assert.equal(2, rc, p:log_text())
+    local want = file .. ":8: [http] listen: \"127.0.0.1:99999\" is not HOST:PORT"
+    assert.matches(want, err, 1, true)
+    assert.matches(want, p:log_text(), 1, true)
+    assert.is_false(L.exists(dir .. "/leash.db"))
+  end)
+
+  it("leash run with token_env naming a variable that is not set: exit 2, the key named", function()
+    local file, dir = ini(HEAD .. "[sqlite]\npath = leash.db\n[http]\nlisten = 127.0.0.1:1\n"
+      .. "token_env = LEASH_TEST_NO_SUCH_TOKEN\n")
+    local p = L.spawn(file, { env = { LEASH_TEST_NO_SUCH_TOKEN = false } })
+    local rc = p:wait(5)
+    p:stop()
+    assert.equal(2, rc, p:log_text())
+    assert.matches("[http] token_env: the environment variable LEASH_TEST_NO_SUCH_TOKEN is not set",
+      p:log_text(), 1, true)
     assert.is_false(L.exists(dir .. "/leash.db"))
   end)
 end)

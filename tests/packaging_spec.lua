@@ -196,7 +196,8 @@ describe("make deb", function()
     assert.matches("\nArchitecture: " .. ARCH .. "\n", "\n" .. out)
     local depends = out:match("Depends: ([^\n]*)")
     assert.is_string(depends)
-    for _, pkg in ipairs { "libc6", "liblua5.4-0", "libpq5", "libsqlite3-0", "libsybdb5", "libinih1", "adduser" } do
+    for _, pkg in ipairs { "libc6", "liblua5.4-0", "libpq5", "libsqlite3-0", "libsybdb5", "libinih1",
+                            "libmicrohttpd12", "adduser" } do
       assert.matches("%f[%w]" .. pkg:gsub("%p", "%%%0") .. "%f[^%w.-]", depends, nil, false, pkg)
     end
   end)

@@ -4,7 +4,7 @@
 set -e
 PKGS="build-essential pkg-config liblua5.4-dev lua5.4 libinih-dev libpq-dev
 libsqlite3-dev sqlite3 freetds-dev freetds-bin lua-busted postgresql procps
-python3 tzdata faketime prometheus
+python3 tzdata faketime libmicrohttpd-dev curl chromium prometheus
 dpkg-dev lintian man-db systemd"
 missing=""
 for p in $PKGS; do

@@ -14,7 +14,8 @@ local M = {}
 -- kind=, words=, default=, min=, max=, field=, meaning= }.  Kinds: "path"
 -- (relative to the config file), "string", "ident", "replica", "word" and
 -- "index" (one of words), "bool", "port", "duration" (ms), "count" (an
--- integer).  A nil default is
+-- integer), "listen" (HOST:PORT or empty), "envname" (a variable's name or
+-- empty).  A nil default is
 -- derived after reading (see timing()); min and max bound a duration or port.
 M.KEYS = core.config_keys
 
@@ -43,6 +44,35 @@ local function join(dir, p)
   local joined = table.concat(out, "/")
   if p:sub(1, 1) == "/" then return "/" .. joined end
   return joined == "" and "." or joined
+end
+
+-- An IPv4 address in dotted decimal, or nil.
+local function ipv4(h)
+  local a = { h:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$") }
+  if #a ~= 4 then return nil end
+  for _, o in ipairs(a) do
+    if #o > 3 or tonumber(o) > 255 then return nil end
+  end
+  return h
+end
+
+-- [http] listen: "" (off) or HOST:PORT with HOST an IPv4 address, [IPv6]
+-- or localhost.  No other names: resolving one would make `leash check`
+-- and `leash run` depend on DNS, and its addresses may change under a
+-- running server.  Whether the address is this host's, and the port free,
+-- only binding tells: `leash run` does it before the scheduler starts.
+local function listen(raw)
+  if raw == "" then return raw end
+  local host, port = raw:match("^(.*):(%d+)$")
+  local n = port and tonumber(port)
+  if not host or n < 1 or n > 65535 then
+    return nil, ("%q is not HOST:PORT with a port from 1 to 65535 (e.g. 127.0.0.1:9187, [::1]:9187)"):format(raw)
+  end
+  local v6 = host:match("^%[([%x:.]+)%]$")
+  if host ~= "localhost" and not ipv4(host) and not (v6 and v6:find(":")) then
+    return nil, ("%q: the host must be an IP address (127.0.0.1, 0.0.0.0, [::1]) or localhost"):format(raw)
+  end
+  return raw
 end
 
 local function words(list)
@@ -90,6 +120,13 @@ local function convert(k, raw, dir)
       return nil, ("%q is not a whole number from %d to %d"):format(raw, k.min, k.max)
     end
     return n
+  elseif kind == "listen" then
+    return listen(raw)
+  elseif kind == "envname" then
+    if raw ~= "" and not raw:match("^[A-Za-z_][A-Za-z0-9_]*$") then
+      return nil, ("%q is not the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)"):format(raw)
+    end
+    return raw
   elseif kind == "port" then
     local n = tonumber(raw)
     if not raw:match("^%d+$") or n < k.min or n > k.max then
