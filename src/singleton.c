@@ -107,7 +107,9 @@ static void on_release_event(void *arg, const char *name)
 	struct singleton *sg = arg;
 	size_t k = strlen(STORE_EVENT_CONTROL);
 
-	if (strncmp(name, STORE_EVENT_CONTROL, k) == 0)
+	if (strncmp(name, STORE_EVENT_CONTROL, k) == 0 && strcmp(name + k, STORE_EVENT_DRAIN) == 0)
+		spread_poke(sg);
+	else if (strncmp(name, STORE_EVENT_CONTROL, k) == 0)
 		elect_poke(&sg->el, name + k);
 	else
 		elect_wake(&sg->el, name);

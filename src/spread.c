@@ -312,6 +312,17 @@ void spread_turn(struct singleton *sg)
 	hand_off(sg);           /* spread's hand-offs, and leash handoff's */
 }
 
+void spread_poke(struct singleton *sg)
+{
+	int64_t now = clock_boot_ms();
+
+	sg->spread.beat_due = now;
+	/* A holder's beat rides on its renew: that renew, now too. */
+	for (size_t i = 0; i < sg->el.n; i++)
+		if (sg->el.jobs[i]->state == ELECT_HOLDER)
+			sg->el.jobs[i]->renew_due = now;
+}
+
 void spread_leave(struct singleton *sg)
 {
 	if (!sg->el.store || sg->release_failed || !sg->spread.beat_ok)

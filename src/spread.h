@@ -62,6 +62,10 @@ void spread_job_added(struct singleton *, struct elect_job *);
 int spread_may_run(struct singleton *, const struct elect_job *);
 
 /* At a clean stop, once the leases are released: deletes the row. */
+/* A drain or undrain was written (PostgreSQL NOTIFY): beat now, on the
+ * renew when holding, instead of at the next renew interval. */
+void spread_poke(struct singleton *);
+
 void spread_leave(struct singleton *);
 
 void spread_free(struct singleton *);

@@ -122,6 +122,32 @@ for _, p in ipairs(R.list_of()) do
       for j = 1, 12 do R.assert_no_overlap(R.runs(d.out(("job-%02d"):format(j)))) end
     end)
 
+    if p.provider == "postgres" then
+      it("a NOTIFY: the drained replica lets go within a round trip, not a renew interval", function()
+        -- A 9 s lease renews (and beats) every 3 s: without the NOTIFY r2
+        -- would read its drain 1.5 s after the command on average.
+        procs = {}
+        tbl = ("drain_%d"):format(math.random(1, 1e8))
+        d = L.dir { config = R.config(p, tbl) }
+        cfgs = R.replica_configs(p, tbl, d, 2, { enabled = "true", lease = "9s", retry = "200ms" })
+        for name, j in pairs(many(6)) do d.write_job(name, job_src(d.out(name), j[1], j[2])) end
+        s = R.open(p, tbl, 2000)
+        for i = 1, 2 do procs[i] = start(cfgs[i], p.password) end
+        assert(L.wait_for(function()
+          return held_by(s, procs[1].owner) >= 1 and held_by(s, procs[2].owner) >= 1
+        end, 15, 0.05), "the 6 jobs never spread over the 2 replicas")
+        L.sleep(math.random() * 0.5)
+        local code, _, err = leash("drain", "-c", cfgs[1], "r2")
+        local t0 = L.now()
+        assert.equal(0, code, err)
+        assert(L.wait_for(function() return held_by(s, procs[2].owner) == 0 end, 5, 0.02),
+          "r2 kept leases")
+        local took = L.now() - t0
+        -- a round trip, a safe point after a 50 ms run at most, the release
+        assert.is_true(took < 0.7, ("r2 let go after %.2fs"):format(took))
+      end)
+    end
+
     it("does not cut a running job: it moves after its run ends", function()
       setup(2, { slow = { "1s", "1.5" } })
       local out = d.out "slow"

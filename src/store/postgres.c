@@ -1710,7 +1710,10 @@ static const char *const pres_sql[5][2] = {
 	  " u AS (DELETE FROM \"%1$s_replicas\" WHERE owner = $2::text AND pid = 0"
 	  "  AND $3::int = 0 RETURNING 1)"
 	  " SELECT t0.now, (SELECT count(*) FROM d) + (SELECT count(*) FROM m)"
-	  " + (SELECT count(*) FROM u) FROM t0" },
+	  " + (SELECT count(*) FROM u),"
+	  /* Every replica hears it and beats at once (a drained one reads
+	   * its row): within a round trip, not a renew interval. */
+	  " pg_notify('%1$s', '" STORE_EVENT_CONTROL STORE_EVENT_DRAIN "') FROM t0" },
 	/* renew_beat: renew_ctl's UPDATE ($9 names, $10 ms) and the beat's
 	 * CTEs in one statement.  Its rows are the beat's, with k = 'R', and
 	 * one per renewed lease with k = 'L' in the same columns: name in

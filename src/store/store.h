@@ -87,6 +87,7 @@ struct store_claim {
  * dropped or altered). */
 #define STORE_NO_TIME (-1LL)
 #define STORE_EVENT_CONTROL "control:"          /* drain_events: a control, not a release */
+#define STORE_EVENT_DRAIN "@drain"              /* ... of the replicas (leash drain), not a job */
 #define STORE_NO_CODE (-1)                       /* exit_code / exit_signal NULL */
 #define STORE_RUN_ERROR_MAX 1024                 /* bytes of error text kept */
 #define STORE_OUTCOME_MAX 15
