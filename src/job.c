@@ -179,6 +179,7 @@ static struct job *from_table(lua_State *L)
 	           (lua_isfunction(L, -1) ? JOB_ON_RECOVER : 0);
 	lua_pop(L, 2);
 	j->health = -1;
+	j->seed_ms = -1;
 	j->warnings = warnings_dup(L, t);
 	lua_pushvalue(L, t);
 	if (lx_callmod(L, "leash.job", "describe", 1, 1) == LUA_OK && lua_isstring(L, -1))

@@ -57,6 +57,8 @@ struct job {
 	int64_t backlog_ms;             /* missed = "all": the next catch-up fire, or 0 */
 	int64_t backlog_until;          /* the catch-up's fires are before this */
 	int backlog_left;               /* how many more (backlog_ms included) */
+	int64_t seed_ms;                /* a new job's first cursor, to write on taking
+	                                 * the lease (singleton.c), or -1 */
 	int removed;                    /* gone from jobs/: dropped once idle */
 	void *elect;                    /* election state, when singleton mode is on */
 	int follow_logged;              /* "following: held by X" said since it last held */

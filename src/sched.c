@@ -854,8 +854,13 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 	char why[96];
 
 	drop_wanted(s, j, "the lease was taken again", 0);
-	if (last_fire < 0)
-		return;                 /* a new job: nothing to catch up */
+	if (last_fire < 0) {
+		/* A new job: nothing to catch up.  But its first fire may yet
+		 * fall in a hand-over gap, so its cursor starts here: the fires
+		 * from now on are the cluster's to run or account for. */
+		j->seed_ms = until - 1;
+		return;
+	}
 	f = job_next_fire(s->L, j, last_fire);
 	if (f >= 0 && f < oldest && f < until) {
 		int64_t stop = oldest < until ? oldest : until, from = f;

@@ -472,6 +472,37 @@ static void open_store(struct singleton *sg, int64_t now)
 	}
 }
 
+/* The first cursor of the new jobs just taken (sched_gained's seed_ms): one
+ * claim_runs with no rows, so that a takeover before their first fire
+ * catches that fire up instead of taking the job for new.  Best effort: a
+ * failed seed leaves the cursor NULL, as before. */
+static void seed_cursors(struct singleton *sg)
+{
+	struct store_claim c[64];
+	int ok[64];
+	size_t n = 0;
+
+	for (size_t i = 0; i < sg->el.n; i++) {
+		struct elect_job *ej = sg->el.jobs[i];
+		struct job *j = ej->user;
+
+		if (!j || j->seed_ms < 0)
+			continue;
+		if (ej->state == ELECT_HOLDER) {
+			if (n == sizeof c / sizeof c[0])
+				break;          /* the rest next turn */
+			c[n++] = (struct store_claim){ j->name, ej->token, j->seed_ms };
+		}
+		j->seed_ms = -1;
+	}
+	if (n == 0)
+		return;
+	store_set_timeout(sg->el.store, (int)call_bound(sg, clock_boot_ms()));
+	if (claim_runs(sg, c, n, 0, ok) != STORE_OK)
+		store_failed(sg, "writing the first fire cursor of new jobs", sg->el.store->err);
+	store_set_timeout(sg->el.store, 0);
+}
+
 /* Accounts of jobs that have no fire to claim soon: one claim_runs for
  * all of them (at most LEDGER_BATCH jobs a turn), moving each cursor to its
  * latest account. */
@@ -573,6 +604,8 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 	if (sg->el.store && store_drain_events(sg->el.store, on_release_event, sg) > 0)
 		next = elect_step(&sg->el);
 	spread_after_step(sg);
+	if (sg->el.store)
+		seed_cursors(sg);
 	controls(sg);
 	if (sg->el.store && !sg->step_failed && !sg->down)
 		ledger_turn(sg, due_in);

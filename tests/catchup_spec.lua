@@ -72,4 +72,31 @@ describe("catch-up end to end on sqlite", function()
     end
     assert.truthy(other:log_text():find("catching up %d+ missed fire"))
   end)
+
+  it("a new job's first fire, passed while its first holder was dead, runs once on the next", function()
+    local p = { provider = "sqlite", path = (os.getenv("LEASH_TEST_TMP") or "/tmp") .. "/catchup.db" }
+    local tbl = ("fresh_%d"):format(math.random(1, 1e6))
+    local c = R.config(p, tbl)
+    c.singleton.lease, c.singleton.retry = "1s", "200ms"
+    local d = L.dir { config = c }
+    local out = d.out "rec"
+    local first = L.spawn(d)
+    -- The job appears just after a second begins; its first fire is at the next.
+    L.sleep_to_second(0.05)
+    d.write_job("rec", JOB:format(out))
+    first:signal("HUP")
+    assert(first:wait_log("holding the lease", 0.5), "the first replica took nothing")
+    local fire = math.floor(L.now()) + 1
+    L.sleep(0.1)
+    for _, pid in ipairs(R.tree(first.pid)) do L.kill(pid, "KILL") end
+    first:wait(5)
+    assert.is_true(L.now() < fire, "too slow: the first fire came before the kill")
+    local other = L.spawn(d)
+    procs = { other }
+    assert(L.wait_for(function() return #runs(out) >= 2 end, 6), "the new holder ran too little")
+    local list = runs(out)
+    assert.equal(fire, list[1].at, "the first fire did not run")
+    assert.is_true(list[1].catchup, "the first fire ran, but not as a catch-up")
+    for i = 2, #list do assert.is_true(list[i].at > fire) end
+  end)
 end)

@@ -661,6 +661,18 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 }
 static int presence_connect(struct pg_store *, int64_t deadline);
 
+/* The columns added since the first table, a group per feature: the last
+ * one named is looked for in the catalog. */
+static const struct {
+	const char *last, *add, *what;
+} added[] = {
+	{ "last_fire", "ADD COLUMN IF NOT EXISTS last_fire BIGINT", "add last_fire" },
+	{ "handoff_at", "ADD COLUMN IF NOT EXISTS paused_until BIGINT,"
+	  " ADD COLUMN IF NOT EXISTS trigger_at BIGINT, ADD COLUMN IF NOT EXISTS handoff_at BIGINT",
+	  "add the control columns" },
+	{ "health", "ADD COLUMN IF NOT EXISTS health INTEGER", "add the health column" },
+};
+
 /* Connects and sets the session up: statement timeout, the table, LISTEN,
  * the prepared statements.  Leaves ps->conn NULL on failure. */
 static int pg_connect(struct pg_store *ps, int64_t deadline)
@@ -717,38 +729,20 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create table") < 0)
 			goto fail_setup;
 	}
-	/* A table made before the fire cursor gets the column (NULL in every
-	 * row).  ALTER TABLE locks the table exclusively even when the column
-	 * is there, so it runs only when the catalog says it is missing; IF NOT
-	 * EXISTS covers two replicas adding it at once. */
-	snprintf(sql, sizeof sql,
-	         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
-	         " WHERE attrelid = '\"%s\"'::regclass AND attname = 'last_fire'"
-	         " AND NOT attisdropped) THEN"
-	         " ALTER TABLE \"%s\" ADD COLUMN IF NOT EXISTS last_fire BIGINT; END IF; END $$",
-	         ps->table, ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "add last_fire") < 0)
-		goto fail_setup;
-	/* The controls' columns, the same way. */
-	snprintf(sql, sizeof sql,
-	         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
-	         " WHERE attrelid = '\"%s\"'::regclass AND attname = 'handoff_at'"
-	         " AND NOT attisdropped) THEN"
-	         " ALTER TABLE \"%s\" ADD COLUMN IF NOT EXISTS paused_until BIGINT,"
-	         " ADD COLUMN IF NOT EXISTS trigger_at BIGINT,"
-	         " ADD COLUMN IF NOT EXISTS handoff_at BIGINT; END IF; END $$",
-	         ps->table, ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "add the control columns") < 0)
-		goto fail_setup;
-	/* The failure hooks' health column, the same way. */
-	snprintf(sql, sizeof sql,
-	         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
-	         " WHERE attrelid = '\"%s\"'::regclass AND attname = 'health'"
-	         " AND NOT attisdropped) THEN"
-	         " ALTER TABLE \"%s\" ADD COLUMN IF NOT EXISTS health INTEGER; END IF; END $$",
-	         ps->table, ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "add the health column") < 0)
-		goto fail_setup;
+	/* A table made before the fire cursor (the controls, the hooks' health)
+	 * gets the columns (NULL in every row).  ALTER TABLE locks the table
+	 * exclusively even when the column is there, so it runs only when the
+	 * catalog says the last of a group is missing; IF NOT EXISTS covers two
+	 * replicas adding them at once. */
+	for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
+		snprintf(sql, sizeof sql,
+		         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
+		         " WHERE attrelid = '\"%s\"'::regclass AND attname = '%s'"
+		         " AND NOT attisdropped) THEN ALTER TABLE \"%s\" %s; END IF; END $$",
+		         ps->table, added[i].last, ps->table, added[i].add);
+		if (run_ok(ps, 0, NULL, sql, deadline, added[i].what) < 0)
+			goto fail_setup;
+	}
 	if (setup_runs(ps, sql, sizeof sql, deadline) < 0)
 		goto fail_setup;
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
