@@ -429,6 +429,7 @@ static void controls(struct singleton *sg)
 		if (ej->ctl.handoff_at != STORE_NO_TIME && ej->ctl.handoff_at > ej->handoff_seen) {
 			ej->handoff_seen = ej->ctl.handoff_at;
 			ej->handoff_wanted = 1;
+			sg->spread.turn_now = 1;
 			log_msg(LOG_INFO, j->name, 0, "handoff requested (leash handoff): releasing the "
 			        "lease at the next safe point");
 		}

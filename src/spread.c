@@ -114,6 +114,7 @@ static void drained(struct singleton *sg)
 	else
 		log_msg(LOG_INFO, NULL, 0, "undrained (leash undrain): taking leases again");
 	sp->draining = on;
+	sp->turn_now = 1;
 	elect_drain(&sg->el, on);
 }
 
@@ -186,6 +187,8 @@ static int holding(struct singleton *sg)
 
 int64_t spread_due(struct singleton *sg)
 {
+	if (sg->spread.turn_now)
+		return clock_boot_ms();
 	return sg->spread.beat_due + (holding(sg) ? sg->cfg->renew_ms / 2 : 0);
 }
 
@@ -309,6 +312,7 @@ void spread_turn(struct singleton *sg)
 		sp->carry.want = 0;
 		beat(sg, now);
 	}
+	sp->turn_now = 0;
 	hand_off(sg);           /* spread's hand-offs, and leash handoff's */
 }
 

@@ -32,6 +32,8 @@ struct spread {
 	int draining;                   /* my row says leash drain: every lease goes
 	                                 * at its safe point and none is taken */
 	struct elect_beat carry;        /* the beat on the elector's next renew */
+	int turn_now;                   /* a drain or a handoff came: the hand-offs
+	                                 * are looked at next turn, not next renew */
 };
 
 /* Sets up the row's fixed fields (host, pid, version). */
