@@ -7,6 +7,7 @@
  * the same (a seqlock).  A histogram's count is the sum of its buckets, so
  * the +Inf bucket and _count always agree in one render.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,9 +20,6 @@
 #include "metrics.h"
 #include "store/store.h"
 
-/* From <pthread.h>, which cannot be included here: it includes <sched.h>,
- * and -Isrc makes that our own src/sched.h. */
-extern int pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 #define BUCKETS_MAX 15
 
