@@ -124,10 +124,6 @@ static void spawn(struct http *h, int64_t now)
 		h->restart_at = now + h->backoff_ms;
 		return;
 	}
-	/* Room for a thousand jobs' metrics at once (best effort: the
-	 * system's pipe-max-size may be lower, and a snapshot may then go in
-	 * pieces over several turns). */
-	fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
 	fcntl(p[1], F_SETFL, O_NONBLOCK);
 	pid = fork();
 	if (pid < 0) {
@@ -139,7 +135,7 @@ static void spawn(struct http *h, int64_t now)
 	}
 	if (pid == 0) {
 		sigset_t none;
-		int a, b;
+		int a, b, m = metrics_fd();
 
 		/* A group of its own: a Ctrl-C at the terminal is the
 		 * parent's to handle (it stops the runs first), not a signal
@@ -153,10 +149,13 @@ static void spawn(struct http *h, int64_t now)
 		 * other's source. */
 		a = fcntl(h->listen_fd, F_DUPFD, 10);
 		b = fcntl(p[0], F_DUPFD, 10);
+		m = m >= 0 ? fcntl(m, F_DUPFD, 10) : -1;
 		if (a < 0 || b < 0 || dup2(a, HTTP_LISTEN_FD) < 0 || dup2(b, HTTP_SNAP_FD) < 0)
 			_exit(126);
+		if (m >= 0 && dup2(m, HTTP_METRICS_FD) < 0)
+			_exit(126);
 		/* The store's socket, the runs' pipes: not the server's. */
-		syscall(SYS_close_range, (unsigned)HTTP_SNAP_FD + 1, ~0U, 0U);
+		syscall(SYS_close_range, (unsigned)HTTP_METRICS_FD + (m >= 0), ~0U, 0U);
 		/* The parent blocks the signals it reads through its signalfd;
 		 * the server takes SIGTERM's default action. */
 		sigemptyset(&none);
@@ -201,23 +200,13 @@ static void push(struct http *h, const struct http_live *lv, int64_t now)
 		.lease_ms = lv->lease_ms, .singleton = (uint32_t)lv->singleton,
 		.reloads = lv->reloads,
 	};
-	size_t len = 0;
-	char *text = metrics_render(&len), *buf;
+	char *buf = malloc(sizeof head);
 
-	if (!text)
-		len = 0;
-	buf = malloc(sizeof head + len);
-	if (!buf) {
-		free(text);
+	if (!buf)
 		return;
-	}
-	head.len = (uint32_t)len;
 	memcpy(buf, &head, sizeof head);
-	if (len)
-		memcpy(buf + sizeof head, text, len);
-	free(text);
 	h->pending = buf;
-	h->plen = sizeof head + len;
+	h->plen = sizeof head;
 	h->poff = 0;
 	flush(h);
 }

@@ -13,10 +13,12 @@
  * The parent binds the socket itself before the scheduler starts (so a bad
  * address or a port in use fails `leash run` at once, exit 2) and hands it
  * to the server, which only accepts on it; a restarted server takes over
- * the same socket.  About once a second the parent writes a snapshot (the
- * metrics text and the loop's liveness) to a non-blocking pipe; what does
- * not fit waits for the next turns, and no new snapshot is made until it
- * went, so the loop never blocks on the server.  The server reads the
+ * the same socket, and the descriptor of the metrics' shared mapping
+ * (metrics.h), which it renders /metrics from itself: a scrape costs the
+ * loop nothing.  About once a second the parent writes a snapshot (the
+ * loop's liveness) to a non-blocking pipe; what does not fit waits for the
+ * next turns, and no new snapshot is made until it went, so the loop never
+ * blocks on the server.  The server reads the
  * store itself, through its own connection, for /api/status and
  * /api/history.  It dies with the parent (PR_SET_PDEATHSIG and the pipe's
  * end of file), and is started again, with backoff, when it dies alone.
@@ -36,18 +38,20 @@
 #define HTTP_PUSH_MS 1000
 #define HTTP_LISTEN_FD 3
 #define HTTP_SNAP_FD 4
+#define HTTP_METRICS_FD 5
 /* The server's restarts back off from 1s to 60s; a server that lived a
  * minute starts over at 1s. */
 #define HTTP_BACKOFF_MIN_MS 1000
 #define HTTP_BACKOFF_MAX_MS 60000
 
-/* One snapshot on the pipe: this head, then len bytes of metrics text.
+/* One snapshot on the pipe: this head, then len bytes (none today: the
+ * server renders the metrics from the mapping).
  * Both ends are the same binary.  Times are CLOCK_BOOTTIME ms, which the
  * parent and the server read alike. */
 #define HTTP_SNAP_MAGIC 0x6c736e70u
 struct http_snap {
 	uint32_t magic;
-	uint32_t len;                   /* of the metrics text that follows */
+	uint32_t len;                   /* of what follows: 0 */
 	int64_t turn_at;                /* the loop's last turn */
 	int64_t answered_at;            /* the store's last answer, or -1 */
 	int64_t lease_ms;               /* [singleton] lease */

@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "http.h"
+#include "metrics.h"
 #include "log.h"
 #include "lx.h"
 #include "view.h"
@@ -75,8 +76,7 @@ static struct {
 	mtx_t snap_mu;
 	int have_snap;
 	struct http_snap snap;
-	char *metrics;
-	size_t metrics_len;
+	int metrics_attached;           /* the parent's mapping on HTTP_METRICS_FD */
 } S;
 
 static int load_mhd(char *err, size_t errlen)
@@ -186,13 +186,19 @@ static enum MHD_Result json_top(struct MHD_Connection *conn)
 static enum MHD_Result get_metrics(struct MHD_Connection *conn)
 {
 	enum MHD_Result ret;
+	size_t len;
+	char *body;
 
-	mtx_lock(&S.snap_mu);
-	if (!S.have_snap)
-		ret = text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "no metrics from the scheduler yet\n");
-	else
-		ret = respond(conn, MHD_HTTP_OK, METRICS, S.metrics, S.metrics_len);
-	mtx_unlock(&S.snap_mu);
+	/* Rendered here, from the parent's live counters: nothing asked of
+	 * the loop.  (Each request renders its own copy: renders may run in
+	 * several threads at once, each only reading the mapping.) */
+	if (!S.metrics_attached)
+		return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "the scheduler's metrics are not "
+		            "shared with the server (no metrics descriptor)\n");
+	if (!(body = metrics_render(&len)))
+		return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+	ret = respond(conn, MHD_HTTP_OK, METRICS, body, len);
+	free(body);
 	return ret;
 }
 
@@ -419,26 +425,23 @@ static void read_snapshots(void)
 	struct http_snap head;
 
 	while (read_full(HTTP_SNAP_FD, &head, sizeof head)) {
-		char *text, *old;
+		char *rest;
 
 		if (head.magic != HTTP_SNAP_MAGIC) {
 			log_msg(LOG_ERROR, NULL, 0, "http: a snapshot from the scheduler is garbled");
 			return;
 		}
-		text = malloc((size_t)head.len + 1);
-		if (!text || !read_full(HTTP_SNAP_FD, text, head.len)) {
-			free(text);
+		/* Whatever follows the head (nothing today) is read past. */
+		rest = malloc((size_t)head.len + 1);
+		if (!rest || !read_full(HTTP_SNAP_FD, rest, head.len)) {
+			free(rest);
 			return;
 		}
-		text[head.len] = '\0';
+		free(rest);
 		mtx_lock(&S.snap_mu);
-		old = S.metrics;
-		S.metrics = text;
-		S.metrics_len = head.len;
 		S.snap = head;
 		S.have_snap = 1;
 		mtx_unlock(&S.snap_mu);
-		free(old);
 	}
 }
 
@@ -455,6 +458,11 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 	}
 	S.cfg = c;
 	S.L = L;
+	S.metrics_attached = fcntl(HTTP_METRICS_FD, F_GETFD) >= 0 &&
+	                     metrics_attach(HTTP_METRICS_FD) == 0;
+	if (!S.metrics_attached)
+		log_msg(LOG_WARN, NULL, 0, "http: no metrics descriptor from the scheduler: /metrics "
+		        "answers 503");
 	if (mtx_init(&S.store_mu, mtx_timed) != thrd_success ||
 	    mtx_init(&S.snap_mu, mtx_plain) != thrd_success)
 		return 1;

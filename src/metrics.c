@@ -81,6 +81,7 @@ struct arena {
 };
 
 static struct arena *A;
+static int A_fd = -1;                   /* the memfd behind A */
 static int writer;                      /* 0 in a forked child: it only reads */
 
 static void forked(void)
@@ -99,8 +100,21 @@ static void init_bounds(struct bounds *b)
 __attribute__((constructor)) static void metrics_init(void)
 {
 	struct timespec ts;
-	void *p = mmap(NULL, sizeof *A, PROT_READ | PROT_WRITE,
-	               MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	int fd = memfd_create("leash-metrics", MFD_CLOEXEC);
+	void *p = MAP_FAILED;
+
+	/* A memfd, so that an exec'd reader can map it too; its pages are
+	 * taken as they are touched, as an anonymous mapping's. */
+	if (fd >= 0 && ftruncate(fd, (off_t)sizeof *A) == 0)
+		p = mmap(NULL, sizeof *A, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED && fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	if (p == MAP_FAILED)
+		p = mmap(NULL, sizeof *A, PROT_READ | PROT_WRITE,
+		         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	A_fd = fd;
 
 	init_bounds(&late_b);
 	init_bounds(&dur_b);
@@ -115,6 +129,27 @@ __attribute__((constructor)) static void metrics_init(void)
 	A->free_head = -1;
 	writer = 1;
 	pthread_atfork(NULL, NULL, forked);
+}
+
+int metrics_fd(void)
+{
+	return A_fd;
+}
+
+int metrics_attach(int fd)
+{
+	void *p = mmap(NULL, sizeof *A, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
+
+	if (p == MAP_FAILED)
+		return -1;
+	if (A)
+		munmap(A, sizeof *A);
+	if (A_fd >= 0)
+		close(A_fd);
+	A = p;
+	A_fd = -1;
+	writer = 0;
+	return 0;
 }
 
 /* ---- writing ---- */

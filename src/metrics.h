@@ -5,9 +5,10 @@
  * the lot in the Prometheus text format 0.0.4 for whoever serves /metrics.
  * Nothing here blocks, allocates on a fire's path or talks to the store.
  *
- * They live in one shared anonymous mapping made when the program (or
- * leash.core) is loaded, so a process forked from the parent (the HTTP
- * server, a run's child) renders the parent's live values.  Only the process
+ * They live in one shared mapping of a memfd made when the program (or
+ * leash.core) is loaded, so a process forked from the parent (a run's child)
+ * renders the parent's live values, and so does the HTTP server, exec'd with
+ * that descriptor (metrics_attach): a scrape costs the loop nothing.  Only the process
  * that made the mapping writes: in a forked child every note is a no-op (so
  * the scheduler must never be a forked copy of the process that loaded it:
  * leash run does not daemonize by forking).
@@ -81,5 +82,13 @@ int metrics_note_store(enum metrics_op, int64_t t0, int rc);
 /* The exposition text, malloc'd and NUL-terminated (*len without the NUL),
  * or NULL when out of memory. */
 char *metrics_render(size_t *len);
+
+/* The mapping's descriptor (close-on-exec), for a process exec'd to read
+ * it, or -1 when there is none. */
+int metrics_fd(void);
+
+/* In such a process: reads the metrics of the mapping on fd (read-only)
+ * instead of its own; every note is then a no-op.  0, or -1 (its own stay). */
+int metrics_attach(int fd);
 
 #endif
