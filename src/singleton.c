@@ -377,8 +377,14 @@ int singleton_health(void *arg, struct job *j, int failing)
 
 	if (!j->singleton || !ej)
 		return HOOKS_LOCAL;
-	if (ej->state != ELECT_HOLDER || !sg->el.store)
+	if (ej->state != ELECT_HOLDER)
 		return 0;               /* the holder now decides */
+	/* Not while the store is down (each call would wait its timeout), nor
+	 * past this turn's budget: the state stays unknown, and the job's next
+	 * run end tries again. */
+	if (!sg->el.store || sg->down || sg->health_left <= 0)
+		return -1;
+	sg->health_left--;
 	store_set_timeout(sg->el.store, (int)call_bound(sg, clock_boot_ms()));
 	rc = store_health(sg->el.store, sg->el.owner, j->name, ej->token, failing, &changed);
 	store_set_timeout(sg->el.store, 0);
@@ -591,6 +597,7 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 		return until(elect_check_deadlines(&sg->el));
 	}
 	sg->deferred_since = 0;
+	sg->health_left = SINGLETON_HEALTH_PER_TURN;
 	if (!sg->el.store && now >= sg->open_retry_at)
 		open_store(sg, now);
 	/* libpq may have read release events off the socket during a call, so

@@ -25,6 +25,10 @@ struct run;
 #define SINGLETON_FIRE_GUARD_MS 30
 /* Accounts the store did not take are tried again after this. */
 #define SINGLETON_LEDGER_RETRY_MS 1000
+/* Health changes (failure hooks) recorded per loop turn at most: a burst of
+ * jobs failing at once costs the loop a bounded number of round trips; the
+ * others are recorded at their next run's end. */
+#define SINGLETON_HEALTH_PER_TURN 16
 
 struct singleton {
 	const struct cfg *cfg;
@@ -41,6 +45,7 @@ struct singleton {
 	int64_t answered_at;            /* boottime: the last step it answered, or -1 */
 	int step_failed;                /* an error was reported during this step */
 	int release_failed;             /* at shutdown: stop trying to release */
+	int health_left;                /* store_health calls left this turn */
 	struct spread spread;           /* presence and the preferred holders */
 };
 

@@ -14,6 +14,38 @@ describe("failure hooks", function()
     assert.matches("bad%.lua:5: on_recover: expected a function%(ctx, run%), got a string", out)
   end)
 
+  it("40 jobs failing at the same instant: every on_failure runs once, no lease is lost", function()
+    local d = L.dir { config = { leash = { grace = "500ms" },
+      singleton = { enabled = "true", lease = "1s", retry = "200ms" },
+      store = { provider = "sqlite" }, sqlite = { path = "leases.db" } } }
+    local hooked = d.out "hooks"
+    for i = 1, 40 do
+      d.write_job(("j%02d"):format(i), ([[
+local HOOKS = %q
+return {
+  every = "1s",
+  run = function() error("down") end,
+  on_failure = function(ctx, run)
+    local f = assert(io.open(HOOKS, "a")); f:write(ctx.job, "\n"); f:close()
+  end,
+}
+]]):format(hooked))
+    end
+    local proc = L.spawn(d)
+    -- At most 16 changes are recorded a loop turn; the rest at their next run.
+    assert(L.wait_for(function() return #L.lines(hooked) >= 40 end, 8),
+      "only " .. #L.lines(hooked) .. " of 40 on_failure hooks ran")
+    L.sleep(1.5)
+    local seen = {}
+    for _, name in ipairs(L.lines(hooked)) do
+      assert.is_nil(seen[name], name .. ": on_failure twice")
+      seen[name] = true
+    end
+    assert.equal(40, #L.lines(hooked))
+    assert.is_nil(proc:log_text():find("lease lost", 1, true), "a lease was lost")
+    assert.equal(0, proc:stop(10))
+  end)
+
   it("singleton mode off: each change runs its hook once, with the run's fields", function()
     local d = L.dir { config = { leash = { grace = "500ms" }, singleton = { enabled = "false" } } }
     local mode, hooked = d.out "mode", d.out "hooks"
