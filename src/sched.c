@@ -601,6 +601,15 @@ static void start_wanted(struct sched *s, struct job *j)
 	claim_batch(s, 1);
 }
 
+static void skip_paused(struct sched *s, struct job *j, int64_t fire)
+{
+	char at[32];
+
+	log_msg(LOG_INFO, j->name, 0, "skipped the fire at %s: the job is paused",
+	        fire_iso(at, sizeof at, fire));
+	account(s, j, fire, 0, "skipped-paused", "the job is paused (leash pause)");
+}
+
 /* The loop came late (a stall, a long store call): of j's fires from fire
  * up to now the latest is the one to start, and the ones before it are
  * missed.  Returns that latest fire. */
@@ -646,9 +655,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		if (claims(s, j) && fire < now)
 			fire = passed_over(s, j, fire, now);
 		if (s->env.paused && takes_part(s, j) && s->env.paused(s->env.elect_arg, j) > 0) {
-			log_msg(LOG_INFO, j->name, 0, "skipped the fire at %s: the job is paused",
-			        fire_iso(at, sizeof at, fire));
-			account(s, j, fire, 0, "skipped-paused", "the job is paused (leash pause)");
+			skip_paused(s, j, fire);
 		} else if (j->run || j->claimed_ms || j->backlog_ms ||
 		           (j->want_catchup && j->missed == JOB_MISSED_ALL)) {
 			/* missed = "all": the older fires first.  ("once": the
@@ -702,9 +709,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 			/* Just taken: the first renew reads the controls. */
 			sleep_ms = min64(sleep_ms, SCHED_CTL_WAIT_MS);
 		} else {
-			log_msg(LOG_INFO, j->name, 0, "skipped the fire at %s: the job is paused",
-			        fire_iso(at, sizeof at, j->want_ms));
-			account(s, j, j->want_ms, 0, "skipped-paused", "the job is paused (leash pause)");
+			skip_paused(s, j, j->want_ms);
 			j->want_ms = 0;
 			j->want_catchup = 0;
 			if (j->backlog_ms)

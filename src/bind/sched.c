@@ -129,13 +129,13 @@ static int takes_part(void *arg, const struct job *j)
 	return j->singleton;
 }
 
-static int may_run(void *arg, const struct job *j)
+/* The spec's function ref called with the job's name, as a boolean. */
+static int ask(struct lsched *ls, int ref, const struct job *j)
 {
-	struct lsched *ls = arg;
 	lua_State *L = ls->L;
 	int v;
 
-	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->holds_ref);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
 	lua_pushstring(L, j->name);
 	lua_call(L, 1, 1);
 	v = lua_toboolean(L, -1);
@@ -143,18 +143,14 @@ static int may_run(void *arg, const struct job *j)
 	return v;
 }
 
+static int may_run(void *arg, const struct job *j)
+{
+	return ask(arg, ((struct lsched *)arg)->holds_ref, j);
+}
+
 static int paused(void *arg, const struct job *j)
 {
-	struct lsched *ls = arg;
-	lua_State *L = ls->L;
-	int v;
-
-	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->paused_ref);
-	lua_pushstring(L, j->name);
-	lua_call(L, 1, 1);
-	v = lua_toboolean(L, -1);
-	lua_pop(L, 1);
-	return v;
+	return ask(arg, ((struct lsched *)arg)->paused_ref, j);
 }
 
 static void enter(void *arg, struct job *j)

@@ -528,26 +528,37 @@ struct renew_answer {
 	int64_t *tokens;
 };
 
+/* The entries [*lo, return) of sorted[0..n) that list name (the same name
+ * may be listed more than once); an empty range when none does. */
+static size_t name_range(const struct sorted_name *sorted, size_t n, const char *name,
+                         size_t *lo)
+{
+	struct sorted_name key = { name, 0 };
+	const struct sorted_name *hit = bsearch(&key, sorted, n, sizeof *sorted, cmp_sorted);
+	size_t hi;
+
+	if (!hit) {
+		*lo = 0;
+		return 0;
+	}
+	*lo = hi = (size_t)(hit - sorted);
+	while (*lo > 0 && strcmp(sorted[*lo - 1].name, name) == 0)
+		--*lo;
+	while (hi + 1 < n && strcmp(sorted[hi + 1].name, name) == 0)
+		hi++;
+	return hi + 1;
+}
+
 static void renew_row(struct ms_store *st, int resno, void *arg)
 {
 	struct renew_answer *a = arg;
-	struct sorted_name key = { NULL, 0 }, *hit;
 	char name[STORE_NAME_MAX + 1];
 	int64_t token = col_i64(st->db, 2);
-	size_t lo, hi;
+	size_t lo, end;
 
 	col_str(st->db, 1, name, sizeof name);
-	key.name = name;
-	hit = bsearch(&key, a->sorted, a->n, sizeof *a->sorted, cmp_sorted);
-	if (!hit)
-		return;
-	/* The same name may be listed more than once. */
-	lo = hi = (size_t)(hit - a->sorted);
-	while (lo > 0 && strcmp(a->sorted[lo - 1].name, name) == 0)
-		lo--;
-	while (hi + 1 < a->n && strcmp(a->sorted[hi + 1].name, name) == 0)
-		hi++;
-	for (size_t k = lo; k <= hi; k++)
+	end = name_range(a->sorted, a->n, name, &lo);
+	for (size_t k = lo; k < end; k++)
 		a->tokens[a->sorted[k].i] = token;
 }
 
@@ -669,11 +680,10 @@ struct ctl_answer {
 static void ctl_row(struct ms_store *st, int resno, void *arg)
 {
 	struct ctl_answer *a = arg;
-	struct sorted_name key = { NULL, 0 }, *hit;
 	char name[STORE_NAME_MAX + 1];
 	struct store_ctl c;
 	int64_t token = col_i64(st->db, 2);
-	size_t lo, hi;
+	size_t lo, end;
 
 	(void)resno;
 	col_str(st->db, 1, name, sizeof name);
@@ -682,16 +692,8 @@ static void ctl_row(struct ms_store *st, int resno, void *arg)
 	c.trigger_at = col_fire(st->db, 4);
 	c.handoff_at = col_fire(st->db, 5);
 	*a->now = col_i64(st->db, 6);
-	key.name = name;
-	hit = bsearch(&key, a->sorted, a->n, sizeof *a->sorted, cmp_sorted);
-	if (!hit)
-		return;
-	lo = hi = (size_t)(hit - a->sorted);
-	while (lo > 0 && strcmp(a->sorted[lo - 1].name, name) == 0)
-		lo--;
-	while (hi + 1 < a->n && strcmp(a->sorted[hi + 1].name, name) == 0)
-		hi++;
-	for (size_t k = lo; k <= hi; k++) {
+	end = name_range(a->sorted, a->n, name, &lo);
+	for (size_t k = lo; k < end; k++) {
 		a->tokens[a->sorted[k].i] = token;
 		a->ctl[a->sorted[k].i] = c;
 	}

@@ -140,6 +140,15 @@ static void begin(struct store *s)
 	s->err[0] = '\0';
 }
 
+/* What every call on a batch of one owner's leases checks. */
+static int check_batch(struct store *s, const char *owner, const char *const *names, size_t n,
+                       int64_t ms)
+{
+	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 || check_names(s, names, n) < 0)
+		return -1;
+	return 0;
+}
+
 int store_try_acquire(struct store *s, const char *name, const char *owner,
                       int64_t ms, struct lease_info *out)
 {
@@ -175,8 +184,7 @@ int store_renew_all(struct store *s, const char *owner, const char *const *names
                     size_t n, int64_t ms, int64_t *tokens)
 {
 	begin(s);
-	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
-	    check_names(s, names, n) < 0)
+	if (check_batch(s, owner, names, n, ms) < 0)
 		return STORE_ERR;
 	if (n == 0)
 		return STORE_OK;
@@ -188,8 +196,7 @@ int store_acquire_all(struct store *s, const char *owner, const char *const *nam
                       size_t n, int64_t ms, struct lease_info *out, int *got)
 {
 	begin(s);
-	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
-	    check_names(s, names, n) < 0)
+	if (check_batch(s, owner, names, n, ms) < 0)
 		return STORE_ERR;
 	if (n == 0)
 		return STORE_OK;
@@ -569,8 +576,7 @@ int store_renew_ctl(struct store *s, const char *owner, const char *const *names
 	if (!s->ops->renew_ctl)
 		return store_renew_all(s, owner, names, n, ms, tokens);
 	begin(s);
-	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
-	    check_names(s, names, n) < 0)
+	if (check_batch(s, owner, names, n, ms) < 0)
 		return STORE_ERR;
 	if (n == 0)
 		return STORE_OK;
@@ -599,8 +605,7 @@ int store_renew_beat(struct store *s, const char *owner, const char *const *name
 	for (size_t i = 0; i < n; i++)
 		ctl[i] = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
 	begin(s);
-	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 ||
-	    check_names(s, names, n) < 0 || check_beat(s, me, prune_ms) < 0)
+	if (check_batch(s, owner, names, n, ms) < 0 || check_beat(s, me, prune_ms) < 0)
 		return STORE_ERR;
 	if (strcmp(me->owner, owner) != 0)
 		return store_fail(s, "renew_beat: the presence row is %s's, the leases %s's", me->owner,

@@ -68,27 +68,31 @@ def create(db, t, p, faults):
     return []
 
 
-def add_last_fire(db, t, p, faults):
-    """IF COL_LENGTH(table, 'last_fire') IS NULL ALTER TABLE ... ADD: a table
-    made before the fire cursor gets the column, NULL in every row."""
+def add_columns(db, t, names):
+    """The IF COL_LENGTH(...) IS NULL ALTER TABLE ... ADD of an upgrade: the
+    columns a table made before them lacks, NULL in every row."""
     cols = [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
-    if "last_fire" not in cols:
-        db.execute(f'ALTER TABLE "{t}" ADD COLUMN last_fire INTEGER')
-    return []
-
-
-def add_controls(db, t, p, faults):
-    """IF COL_LENGTH(table, 'handoff_at') IS NULL ALTER TABLE ... ADD the
-    three control columns (paused_until, trigger_at, handoff_at), NULL."""
-    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
-    for c in ("paused_until", "trigger_at", "handoff_at"):
+    for c in names:
         if c not in cols:
             db.execute(f'ALTER TABLE "{t}" ADD COLUMN {c} INTEGER')
     return []
 
 
-def renew_ctl(db, t, p, faults):
-    """renew_all's UPDATE, its OUTPUT carrying the control columns and @now."""
+def add_last_fire(db, t, p, faults):
+    return add_columns(db, t, ("last_fire",))
+
+
+def add_controls(db, t, p, faults):
+    return add_columns(db, t, ("paused_until", "trigger_at", "handoff_at"))
+
+
+def add_health(db, t, p, faults):
+    return add_columns(db, t, ("health",))
+
+
+def renewed(db, t, p, cols):
+    """renew_all's UPDATE of every @n<i> the owner holds unexpired; the
+    renewed rows' cols (SQL, ? for the statement's now)."""
     owner, ms, now = p["@owner"], p["@ms"], now_ms()
     names = [v for k, v in p.items() if re.fullmatch(r"@n\d+", k)]
     rows = []
@@ -97,8 +101,14 @@ def renew_ctl(db, t, p, faults):
                          'WHERE name = ? AND owner = ? AND expires_at > ?',
                          (now, now + ms, name, owner, now))
         if cur.rowcount:
-            rows.append(db.execute(f'SELECT name, token, paused_until, trigger_at, handoff_at, ? '
-                                   f'FROM "{t}" WHERE name = ?', (now, name)).fetchone())
+            args = (now, name) if "?" in cols else (name,)
+            rows.append(db.execute(f'SELECT {cols} FROM "{t}" WHERE name = ?', args).fetchone())
+    return rows
+
+
+def renew_ctl(db, t, p, faults):
+    """renew_all's UPDATE, its OUTPUT carrying the control columns and @now."""
+    rows = renewed(db, t, p, "name, token, paused_until, trigger_at, handoff_at, ?")
     return [("rows", [("name", "str"), ("token", "int"), ("paused_until", "int"),
                       ("trigger_at", "int"), ("handoff_at", "int"), ("now", "int")], rows)]
 
@@ -118,14 +128,6 @@ def control(db, t, p, faults):
         (what, until, what, now, what, now, name))
     rows = [(name, now)] if cur.rowcount else []
     return [("rows", [("name", "str"), ("now", "int")], rows)]
-
-
-def add_health(db, t, p, faults):
-    """IF COL_LENGTH(table, 'health') IS NULL ALTER TABLE ... ADD health INT NULL."""
-    cols = [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
-    if "health" not in cols:
-        db.execute(f'ALTER TABLE "{t}" ADD COLUMN health INTEGER')
-    return []
 
 
 def health(db, t, p, faults):
@@ -199,16 +201,7 @@ def release_all(db, t, p, faults):
 
 
 def renew_all(db, t, p, faults):
-    owner, ms, now = p["@owner"], p["@ms"], now_ms()
-    names = [v for k, v in p.items() if re.fullmatch(r"@n\d+", k)]
-    rows = []
-    for name in dict.fromkeys(names):
-        cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
-                         'WHERE name = ? AND owner = ? AND expires_at > ?',
-                         (now, now + ms, name, owner, now))
-        if cur.rowcount:
-            rows.append(db.execute(f'SELECT name, token FROM "{t}" WHERE name = ?',
-                                   (name,)).fetchone())
+    rows = renewed(db, t, p, "name, token")
     return [("rows", [("name", "str"), ("token", "int")], rows)]
 
 
