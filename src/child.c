@@ -2,12 +2,16 @@
  * timers, and the primitives ctx is built on. */
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -89,10 +93,9 @@ static void push_report(lua_State *L, const struct run_report *h)
 	lua_setfield(L, -2, "run");
 }
 
-static int run_body(lua_State *L, const struct job *job, const struct run_info *info, long id)
+/* Pushes the job's table and the info table leash.run builds ctx from. */
+static void push_info(lua_State *L, const struct job *job, const struct run_info *info, long id)
 {
-	int ok = 0;
-
 	lua_rawgeti(L, LUA_REGISTRYINDEX, job->ref);
 	lua_createtable(L, 0, 5);
 	lua_pushstring(L, info->replica);
@@ -112,7 +115,42 @@ static int run_body(lua_State *L, const struct job *job, const struct run_info *
 	lua_setfield(L, -2, "manual");
 	if (info->hook)
 		push_report(L, info->hook);
-	if (lx_callmod(L, "leash.run", "main", 2, 1) == LUA_OK) {
+}
+
+/* A child forked ahead builds ctx while it waits (job, info on the stack;
+ * ctx, or nil when that failed, pushed): the start then only sets what came
+ * with it, and the run's first instructions find their pages copied. */
+static void prebuild_ctx(lua_State *L)
+{
+	lua_pushvalue(L, -2);
+	lua_pushvalue(L, -2);
+	if (lx_callmod(L, "leash.run", "ctx", 2, 1) != LUA_OK || !lua_istable(L, -1)) {
+		lua_pop(L, 1);
+		lua_pushnil(L);
+	}
+}
+
+/* What the start says, in info and in the prebuilt ctx (job, info, ctx on
+ * the stack). */
+static void set_started(lua_State *L, int64_t token, long id)
+{
+	for (int at = -2; at <= -1; at++) {
+		if (!lua_istable(L, at))
+			continue;
+		lua_pushinteger(L, token);
+		lua_setfield(L, at - 1, "token");
+		lua_pushinteger(L, id);
+		lua_setfield(L, at - 1, "run_id");
+	}
+}
+
+/* Calls leash.run.main(job, info, ctx) (job, info, ctx or nil on the
+ * stack); its answer is the exit code. */
+static int run_body(lua_State *L)
+{
+	int ok = 0;
+
+	if (lx_callmod(L, "leash.run", "main", 3, 1) == LUA_OK) {
 		ok = lua_toboolean(L, -1);
 	} else {
 		char err[4096];
@@ -121,9 +159,155 @@ static int run_body(lua_State *L, const struct job *job, const struct run_info *
 	return ok ? 0 : 1;
 }
 
-void child_main(lua_State *L, const struct job *job, const struct run_info *info, long id,
-                int fds[][2])
+static rlim_t nofile_soft = RLIM_INFINITY;       /* RLIM_INFINITY: as inherited */
+
+void child_nofile(rlim_t soft)
 {
+	nofile_soft = soft;
+}
+
+/* ---- starting a child forked ahead ----
+ *
+ * Its struct child_go comes through its own pipe, but the child does not
+ * sleep on the pipe: a write would wake it there and then, and the children
+ * of a burst, started one by one, would take the parent's CPU before the
+ * parent had started the rest.  They sleep on one futex word in memory
+ * shared by all (mapped before the first of them is forked); the parent
+ * writes every start of a turn, then wakes them all at once.
+ */
+
+static uint32_t *go_word;               /* the shared futex word */
+static int go_written;                  /* the parent: starts not woken yet */
+
+int child_go_init(void)
+{
+	void *p;
+
+	if (go_word)
+		return 0;
+	p = mmap(NULL, sizeof *go_word, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	go_word = p;
+	return 0;
+}
+
+int child_go_send(int fd, const struct child_go *go)
+{
+	/* Whole: an empty pipe, and less than PIPE_BUF. */
+	if (write(fd, go, sizeof *go) != (ssize_t)sizeof *go)
+		return -1;
+	go_written = 1;
+	return 0;
+}
+
+void child_go_wake(void)
+{
+	if (!go_written)
+		return;
+	go_written = 0;
+	__atomic_add_fetch(go_word, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, go_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* ---- the code a run runs, mapped ahead ----
+ *
+ * fork() copies no page-table entries for code: a child faults in every page
+ * of the Lua interpreter and the C library it runs, one fault (and 16 pages
+ * around it) at a time, and a burst of runs would pay those faults as each
+ * body starts.  A child forked ahead maps them while it waits instead, in a
+ * few calls: the read-only segments of the objects that hold the Lua API,
+ * malloc and leash itself (not the store's client libraries, which a run
+ * never calls).
+ */
+
+#define CODE_SPANS_MAX 24
+
+static struct { uintptr_t start; size_t len; } code_span[CODE_SPANS_MAX];
+static int ncode_span;
+
+static int add_code(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const uintptr_t *want = arg;
+	int hit = 0;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum && !hit; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+
+		for (int k = 0; want[k] && ph->p_type == PT_LOAD; k++)
+			if (want[k] >= a && want[k] < a + ph->p_memsz)
+				hit = 1;
+	}
+	for (int i = 0; i < info->dlpi_phnum && hit && ncode_span < CODE_SPANS_MAX; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+		uintptr_t a = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);
+		uintptr_t b = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+
+		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
+			continue;
+		code_span[ncode_span].start = a;
+		code_span[ncode_span++].len = b - a;
+	}
+	return 0;
+}
+
+void child_code_init(void)
+{
+	const uintptr_t want[] = {
+		(uintptr_t)lua_callk, (uintptr_t)malloc, (uintptr_t)child_main, 0
+	};
+
+	if (!ncode_span)
+		dl_iterate_phdr(add_code, (void *)want);
+}
+
+static void map_code(void)
+{
+#ifdef MADV_POPULATE_READ
+	for (int i = 0; i < ncode_span; i++)
+		madvise((void *)code_span[i].start, code_span[i].len, MADV_POPULATE_READ);  /* a hint */
+#endif
+}
+
+/* A child forked ahead: waits for its start (fd non-blocking).  0 with *go
+ * filled, or -1 when the parent closed the pipe instead (the fire will not
+ * start here) or is gone. */
+static int wait_go(int fd, struct child_go *go, pid_t parent)
+{
+	struct timespec again = { 1, 0 };
+
+	for (;;) {
+		uint32_t seen = __atomic_load_n(go_word, __ATOMIC_SEQ_CST);
+		ssize_t n = read(fd, go, sizeof *go);
+
+		if (n == (ssize_t)sizeof *go)
+			break;
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+			return -1;      /* closed (or cut short: the parent died writing) */
+		/* Woken by a start (maybe another's), a signal, or after a
+		 * second to see whether the parent is still there. */
+		if (syscall(SYS_futex, go_word, FUTEX_WAIT, seen, &again, NULL, 0) < 0 &&
+		    errno == ETIMEDOUT && getppid() != parent)
+			return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int64_t timeout_stop(const struct job *job, const struct run_info *info)
+{
+	int64_t ms = info->timeout_ms ? info->timeout_ms : job->timeout_ms;
+
+	return ms ? clock_boot_ms() + ms : 0;
+}
+
+void child_main(lua_State *L, const struct job *job, const struct run_info *info, long id,
+                int fds[][2], int go)
+{
+	pid_t parent = getppid();
 	sigset_t fence;
 	int devnull, code;
 
@@ -137,6 +321,9 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	child_fence_sigset(&fence);
 	sigprocmask(SIG_SETMASK, &fence, NULL);
 
+	/* The go pipe out of the way of the dup2s below (above fd 4). */
+	if (go >= 0)
+		go = fcntl(go, F_DUPFD_CLOEXEC, 5);
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull >= 0)
 		dup2(devnull, STDIN_FILENO);
@@ -147,22 +334,53 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	 * starts inherits the log-record pipe (and one that lingers keeps the
 	 * run from ending). */
 	fcntl(3, F_SETFD, FD_CLOEXEC);
+	if (go >= 0) {
+		dup3(go, 4, O_CLOEXEC);
+		go = 4;
+		fcntl(go, F_SETFL, O_NONBLOCK);
+	}
 	/* Whatever else the parent had open (the database socket above all)
 	 * is not the child's. */
-	syscall(SYS_close_range, 4U, ~0U, 0U);
+	syscall(SYS_close_range, go >= 0 ? 5U : 4U, ~0U, 0U);
 	log_fd = 3;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (nofile_soft != RLIM_INFINITY) {
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+			rl.rlim_cur = nofile_soft;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 
 	if (child_fence(info->fence_stop_ms, info->fence_slack_ms,
-	                info->timeout_ms ? clock_boot_ms() + info->timeout_ms
-	                : job->timeout_ms ? clock_boot_ms() + job->timeout_ms : 0) < 0)
+	                go >= 0 ? 0 : timeout_stop(job, info)) < 0)
 		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
 	sigemptyset(&fence);
 	sigprocmask(SIG_SETMASK, &fence, NULL);
 
 	hold_gc(L);
-	code = run_body(L, job, info, id);
+	push_info(L, job, info, id);
+	if (go >= 0) {
+		/* Forked ahead of the fire: nothing runs until it starts. */
+		struct child_go g;
+
+		prebuild_ctx(L);
+		map_code();
+		if (wait_go(go, &g, parent) < 0)
+			_exit(0);
+		set_started(L, g.token, g.run_id);
+		child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
+	} else {
+		lua_pushnil(L);
+	}
+	code = run_body(L);
 	fflush(NULL);
+	/* The run is over; tearing down a copy of the parent's address space
+	 * is not (a fifth of a millisecond): it yields to the runs starting
+	 * now, so a burst's bodies start one after the other, not each after
+	 * the previous one's exit. */
+	setpriority(PRIO_PROCESS, 0, 19);
 	_exit(code);
 }
 
@@ -244,6 +462,23 @@ int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms)
 	arm(stop_ms);
 	fence_armed = 1;
 	return 0;
+}
+
+void child_fence_start(int64_t stop_ms, int64_t timeout_stop_ms)
+{
+	sigset_t set, old;
+
+	run_stop_ms = timeout_stop_ms;
+	if (!stop_ms)
+		return;
+	/* A push may come meanwhile: one of the two wins, both are current. */
+	child_fence_sigset(&set);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	if (fence_armed && stop_ms != fence_stop_ms) {
+		fence_stop_ms = stop_ms;
+		arm(stop_ms);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 double child_left_s(void)

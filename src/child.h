@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <lua.h>
 
 struct job;
@@ -26,15 +27,45 @@ struct run_info;
  * handlers are set: a push never meets a child that would die of it. */
 void child_fence_sigset(sigset_t *);
 
-/* The child's life: fds are the stdout, stderr and log-record pipes. */
+/* What the parent sends a process forked ahead of its fire when the fire
+ * starts (a pipe's one write). */
+struct child_go {
+	int64_t token;
+	int64_t fence_stop_ms;          /* boottime, as run_info's */
+	long run_id;
+};
+
+/* The parent's side of starting children forked ahead: the shared word they
+ * sleep on, mapped once before the first is forked (0, or -1); a start
+ * written to a child's go pipe (0, or -1 when the child is gone); and the
+ * wake-up of every child whose start was written (once a turn). */
+int child_go_init(void);
+/* Finds the code a run runs (once, in the parent), for the children forked
+ * ahead to map while they wait. */
+void child_code_init(void);
+int child_go_send(int fd, const struct child_go *);
+void child_go_wake(void);
+
+/* The child's life: fds are the stdout, stderr and log-record pipes.  go:
+ * -1, or the read end of a pipe on which the child waits, forked ahead, for
+ * its struct child_go (the run's id and token come with it); it exits
+ * quietly when the pipe closes without one. */
 __attribute__((noreturn))
 void child_main(lua_State *L, const struct job *job, const struct run_info *info, long run_id,
-                int fds[][2]);
+                int fds[][2], int go);
+
+/* The soft RLIMIT_NOFILE a run and what it starts get (the parent raises
+ * its own for a thousand runs' pipes). */
+void child_nofile(rlim_t soft);
 
 /* Installs the fence handlers and arms the self-fencing kill timer; stop_ms
  * 0 = none (a push is then ignored).  timeout_stop_ms (boottime, 0 = none)
  * only bounds what child_left_s says. */
 int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms);
+
+/* A child forked ahead starts: the stop deadline the parent sent with the
+ * start, and the run's own timeout (boottime, 0 = none) from now on. */
+void child_fence_start(int64_t stop_ms, int64_t timeout_stop_ms);
 
 /* Seconds until the body will be stopped (fence or timeout), or HUGE_VAL. */
 double child_left_s(void);

@@ -3,22 +3,27 @@
  * Each turn asks the job table what is due (and starts it), lets the
  * singleton glue do the election's store work unless a fire is moments away,
  * asks the job table again (the election may just have allowed a run), then
- * sleeps in ppoll() until the nearest deadline or until a descriptor is
+ * sleeps in epoll_wait() until the nearest deadline or until a descriptor is
  * ready: signals arrive through a signalfd, runs' output through pipes,
- * release events through the store's socket.  Then it dispatches, reaps
+ * release events through the store's socket.  The epoll set lives across
+ * turns: a run's pipes join it when it is forked and leave as they close, so
+ * a turn neither rebuilds nor polls the pipes of every run going.  Then it dispatches, reaps
  * children, finishes the runs that ended and drops removed jobs.  It knows
  * runs and descriptors; what a job is, is the job table's business.
  */
 #include <errno.h>
 #include <malloc.h>
-#include <poll.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,8 +78,14 @@ void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 static int64_t wall(void *arg) { (void)arg; return clock_wall_ms(); }
 static int64_t mono(void *arg) { (void)arg; return clock_mono_ms(); }
 
+static void add_run(struct loop *lp, struct run *r)
+{
+	r->next = lp->runs;
+	lp->runs = r;
+}
+
 static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int catchup,
-                             long *id)
+                             struct run *prep, long *id)
 {
 	struct loop *lp = arg;
 	struct run_info info = {
@@ -84,11 +95,16 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 		.manual = catchup == SCHED_MANUAL,
 		.grace_ms = lp->cfg->grace_ms,
 	};
-	struct run *r;
+	struct run *r = NULL;
 
 	if (lp->cfg->singleton)
 		singleton_run_info(&lp->sg, j, &info);
-	r = runner_start(lp->L, j, &info);
+	if (prep && runner_go(prep, &info) == 0)
+		r = prep;
+	else if (prep)
+		runner_discard(prep);   /* its child died: a fresh one */
+	if (!r && (r = runner_start(lp->L, j, &info)))
+		add_run(lp, r);
 	if (!r)
 		return NULL;
 	r->scheduled_ms = scheduled_ms;
@@ -97,10 +113,33 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 	r->started_wall = clock_wall_ms();
 	if (lp->cfg->singleton)
 		singleton_run_started(&lp->sg, r);
-	r->next = lp->runs;
-	lp->runs = r;
 	*id = r->id;
 	return r;
+}
+
+/* A fire's process forked ahead (sched.h's prepare): the token and the fence
+ * deadline are today's; runner_go sends the ones of the start. */
+static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
+{
+	struct loop *lp = arg;
+	struct run_info info = {
+		.replica = lp->owner, .scheduled_ms = fire, .grace_ms = lp->cfg->grace_ms,
+	};
+	struct run *r;
+
+	if (lp->cfg->singleton)
+		singleton_run_info(&lp->sg, j, &info);
+	if (!(r = runner_prepare(lp->L, j, &info)))
+		return -1;
+	add_run(lp, r);
+	*out = r;
+	return 1;
+}
+
+static void discard_run(void *arg, struct run *r)
+{
+	(void)arg;
+	runner_discard(r);
 }
 
 static void stop_run(void *arg, struct run *r, const char *reason)
@@ -146,6 +185,16 @@ static void finish_done_runs(struct loop *lp)
 			continue;
 		}
 		*p = r->next;
+		if (r->armed) {         /* never started: nothing to tell but its death */
+			if (r->job) {
+				log_msg(LOG_WARN, r->job->name, 0, "the process forked ahead of a fire "
+				        "died before it (pid %d, status %d); the fire forks another",
+				        (int)r->pid, r->status);
+				sched_prep_ended(&lp->sched, r->job, r);
+			}
+			runner_free(r);
+			continue;
+		}
 		runner_report(r, &failed);
 		if (r->hook) {
 			hooks_hook_ended(&lp->hooks, r, lp->stopping);
@@ -177,7 +226,10 @@ static int64_t tick_runs(struct loop *lp, int64_t sleep_ms)
 
 static int64_t due(struct loop *lp)
 {
-	return tick_runs(lp, sched_start_due(&lp->sched));
+	int64_t ms = sched_start_due(&lp->sched);
+
+	runner_wake();          /* every run just started, at once */
+	return tick_runs(lp, ms);
 }
 
 static void on_signal(struct loop *lp)
@@ -207,44 +259,37 @@ static void on_signal(struct loop *lp)
 			lp->stopping = 1;
 			lp->sched.stopping = 1;
 			log_msg(LOG_INFO, NULL, 0, "%s: stopping", strsignal(si.ssi_signo));
+			/* (The processes forked ahead go with the job table's
+			 * next turn.) */
 			for (struct run *r = lp->runs; r; r = r->next)
-				runner_stop(r, "shutdown");
+				if (!r->armed)
+					runner_stop(r, "shutdown");
 			break;
 		}
 	}
 }
 
-/* The descriptors to wait on: the signalfd, the store's events, and every
- * run's open streams. */
-struct watch {
-	struct pollfd *pfd;
-	struct run **run;
-	enum run_stream *stream;
-	size_t n, cap;
-	size_t events;                  /* index of the store's fd, or 0 */
-};
+/* What the loop's epoll events point at besides runs' streams. */
+static char on_sigfd, on_store;
 
-static int watch_add(struct watch *w, int fd, struct run *r, enum run_stream st)
+static int watch(int epfd, int fd, void *what)
 {
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 16;
-		struct pollfd *pfd = realloc(w->pfd, cap * sizeof *pfd);
-		struct run **run = pfd ? realloc(w->run, cap * sizeof *run) : NULL;
-		enum run_stream *stream = run ? realloc(w->stream, cap * sizeof *stream) : NULL;
-		if (pfd)
-			w->pfd = pfd;
-		if (run)
-			w->run = run;
-		if (!stream)
-			return -1;
-		w->stream = stream;
-		w->cap = cap;
-	}
-	w->pfd[w->n] = (struct pollfd){ fd, POLLIN, 0 };
-	w->run[w->n] = r;
-	w->stream[w->n] = st;
-	w->n++;
-	return 0;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = what };
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* Without a soft limit of its own a thousand runs' pipes would not fit in
+ * systemd's 1024; a run gets the soft limit back. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	child_nofile(rl.rlim_cur);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 static void block_signals(sigset_t *mask)
@@ -271,7 +316,9 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		.arg = &lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
 		.adopt = adopt_run,
 	};
-	struct watch w = { 0 };
+	struct epoll_event ev[64];
+	int epfd, evfd = -1;             /* the store's socket in the epoll set */
+	ino_t evino = 0;
 	sigset_t mask;
 	int64_t started_ms;
 	int rc = 1;
@@ -280,11 +327,18 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	/* What a run's ctx.exec leaves behind is reparented here and reaped by
 	 * the same waitpid(-1) loop, never left as a zombie. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	raise_nofile();
 	lp.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (lp.sigfd < 0) {
-		log_msg(LOG_ERROR, NULL, 0, "signalfd: %s", strerror(errno));
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (lp.sigfd < 0 || epfd < 0 || watch(epfd, lp.sigfd, &on_sigfd) < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "signalfd, epoll: %s", strerror(errno));
+		if (lp.sigfd >= 0)
+			close(lp.sigfd);
+		if (epfd >= 0)
+			close(epfd);
 		return 1;
 	}
+	runner_watch(epfd);
 	/* A long-lived parent: large buffers (a renew_all of 1,000 names and its
 	 * answer) go to mmap and back to the system when freed, and the heap
 	 * keeps no slack at its top. */
@@ -299,6 +353,8 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 
 		if (http_open(&lp.http, cfg, err, sizeof err) < 0) {
 			log_msg(LOG_ERROR, NULL, 0, "%s", err);
+			runner_watch(-1);
+			close(epfd);
 			close(lp.sigfd);
 			return 2;
 		}
@@ -309,6 +365,8 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		if (singleton_init(&lp.sg, cfg, &lp.sched, lp.owner, err, sizeof err) < 0) {
 			log_msg(LOG_ERROR, NULL, 0, "%s", err);
 			http_close(&lp.http);
+			runner_watch(-1);
+			close(epfd);
 			close(lp.sigfd);
 			return 2;
 		}
@@ -322,6 +380,8 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.account = singleton_account;
 		env.paused = singleton_paused;
 	}
+	env.prepare = prepare_run;
+	env.discard = discard_run;
 	lp.hooks = (struct hooks){ .L = L, .replica = lp.owner, .grace_ms = cfg->grace_ms,
 	                           .runs = &lp.runs };
 	if (cfg->singleton) {
@@ -344,8 +404,6 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		/* What is due first, then the election (unless a fire is
 		 * imminent), then what the election just allowed. */
 		int64_t wait_ms = due(&lp);
-		struct timespec ts;
-		int evfd;
 
 		if (cfg->singleton) {
 			int64_t elect_in = singleton_turn(&lp.sg, wait_ms);
@@ -373,33 +431,48 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 			if (wait_ms < 0)
 				wait_ms = 0;
 		}
-		w.n = 0;
-		w.events = 0;
-		if (watch_add(&w, lp.sigfd, NULL, 0) < 0)
-			goto oom;
-		evfd = cfg->singleton ? singleton_event_fd(&lp.sg) : -1;
-		if (evfd >= 0) {
-			w.events = w.n;
-			if (watch_add(&w, evfd, NULL, 0) < 0)
-				goto oom;
+		{
+			/* The store's socket changes when it reconnects, maybe
+			 * under the same number: told apart by its inode.  The
+			 * old one left the epoll set as it closed. */
+			int fd = cfg->singleton ? singleton_event_fd(&lp.sg) : -1;
+			struct stat st;
+
+			if (fd < 0 || fstat(fd, &st) < 0) {
+				evfd = -1;
+			} else if (fd != evfd || st.st_ino != evino) {
+				if (watch(epfd, fd, &on_store) == 0 || errno == EEXIST) {
+					evfd = fd;
+					evino = st.st_ino;
+				}
+			}
 		}
-		for (struct run *r = lp.runs; r; r = r->next)
-			for (enum run_stream i = 0; i < RUN_STREAMS; i++)
-				if (r->fd[i] >= 0 && watch_add(&w, r->fd[i], r, i) < 0)
-					goto oom;
-		ts.tv_sec = wait_ms / 1000;
-		ts.tv_nsec = (wait_ms % 1000) * 1000000;
-		if (ppoll(w.pfd, w.n, &ts, NULL) < 0 && errno != EINTR) {
-			log_msg(LOG_ERROR, NULL, 0, "ppoll: %s", strerror(errno));
-			goto done;
+		runner_wake();          /* what else started this turn */
+		{
+			int n = epoll_wait(epfd, ev, sizeof ev / sizeof *ev,
+			                   wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
+			int sig = 0, store = 0;
+
+			if (n < 0 && errno != EINTR) {
+				log_msg(LOG_ERROR, NULL, 0, "epoll_wait: %s", strerror(errno));
+				goto done;
+			}
+			for (int i = 0; i < n; i++) {
+				void *what = ev[i].data.ptr;
+
+				if (what == &on_sigfd)
+					sig = 1;
+				else if (what == &on_store)
+					store = 1;
+				else
+					runner_read(((struct run_stream_ref *)what)->run,
+					            ((struct run_stream_ref *)what)->stream);
+			}
+			if (store)
+				singleton_events(&lp.sg);
+			if (sig)
+				on_signal(&lp);
 		}
-		for (size_t i = 1; i < w.n; i++)
-			if (w.pfd[i].revents && w.run[i])
-				runner_read(w.run[i], w.stream[i]);
-		if (w.events && w.pfd[w.events].revents)
-			singleton_events(&lp.sg);
-		if (w.pfd[0].revents)
-			on_signal(&lp);
 		finish_done_runs(&lp);
 		sched_drop_removed(&lp.sched);
 	}
@@ -416,12 +489,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	log_msg(LOG_INFO, NULL, 0, "stopped");
 	rc = 0;
 	goto done;
-oom:
-	log_msg(LOG_ERROR, NULL, 0, "out of memory");
 done:
-	free(w.pfd);
-	free(w.run);
-	free(w.stream);
 	if (rc != 0) {
 		lp.sched.env.leave = NULL;      /* no store calls on the way out */
 		sched_free(&lp.sched);
@@ -429,6 +497,8 @@ done:
 			singleton_free(&lp.sg, clock_mono_ms() - started_ms);
 	}
 	http_close(&lp.http);
+	runner_watch(-1);
+	close(epfd);
 	close(lp.sigfd);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,10 +27,26 @@
 #include "store/store.h"
 
 static long next_run_id;
+static int watch_fd = -1;
 
-struct run *runner_start(lua_State *L, struct job *job, const struct run_info *info)
+void runner_watch(int epfd)
+{
+	watch_fd = epfd;
+}
+
+static void close_stream(struct run *r, enum run_stream i)
+{
+	if (watch_fd >= 0)
+		epoll_ctl(watch_fd, EPOLL_CTL_DEL, r->fd[i], NULL);
+	close(r->fd[i]);
+	r->fd[i] = -1;
+}
+
+/* Forks the child; go: whether it waits for runner_go. */
+static struct run *spawn(lua_State *L, struct job *job, const struct run_info *info, int go)
 {
 	int fds[RUN_STREAMS][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+	int gofds[2] = { -1, -1 };
 	struct run *r = calloc(1, sizeof *r);
 	pid_t pid;
 
@@ -38,44 +55,119 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	for (int i = 0; i < RUN_STREAMS; i++)
 		if (pipe2(fds[i], O_CLOEXEC) < 0)
 			goto fail;
-	r->id = ++next_run_id;
+	if (go && (child_go_init() < 0 || pipe2(gofds, O_CLOEXEC) < 0))
+		goto fail;
+	if (go)
+		child_code_init();
+	if (!go)
+		r->id = ++next_run_id;
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
 		goto fail;
 	if (pid == 0)
-		child_main(L, job, info, r->id, fds);
+		child_main(L, job, info, r->id, fds, gofds[0]);
 	setpgid(pid, pid);              /* also here, so a kill right away finds the group */
 	r->pid = pid;
 	r->job = job;
+	r->armed = go;
+	r->go_fd = gofds[1];
+	if (go) {
+		close(gofds[0]);
+		fcntl(r->go_fd, F_SETFL, O_NONBLOCK);
+	}
+	r->fence_ms = info->fence_stop_ms;
+	for (int i = 0; i < RUN_STREAMS; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->ref[i] };
+
+		close(fds[i][1]);
+		r->fd[i] = fds[i][0];
+		r->ref[i] = (struct run_stream_ref){ r, i };
+		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
+		if (watch_fd >= 0)
+			epoll_ctl(watch_fd, EPOLL_CTL_ADD, r->fd[i], &ev);
+	}
+	return r;
+fail:
+	log_msg(LOG_ERROR, job->name, 0, "cannot %s a run: %s", go ? "prepare" : "start",
+	        strerror(errno));
+	for (int i = 0; i < RUN_STREAMS; i++)
+		for (int k = 0; k < 2; k++)
+			if (fds[i][k] >= 0)
+				close(fds[i][k]);
+	for (int k = 0; k < 2; k++)
+		if (gofds[k] >= 0)
+			close(gofds[k]);
+	free(r);
+	return NULL;
+}
+
+/* The run is under way from now: its clocks, and the log says so. */
+static void begin(struct run *r, const struct run_info *info)
+{
+	struct job *job = r->job;
+
 	r->grace_ms = info->grace_ms;
 	r->fence_ms = info->fence_stop_ms;
 	r->started_ms = clock_mono_ms();
 	r->hook = info->hook != NULL;
 	if (info->timeout_ms || job->timeout_ms)
 		r->timeout_at = r->started_ms + (info->timeout_ms ? info->timeout_ms : job->timeout_ms);
-	for (int i = 0; i < RUN_STREAMS; i++) {
-		close(fds[i][1]);
-		r->fd[i] = fds[i][0];
-		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
-	}
 	if (info->hook)
 		log_msg(LOG_INFO, job->name, r->id, "%s hook started pid=%d", info->hook->hook,
-		        (int)pid);
+		        (int)r->pid);
 	else if (info->token)
-		log_msg(LOG_INFO, job->name, r->id, "started pid=%d token=%lld", (int)pid,
+		log_msg(LOG_INFO, job->name, r->id, "started pid=%d token=%lld", (int)r->pid,
 		        (long long)info->token);
 	else
-		log_msg(LOG_INFO, job->name, r->id, "started pid=%d", (int)pid);
+		log_msg(LOG_INFO, job->name, r->id, "started pid=%d", (int)r->pid);
+}
+
+struct run *runner_start(lua_State *L, struct job *job, const struct run_info *info)
+{
+	struct run *r = spawn(L, job, info, 0);
+
+	if (r)
+		begin(r, info);
 	return r;
-fail:
-	log_msg(LOG_ERROR, job->name, 0, "cannot start a run: %s", strerror(errno));
-	for (int i = 0; i < RUN_STREAMS; i++)
-		for (int k = 0; k < 2; k++)
-			if (fds[i][k] >= 0)
-				close(fds[i][k]);
-	free(r);
-	return NULL;
+}
+
+struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info *info)
+{
+	return spawn(L, job, info, 1);
+}
+
+int runner_go(struct run *r, const struct run_info *info)
+{
+	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
+
+	if (!r->armed || r->exited)
+		return -1;
+	go.run_id = next_run_id + 1;
+	if (child_go_send(r->go_fd, &go) < 0)
+		return -1;
+	close(r->go_fd);
+	r->go_fd = -1;
+	r->armed = 0;
+	r->id = ++next_run_id;
+	begin(r, info);
+	return 0;
+}
+
+void runner_wake(void)
+{
+	child_go_wake();
+}
+
+void runner_discard(struct run *r)
+{
+	r->job = NULL;
+	if (r->go_fd >= 0) {
+		close(r->go_fd);
+		r->go_fd = -1;
+	}
+	if (!r->exited)
+		kill(r->pid, SIGKILL);
 }
 
 /* A ctx.log record: level, message, then key/value pairs, tab-separated
@@ -168,8 +260,7 @@ void runner_read(struct run *r, enum run_stream i)
 					lb->n = 0;
 				}
 				keep(r, i, buf);
-				close(r->fd[i]);
-				r->fd[i] = -1;
+				close_stream(r, i);
 			}
 			return;
 		}
@@ -296,8 +387,10 @@ void runner_free(struct run *r)
 {
 	for (int i = 0; i < RUN_STREAMS; i++) {
 		if (r->fd[i] >= 0)
-			close(r->fd[i]);
+			close_stream(r, i);
 		free(r->lb[i].b);
 	}
+	if (r->go_fd >= 0)
+		close(r->go_fd);
 	free(r);
 }

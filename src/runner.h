@@ -49,11 +49,21 @@ struct linebuf {
 	size_t n;
 };
 
+/* What an epoll event on one of a run's streams points at. */
+struct run_stream_ref {
+	struct run *run;
+	enum run_stream stream;
+};
+
 struct run {
 	pid_t pid;
 	long id;
 	struct job *job;
 	int fd[RUN_STREAMS];            /* -1 once closed */
+	struct run_stream_ref ref[RUN_STREAMS];
+	/* Forked ahead of its fire (runner_prepare) and not started yet: the
+	 * write end of the pipe its child waits on. */
+	int armed, go_fd;
 	struct linebuf lb[RUN_STREAMS];
 	int64_t started_ms;             /* monotonic */
 	int64_t timeout_at;             /* monotonic; 0 = none */
@@ -74,9 +84,31 @@ struct run {
 	struct run *next;
 };
 
+/* The epoll instance every run's streams are added to (and taken out of
+ * before they close), with struct run_stream_ref pointers as their data;
+ * -1: none. */
+void runner_watch(int epfd);
+
 /* Forks a child that runs job's body with a ctx built from info.  NULL with
  * the reason logged when the fork fails. */
 struct run *runner_start(lua_State *L, struct job *, const struct run_info *);
+
+/* Forks, ahead of its fire, the child of a run of job: it sets itself up
+ * and waits, with info's fence armed, until runner_go starts it (the run's
+ * id, its token and fence deadline come then).  NULL when the fork fails
+ * (logged).  Not a run yet: no id, nothing logged. */
+struct run *runner_prepare(lua_State *L, struct job *, const struct run_info *);
+
+/* Starts a prepared run: 0, or -1 when its child is gone (the caller
+ * discards it).  Its child goes on at the next runner_wake, which wakes all
+ * those started since the last at once (the loop calls it after starting
+ * what was due, and before it sleeps). */
+int runner_go(struct run *, const struct run_info *);
+void runner_wake(void);
+
+/* A prepared run that will not start: its child goes now (SIGKILL); it is
+ * freed once reaped, with nothing logged. */
+void runner_discard(struct run *);
 
 /* Reads what is ready on one stream and logs its complete lines. */
 void runner_read(struct run *, enum run_stream);

@@ -15,6 +15,8 @@ void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sch
 	s->L = L;
 	s->dir = dir;
 	s->env = *env;
+	s->prep_us = 1000;              /* a fork: 1 ms, until measured */
+	s->prep_n = 1;
 }
 
 static int64_t wall(struct sched *s) { return s->env.wall_ms(s->env.arg); }
@@ -96,6 +98,7 @@ static void schedule(struct sched *s, struct job *j)
 }
 
 static void drop_wanted(struct sched *, struct job *, const char *why, int held);
+static void drop_prep(struct sched *, struct job *);
 static int may_run(struct sched *, const struct job *);
 static void account(struct sched *, struct job *, int64_t fire, int claimed, const char *outcome,
                     const char *why);
@@ -223,8 +226,17 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 		/* Fires of the old schedule: none is started under the new one. */
 		drop_wanted(s, fresh, "the schedule changed", may_run(s, fresh));
 	}
+	/* A process forked ahead runs the file as it was then: kept only
+	 * when the file is the same. */
+	if (old->prep && !edited) {
+		fresh->prep = old->prep;
+		fresh->prep_ms = old->prep_ms;
+		old->prep = NULL;
+		s->env.adopt(s->env.arg, fresh->prep, fresh);
+	}
 	old->run = NULL;
 	old->elect = NULL;
+	drop_prep(s, old);
 	job_free(s->L, old);
 }
 
@@ -304,10 +316,36 @@ static int may_run(struct sched *s, const struct job *j)
 	return s->env.may_run(s->env.elect_arg, j);
 }
 
+/* j's process forked ahead goes: it will not start. */
+static void drop_prep(struct sched *s, struct job *j)
+{
+	if (!j->prep)
+		return;
+	s->env.discard(s->env.arg, j->prep);
+	j->prep = NULL;
+}
+
+/* Whether j's process forked ahead is still for a fire j is to start as a
+ * regular one: the next, the one waiting for its claim, or the one claimed
+ * ahead of its time. */
+static int prep_fits(const struct job *j)
+{
+	return j->prep_ms == j->next_fire_ms || j->prep_ms == j->claimed_ms ||
+	       (j->prep_ms == j->want_ms && !j->want_catchup);
+}
+
 static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catchup)
 {
 	long id = 0;
-	struct run *r = s->env.start(s->env.arg, j, scheduled_ms, catchup, &id);
+	struct run *prep = NULL, *r;
+
+	/* The process forked for this very fire, if any (a catch-up, manual
+	 * or other fire leaves it to its own). */
+	if (j->prep && j->prep_ms == scheduled_ms && !catchup) {
+		prep = j->prep;
+		j->prep = NULL;
+	}
+	r = s->env.start(s->env.arg, j, scheduled_ms, catchup, prep, &id);
 
 	if (r) {
 		metrics_note_fire(j->metrics, scheduled_ms, catchup, wall(s));
@@ -511,7 +549,7 @@ static int next_wanted(struct sched *s, struct job *j, long ended_id)
 
 static int grow_batch(struct sched *s, size_t n)
 {
-	struct job **cj;
+	struct job **cj, **pj;
 	int64_t *cf;
 	int *cok;
 
@@ -526,6 +564,9 @@ static int grow_batch(struct sched *s, size_t n)
 	if (!(cok = realloc(s->cok, n * sizeof *cok)))
 		return -1;
 	s->cok = cok;
+	if (!(pj = realloc(s->pj, n * sizeof *pj)))
+		return -1;
+	s->pj = pj;
 	s->ccap = n;
 	return 0;
 }
@@ -723,20 +764,90 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 	return sleep_ms;
 }
 
+/* Whether j's next fire is one to fork the process of ahead: a regular fire
+ * within SCHED_PREP_AHEAD_MS, with nothing else waiting or going, that the
+ * job is not paused for. */
+static int wants_prep(struct sched *s, const struct job *j, int64_t now)
+{
+	if (!s->env.prepare || j->prep || j->prep_ms == j->next_fire_ms || j->run ||
+	    !sched_idle(j) || j->next_fire_ms < 0 || j->next_fire_ms - now > SCHED_PREP_AHEAD_MS)
+		return 0;
+	return !s->env.paused || !takes_part(s, j) || s->env.paused(s->env.elect_arg, j) == 0;
+}
+
+/* How long before its fire the forking ahead of n processes starts: as late
+ * as they can all be forked in time (twice the forks' measured cost, and
+ * SCHED_PREP_MIN_MS more), so that it stays out of the way of the runs
+ * started just before, which want both the CPU and the process's memory
+ * (a fork write-protects it). */
+static int64_t prep_lead(const struct sched *s, size_t n)
+{
+	int64_t us = s->prep_us / (s->prep_n ? s->prep_n : 1);
+	int64_t lead = (int64_t)n * us * 2 / 1000 + SCHED_PREP_MIN_MS;
+
+	return lead < SCHED_PREP_AHEAD_MS ? lead : SCHED_PREP_AHEAD_MS;
+}
+
+/* Forks the processes of s->pj[0..n)'s next fires ahead (those whose time
+ * has come, see prep_lead), for at most SCHED_PREP_TURN_MS and never into
+ * the time of a fire (sleep_ms away): the fires' own starts come first.
+ * Returns ms until it wants a turn. */
+static int64_t prepare_ahead(struct sched *s, size_t n, int64_t sleep_ms, int64_t now)
+{
+	int64_t t0 = mono(s), lead = prep_lead(s, n), wake = INT64_MAX;
+	size_t made = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct job *j = s->pj[i];
+		int64_t spent = mono(s) - t0;
+
+		if (j->next_fire_ms - lead > now) {
+			wake = min64(wake, j->next_fire_ms - lead - now);
+			continue;
+		}
+		if (sleep_ms - spent <= SCHED_PREP_TURN_MS) {
+			wake = INT64_MAX;       /* after the fire */
+			break;
+		}
+		if (spent >= SCHED_PREP_TURN_MS ||
+		    s->env.prepare(s->env.arg, j, j->next_fire_ms, &j->prep) == 0) {
+			wake = 0;               /* the rest in the next turn */
+			break;
+		}
+		j->prep_ms = j->next_fire_ms;   /* made, or failed: not tried again */
+		made++;
+	}
+	if (made) {
+		/* The cost per fork, over the last thousand or so. */
+		s->prep_us += (mono(s) - t0) * 1000;
+		s->prep_n += made;
+		if (s->prep_n > 1000) {
+			s->prep_us /= 2;
+			s->prep_n /= 2;
+		}
+	}
+	return wake;
+}
+
 int64_t sched_start_due(struct sched *s)
 {
 	int64_t now = wall(s), mnow = mono(s);
 	int64_t sleep_ms = 60000;
-	size_t n = 0;
+	size_t n = 0, np = 0;
 
 	if (grow_batch(s, s->njobs) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "out of memory: no fire starts this turn");
 		return 1000;
 	}
-	for (size_t i = 0; i < s->njobs && !s->stopping; i++) {
+	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
+		int ok = !s->stopping && may_run(s, j);
 
-		if (!may_run(s, j)) {
+		if (j->prep && (!ok || !prep_fits(j)))
+			drop_prep(s, j);
+		if (s->stopping)
+			continue;
+		if (!ok) {
 			/* A follower's fire times pass too: what it catches up
 			 * when it becomes the holder is sched_gained's choice. */
 			if (j->want_ms || j->claimed_ms || j->backlog_ms || j->pending_ms)
@@ -758,9 +869,13 @@ int64_t sched_start_due(struct sched *s)
 			continue;
 		}
 		sleep_ms = min64(sleep_ms, due_fire(s, j, now, &n));
+		if (wants_prep(s, j, now))
+			s->pj[np++] = j;
 	}
 	if (!s->stopping)
 		sleep_ms = min64(sleep_ms, claim_batch(s, n));
+	if (np)
+		sleep_ms = min64(sleep_ms, prepare_ahead(s, np, sleep_ms, now));
 	return sleep_ms < 0 ? 0 : sleep_ms;
 }
 
@@ -944,6 +1059,13 @@ void sched_stopped(struct sched *s)
 	}
 }
 
+void sched_prep_ended(struct sched *s, struct job *j, struct run *r)
+{
+	(void)s;
+	if (j->prep == r)
+		j->prep = NULL;
+}
+
 void sched_drop_removed(struct sched *s)
 {
 	size_t w = 0;
@@ -951,6 +1073,7 @@ void sched_drop_removed(struct sched *s)
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
 		if (j->removed && !j->run && !j->hook_run) {
+			drop_prep(s, j);
 			leave(s, j);
 			metrics_job_remove(j->metrics);
 			job_free(s->L, j);
@@ -964,6 +1087,7 @@ void sched_drop_removed(struct sched *s)
 void sched_free(struct sched *s)
 {
 	for (size_t i = 0; i < s->njobs; i++) {
+		drop_prep(s, s->jobs[i]);
 		leave(s, s->jobs[i]);
 		metrics_job_remove(s->jobs[i]->metrics);
 		job_free(s->L, s->jobs[i]);
@@ -974,8 +1098,10 @@ void sched_free(struct sched *s)
 	free(s->cj);
 	free(s->cf);
 	free(s->cok);
+	free(s->pj);
 	s->cj = NULL;
 	s->cf = NULL;
 	s->cok = NULL;
+	s->pj = NULL;
 	s->ccap = 0;
 }

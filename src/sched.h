@@ -21,6 +21,9 @@
 #define SCHED_CLAIM_AHEAD_MS 5          /* a fire's claim goes out this early */
 #define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
 #define SCHED_CTL_WAIT_MS 50            /* a look again while a new lease's controls are unread */
+#define SCHED_PREP_AHEAD_MS 1000        /* a fire's process is forked at most this early */
+#define SCHED_PREP_MIN_MS 50            /* and at least */
+#define SCHED_PREP_TURN_MS 5            /* forking ahead takes at most this much of a turn */
 #define SCHED_ACCOUNT_MAX 1000          /* missed fires one catch-up accounts one by one */
 #define SCHED_ACCOUNT_SPAN (24LL * 3600 * 1000) /* and how far back it looks at most */
 
@@ -30,8 +33,19 @@ struct sched_env {
 	int64_t (*mono_ms)(void *arg);  /* services' restarts */
 	/* Starts a run of the job (scheduled_ms 0 for a service; catchup: a
 	 * missed fire run late): the run's handle and id, or NULL when it could
-	 * not start (the env logs why). */
-	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, int catchup, long *id);
+	 * not start (the env logs why).  prep: the process prepare made for
+	 * this fire, to start instead of a new one (NULL: none). */
+	struct run *(*start)(void *arg, struct job *, int64_t scheduled_ms, int catchup,
+	                     struct run *prep, long *id);
+	/* Forks, ahead of time, the process of the job's fire at fire (a
+	 * periodic fire, not a catch-up): it waits, doing nothing, until start
+	 * is given it.  *out set: 1; 0 when not in this turn (the turn's share
+	 * of forking ahead is used up, ask again next turn); -1 when it failed
+	 * (the fire's process is forked at the fire).  NULL: runs are forked
+	 * when they start. */
+	int (*prepare)(void *arg, struct job *, int64_t fire, struct run **out);
+	/* A prepared process that will not start: it goes, quietly. */
+	void (*discard)(void *arg, struct run *);
 	/* Asks a run to stop (it ends later, through sched_run_ended).  The
 	 * reason may live on the caller's stack: keep a copy. */
 	void (*stop)(void *arg, struct run *, const char *reason);
@@ -77,7 +91,9 @@ struct sched {
 	struct job **cj;
 	int64_t *cf;
 	int *cok;
+	struct job **pj;                /* the jobs whose fire's process to prepare */
 	size_t ccap;
+	int64_t prep_us, prep_n;        /* what forking ahead took, for how many */
 };
 
 void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct sched_env *);
@@ -118,6 +134,10 @@ void sched_gained(struct sched *, struct job *, int64_t last_fire);
 /* At shutdown, once the runs have ended: the fires that were to start are
  * dropped (a claimed one is accounted missed: its row says so). */
 void sched_stopped(struct sched *);
+
+/* A prepared process of j died before its fire (it is forked again, or
+ * the fire's process is forked when it starts). */
+void sched_prep_ended(struct sched *, struct job *, struct run *);
 
 /* Drops removed jobs whose run has ended. */
 void sched_drop_removed(struct sched *);

@@ -21,6 +21,7 @@ local function table_of(jobs, opts)
     holds = opts.singleton and function(name) return held[name] == true end or nil,
     claim = opts.claim,
     paused = opts.paused,
+    prepare = opts.prepare and function(name, fire) return opts.prepare(name, fire, t) end,
   }
   s:load(false)
   local o = { s = s, d = d, t = t, held = held, log = {} }
@@ -39,7 +40,8 @@ local function table_of(jobs, opts)
     for _, e in ipairs(s:events()) do
       if e[1] == "start" then
         starts[#starts + 1] = { name = e[2], at = e[3], catchup = e[4] == "catchup" or nil,
-                                manual = e[4] == "manual" or nil }
+                                manual = e[4] == "manual" or nil,
+                                prepared = e[4] == "prepared" or nil }
       elseif e[1] == "log" then
         o.log[#o.log + 1] = e[2]
       else
@@ -782,6 +784,163 @@ describe("the job table", function()
       o.held.j = false
       o.advance(100)
       assert.truthy(o.logged("fire at 2027%-01%-15T08:00:10Z not started: this replica no longer holds the lease"))
+    end)
+  end)
+
+  describe("forking ahead", function()
+    -- A table whose env forks ahead: prepare(name, fire, clocks) answers
+    -- 1 (made), 0 (not in this turn) or -1 (failed); by default 1, taking
+    -- 1 ms of the monotonic clock.
+    local function ahead(jobs, opts)
+      opts = opts or {}
+      opts.prepare = opts.prepare or function(_, _, t)
+        t.mono = t.mono + 1
+        return 1
+      end
+      local o = table_of(jobs, opts)
+      function o.kinds(what)
+        local got = {}
+        for _, e in ipairs(o.other) do
+          if e[1] == what then got[#got + 1] = { e[2], e[3] } end
+        end
+        return got
+      end
+      return o
+    end
+
+    it("forks a fire's process as late as it can (twice the cost, 50 ms more) and starts it at the fire", function()
+      local o = ahead { tick = every("1s") }
+      assert.same({}, o.due())
+      assert.same({}, o.kinds("prepare"))
+      assert.equal(1000 - 52 - 500, o.sleep, "1 ms a fork until measured: 2 ms + 50 ms before")
+      assert.same({}, o.advance(o.sleep))
+      assert.same({ { "tick", T0 + 1000 } }, o.kinds("prepare"))
+      assert.same({ { name = "tick", at = T0 + 1000, prepared = true } }, o.advance(52))
+      o.s:ended("tick", false, 3)
+      -- The next one: measured at 1 ms, still 52 ms before its fire.
+      assert.same({}, o.advance(1000 - 52 - 1))
+      assert.same({}, o.kinds("prepare"))
+      o.advance(1)
+      assert.same({ { "tick", T0 + 2000 } }, o.kinds("prepare"))
+    end)
+
+    it("forks a burst's processes early enough for all, at most 5 ms of forks a turn", function()
+      local jobs = {}
+      for i = 1, 100 do jobs[("j%03d"):format(i)] = every("1s") end
+      local o = ahead(jobs)
+      o.due()
+      -- 100 forks at 1 ms: from 250 ms before the fire.
+      assert.equal(1000 - 250 - 500, o.sleep)
+      o.advance(o.sleep)
+      local made, turns = #o.kinds("prepare"), 1
+      assert.equal(5, made, "5 ms of forks in a turn")
+      assert.equal(0, o.sleep, "the rest next turn")
+      -- Then as late as the rest can be forked in time, 5 ms a turn.
+      while made < 100 and turns < 200 do
+        o.advance(o.sleep)
+        assert.is_true(#o.kinds("prepare") <= 5)
+        made, turns = made + #o.kinds("prepare"), turns + 1
+      end
+      assert.equal(100, made)
+      assert.is_true(o.t.wall <= T0 + 1000 - 50, "all forked 50 ms before the fire")
+      local starts = o.advance(T0 + 1000 - o.t.wall)
+      assert.equal(100, #starts)
+      for _, st in ipairs(starts) do assert.is_true(st.prepared, st.name) end
+    end)
+
+    it("forks nothing into a fire's time: a fire 5 ms away starts with a fresh fork", function()
+      local o = ahead { tick = every("1s") }
+      o.due()
+      o.advance(496)                  -- a long turn: the fire is 4 ms away
+      assert.same({}, o.kinds("prepare"))
+      assert.same({ { name = "tick", at = T0 + 1000 } }, o.advance(4))
+    end)
+
+    it("a fork that failed is not tried again for that fire; one put off is, next turn", function()
+      local answers = { -1 }
+      local o = ahead({ tick = every("1s") }, { prepare = function()
+        return table.remove(answers, 1) or 1
+      end })
+      o.due()
+      o.advance(o.sleep)
+      assert.same({}, o.kinds("prepare"))
+      assert.same({ { name = "tick", at = T0 + 1000 } }, o.advance(60), "forked at the fire")
+      o.s:ended("tick", false, 3)
+      answers = { 0 }
+      o.due()
+      o.advance(o.sleep)
+      assert.same({}, o.kinds("prepare"))
+      assert.equal(0, o.sleep)
+      o.due()
+      assert.same({ { "tick", T0 + 2000 } }, o.kinds("prepare"))
+    end)
+
+    it("a run going forks nothing ahead for the next fire until it ended", function()
+      local o = ahead { tick = every("1s") }
+      o.due()
+      assert.equal(1, #o.advance(500))
+      o.advance(950)                  -- the run still goes 50 ms before the next fire
+      assert.same({}, o.kinds("prepare"))
+      o.s:ended("tick", false, 10)
+      o.due()
+      assert.same({ { "tick", T0 + 2000 } }, o.kinds("prepare"))
+    end)
+
+    it("what will not start goes: a refused claim, a lost lease, a pause, a reload, a removal, the stop", function()
+      local held, refuse, paused = { a = true, b = true, c = true, d = true, e = true }, {}, {}
+      local o = ahead({ a = every("1s"), b = every("1s"), c = every("1s"), d = every("1s"),
+                        e = every("1s") }, {
+        singleton = true, held = held,
+        claim = function(list)
+          local ok = {}
+          for i, c in ipairs(list) do ok[i] = not refuse[c.name] end
+          return ok
+        end,
+        paused = function(name) return paused[name] == true end,
+      })
+      o.due()
+      o.advance(o.sleep)
+      assert.equal(5, #o.kinds("prepare"))
+      refuse.a = true                 -- another replica ran it
+      held.b = false                  -- the lease moved
+      paused.c = true
+      o.d.write_job("d", every("1s", "timeout = '5s',"))
+      o.s:load(true)
+      o.take()
+      local gone = {}
+      local function went()
+        for _, e in ipairs(o.kinds("discard")) do gone[e[1]] = true end
+      end
+      went()
+      assert.same({ d = true }, gone, "the reload: forked from the old definition")
+      gone = {}
+      local starts = o.advance(100)
+      went()
+      table.sort(starts, function(x, y) return x.name < y.name end)
+      assert.same({ { name = "d", at = T0 + 1000 }, { name = "e", at = T0 + 1000, prepared = true } },
+        starts, "the reloaded job forks at its fire")
+      o.due()
+      went()
+      assert.same({ a = true, b = true, c = true }, gone)
+      -- The next second's: the removal and the stop.
+      o.s:ended("d", false, 3)
+      o.s:ended("e", false, 3)
+      refuse.a, held.b, paused.c = nil, true, nil
+      o.advance(900)
+      local made = {}
+      for _, e in ipairs(o.kinds("prepare")) do made[e[1]] = true end
+      assert.same({ a = true, b = true, c = true, d = true, e = true }, made)
+      os.remove(o.d.jobs .. "/a.lua")
+      o.s:load(true)
+      o.take()
+      assert.same({}, o.kinds("discard"), "not yet: at the next turn")
+      o.due()
+      o.s:drop_removed()
+      assert.same({ { "a", T0 + 2000 } }, o.kinds("discard"))
+      o.s:stop()
+      o.due()
+      assert.equal(4, #o.kinds("discard"))
+      assert.same({}, o.advance(200))
     end)
   end)
 

@@ -68,10 +68,12 @@ function M.ctx(job, info)
 end
 
 -- Runs the body (or, with info.hook, the job's on_failure/on_recover with
--- info.run); returns true, or false and the error with its traceback.
-function M.main(job, info)
+-- info.run) with ctx (built from info when nil: a child forked ahead of its
+-- fire builds it while it waits); returns true, or false and the error with
+-- its traceback.
+function M.main(job, info, ctx)
   os.exit = core.child_exit           -- never run the parent's exit handlers
-  local ctx = M.ctx(job, info)
+  ctx = ctx or M.ctx(job, info)
   local fn, what = job.run, "run"
   if info.hook then
     fn, what, ctx.hook = job[info.hook], info.hook, info.hook

@@ -10,6 +10,9 @@
  *                                           -- { { name=, fire= }, ... } -> list of
  *                                           -- booleans, or nil, err (no answer)
  *     paused = function(name) return b end, -- optional, with claim: leash pause
+ *     prepare = function(name, fire) return k end,  -- optional: forks a fire's
+ *                                           -- process ahead: 1 made, 0 not in this
+ *                                           -- turn, -1 failed
  *   }
  *   s:load(reload)          s:due() -> ms to sleep
  *   s:ended(name, failed, ran_ms)           s:gained(name, last_fire or nil)
@@ -19,7 +22,9 @@
  *   s:events() -> list of { "start", name, scheduled_ms } / { "stop", name,
  *                 reason } / { "enter", name } / { "leave", name } / { "log",
  *                 line } / { "account", name, fire, outcome, "claimed" or
- *                 "unclaimed", why } (with claim: a fire not run), taken (the
+ *                 "unclaimed", why } (with claim: a fire not run) / { "prepare",
+ *                 name, fire } / { "discard", name, fire } (with prepare; a start
+ *                 of a prepared process has a 4th field "prepared"), taken (the
  *                 list starts empty again)
  *   s:stop()                the shutdown: no new runs
  *
@@ -40,7 +45,7 @@
 struct lsched {
 	struct sched s;
 	lua_State *L;
-	int wall_ref, mono_ref, holds_ref, claim_ref, events_ref, paused_ref;
+	int wall_ref, mono_ref, holds_ref, claim_ref, events_ref, paused_ref, prepare_ref;
 	char *dir;
 	long next_id;
 	int open;
@@ -49,6 +54,7 @@ struct lsched {
 /* What j->run points at while a job "runs". */
 struct fake_run {
 	struct job *job;
+	int64_t fire;                   /* a prepared one's */
 };
 static char fake_elect;                 /* and j->elect while it stands */
 
@@ -97,19 +103,53 @@ static int64_t call_clock(struct lsched *ls, int ref)
 static int64_t wall(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->wall_ref); }
 static int64_t mono(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->mono_ref); }
 
-static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, int catchup, long *id)
+static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, int catchup,
+                         struct run *prep, long *id)
 {
 	struct lsched *ls = arg;
-
-	struct fake_run *r = malloc(sizeof *r);
+	struct fake_run *r = prep ? (struct fake_run *)prep : malloc(sizeof *r);
 
 	if (!r)
 		return NULL;
 	r->job = j;
 	event4(ls, "start", j->name, scheduled_ms, NULL, catchup == SCHED_MANUAL ? "manual"
-	       : catchup ? "catchup" : NULL);
+	       : catchup ? "catchup" : prep ? "prepared" : NULL);
 	*id = ++ls->next_id;
 	return (struct run *)r;
+}
+
+static int prepare(void *arg, struct job *j, int64_t fire, struct run **out)
+{
+	struct lsched *ls = arg;
+	lua_State *L = ls->L;
+	struct fake_run *r;
+	int rc;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->prepare_ref);
+	lua_pushstring(L, j->name);
+	lua_pushinteger(L, fire);
+	lua_call(L, 2, 1);
+	rc = (int)lua_tointeger(L, -1);
+	lua_pop(L, 1);
+	if (rc != 1)
+		return rc;
+	if (!(r = malloc(sizeof *r)))
+		return -1;
+	r->job = j;
+	r->fire = fire;
+	*out = (struct run *)r;
+	event(ls, "prepare", j->name, fire, NULL);
+	return 1;
+}
+
+static void discard(void *arg, struct run *run)
+{
+	struct lsched *ls = arg;
+	struct fake_run *r = (struct fake_run *)run;
+
+	if (ls->open)
+		event(ls, "discard", r->job->name, r->fire, NULL);
+	free(r);
 }
 
 static void stop(void *arg, struct run *r, const char *reason)
@@ -395,6 +435,7 @@ static int l_gc(lua_State *L)
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->holds_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->claim_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->paused_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->prepare_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->events_ref);
 	}
 	return 0;
@@ -424,7 +465,7 @@ static int l_sched(lua_State *L)
 	ls = lua_newuserdatauv(L, sizeof *ls, 0);
 	memset(ls, 0, sizeof *ls);
 	ls->wall_ref = ls->mono_ref = ls->holds_ref = ls->claim_ref = ls->events_ref = LUA_NOREF;
-	ls->paused_ref = LUA_NOREF;
+	ls->paused_ref = ls->prepare_ref = LUA_NOREF;
 	luaL_setmetatable(L, SCHED_MT);
 	ls->L = L;
 	ls->dir = strdup(dir);
@@ -433,6 +474,7 @@ static int l_sched(lua_State *L)
 	ls->holds_ref = fn_ref(L, "holds", 0);
 	ls->claim_ref = fn_ref(L, "claim", 0);
 	ls->paused_ref = fn_ref(L, "paused", 0);
+	ls->prepare_ref = fn_ref(L, "prepare", 0);
 	lua_newtable(L);
 	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	env.arg = env.elect_arg = ls;
@@ -441,6 +483,10 @@ static int l_sched(lua_State *L)
 	env.start = start;
 	env.stop = stop;
 	env.adopt = adopt;
+	if (ls->prepare_ref != LUA_NOREF) {
+		env.prepare = prepare;
+		env.discard = discard;
+	}
 	if (ls->holds_ref != LUA_NOREF) {
 		env.takes_part = takes_part;
 		env.may_run = may_run;

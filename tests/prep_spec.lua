@@ -1,0 +1,116 @@
+-- End to end: a fire's process is forked ahead of the fire (src/sched.c's
+-- prepare, src/runner.c's runner_prepare) and waits, doing nothing, until
+-- the fire starts it; real `leash run` processes, singleton mode off.  When
+-- the forks ahead happen is sched_spec's ("forking ahead", on a fake clock);
+-- here: that the waiting process is the run, that nothing of it runs before
+-- the fire, that it never outlives leash, and the descriptor limits.
+local L = require "e2e"
+
+-- The pids of leash's children that are not running a body: those forked
+-- ahead wait in a futex ("S" in /proc/PID/stat), and have not exec'd.
+local function waiting_children(pid)
+  local out = {}
+  for _, c in ipairs(L.children(pid)) do
+    if L.alive(c) then out[#out + 1] = c end
+  end
+  return out
+end
+
+-- A job every second whose body records its pid, the fire it ran for and
+-- when it started.
+local function recording(out)
+  return ([[
+return { every = "1s", run = function(ctx)
+  local f = io.open("/proc/self/stat")
+  local pid = f:read("l"):match("^%%d+")
+  f:close()
+  f = io.open(%q, "a")
+  f:write(("%%s %%d %%.6f %%d\n"):format(pid, ctx.scheduled_at, ctx.now(), ctx.run_id))
+  f:close()
+end }]]):format(out)
+end
+
+local function runs(path)
+  local got = {}
+  for _, l in ipairs(L.lines(path)) do
+    local pid, at, now, id = l:match("^(%d+) (%d+) (%S+) (%d+)$")
+    if pid then
+      got[#got + 1] = { pid = tonumber(pid), at = tonumber(at), now = tonumber(now),
+                        id = tonumber(id) }
+    end
+  end
+  return got
+end
+
+describe("a fire's process forked ahead", function()
+  it("is there before the fire, waiting, and is the fire's run; the log knows it from then", function()
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    local out = d.out "tick"
+    d.write_job("tick", recording(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(p:wait_log("started pid=", 5), p:log_text())
+    -- 25 ms before a whole second the process of its fire waits (forked at
+    -- least 50 ms before it); once the second came, that pid ran it.
+    local seen = {}
+    for _ = 1, 4 do
+      L.sleep_to_second(0.975)
+      for _, c in ipairs(waiting_children(p.pid)) do seen[c] = math.floor(L.now()) + 1 end
+    end
+    L.sleep(1.2)
+    local matched = 0
+    for _, r in ipairs(runs(out)) do
+      if seen[r.pid] then
+        matched = matched + 1
+        assert.equal(seen[r.pid], r.at, "the process waited for that very fire")
+        assert.is_true(r.now >= r.at, "nothing of the body ran before the fire")
+        assert.matches("[tick run " .. r.id .. "] started pid=" .. r.pid, p:log_text(), 1, true)
+      end
+    end
+    assert.is_true(matched >= 3, ("%d of 4 fires ran in a process seen waiting before them\n%s")
+      :format(matched, p:log_text()))
+    assert.is_nil(p:log_text():find("died before it", 1, true))
+  end)
+
+  it("goes with leash when leash is killed (SIGKILL) before the fire", function()
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    d.write_job("tick", recording(d.out "tick"))
+    local p = L.spawn(d)
+    assert(p:wait_log("started pid=", 5), p:log_text())
+    local waiting = {}
+    for _ = 1, 5 do
+      L.sleep_to_second(0.975)
+      waiting = waiting_children(p.pid)
+      if #waiting > 0 then break end
+    end
+    assert.is_true(#waiting > 0, "no process was waiting for the next fire")
+    p:signal("KILL")
+    p:wait(5)
+    -- It sees its parent gone within a second and leaves, running nothing.
+    local n = #runs(d.out "tick")
+    assert(L.wait_for(function()
+      for _, c in ipairs(waiting) do if L.alive(c) then return false end end
+      return true
+    end, 3), "a process forked ahead outlived leash")
+    assert.equal(n, #runs(d.out "tick"), "it ran the fire after leash died")
+  end)
+
+  it("leash raises its own open-files limit for a thousand runs' pipes; a run gets the soft one back", function()
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    local out = d.out "limits"
+    d.write_job("limits", ([[
+return { every = "1s", run = function(ctx)
+  local _, _, out = ctx.exec { "sh", "-c", "ulimit -Sn" }
+  local f = io.open(%q, "a")
+  f:write(out)
+  f:close()
+end }]]):format(out))
+    local p = L.spawn_cmd(("ulimit -Sn 512; exec %s run -c %s"):format(L.quote(L.bin), L.quote(d.config)))
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return L.exists(out) and #L.lines(out) > 0 end, 5), p:log_text())
+    local limits = L.read(("/proc/%d/limits"):format(p.pid))
+    local soft, hard = limits:match("Max open files%s+(%d+)%s+(%d+)")
+    assert.equal(hard, soft, limits)
+    assert.equal("512", L.lines(out)[1])
+  end)
+end)
