@@ -2,7 +2,6 @@
  * timers, and the primitives ctx is built on. */
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -210,68 +209,6 @@ void child_go_wake(void)
 	syscall(SYS_futex, go_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* ---- the code a run runs, mapped ahead ----
- *
- * fork() copies no page-table entries for code: a child faults in every page
- * of the Lua interpreter and the C library it runs, one fault (and 16 pages
- * around it) at a time, and a burst of runs would pay those faults as each
- * body starts.  A child forked ahead maps them while it waits instead, in a
- * few calls: the read-only segments of the objects that hold the Lua API,
- * malloc and leash itself (not the store's client libraries, which a run
- * never calls).
- */
-
-#define CODE_SPANS_MAX 24
-
-static struct { uintptr_t start; size_t len; } code_span[CODE_SPANS_MAX];
-static int ncode_span;
-
-static int add_code(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	const uintptr_t *want = arg;
-	int hit = 0;
-
-	(void)size;
-	for (int i = 0; i < info->dlpi_phnum && !hit; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-
-		for (int k = 0; want[k] && ph->p_type == PT_LOAD; k++)
-			if (want[k] >= a && want[k] < a + ph->p_memsz)
-				hit = 1;
-	}
-	for (int i = 0; i < info->dlpi_phnum && hit && ncode_span < CODE_SPANS_MAX; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-		uintptr_t a = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);
-		uintptr_t b = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-
-		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
-			continue;
-		code_span[ncode_span].start = a;
-		code_span[ncode_span++].len = b - a;
-	}
-	return 0;
-}
-
-void child_code_init(void)
-{
-	const uintptr_t want[] = {
-		(uintptr_t)lua_callk, (uintptr_t)malloc, (uintptr_t)child_main, 0
-	};
-
-	if (!ncode_span)
-		dl_iterate_phdr(add_code, (void *)want);
-}
-
-static void map_code(void)
-{
-#ifdef MADV_POPULATE_READ
-	for (int i = 0; i < ncode_span; i++)
-		madvise((void *)code_span[i].start, code_span[i].len, MADV_POPULATE_READ);  /* a hint */
-#endif
-}
-
 /* A child forked ahead: waits for its start (fd non-blocking).  0 with *go
  * filled, or -1 when the parent closed the pipe instead (the fire will not
  * start here) or is gone. */
@@ -366,7 +303,6 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 		struct child_go g;
 
 		prebuild_ctx(L);
-		map_code();
 		if (wait_go(go, &g, parent) < 0)
 			_exit(0);
 		set_started(L, g.token, g.run_id);

@@ -40,9 +40,6 @@ struct child_go {
  * written to a child's go pipe (0, or -1 when the child is gone); and the
  * wake-up of every child whose start was written (once a turn). */
 int child_go_init(void);
-/* Finds the code a run runs (once, in the parent), for the children forked
- * ahead to map while they wait. */
-void child_code_init(void);
 int child_go_send(int fd, const struct child_go *);
 void child_go_wake(void);
 

@@ -57,8 +57,6 @@ static struct run *spawn(lua_State *L, struct job *job, const struct run_info *i
 			goto fail;
 	if (go && (child_go_init() < 0 || pipe2(gofds, O_CLOEXEC) < 0))
 		goto fail;
-	if (go)
-		child_code_init();
 	if (!go)
 		r->id = ++next_run_id;
 	fflush(NULL);

@@ -571,6 +571,20 @@ static int grow_batch(struct sched *s, size_t n)
 	return 0;
 }
 
+/* How early a fire's claim goes out: SCHED_CLAIM_AHEAD_MS, or twice the
+ * slowest of the last claims (a thousand fires of one instant take their
+ * database tens of ms), up to SCHED_CLAIM_AHEAD_MAX_MS.  The fire still
+ * starts at its time. */
+static int64_t claim_lead(const struct sched *s)
+{
+	int64_t lead = SCHED_CLAIM_AHEAD_MS;
+
+	for (size_t i = 0; i < sizeof s->claim_ms / sizeof *s->claim_ms; i++)
+		if (2 * s->claim_ms[i] > lead)
+			lead = 2 * s->claim_ms[i];
+	return lead < SCHED_CLAIM_AHEAD_MAX_MS ? lead : SCHED_CLAIM_AHEAD_MAX_MS;
+}
+
 /* Claims the wanted fires of s->cj[0..n) in one call and starts those the
  * store accepted (a fire claimed ahead of its time starts at it).  Returns
  * ms until a job of the batch wants a turn again, or INT64_MAX. */
@@ -581,7 +595,9 @@ static int64_t claim_batch(struct sched *s, size_t n)
 
 	if (n == 0)
 		return wake;
+	now = wall(s);
 	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
+	s->claim_ms[s->nclaims++ % (sizeof s->claim_ms / sizeof *s->claim_ms)] = wall(s) - now;
 	now = wall(s);
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = s->cj[i];
@@ -688,7 +704,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 	}
 	/* Ahead only with nothing waiting: an older fire's claim goes first. */
 	if (claims(s, j) && !j->run && !j->claimed_ms && !j->want_ms && !j->backlog_ms)
-		ahead = SCHED_CLAIM_AHEAD_MS;
+		ahead = claim_lead(s);
 	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead) {
 		int64_t fire = j->next_fire_ms;
 

@@ -18,7 +18,8 @@
 
 #define SCHED_BACKOFF_MIN 1000          /* ms: a service's first restart delay */
 #define SCHED_BACKOFF_MAX 60000         /* and the longest; a run this long resets it */
-#define SCHED_CLAIM_AHEAD_MS 5          /* a fire's claim goes out this early */
+#define SCHED_CLAIM_AHEAD_MS 5          /* a fire's claim goes out this early, or */
+#define SCHED_CLAIM_AHEAD_MAX_MS 100    /* twice the slowest recent claim, up to this */
 #define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
 #define SCHED_CTL_WAIT_MS 50            /* a look again while a new lease's controls are unread */
 #define SCHED_PREP_AHEAD_MS 1000        /* a fire's process is forked at most this early */
@@ -94,6 +95,8 @@ struct sched {
 	struct job **pj;                /* the jobs whose fire's process to prepare */
 	size_t ccap;
 	int64_t prep_us, prep_n;        /* what forking ahead took, for how many */
+	int64_t claim_ms[8];            /* how long the last claims took (wall clock) */
+	unsigned nclaims;
 };
 
 void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct sched_env *);
@@ -107,7 +110,8 @@ void sched_load(struct sched *, int reload);
 /* Starts the runs that are due, lets past fire times go by (a follower's
  * too: what a new holder catches up is sched_gained's decision).  With a
  * claim hook, an elected job's fire starts only once claimed: the fires due
- * now (or within SCHED_CLAIM_AHEAD_MS) of all jobs go in one claim call.  A
+ * now (or within the claim's lead, see claim_lead in sched.c) of all jobs go
+ * in one claim call.  A
  * refused fire does not start (logged); one whose claim erred is tried
  * again every SCHED_CLAIM_RETRY_MS until it is missed_within old, then it
  * is missed (logged), as is a waiting fire a newer one supersedes.  A fire while the
