@@ -7,8 +7,9 @@
 -- parent would still have to run its top level again, with whatever it does
 -- the second time.  So the top level runs in the parent, and what a file is
 -- given cannot reach the scheduler, leash's own modules or another file:
---  * its own copies of string, table, math, utf8, coroutine and os, so what
---    it changes in them stays its own; no debug, no package;
+--  * its own views of string, table, math, utf8, coroutine and os (one
+--    shared copy each, see own), so what it changes in them stays its own;
+--    no debug, no package;
 --  * require gives only leash.core (a view of it) while loading; in the
 --    run's child it is the real require;
 --  * getmetatable sees only tables' metatables (never the string one);
@@ -108,6 +109,84 @@ local SAFE_OS = { clock = true, date = true, difftime = true, getenv = true, tim
 local SAFE_CORE = { now = true, monotonic = true, version = true }
 local GC_WHILE_LOADING = { collect = true, count = true, step = true, isrunning = true }
 
+-- What every file's environment shares: one copy of each library table (a
+-- file writes into a view of its own, see own), built once.
+local SHARED_TABLE = copy(table)
+SHARED_TABLE.move = guarded_move
+local SHARED_MATH = copy(math)
+function SHARED_MATH.randomseed(...)
+  -- The generator is the scheduler's (and every run's, forked from it).
+  if loading then refuse("math.randomseed") end
+  return math.randomseed(...)
+end
+local SHARED_UTF8 = copy(utf8)
+local SHARED_COROUTINE = copy(coroutine)
+-- A new thread's first tick of instructions is not counted by the hook.
+function SHARED_COROUTINE.create(f)
+  core.budget_charge()
+  return coroutine.create(f)
+end
+function SHARED_COROUTINE.wrap(f)
+  core.budget_charge()
+  return coroutine.wrap(f)
+end
+local SHARED_OS = later(os, "os.", SAFE_OS)
+local SHARED_IO = later(io, "io.")
+local SHARED_CORE = later(core, "leash.core.", SAFE_CORE)
+local SHARED_LIMITS = copy(core.limits)
+local LATER_G = later(_G, "", {})
+local DOFILE, LOADFILE = LATER_G.dofile, LATER_G.loadfile
+
+local function getmetatable_(v)
+  if type(v) == "table" then return getmetatable(v) end
+  return nil
+end
+
+local function setmetatable_(t, mt)
+  if loading and type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    error("setmetatable: __gc is not allowed while loading: a finalizer would run later, "
+      .. "inside the scheduler", 2)
+  end
+  return setmetatable(t, mt)
+end
+
+local function collectgarbage_(opt, ...)
+  if loading and opt ~= nil and not GC_WHILE_LOADING[opt] then
+    refuse(("collectgarbage(%q)"):format(tostring(opt)))
+  end
+  return collectgarbage(opt, ...)
+end
+
+-- One file's view of a shared library table: it reads the shared fields and
+-- keeps what the file assigns to itself (assigning nil to a shared field
+-- does not hide it); pairs lists both.  A thousand job files would hold a
+-- thousand copies of every library otherwise (7 KB a file, in the
+-- scheduler and in every run forked from it).
+local VIEWS = setmetatable({}, { __mode = "k" })
+local function own(shared)
+  local mt = VIEWS[shared]
+  if not mt then
+    -- (__metatable: a file can neither see nor change the one all share.)
+    mt = { __index = shared, __metatable = "a leash library view", __pairs = function(t)
+      local mine, k = true, nil
+      return function()
+        local v
+        if mine then
+          k, v = next(t, k)
+          if k ~= nil then return k, v end
+          mine = false
+        end
+        repeat
+          k, v = next(shared, k)
+        until k == nil or rawget(t, k) == nil
+        return k, v
+      end, t, nil
+    end }
+    VIEWS[shared] = mt
+  end
+  return setmetatable({}, mt)
+end
+
 -- A fresh environment for one job file.
 function M.env()
   local env = {}
@@ -117,32 +196,17 @@ function M.env()
     env[k] = _G[k]
   end
   env._G = env
-  env.string = copy(GUARDED_STRING)
-  env.table = copy(table)
-  env.table.move = guarded_move
-  env.math = copy(math)
-  env.math.randomseed = function(...)
-    -- The generator is the scheduler's (and every run's, forked from it).
-    if loading then refuse("math.randomseed") end
-    return math.randomseed(...)
-  end
-  env.utf8 = copy(utf8)
-  env.coroutine = copy(coroutine)
-  -- A new thread's first tick of instructions is not counted by the hook.
-  function env.coroutine.create(f)
-    core.budget_charge()
-    return coroutine.create(f)
-  end
-  function env.coroutine.wrap(f)
-    core.budget_charge()
-    return coroutine.wrap(f)
-  end
-  env.os = later(os, "os.", SAFE_OS)
-  env.io = later(io, "io.")
-  local core_view = later(core, "leash.core.", SAFE_CORE)
-  rawset(core_view, "limits", copy(core.limits))
-  env.dofile = later(_G, "", {}).dofile
-  env.loadfile = later(_G, "", {}).loadfile
+  env.string = own(GUARDED_STRING)
+  env.table = own(SHARED_TABLE)
+  env.math = own(SHARED_MATH)
+  env.utf8 = own(SHARED_UTF8)
+  env.coroutine = own(SHARED_COROUTINE)
+  env.os = own(SHARED_OS)
+  env.io = own(SHARED_IO)
+  local core_view = own(SHARED_CORE)
+  rawset(core_view, "limits", own(SHARED_LIMITS))
+  env.dofile = DOFILE
+  env.loadfile = LOADFILE
   function env.require(name)
     if name == "leash.core" then return core_view end
     if loading then
@@ -156,23 +220,9 @@ function M.env()
     if select("#", ...) == 0 then return load(chunk, name, mode, env) end
     return load(chunk, name, mode, ...)
   end
-  function env.getmetatable(v)
-    if type(v) == "table" then return getmetatable(v) end
-    return nil
-  end
-  function env.setmetatable(t, mt)
-    if loading and type(mt) == "table" and rawget(mt, "__gc") ~= nil then
-      error("setmetatable: __gc is not allowed while loading: a finalizer would run later, "
-        .. "inside the scheduler", 2)
-    end
-    return setmetatable(t, mt)
-  end
-  function env.collectgarbage(opt, ...)
-    if loading and opt ~= nil and not GC_WHILE_LOADING[opt] then
-      refuse(("collectgarbage(%q)"):format(tostring(opt)))
-    end
-    return collectgarbage(opt, ...)
-  end
+  env.getmetatable = getmetatable_
+  env.setmetatable = setmetatable_
+  env.collectgarbage = collectgarbage_
   return env
 end
 
