@@ -239,13 +239,13 @@ for _, p in ipairs(R.list_of()) do
       local h = assert(L.wait_for(function() return holder(procs, p, tbl) end, 5), "nobody holds rec")
       procs[2] = spawn(d)
       assert(L.wait_for(function() return #bodies(out) >= 2 end, 5), "nothing ran")
-      local tree = R.tree(h.pid)
-      for _, pid in ipairs(tree) do L.kill(pid, "STOP") end
+      -- Outside a SQLite write transaction, or no one could take over.
+      local tree = R.freeze(h.pid, p)
       local other = h == procs[1] and procs[2] or procs[1]
       assert(L.wait_for(function()
         local b = bodies(out)
         return b[#b].replica == other.owner
-      end, 5), "the other replica did not take over")
+      end, 5), "the other replica did not take over:\n" .. other:log_text():sub(-1500))
       L.sleep(1)
       local woke = L.now()
       for _, pid in ipairs(tree) do L.kill(pid, "CONT") end

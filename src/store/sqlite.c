@@ -9,6 +9,10 @@
  * name, COMMIT: one write lock, one transaction, one fsync.  claim_all is
  * one such transaction too: it reads the clock once under the write lock,
  * then one conditional UPDATE per claim, judged by that reading.
+ * No transaction outlives the call that began it (none spans a sleep, a
+ * poll or a run): the write lock is a lock on the file, and a process
+ * stopped while it holds it stops every other replica's writes until it
+ * resumes (README, "SQLite").
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -183,6 +183,51 @@ function M.tree(pid)
   return out
 end
 
+-- Whether a writer could take the SQLite file's write lock within 50 ms
+-- (a BEGIN IMMEDIATE through the sqlite3 shell, rolled back at once).
+function M.sqlite_writable(path)
+  local code = L.exec({ "sqlite3", path, ".timeout 50", "BEGIN IMMEDIATE;", "ROLLBACK;" })
+  return code == 0
+end
+
+local function stopped(pid)
+  local f = io.open(("/proc/%d/stat"):format(pid))
+  if not f then return true end                 -- gone: nothing left to stop
+  local state = (f:read("a") or ""):match("^%d+ %b() (%a)")
+  f:close()
+  return state ~= "R" and state ~= "S" and state ~= "D"
+end
+
+-- SIGSTOPs pid and all its descendants (on provider p) and returns their
+-- pids, once they are all stopped.  On SQLite a replica stopped inside a
+-- write transaction keeps the file's write lock until it wakes, and until
+-- then no other replica writes to the file, so none can take its leases
+-- over: a limit of SQLite (README, "SQLite"), not what a freeze spec is
+-- after.  So a freeze that leaves the file unwritable is undone (SIGCONT)
+-- and tried again a moment later, up to 10 times.  PostgreSQL and SQL
+-- Server end each operation's transaction on the server, so a frozen
+-- client holds none of their locks: any freeze will do.
+function M.freeze(pid, p)
+  for _ = 1, 10 do
+    local tree
+    -- Twice: a child forked before pid stopped is in the second listing.
+    for _ = 1, 2 do
+      tree = M.tree(pid)
+      for _, x in ipairs(tree) do L.kill(x, "STOP") end
+      assert(L.wait_for(function()
+        for _, x in ipairs(tree) do
+          if not stopped(x) then return false end
+        end
+        return true
+      end, 5, 0.01), "the frozen processes did not stop")
+    end
+    if p.provider ~= "sqlite" or M.sqlite_writable(p.path) then return tree end
+    for _, x in ipairs(tree) do L.kill(x, "CONT") end
+    L.sleep(0.05 + math.random() * 0.1)
+  end
+  error("every freeze caught the replica inside a SQLite write transaction")
+end
+
 function M.list_of(p)
   local out = {}
   for _, x in ipairs(providers.list) do
