@@ -111,8 +111,7 @@ describe("election end to end", function()
         local h = wait_holder(procs, p, tbl)
         -- freeze it in the middle of a run
         L.sleep_to_second(0.2)
-        local frozen = tree(h.pid)
-        for _, pid in ipairs(frozen) do L.kill(pid, "STOP") end
+        local frozen = R.freeze(h.pid, p)     -- (on SQLite: outside a write)
         L.sleep(2 * LEASE / 1000)
         for _, pid in ipairs(frozen) do L.kill(pid, "CONT") end
         L.sleep(2)
