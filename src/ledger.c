@@ -60,14 +60,18 @@ static char *copy_error(const char *s)
 }
 
 /* Room for one more row at the end of a queue, dropping the oldest past
- * LEDGER_QUEUE_MAX.  NULL when out of memory (the row is dropped). */
+ * LEDGER_QUEUE_MAX: a tenth of them at once, so that a flood of rows (a
+ * catch-up of a thousand jobs) costs one move of the queue per thousand, not
+ * one per row.  NULL when out of memory (the row is dropped). */
 static struct ledger_row *push(struct ledger *l, struct ledger_row **q, size_t *n, size_t *cap)
 {
 	if (*n >= LEDGER_QUEUE_MAX) {
-		free((*q)[0].error);
-		memmove(*q, *q + 1, (*n - 1) * sizeof **q);
-		(*n)--;
-		l->dropped++;
+		size_t d = LEDGER_QUEUE_MAX / 10;
+
+		clear_rows(*q, d);
+		memmove(*q, *q + d, (*n - d) * sizeof **q);
+		*n -= d;
+		l->dropped += d;
 	}
 	if (*n == *cap) {
 		size_t c = *cap ? *cap * 2 : 16;

@@ -16,6 +16,7 @@ void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sch
 	s->dir = dir;
 	s->env = *env;
 	s->prep_us = 1000;              /* a fork: 1 ms, until measured */
+	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
 	s->prep_n = 1;
 }
 
@@ -851,6 +852,7 @@ int64_t sched_start_due(struct sched *s)
 	int64_t sleep_ms = 60000;
 	size_t n = 0, np = 0;
 
+	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
 	if (grow_batch(s, s->njobs) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "out of memory: no fire starts this turn");
 		return 1000;
@@ -960,19 +962,24 @@ static const char *const missed_words[] = { "once", "skip", "all" };
 static void log_missed(struct sched *s, struct job *j, int count, int64_t first, int64_t last,
                        const char *why, int *budget)
 {
-	char a[32], b[32];
+	char a[32], b[32], note[64] = "";
+	int n = 0;
 
 	if (count <= 0)
 		return;
-	if (count == 1)
-		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: %s", fire_iso(a, sizeof a, first), why);
-	else
-		log_msg(LOG_WARN, j->name, 0, "%d fires from %s to %s missed: %s", count,
-		        fire_iso(a, sizeof a, first), fire_iso(b, sizeof b, last), why);
 	for (int64_t f = first; f >= 0 && f <= last && *budget > 0; f = job_next_fire(s->L, j, f)) {
 		account(s, j, f, 0, "missed", why);
 		--*budget;
+		n++;
 	}
+	if (n < count)
+		snprintf(note, sizeof note, " (the ledger records the first %d of them)", n);
+	if (count == 1)
+		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: %s%s", fire_iso(a, sizeof a, first),
+		        why, note);
+	else
+		log_msg(LOG_WARN, j->name, 0, "%d fires from %s to %s missed: %s%s", count,
+		        fire_iso(a, sizeof a, first), fire_iso(b, sizeof b, last), why, note);
 }
 
 /* The catch-up of a periodic job that just took its lease with cursor
@@ -981,12 +988,12 @@ static void log_missed(struct sched *s, struct job *j, int count, int64_t first,
  * follower at a fire's millisecond moved next_fire_ms past it).  Every fire not
  * run is accounted for, up to SCHED_ACCOUNT_MAX of them, from at most
  * SCHED_ACCOUNT_SPAN back (the cursor may be years old). */
-static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
+static void catch_up(struct sched *s, struct job *j, int64_t last_fire, int *budget)
 {
 	int64_t now = wall(s), oldest = now - j->missed_within_ms;
 	int64_t until = j->next_fire_ms >= 0 && j->next_fire_ms <= now ? j->next_fire_ms : now + 1;
 	int64_t f, first = -1, last = -1, run_from;
-	int count = 0, run, k, budget = SCHED_ACCOUNT_MAX;
+	int count = 0, run, k;
 	char why[96];
 
 	drop_wanted(s, j, "the lease was taken again", 0);
@@ -1004,7 +1011,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 
 		if (f < stop - SCHED_ACCOUNT_SPAN)
 			f = job_next_fire(s->L, j, stop - SCHED_ACCOUNT_SPAN - 1);
-		for (; f >= 0 && f < stop && budget > 0; f = job_next_fire(s->L, j, f), budget--)
+		for (; f >= 0 && f < stop && *budget > 0; f = job_next_fire(s->L, j, f), (*budget)--)
 			account(s, j, f, 0, "missed", "older than missed_within");
 		/* Not counted: the cursor may be years old. */
 		log_msg(LOG_WARN, j->name, 0, "fires from %s to before %s missed: older than "
@@ -1026,7 +1033,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 	run = j->missed == JOB_MISSED_SKIP ? 0 : j->missed == JOB_MISSED_ONCE ? 1
 	    : count < j->missed_max ? count : j->missed_max;
 	if (run == 0) {
-		log_missed(s, j, count, first, last, why, &budget);
+		log_missed(s, j, count, first, last, why, budget);
 		return;
 	}
 	/* The run newest ones, oldest first. */
@@ -1039,7 +1046,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire)
 		for (k = 0; k < count - run - 1; k++)
 			before = job_next_fire(s->L, j, before);
 		log_missed(s, j, count - run, first, before, j->missed == JOB_MISSED_ONCE
-		           ? "missed = \"once\" runs the latest" : "more than missed_max", &budget);
+		           ? "missed = \"once\" runs the latest" : "more than missed_max", budget);
 	}
 	log_msg(LOG_INFO, j->name, 0, "catching up %d missed fire%s (%s)", run, run == 1 ? "" : "s",
 	        why);
@@ -1061,7 +1068,16 @@ void sched_gained(struct sched *s, struct job *j, int64_t last_fire)
 		j->backoff_ms = 0;
 		return;
 	}
-	catch_up(s, j, last_fire);
+	{
+		/* The job's share of the fires accounted one by one, out of what
+		 * is left of them in this turn (a thousand jobs taken at once
+		 * after an outage would make the turn last seconds). */
+		int share = SCHED_ACCOUNT_MAX < s->accounts_left ? SCHED_ACCOUNT_MAX : s->accounts_left;
+		int budget = share;
+
+		catch_up(s, j, last_fire, &budget);
+		s->accounts_left -= share - budget;
+	}
 }
 
 void sched_stopped(struct sched *s)

@@ -26,6 +26,7 @@
 #define SCHED_PREP_MIN_MS 50            /* and at least */
 #define SCHED_PREP_TURN_MS 5            /* forking ahead takes at most this much of a turn */
 #define SCHED_ACCOUNT_MAX 1000          /* missed fires one catch-up accounts one by one */
+#define SCHED_ACCOUNT_TURN_MAX 10000    /* and all the catch-ups between two turns */
 #define SCHED_ACCOUNT_SPAN (24LL * 3600 * 1000) /* and how far back it looks at most */
 
 struct sched_env {
@@ -97,6 +98,7 @@ struct sched {
 	int64_t prep_us, prep_n;        /* what forking ahead took, for how many */
 	int64_t claim_ms[8];            /* how long the last claims took (wall clock) */
 	unsigned nclaims;
+	int accounts_left;              /* of SCHED_ACCOUNT_TURN_MAX, since the last turn */
 };
 
 void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct sched_env *);

@@ -629,6 +629,31 @@ describe("the job table", function()
         accounts(o))
     end)
 
+    it("jobs taken at once after an outage account 1,000 missed fires each and 10,000 a turn at most", function()
+      local jobs, held = {}, {}
+      for i = 1, 15 do
+        jobs[("j%02d"):format(i)] = every("1s")
+        held[("j%02d"):format(i)] = true
+      end
+      local o = claiming(jobs, nil, held)
+      o.due()
+      -- Each missed 1,800 fires (30 minutes); one runs, 1,000 are accounted
+      -- each until the turn's 10,000 are gone.
+      for name in pairs(jobs) do o.s:gained(name, T0 - 1800 * 1000) end
+      o.take()
+      local n = 0
+      for _, e in ipairs(o.other) do if e[1] == "account" then n = n + 1 end end
+      assert.equal(10000, n)
+      local cut = 0
+      for _, l in ipairs(o.log) do
+        if l:find("1799 fires from", 1, true) then
+          assert.truthy(l:find("the ledger records the first %d+ of them") or l:find("missed = \"once\" runs the latest$"), l)
+          if l:find("the ledger records the first 0 of them", 1, true) then cut = cut + 1 end
+        end
+      end
+      assert.equal(5, cut, "the jobs past the turn's share account none")
+    end)
+
     it("a paused job claims nothing, accounts each fire skipped-paused, and runs again once resumed", function()
       local pause = { j = true }
       local o = table_of({ j = every("1s") }, { singleton = true, held = { j = true },
