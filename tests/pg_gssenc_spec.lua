@@ -1,7 +1,8 @@
 -- The postgres provider's gssencmode default: leash connects with
 -- gssencmode=disable (no Kerberos context made, libkrb5's pages left alone)
--- unless the conninfo or the environment says anything about Kerberos or a
--- service file; then libpq's own default (prefer) applies.  Whether libpq
+-- unless the host is set up for Kerberos (/etc/krb5.conf, a ticket in
+-- /tmp/krb5cc_UID) or the conninfo or the environment says anything about
+-- Kerberos or a service file; then libpq's own default (prefer) applies.  Whether libpq
 -- asked Kerberos is seen through KRB5_TRACE: libkrb5 creates that file
 -- when it makes a context, which prefer does at every connect.
 local L = require "e2e"
@@ -10,7 +11,10 @@ local core = require "leash.core"
 local pg = assert(os.getenv("LEASH_TEST_PG_CONNINFO"), "LEASH_TEST_PG_CONNINFO is not set")
 -- Nothing of the suite's own environment may decide for a case.
 local CLEAN = { PGGSSENCMODE = false, PGKRBSRVNAME = false, PGGSSLIB = false, PGSERVICE = false,
-                KRB5CCNAME = false }
+                KRB5_CONFIG = false, KRB5CCNAME = false, KRB5_CLIENT_KTNAME = false }
+-- A host set up for Kerberos keeps libpq's default even for a bare conninfo.
+local _, uid = L.sh("id -u")
+local KERBEROS_HOST = L.exists("/etc/krb5.conf") or L.exists("/tmp/krb5cc_" .. uid:gsub("%s", ""))
 
 -- `leash status --leases` on conninfo with env added to CLEAN: whether
 -- libkrb5 made a context (the trace file exists).
@@ -32,7 +36,7 @@ end
 
 describe("postgres gssencmode", function()
   it("is disable when nothing names Kerberos: no Kerberos context is made", function()
-    assert.is_false(asked_kerberos(pg))
+    assert.equal(KERBEROS_HOST, asked_kerberos(pg))
   end)
 
   it("is the conninfo's own when it has one, key=value or URI", function()
@@ -40,7 +44,7 @@ describe("postgres gssencmode", function()
     local host, port = pg:match("host=(%S+)"), pg:match("port=(%d+)")
     local user, db = pg:match("user=(%S+)"), pg:match("dbname=(%S+)")
     local uri = ("postgresql://%s@%s:%s/%s"):format(user, host, port, db)
-    assert.is_false(asked_kerberos(uri))
+    assert.equal(KERBEROS_HOST, asked_kerberos(uri))
     assert.is_true(asked_kerberos(uri .. "?gssencmode=prefer"))
   end)
 
@@ -53,6 +57,7 @@ describe("postgres gssencmode", function()
     assert.is_true(asked_kerberos(pg, { PGGSSENCMODE = "prefer" }))
     assert.is_true(asked_kerberos(pg, { KRB5CCNAME = "FILE:/nonexistent/krb5cc" }))
     assert.is_true(asked_kerberos(pg, { PGKRBSRVNAME = "postgres" }))
+    assert.is_true(asked_kerberos(pg, { KRB5_CONFIG = "/nonexistent/krb5.conf" }))
   end)
 
   it("passes the conninfo's value to libpq: a bad one is libpq's error", function()

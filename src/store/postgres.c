@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -680,30 +681,36 @@ static const struct {
  * asks GSSAPI for a Kerberos credential cache at every connect (krb5.conf
  * parsed, the cache looked for), which leaves 0.6 MB of libkrb5 and
  * libgssapi_krb5 resident in a process that has no ticket, and then
- * behaves as disable.  So leash disables GSSAPI encryption unless the
- * operator said anything about Kerberos or where settings come from: the
- * keys gssencmode, krbsrvname, gsslib or service in the conninfo, or
- * PGGSSENCMODE, PGKRBSRVNAME, PGGSSLIB, PGSERVICE or KRB5CCNAME in the
- * environment.  GSSAPI authentication (pg_hba's gss method) is not
- * affected; only hostgssenc needs gssencmode=prefer or require said. */
+ * behaves as disable.  So leash disables GSSAPI encryption only where
+ * Kerberos cannot be meant: no /etc/krb5.conf and no ticket in the default
+ * cache on the host, none of the Kerberos or libpq variables below in the
+ * environment, and none of the keys gssencmode, krbsrvname, gsslib or
+ * service in the conninfo.  Anywhere else libpq decides as usual.  GSSAPI
+ * authentication (pg_hba's gss method) works either way. */
 static int want_gss_off(const char *conninfo)
 {
-	static const char *const env[] = { "PGGSSENCMODE", "PGKRBSRVNAME", "PGGSSLIB",
-	                                   "PGSERVICE", "KRB5CCNAME" };
+	static const char *const env[] = { "PGGSSENCMODE", "PGKRBSRVNAME", "PGGSSLIB", "PGSERVICE",
+	                                   "KRB5_CONFIG", "KRB5CCNAME", "KRB5_CLIENT_KTNAME" };
+	static const char *const keys[] = { "gssencmode", "krbsrvname", "gsslib", "service" };
 	PQconninfoOption *opts, *o;
+	char cache[64];
 	int off = 1;
 
 	for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
 		if (getenv(env[i]))
 			return 0;
-	/* A conninfo libpq cannot parse is left to the connect to report. */
+	/* MIT Kerberos' default cache is FILE:/tmp/krb5cc_%{uid}. */
+	snprintf(cache, sizeof cache, "/tmp/krb5cc_%u", (unsigned)getuid());
+	if (access("/etc/krb5.conf", F_OK) == 0 || access(cache, F_OK) == 0)
+		return 0;
+	/* A conninfo PQconninfoParse cannot read (a bare database name, or an
+	 * error the connect reports) keeps libpq's default. */
 	if (!(opts = PQconninfoParse(conninfo, NULL)))
 		return 0;
 	for (o = opts; o->keyword; o++)
-		if (o->val && (strcmp(o->keyword, "gssencmode") == 0 ||
-		               strcmp(o->keyword, "krbsrvname") == 0 ||
-		               strcmp(o->keyword, "gsslib") == 0 || strcmp(o->keyword, "service") == 0))
-			off = 0;
+		for (size_t i = 0; o->val && i < sizeof keys / sizeof keys[0]; i++)
+			if (strcmp(o->keyword, keys[i]) == 0)
+				off = 0;
 	PQconninfoFree(opts);
 	return off;
 }
