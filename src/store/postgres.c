@@ -1808,7 +1808,8 @@ static PGresult *pres_call(struct pg_store *ps, int q, int n, const char *const 
 }
 
 /* Whether a row of a presence answer is a replica: renew_beat's answer
- * also holds the lease rows (read by renewed()) and the clock's row. */
+ * also holds the lease rows (k = 'L', read by renewed()), and an answer
+ * with no rows to join is one row with the clock only. */
 static int pres_is_replica(PGresult *r, int row)
 {
 	return !PQgetisnull(r, row, 1) && !(PQnfields(r) > 10 && *PQgetvalue(r, row, 10) == 'L');
@@ -1822,8 +1823,8 @@ static int pres_rows(struct pg_store *ps, PGresult *r, struct store_replica **ro
 	struct store_replica *out;
 
 	/* Sized for the replicas only: at 1,000 leases renew_beat's answer
-	 * has 1,000 lease rows, and a slot for each (0.7 MB) would be kept
-	 * until the next beat. */
+	 * has 1,000 lease rows, and a slot for each was 0.7 MB of mapping
+	 * (mostly untouched) held until the next beat. */
 	for (int row = 0; row < nt; row++)
 		nrep += pres_is_replica(r, row);
 	if (!(out = calloc(nrep > 0 ? nrep : 1, sizeof *out))) {
