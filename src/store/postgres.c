@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -327,7 +328,7 @@ static const char *const q_text[Q_MAX] = {
 	X(PQsendPrepare) X(PQsendQueryPrepared) X(PQsendQuery) X(PQsendQueryParams) \
 	X(PQflush) X(PQconsumeInput) X(PQisBusy) X(PQgetResult) X(PQresultStatus) \
 	X(PQresultErrorMessage) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetisnull) \
-	X(PQgetvalue) X(PQnotifies) X(PQfreemem)
+	X(PQgetvalue) X(PQnotifies) X(PQfreemem) X(PQconninfoParse) X(PQconninfoFree)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -367,6 +368,8 @@ static struct {
 #define PQgetvalue pq.PQgetvalue
 #define PQnotifies pq.PQnotifies
 #define PQfreemem pq.PQfreemem
+#define PQconninfoParse pq.PQconninfoParse
+#define PQconninfoFree pq.PQconninfoFree
 
 /* Loads libpq and fills pq, once.  A failure is not remembered: the loop
  * retries store_open, so installing libpq5 fixes a running replica. */
@@ -429,6 +432,7 @@ struct pg_store {
 	int connect_timeout_ms, statement_timeout_ms;
 	int bound_ms;                   /* set_timeout, 0 = none */
 	int floor_ready;
+	int gss_off;                    /* connect with gssencmode=disable */
 };
 
 /* Providers never print: libpq's notices (NOTICE, WARNING) go nowhere. */
@@ -673,13 +677,52 @@ static const struct {
 	{ "health", "ADD COLUMN IF NOT EXISTS health INTEGER", "add the health column" },
 };
 
+/* Whether to connect with gssencmode=disable.  libpq's default, prefer,
+ * asks GSSAPI for a Kerberos credential cache at every connect (krb5.conf
+ * parsed, the cache looked for), which leaves 0.6 MB of libkrb5 and
+ * libgssapi_krb5 resident in a process that has no ticket, and then
+ * behaves as disable.  So leash disables GSSAPI encryption only where
+ * Kerberos cannot be meant: no /etc/krb5.conf and no ticket in the default
+ * cache on the host, none of the Kerberos or libpq variables below in the
+ * environment, and none of the keys gssencmode, krbsrvname, gsslib or
+ * service in the conninfo.  Anywhere else libpq decides as usual.  GSSAPI
+ * authentication (pg_hba's gss method) works either way. */
+static int want_gss_off(const char *conninfo)
+{
+	static const char *const env[] = { "PGGSSENCMODE", "PGKRBSRVNAME", "PGGSSLIB", "PGSERVICE",
+	                                   "KRB5_CONFIG", "KRB5CCNAME", "KRB5_CLIENT_KTNAME" };
+	static const char *const keys[] = { "gssencmode", "krbsrvname", "gsslib", "service" };
+	PQconninfoOption *opts, *o;
+	char cache[64];
+	int off = 1;
+
+	for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+		if (getenv(env[i]))
+			return 0;
+	/* MIT Kerberos' default cache is FILE:/tmp/krb5cc_%{uid}. */
+	snprintf(cache, sizeof cache, "/tmp/krb5cc_%u", (unsigned)getuid());
+	if (access("/etc/krb5.conf", F_OK) == 0 || access(cache, F_OK) == 0)
+		return 0;
+	/* A conninfo PQconninfoParse cannot read (a bare database name, or an
+	 * error the connect reports) keeps libpq's default. */
+	if (!(opts = PQconninfoParse(conninfo, NULL)))
+		return 0;
+	for (o = opts; o->keyword; o++)
+		for (size_t i = 0; o->val && i < sizeof keys / sizeof keys[0]; i++)
+			if (strcmp(o->keyword, keys[i]) == 0)
+				off = 0;
+	PQconninfoFree(opts);
+	return off;
+}
+
 /* Connects and sets the session up: statement timeout, the table, LISTEN,
  * the prepared statements.  Leaves ps->conn NULL on failure. */
 static int pg_connect(struct pg_store *ps, int64_t deadline)
 {
 	char secs[32], sql[8192];
-	const char *keys[] = { "connect_timeout", "application_name", "dbname", NULL };
-	const char *vals[] = { secs, "leash", ps->conninfo, NULL };
+	/* Keys before dbname are defaults: the conninfo's own win. */
+	const char *keys[] = { "connect_timeout", "application_name", "gssencmode", "dbname", NULL };
+	const char *vals[] = { secs, "leash", ps->gss_off ? "disable" : NULL, ps->conninfo, NULL };
 	PGconn *c;
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
 	int64_t left = deadline - clock_mono_ms();
@@ -1636,6 +1679,7 @@ static struct store *open_postgres(const struct store_opts *o, char *err, size_t
 		snprintf(err, errlen, "postgres: out of memory");
 		goto fail;
 	}
+	ps->gss_off = want_gss_off(ps->conninfo);
 	if (pg_connect(ps, clock_mono_ms() + ps->connect_timeout_ms) < 0) {
 		snprintf(err, errlen, "%s", ps->base.err);
 		goto fail;
@@ -1763,14 +1807,27 @@ static PGresult *pres_call(struct pg_store *ps, int q, int n, const char *const 
 	return roundtrip(ps, 0, pres_sql[q][0], NULL, n, vals, deadline, what);
 }
 
+/* Whether a row of a presence answer is a replica: renew_beat's answer
+ * also holds the lease rows (k = 'L', read by renewed()), and an answer
+ * with no rows to join is one row with the clock only. */
+static int pres_is_replica(PGresult *r, int row)
+{
+	return !PQgetisnull(r, row, 1) && !(PQnfields(r) > 10 && *PQgetvalue(r, row, 10) == 'L');
+}
+
 static int pres_rows(struct pg_store *ps, PGresult *r, struct store_replica **rows, size_t *n,
                      int64_t *now)
 {
 	int nt = PQntuples(r);
-	struct store_replica *out = calloc(nt > 0 ? (size_t)nt : 1, sizeof *out);
-	size_t len = 0;
+	size_t nrep = 0, len = 0;
+	struct store_replica *out;
 
-	if (!out) {
+	/* Sized for the replicas only: at 1,000 leases renew_beat's answer
+	 * has 1,000 lease rows, and a slot for each was 0.7 MB of mapping
+	 * (mostly untouched) held until the next beat. */
+	for (int row = 0; row < nt; row++)
+		nrep += pres_is_replica(r, row);
+	if (!(out = calloc(nrep > 0 ? nrep : 1, sizeof *out))) {
 		PQclear(r);
 		return store_fail(&ps->base, "postgres: replicas: out of memory");
 	}
@@ -1778,8 +1835,8 @@ static int pres_rows(struct pg_store *ps, PGresult *r, struct store_replica **ro
 		struct store_replica *x = &out[len];
 
 		*now = col_i64(r, row, 0);
-		if (PQgetisnull(r, row, 1) || (PQnfields(r) > 10 && *PQgetvalue(r, row, 10) == 'L'))
-			continue;       /* renew_beat's lease rows are read by renewed() */
+		if (!pres_is_replica(r, row))
+			continue;
 		col_str(x->owner, r, row, 1);
 		col_str(x->host, r, row, 2);
 		x->pid = col_i64(r, row, 3);
