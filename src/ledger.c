@@ -88,6 +88,17 @@ static struct ledger_row *push(struct ledger *l, struct ledger_row **q, size_t *
 	return &(*q)[(*n)++];
 }
 
+/* An emptied queue gives its room back: a burst's thousand rows would
+ * otherwise keep 300 KB (and the heap's top above them) for good. */
+static void shrink(struct ledger_row **q, size_t n, size_t *cap)
+{
+	if (n == 0 && *cap > 64) {
+		free(*q);
+		*q = NULL;
+		*cap = 0;
+	}
+}
+
 static void set_str(char *dst, size_t len, const char *s)
 {
 	size_t n = strnlen(s, len - 1);
@@ -239,6 +250,7 @@ void ledger_claimed(struct ledger *l, int rc)
 		l->acct[w++] = *r;
 	}
 	l->nacct = w;
+	shrink(&l->acct, l->nacct, &l->acap);
 }
 
 static void log_drops(struct ledger *l, int64_t now)
@@ -285,6 +297,7 @@ int ledger_flush(struct ledger *l, struct store *s, int64_t now)
 	clear_rows(l->rec, n);
 	memmove(l->rec, l->rec + n, (l->nrec - n) * sizeof *l->rec);
 	l->nrec -= n;
+	shrink(&l->rec, l->nrec, &l->rcap);
 	return STORE_OK;
 }
 

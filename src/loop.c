@@ -49,6 +49,7 @@ struct loop {
 	struct hooks hooks;
 	struct http http;               /* [http] listen: the server process */
 	unsigned reloads;               /* SIGHUPs so far, for the server */
+	unsigned ended;                 /* runs ended since the heap was last trimmed */
 	int sigfd;
 	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
 };
@@ -196,6 +197,7 @@ static void finish_done_runs(struct loop *lp)
 			continue;
 		}
 		runner_report(r, &failed);
+		lp->ended++;
 		if (r->hook) {
 			hooks_hook_ended(&lp->hooks, r, lp->stopping);
 			runner_free(r);
@@ -209,6 +211,23 @@ static void finish_done_runs(struct loop *lp)
 		}
 		runner_free(r);
 	}
+}
+
+/* Once a burst of runs is over (LOOP_TRIM_RUNS ended, none going), the
+ * heap's free pages go back to the system: the burst's records and buffers
+ * leave holes below what was allocated after them, which free() alone
+ * cannot return (0.7 MB after 1,000 runs). */
+#define LOOP_TRIM_RUNS 256
+
+static void trim_after_burst(struct loop *lp)
+{
+	if (lp->ended < LOOP_TRIM_RUNS)
+		return;
+	for (struct run *r = lp->runs; r; r = r->next)
+		if (!r->armed)
+			return;
+	lp->ended = 0;
+	malloc_trim(0);
 }
 
 /* Timeouts and kills that are due; returns ms until the next one. */
@@ -475,6 +494,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		}
 		finish_done_runs(&lp);
 		sched_drop_removed(&lp.sched);
+		trim_after_burst(&lp);
 	}
 	/* The ledger gets what it still lacks, what is held is released in
 	 * one batch; then every job leaves the election, which only forgets it. */
