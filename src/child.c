@@ -159,6 +159,8 @@ static int run_body(lua_State *L)
 	return ok ? 0 : 1;
 }
 
+static void fence_off(void);
+
 static rlim_t nofile_soft = RLIM_INFINITY;       /* RLIM_INFINITY: as inherited */
 
 void child_nofile(rlim_t soft)
@@ -317,7 +319,19 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	 * is not (a third of a millisecond): it yields to the runs starting
 	 * now, so a burst's bodies start one after the other, not each after
 	 * the previous one's exit.  (Lowering the priority alone does not give
-	 * the CPU up.) */
+	 * the CPU up.)  First the body's end is made final: the log-record
+	 * pipe closes (the parent stops no run whose records ended, see
+	 * runner_stop) and no signal can turn the exit code into a death. */
+	{
+		sigset_t all;
+
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, NULL);
+	}
+	close(STDOUT_FILENO);
+	close(STDERR_FILENO);
+	close(3);
+	fence_off();
 	setpriority(PRIO_PROCESS, 0, 19);
 	sched_yield();
 	_exit(code);
@@ -418,6 +432,17 @@ void child_fence_start(int64_t stop_ms, int64_t timeout_stop_ms)
 		arm(stop_ms);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The body is over: nothing to fence any more (a deadline now would kill
+ * a process that only exits). */
+static void fence_off(void)
+{
+	if (!fence_armed)
+		return;
+	fence_armed = 0;
+	timer_delete(fence_group_timer);
+	timer_delete(fence_timer);
 }
 
 double child_left_s(void)

@@ -283,7 +283,9 @@ void runner_read(struct run *r, enum run_stream i)
 
 void runner_stop(struct run *r, const char *reason)
 {
-	if (r->exited || r->kill_at)
+	/* Its records ended: the body is over and its exit code is set
+	 * (child_main closes that pipe then), the process only going away. */
+	if (r->exited || r->kill_at || (r->fd[RUN_RECORDS] < 0 && !r->armed))
 		return;
 	/* Copied: a reason may be built on the caller's stack ("replaced by
 	 * the fire at T"). */
@@ -296,8 +298,8 @@ void runner_stop(struct run *r, const char *reason)
 
 int64_t runner_tick(struct run *r, int64_t now)
 {
-	if (r->exited)
-		return INT64_MAX;
+	if (r->exited || (r->fd[RUN_RECORDS] < 0 && !r->armed))
+		return INT64_MAX;       /* (its body is over, see runner_stop) */
 	if (r->kill_at) {
 		if (now >= r->kill_at) {
 			kill(-r->pid, SIGKILL);
