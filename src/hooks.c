@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "hooks.h"
 #include "job.h"
 #include "log.h"
@@ -65,7 +64,7 @@ void hooks_run_ended(struct hooks *h, struct run *r, int stopping)
 	rep->scheduled_ms = r->scheduled_ms;
 	rep->token = r->token;
 	rep->started_ms = r->started_wall;
-	rep->ended_ms = clock_wall_ms();
+	rep->ended_ms = runner_ended_wall(r);
 	snprintf(rep->outcome, sizeof rep->outcome, "%s", outcome);
 	rep->exit_code = code;
 	rep->exit_signal = sig;

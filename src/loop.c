@@ -207,7 +207,7 @@ static void finish_done_runs(struct loop *lp)
 			singleton_run_ended(&lp->sg, r);
 		if (r->job) {
 			hooks_run_ended(&lp->hooks, r, lp->stopping);
-			sched_run_ended(&lp->sched, r->job, failed, clock_mono_ms() - r->started_ms);
+			sched_run_ended(&lp->sched, r->job, failed, runner_ran_ms(r));
 		}
 		runner_free(r);
 	}

@@ -36,6 +36,10 @@ void runner_watch(int epfd)
 
 static void close_stream(struct run *r, enum run_stream i)
 {
+	if (i == RUN_RECORDS && !r->ended_ms && !r->armed) {
+		r->ended_ms = clock_mono_ms();
+		r->ended_wall = clock_wall_ms();
+	}
 	if (watch_fd >= 0)
 		epoll_ctl(watch_fd, EPOLL_CTL_DEL, r->fd[i], NULL);
 	close(r->fd[i]);
@@ -356,14 +360,24 @@ const char *runner_outcome(const struct run *r, int *code, int *sig)
 	return *code > 0 ? "failed" : "killed";
 }
 
+int64_t runner_ran_ms(const struct run *r)
+{
+	return (r->ended_ms ? r->ended_ms : clock_mono_ms()) - r->started_ms;
+}
+
+int64_t runner_ended_wall(const struct run *r)
+{
+	return r->ended_wall ? r->ended_wall : clock_wall_ms();
+}
+
 void runner_report(struct run *r, int *failed)
 {
-	double secs = (clock_mono_ms() - r->started_ms) / 1000.0;
+	double secs = runner_ran_ms(r) / 1000.0;
 	int st = r->status, code, sig;
 
 	if (!r->hook)           /* a failure hook is no run of its job */
-		metrics_note_run(r->job->metrics, runner_outcome(r, &code, &sig),
-		                 clock_mono_ms() - r->started_ms, clock_wall_ms());
+		metrics_note_run(r->job->metrics, runner_outcome(r, &code, &sig), runner_ran_ms(r),
+		                 runner_ended_wall(r));
 	*failed = 1;
 	if (r->stop_reason[0]) {
 		log_msg(LOG_WARN, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,

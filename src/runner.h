@@ -78,6 +78,9 @@ struct run {
 	int64_t token;                  /* 0 when not elected */
 	int manual;                     /* a triggered run (leash trigger): not claimed */
 	int64_t started_wall;           /* wall clock */
+	/* When its log-record pipe closed: the body's end (the child's exit
+	 * may come later, see child_main); 0 until then. */
+	int64_t ended_ms, ended_wall;   /* monotonic, wall clock */
 	int hook;                       /* a failure hook's child: no run of the job */
 	char error[RUN_ERROR_MAX + 1];
 	int exited, status;
@@ -132,6 +135,10 @@ void runner_exited(struct run *, int status);
  * result and the caller frees it with runner_free. */
 int runner_done(struct run *);
 void runner_report(struct run *, int *failed);
+/* How long the run's body took (so far), and when it ended (wall clock;
+ * now while it has not). */
+int64_t runner_ran_ms(const struct run *);
+int64_t runner_ended_wall(const struct run *);
 /* What the ledger (and /metrics) calls the way an exited run ended: "ok",
  * "manual", "failed", "timeout", "lost" or "killed"; its exit code and
  * signal in *code and *sig (STORE_NO_CODE when none). */

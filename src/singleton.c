@@ -354,7 +354,7 @@ void singleton_run_started(struct singleton *sg, struct run *r)
 
 void singleton_run_ended(struct singleton *sg, struct run *r)
 {
-	int64_t now = clock_wall_ms();
+	int64_t now = runner_ended_wall(r);
 	struct ledger_row row = {
 		.scheduled_at = run_key(r), .token = r->token, .started_at = r->started_wall,
 		.ended_at = now, .duration_ms = now - r->started_wall,
