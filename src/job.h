@@ -42,8 +42,9 @@ struct job {
 	int64_t restart_at;             /* monotonic; services */
 	int64_t backoff_ms;             /* services */
 	struct run *run;                /* the current run, or NULL */
-	struct run *prep;               /* a process forked ahead for the fire at */
-	int64_t prep_ms;                /* prep_ms (sched.c), or NULL */
+	struct run *prep;               /* a process forked ahead for the fire at
+	                                 * prep_ms (sched.c), or NULL */
+	int64_t prep_ms;                /* the fire last forked ahead for (or tried) */
 	int64_t pending_ms;             /* a fire waiting for that run to end
 	                                 * (queue, replace), or 0 */
 	long run_id;                    /* its id */

@@ -221,11 +221,8 @@ static void finish_done_runs(struct loop *lp)
 
 static void trim_after_burst(struct loop *lp)
 {
-	if (lp->ended < LOOP_TRIM_RUNS)
+	if (lp->ended < LOOP_TRIM_RUNS || runner_going())
 		return;
-	for (struct run *r = lp->runs; r; r = r->next)
-		if (!r->armed)
-			return;
 	lp->ended = 0;
 	malloc_trim(0);
 }

@@ -28,6 +28,7 @@
 
 static long next_run_id;
 static int watch_fd = -1;
+static unsigned going;                  /* runs started and not yet freed */
 
 void runner_watch(int epfd)
 {
@@ -109,6 +110,7 @@ static void begin(struct run *r, const struct run_info *info)
 {
 	struct job *job = r->job;
 
+	going++;
 	r->grace_ms = info->grace_ms;
 	r->fence_ms = info->fence_stop_ms;
 	r->started_ms = clock_mono_ms();
@@ -287,9 +289,9 @@ void runner_read(struct run *r, enum run_stream i)
 
 void runner_stop(struct run *r, const char *reason)
 {
-	/* Its records ended: the body is over and its exit code is set
-	 * (child_main closes that pipe then), the process only going away. */
-	if (r->exited || r->kill_at || (r->fd[RUN_RECORDS] < 0 && !r->armed))
+	/* ended_ms: its records ended, so the body is over and its exit code
+	 * set (child_main closes that pipe then); the process is only going. */
+	if (r->exited || r->kill_at || r->ended_ms)
 		return;
 	/* Copied: a reason may be built on the caller's stack ("replaced by
 	 * the fire at T"). */
@@ -302,7 +304,7 @@ void runner_stop(struct run *r, const char *reason)
 
 int64_t runner_tick(struct run *r, int64_t now)
 {
-	if (r->exited || (r->fd[RUN_RECORDS] < 0 && !r->armed))
+	if (r->exited || r->ended_ms)
 		return INT64_MAX;       /* (its body is over, see runner_stop) */
 	if (r->kill_at) {
 		if (now >= r->kill_at) {
@@ -406,5 +408,12 @@ void runner_free(struct run *r)
 	}
 	if (r->go_fd >= 0)
 		close(r->go_fd);
+	if (!r->armed)
+		going--;
 	free(r);
+}
+
+unsigned runner_going(void)
+{
+	return going;
 }

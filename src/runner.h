@@ -145,4 +145,8 @@ int64_t runner_ended_wall(const struct run *);
 const char *runner_outcome(const struct run *, int *code, int *sig);
 void runner_free(struct run *);
 
+/* How many runs (and failure hooks' children) are going: started, not yet
+ * freed; the children forked ahead and not started are not counted. */
+unsigned runner_going(void);
+
 #endif

@@ -16,8 +16,8 @@ void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sch
 	s->dir = dir;
 	s->env = *env;
 	s->prep_us = 1000;              /* a fork: 1 ms, until measured */
-	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
 	s->prep_n = 1;
+	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
 }
 
 static int64_t wall(struct sched *s) { return s->env.wall_ms(s->env.arg); }
@@ -591,15 +591,15 @@ static int64_t claim_lead(const struct sched *s)
  * ms until a job of the batch wants a turn again, or INT64_MAX. */
 static int64_t claim_batch(struct sched *s, size_t n)
 {
-	int64_t wake = INT64_MAX, now;
+	int64_t wake = INT64_MAX, now, t0;
 	int rc;
 
 	if (n == 0)
 		return wake;
-	now = wall(s);
+	t0 = wall(s);
 	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
-	s->claim_ms[s->nclaims++ % (sizeof s->claim_ms / sizeof *s->claim_ms)] = wall(s) - now;
 	now = wall(s);
+	s->claim_ms[s->nclaims++ % (sizeof s->claim_ms / sizeof *s->claim_ms)] = now - t0;
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = s->cj[i];
 		char at[32], until[32];

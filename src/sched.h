@@ -141,8 +141,8 @@ void sched_gained(struct sched *, struct job *, int64_t last_fire);
  * dropped (a claimed one is accounted missed: its row says so). */
 void sched_stopped(struct sched *);
 
-/* A prepared process of j died before its fire (it is forked again, or
- * the fire's process is forked when it starts). */
+/* A prepared process of j died before its fire (the fire's process is then
+ * forked when it starts). */
 void sched_prep_ended(struct sched *, struct job *, struct run *);
 
 /* Drops removed jobs whose run has ended. */
