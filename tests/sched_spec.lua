@@ -495,6 +495,29 @@ describe("the job table", function()
       assert.equal(1, #o.calls, "no second claim for a claimed fire")
     end)
 
+    it("a claim that took 30 ms sends the next ones 60 ms ahead, and never more than 100 ms", function()
+      local took = 30
+      local o
+      o = claiming({ a = every("1s") }, function(list)
+        o.t.wall = o.t.wall + took     -- the store's round trip
+        local ok = {}
+        for i = 1, #list do ok[i] = true end
+        return ok
+      end, { a = true })
+      o.due()
+      assert.equal(495, o.sleep, "5 ms ahead until a claim was measured")
+      -- Claimed at 995 ms, answered at 1025: it starts then, late.
+      assert.same({ { name = "a", at = T0 + 1000 } }, o.advance(495))
+      o.s:ended("a", false, 1)
+      o.due()
+      assert.equal(T0 + 2000 - 60, o.t.wall + o.sleep)
+      took = 80
+      assert.same({ { name = "a", at = T0 + 2000 } }, o.advance(o.sleep))
+      o.s:ended("a", false, 1)
+      o.due()
+      assert.equal(T0 + 3000 - 100, o.t.wall + o.sleep, "160 ms capped")
+    end)
+
     it("a refused claim starts nothing and says why", function()
       local o = claiming({ j = every("1s") }, function() return { false } end, { j = true })
       o.due()
