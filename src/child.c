@@ -237,6 +237,43 @@ static int wait_go(int fd, struct child_go *go, pid_t parent)
 	return 0;
 }
 
+void child_pipes_close(int fds[][2], int go[2])
+{
+	for (int i = 0; i < RUN_STREAMS; i++)
+		for (int k = 0; k < 2; k++)
+			if (fds[i][k] >= 0) {
+				close(fds[i][k]);
+				fds[i][k] = -1;
+			}
+	for (int k = 0; go && k < 2; k++)
+		if (go[k] >= 0) {
+			close(go[k]);
+			go[k] = -1;
+		}
+}
+
+int child_pipes(int fds[][2], int go[2])
+{
+	for (int i = 0; i < RUN_STREAMS; i++)
+		fds[i][0] = fds[i][1] = -1;
+	if (go)
+		go[0] = go[1] = -1;
+	for (int i = 0; i < RUN_STREAMS; i++)
+		if (pipe2(fds[i], O_CLOEXEC) < 0)
+			goto fail;
+	if (go && pipe2(go, O_CLOEXEC) < 0)
+		goto fail;
+	return 0;
+fail:
+	{
+		int e = errno;
+
+		child_pipes_close(fds, go);
+		errno = e;
+	}
+	return -1;
+}
+
 static int64_t timeout_stop(const struct job *job, const struct run_info *info)
 {
 	int64_t ms = info->timeout_ms ? info->timeout_ms : job->timeout_ms;

@@ -43,6 +43,13 @@ int child_go_init(void);
 int child_go_send(int fd, const struct child_go *);
 void child_go_wake(void);
 
+/* A child's pipes, made before it is forked (all close-on-exec): stdout,
+ * stderr and log records in fds, and with go the pipe a child forked ahead
+ * waits on.  0, or -1 with errno (those made are closed again).  Closing
+ * leaves -1 in each. */
+int child_pipes(int fds[][2], int go[2]);
+void child_pipes_close(int fds[][2], int go[2]);
+
 /* The child's life: fds are the stdout, stderr and log-record pipes.  go:
  * -1, or the read end of a pipe on which the child waits, forked ahead, for
  * its struct child_go (the run's id and token come with it); it exits

@@ -136,6 +136,13 @@ static char *warnings_dup(lua_State *L, int t)
 	return r;
 }
 
+static uint64_t changes;         /* struct jobs made and freed so far */
+
+uint64_t job_changes(void)
+{
+	return changes;
+}
+
 /* Turns the job table on top of the stack into a struct job (pops it). */
 static struct job *from_table(lua_State *L)
 {
@@ -143,6 +150,7 @@ static struct job *from_table(lua_State *L)
 	int t = lua_gettop(L);
 	char *kind;
 
+	changes++;
 	if (!j) {
 		lua_pop(L, 1);
 		return NULL;
@@ -299,6 +307,7 @@ void job_free(lua_State *L, struct job *j)
 {
 	if (!j)
 		return;
+	changes++;
 	luaL_unref(L, LUA_REGISTRYINDEX, j->ref);
 	free(j->name);
 	free(j->file);

@@ -87,6 +87,11 @@ int job_load_dir(lua_State *L, const char *dir,
                  void (*good)(void *arg, struct job *),
                  void (*bad)(void *arg, const char *file, const char *msg), void *arg);
 
+/* How many struct jobs were made or freed so far: while it stays the same,
+ * every struct job (and its Lua table) the process has is one it had then
+ * (src/spawn.c forks from a copy taken at one count). */
+uint64_t job_changes(void);
+
 /* The next fire time strictly after after_ms, or -1 for a service or on
  * error (then logged). */
 int64_t job_next_fire(lua_State *L, struct job *, int64_t after_ms);

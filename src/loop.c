@@ -38,6 +38,7 @@
 #include "runner.h"
 #include "sched.h"
 #include "singleton.h"
+#include "spawn.h"
 
 struct loop {
 	lua_State *L;
@@ -127,14 +128,27 @@ static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 		.replica = lp->owner, .scheduled_ms = fire, .grace_ms = lp->cfg->grace_ms,
 	};
 	struct run *r;
+	int later;
 
 	if (lp->cfg->singleton)
 		singleton_run_info(&lp->sg, j, &info);
-	if (!(r = runner_prepare(lp->L, j, &info)))
-		return -1;
+	if (!(r = runner_prepare(lp->L, j, &info, &later)))
+		return later ? 0 : -1;
 	add_run(lp, r);
 	*out = r;
 	return 1;
+}
+
+static int64_t prep_cost(void *arg)
+{
+	(void)arg;
+	return runner_prep_cost_us();
+}
+
+static int body_over(void *arg, const struct run *r)
+{
+	(void)arg;
+	return r->ended_ms != 0;
 }
 
 static void discard_run(void *arg, struct run *r)
@@ -165,7 +179,7 @@ static void reap_children(struct loop *lp)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		if (!http_reaped(&lp->http, pid, status))
+		if (!http_reaped(&lp->http, pid, status) && !spawn_reaped(pid, status))
 			for (struct run *r = lp->runs; r; r = r->next)
 				if (r->pid == pid)
 					runner_exited(r, status);
@@ -187,7 +201,9 @@ static void finish_done_runs(struct loop *lp)
 		}
 		*p = r->next;
 		if (r->armed) {         /* never started: nothing to tell but its death */
-			if (r->job) {
+			if (r->job && r->lost) {
+				sched_prep_ended(&lp->sched, r->job, r);
+			} else if (r->job) {
 				log_msg(LOG_WARN, r->job->name, 0, "the process forked ahead of a fire "
 				        "died before it (pid %d, status %d); the fire forks another",
 				        (int)r->pid, r->status);
@@ -269,7 +285,7 @@ static void on_signal(struct loop *lp)
 				log_msg(LOG_WARN, NULL, 0, "%s again: killing every run now",
 				        strsignal(si.ssi_signo));
 				for (struct run *r = lp->runs; r; r = r->next)
-					kill(-r->pid, SIGKILL);
+					runner_kill(r);
 				break;
 			}
 			lp->stopping = 1;
@@ -286,7 +302,7 @@ static void on_signal(struct loop *lp)
 }
 
 /* What the loop's epoll events point at besides runs' streams. */
-static char on_sigfd, on_store;
+static char on_sigfd, on_store, on_spawner;
 
 static int watch(int epfd, int fd, void *what)
 {
@@ -355,6 +371,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		return 1;
 	}
 	runner_watch(epfd);
+	spawn_watch(epfd, &on_spawner);
 	/* A long-lived parent: large buffers (a renew_all of 1,000 names and its
 	 * answer) go to mmap and back to the system when freed, and the heap
 	 * keeps no slack at its top. */
@@ -397,6 +414,8 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.paused = singleton_paused;
 	}
 	env.prepare = prepare_run;
+	env.prep_cost_us = prep_cost;
+	env.body_over = body_over;
 	env.discard = discard_run;
 	lp.hooks = (struct hooks){ .L = L, .replica = lp.owner, .grace_ms = cfg->grace_ms,
 	                           .runs = &lp.runs };
@@ -467,7 +486,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		{
 			int n = epoll_wait(epfd, ev, sizeof ev / sizeof *ev,
 			                   wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
-			int sig = 0, store = 0;
+			int sig = 0, store = 0, spawner = 0;
 
 			if (n < 0 && errno != EINTR) {
 				log_msg(LOG_ERROR, NULL, 0, "epoll_wait: %s", strerror(errno));
@@ -480,10 +499,14 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 					sig = 1;
 				else if (what == &on_store)
 					store = 1;
+				else if (what == &on_spawner)
+					spawner = 1;
 				else
 					runner_read(((struct run_stream_ref *)what)->run,
 					            ((struct run_stream_ref *)what)->stream);
 			}
+			if (spawner)
+				runner_collect();
 			if (store)
 				singleton_events(&lp.sg);
 			if (sig)
@@ -513,6 +536,8 @@ done:
 		if (cfg->singleton)
 			singleton_free(&lp.sg, clock_mono_ms() - started_ms);
 	}
+	spawn_stop();
+	spawn_watch(-1, NULL);
 	http_close(&lp.http);
 	runner_watch(-1);
 	close(epfd);

@@ -24,6 +24,7 @@
 #include "lx.h"
 #include "metrics.h"
 #include "runner.h"
+#include "spawn.h"
 #include "store/store.h"
 
 static long next_run_id;
@@ -47,20 +48,50 @@ static void close_stream(struct run *r, enum run_stream i)
 	r->fd[i] = -1;
 }
 
+/* A child of r's: its pipes' parent ends (rfd) and its go pipe's write end
+ * (gofd, -1 for a run started at once) join the run. */
+static void take_child(struct run *r, pid_t pid, const int rfd[RUN_STREAMS], int gofd)
+{
+	setpgid(pid, pid);              /* also here, so a kill right away finds the group */
+	r->pid = pid;
+	r->go_fd = gofd;
+	if (gofd >= 0)
+		fcntl(gofd, F_SETFL, O_NONBLOCK);
+	for (int i = 0; i < RUN_STREAMS; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->ref[i] };
+
+		r->fd[i] = rfd[i];
+		r->ref[i] = (struct run_stream_ref){ r, i };
+		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
+		if (watch_fd >= 0)
+			epoll_ctl(watch_fd, EPOLL_CTL_ADD, r->fd[i], &ev);
+	}
+}
+
+static struct run *new_run(struct job *job, const struct run_info *info, int go)
+{
+	struct run *r = calloc(1, sizeof *r);
+
+	if (!r)
+		return NULL;
+	r->job = job;
+	r->armed = go;
+	r->go_fd = -1;
+	r->fence_ms = info->fence_stop_ms;
+	for (int i = 0; i < RUN_STREAMS; i++)
+		r->fd[i] = -1;
+	return r;
+}
+
 /* Forks the child; go: whether it waits for runner_go. */
 static struct run *spawn(lua_State *L, struct job *job, const struct run_info *info, int go)
 {
-	int fds[RUN_STREAMS][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
-	int gofds[2] = { -1, -1 };
-	struct run *r = calloc(1, sizeof *r);
+	int fds[RUN_STREAMS][2], gofds[2] = { -1, -1 };
+	int rfd[RUN_STREAMS];
+	struct run *r = new_run(job, info, go);
 	pid_t pid;
 
-	if (!r)
-		goto fail;
-	for (int i = 0; i < RUN_STREAMS; i++)
-		if (pipe2(fds[i], O_CLOEXEC) < 0)
-			goto fail;
-	if (go && (child_go_init() < 0 || pipe2(gofds, O_CLOEXEC) < 0))
+	if (child_pipes(fds, go ? gofds : NULL) < 0 || !r || (go && child_go_init() < 0))
 		goto fail;
 	if (!go)
 		r->id = ++next_run_id;
@@ -70,37 +101,18 @@ static struct run *spawn(lua_State *L, struct job *job, const struct run_info *i
 		goto fail;
 	if (pid == 0)
 		child_main(L, job, info, r->id, fds, gofds[0]);
-	setpgid(pid, pid);              /* also here, so a kill right away finds the group */
-	r->pid = pid;
-	r->job = job;
-	r->armed = go;
-	r->go_fd = gofds[1];
-	if (go) {
-		close(gofds[0]);
-		fcntl(r->go_fd, F_SETFL, O_NONBLOCK);
-	}
-	r->fence_ms = info->fence_stop_ms;
 	for (int i = 0; i < RUN_STREAMS; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->ref[i] };
-
 		close(fds[i][1]);
-		r->fd[i] = fds[i][0];
-		r->ref[i] = (struct run_stream_ref){ r, i };
-		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
-		if (watch_fd >= 0)
-			epoll_ctl(watch_fd, EPOLL_CTL_ADD, r->fd[i], &ev);
+		rfd[i] = fds[i][0];
 	}
+	if (go)
+		close(gofds[0]);
+	take_child(r, pid, rfd, gofds[1]);
 	return r;
 fail:
 	log_msg(LOG_ERROR, job->name, 0, "cannot %s a run: %s", go ? "prepare" : "start",
 	        strerror(errno));
-	for (int i = 0; i < RUN_STREAMS; i++)
-		for (int k = 0; k < 2; k++)
-			if (fds[i][k] >= 0)
-				close(fds[i][k]);
-	for (int k = 0; k < 2; k++)
-		if (gofds[k] >= 0)
-			close(gofds[k]);
+	child_pipes_close(fds, gofds);
 	free(r);
 	return NULL;
 }
@@ -136,16 +148,64 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	return r;
 }
 
-struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info *info)
+/* The spawner's answer to a prepared run's ask (spawn.h). */
+static void answered(void *tag, pid_t pid, const int fd[3], int go)
 {
+	struct run *r = tag;
+
+	r->asked = 0;
+	if (!pid) {
+		/* No child: the run is over before it was one (quietly: the
+		 * spawner said why, or its fork failed and the fire forks). */
+		r->exited = 1;
+		r->lost = 1;
+		return;
+	}
+	take_child(r, pid, fd, go);
+	if (!r->job)
+		runner_discard(r);      /* discarded while it was asked for */
+}
+
+struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info *info,
+                           int *later)
+{
+	struct run *r = new_run(job, info, 1);
+
+	*later = 0;
+	if (!r) {
+		log_msg(LOG_ERROR, job->name, 0, "cannot prepare a run: %s", strerror(errno));
+		return NULL;
+	}
+	switch (spawn_ask(L, job, info, r, answered)) {
+	case 0:
+		r->asked = 1;
+		return r;
+	case 1:
+		*later = 1;
+		free(r);
+		return NULL;
+	}
+	free(r);
 	return spawn(L, job, info, 1);
+}
+
+void runner_collect(void)
+{
+	spawn_collect();
+}
+
+int64_t runner_prep_cost_us(void)
+{
+	return spawn_cost_us();
 }
 
 int runner_go(struct run *r, const struct run_info *info)
 {
 	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
 
-	if (!r->armed || r->exited)
+	if (r->asked)
+		spawn_wait(r);
+	if (!r->armed || r->exited || r->asked)
 		return -1;
 	go.run_id = next_run_id + 1;
 	if (child_go_send(r->go_fd, &go) < 0)
@@ -166,11 +226,13 @@ void runner_wake(void)
 void runner_discard(struct run *r)
 {
 	r->job = NULL;
+	if (r->asked)
+		return;         /* its child goes when the answer comes */
 	if (r->go_fd >= 0) {
 		close(r->go_fd);
 		r->go_fd = -1;
 	}
-	if (!r->exited)
+	if (!r->exited && r->pid > 0)
 		kill(r->pid, SIGKILL);
 }
 
@@ -299,7 +361,8 @@ void runner_stop(struct run *r, const char *reason)
 	r->kill_at = clock_mono_ms() + r->grace_ms;
 	log_msg(LOG_WARN, r->job->name, r->id, "stopping (%s): SIGTERM, SIGKILL in %lldms",
 	        reason, (long long)r->grace_ms);
-	kill(-r->pid, SIGTERM);
+	if (r->pid > 0)
+		kill(-r->pid, SIGTERM);
 }
 
 int64_t runner_tick(struct run *r, int64_t now)
@@ -308,7 +371,7 @@ int64_t runner_tick(struct run *r, int64_t now)
 		return INT64_MAX;       /* (its body is over, see runner_stop) */
 	if (r->kill_at) {
 		if (now >= r->kill_at) {
-			kill(-r->pid, SIGKILL);
+			runner_kill(r);
 			r->kill_at = INT64_MAX;  /* sent; nothing more to do */
 			return INT64_MAX;
 		}
@@ -328,7 +391,7 @@ void runner_push_fence(struct run *r, int64_t stop_ms)
 {
 	union sigval v;
 
-	if (r->exited)
+	if (r->exited || r->pid <= 0)
 		return;
 	v.sival_ptr = (void *)(intptr_t)stop_ms;
 	sigqueue(r->pid, CHILD_FENCE_SIGNAL, v);
@@ -339,7 +402,13 @@ void runner_exited(struct run *r, int status)
 	r->exited = 1;
 	r->status = status;
 	/* Whatever the body started dies with it. */
-	kill(-r->pid, SIGKILL);
+	runner_kill(r);
+}
+
+void runner_kill(struct run *r)
+{
+	if (r->pid > 0)         /* (0: a prepared run whose child is still asked for) */
+		kill(-r->pid, SIGKILL);
 }
 
 int runner_done(struct run *r)

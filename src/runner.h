@@ -84,6 +84,9 @@ struct run {
 	int hook;                       /* a failure hook's child: no run of the job */
 	char error[RUN_ERROR_MAX + 1];
 	int exited, status;
+	/* Prepared by the spawner: asked for, its child (pid, pipes) not
+	 * come yet (pid 0); lost: none will come (exited, quietly). */
+	int asked, lost;
 	struct run *next;
 };
 
@@ -98,9 +101,21 @@ struct run *runner_start(lua_State *L, struct job *, const struct run_info *);
 
 /* Forks, ahead of its fire, the child of a run of job: it sets itself up
  * and waits, with info's fence armed, until runner_go starts it (the run's
- * id, its token and fence deadline come then).  NULL when the fork fails
- * (logged).  Not a run yet: no id, nothing logged. */
-struct run *runner_prepare(lua_State *L, struct job *, const struct run_info *);
+ * id, its token and fence deadline come then).  The spawner forks it when
+ * there is one (the run is then asked for, its child comes with
+ * runner_collect); the parent when not.  NULL when the fork fails (logged),
+ * or with *later set when the spawner has all it can take now.  Not a run
+ * yet: no id, nothing logged. */
+struct run *runner_prepare(lua_State *L, struct job *, const struct run_info *, int *later);
+
+/* The spawner's answers to runner_prepare's asks, when its socket (see
+ * spawn_watch) is readable; and what a process forked ahead costs lately
+ * (µs; 0: unknown). */
+void runner_collect(void);
+int64_t runner_prep_cost_us(void);
+
+/* SIGKILL to the run's process group (none yet: nothing). */
+void runner_kill(struct run *);
 
 /* Starts a prepared run: 0, or -1 when its child is gone (the caller
  * discards it).  Its child goes on at the next runner_wake, which wakes all

@@ -782,11 +782,14 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 }
 
 /* Whether j's next fire is one to fork the process of ahead: a regular fire
- * within SCHED_PREP_AHEAD_MS, with nothing else waiting or going, that the
- * job is not paused for. */
+ * within SCHED_PREP_AHEAD_MS, with nothing else waiting or going (a run
+ * whose body is over, its process only exiting, does not count: under a
+ * burst's load that exit waits behind the runs starting), that the job is
+ * not paused for. */
 static int wants_prep(struct sched *s, const struct job *j, int64_t now)
 {
-	if (!s->env.prepare || j->prep || j->prep_ms == j->next_fire_ms || j->run ||
+	if (!s->env.prepare || j->prep || j->prep_ms == j->next_fire_ms ||
+	    (j->run && !(s->env.body_over && s->env.body_over(s->env.arg, j->run))) ||
 	    !sched_idle(j) || j->next_fire_ms < 0 || j->next_fire_ms - now > SCHED_PREP_AHEAD_MS)
 		return 0;
 	return !s->env.paused || !takes_part(s, j) || s->env.paused(s->env.elect_arg, j) == 0;
@@ -800,7 +803,12 @@ static int wants_prep(struct sched *s, const struct job *j, int64_t now)
 static int64_t prep_lead(const struct sched *s, size_t n)
 {
 	int64_t us = s->prep_us / (s->prep_n ? s->prep_n : 1);
-	int64_t lead = (int64_t)n * us * 2 / 1000 + SCHED_PREP_MIN_MS;
+	int64_t there = s->env.prep_cost_us ? s->env.prep_cost_us(s->env.arg) : 0;
+	int64_t lead;
+
+	if (there > us)
+		us = there;
+	lead = (int64_t)n * us * 2 / 1000 + SCHED_PREP_MIN_MS;
 
 	return lead < SCHED_PREP_AHEAD_MS ? lead : SCHED_PREP_AHEAD_MS;
 }
@@ -826,9 +834,12 @@ static int64_t prepare_ahead(struct sched *s, size_t n, int64_t sleep_ms, int64_
 			wake = INT64_MAX;       /* after the fire */
 			break;
 		}
-		if (spent >= SCHED_PREP_TURN_MS ||
-		    s->env.prepare(s->env.arg, j, j->next_fire_ms, &j->prep) == 0) {
+		if (spent >= SCHED_PREP_TURN_MS) {
 			wake = 0;               /* the rest in the next turn */
+			break;
+		}
+		if (s->env.prepare(s->env.arg, j, j->next_fire_ms, &j->prep) == 0) {
+			wake = SCHED_PREP_LATER_MS;     /* put off: whoever forks is busy */
 			break;
 		}
 		j->prep_ms = j->next_fire_ms;   /* made, or failed: not tried again */

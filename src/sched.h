@@ -25,6 +25,7 @@
 #define SCHED_PREP_AHEAD_MS 1000        /* a fire's process is forked at most this early */
 #define SCHED_PREP_MIN_MS 50            /* and at least */
 #define SCHED_PREP_TURN_MS 5            /* forking ahead takes at most this much of a turn */
+#define SCHED_PREP_LATER_MS 1           /* a put-off fork is tried again after */
 #define SCHED_ACCOUNT_MAX 1000          /* missed fires one catch-up accounts one by one */
 #define SCHED_ACCOUNT_TURN_MAX 10000    /* and all the catch-ups between two turns */
 #define SCHED_ACCOUNT_SPAN (24LL * 3600 * 1000) /* and how far back it looks at most */
@@ -41,13 +42,21 @@ struct sched_env {
 	                     struct run *prep, long *id);
 	/* Forks, ahead of time, the process of the job's fire at fire (a
 	 * periodic fire, not a catch-up): it waits, doing nothing, until start
-	 * is given it.  *out set: 1; 0 when not in this turn (the turn's share
-	 * of forking ahead is used up, ask again next turn); -1 when it failed
+	 * is given it.  *out set: 1; 0 when not now (whoever forks is busy: asked
+	 * again SCHED_PREP_LATER_MS later); -1 when it failed
 	 * (the fire's process is forked at the fire).  NULL: runs are forked
 	 * when they start. */
 	int (*prepare)(void *arg, struct job *, int64_t fire, struct run **out);
 	/* A prepared process that will not start: it goes, quietly. */
 	void (*discard)(void *arg, struct run *);
+	/* What preparing one costs where it is done (µs; 0: unknown), when
+	 * that is not the time prepare itself takes (the spawner's forks).
+	 * NULL: prepare's time. */
+	int64_t (*prep_cost_us)(void *arg);
+	/* Whether a run's body is over, its process only exiting (then the
+	 * next fire's process may be forked ahead; the fire itself still waits
+	 * for the run to end).  NULL: never. */
+	int (*body_over)(void *arg, const struct run *);
 	/* Asks a run to stop (it ends later, through sched_run_ended).  The
 	 * reason may live on the caller's stack: keep a copy. */
 	void (*stop)(void *arg, struct run *, const char *reason);

@@ -918,8 +918,8 @@ describe("the job table", function()
       o.due()
       o.advance(o.sleep)
       assert.same({}, o.kinds("prepare"))
-      assert.equal(0, o.sleep)
-      o.due()
+      assert.equal(1, o.sleep, "tried again a moment later")
+      o.advance(1)
       assert.same({ { "tick", T0 + 2000 } }, o.kinds("prepare"))
     end)
 
@@ -932,6 +932,25 @@ describe("the job table", function()
       o.s:ended("tick", false, 10)
       o.due()
       assert.same({ { "tick", T0 + 2000 } }, o.kinds("prepare"))
+    end)
+
+    it("a run whose body is over, its process only exiting, lets the next fire's process be forked", function()
+      local o = ahead { tick = every("1s") }
+      o.due()
+      assert.equal(1, #o.advance(500))        -- T0 + 1000
+      o.advance(950)                          -- 50 ms before the next fire
+      assert.same({}, o.kinds("prepare"), "not while the body goes")
+      o.s:body_over("tick")
+      o.due()
+      assert.same({ { "tick", T0 + 2000 } }, o.kinds("prepare"))
+      -- The fire itself still waits for the run's end: skipped, its
+      -- process goes.
+      assert.same({}, o.advance(50))
+      o.due()
+      assert.same({ { "tick", T0 + 2000 } }, o.kinds("discard"))
+      o.s:ended("tick", false, 10)
+      o.advance(o.sleep)
+      assert.same({ { name = "tick", at = T0 + 3000, prepared = true } }, o.advance(o.sleep))
     end)
 
     it("what will not start goes: a refused claim, a lost lease, a pause, a reload, a removal, the stop", function()

@@ -16,6 +16,7 @@
  *   }
  *   s:load(reload)          s:due() -> ms to sleep
  *   s:ended(name, failed, ran_ms)           s:gained(name, last_fire or nil)
+ *   s:body_over(name)       the run's body is over, its process not gone yet
  *   s:drop_removed()        s:jobs() -> { [name] = { ... } }
  *   s:trigger(name) -> b    (leash trigger; a manual run starts as "start"
  *                            with a 4th field "manual")
@@ -55,6 +56,7 @@ struct lsched {
 struct fake_run {
 	struct job *job;
 	int64_t fire;                   /* a prepared one's */
+	int over;                       /* s:body_over(name): only exiting */
 };
 static char fake_elect;                 /* and j->elect while it stands */
 
@@ -112,6 +114,7 @@ static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, int cat
 	if (!r)
 		return NULL;
 	r->job = j;
+	r->over = 0;
 	event4(ls, "start", j->name, scheduled_ms, NULL, catchup == SCHED_MANUAL ? "manual"
 	       : catchup ? "catchup" : prep ? "prepared" : NULL);
 	*id = ++ls->next_id;
@@ -137,6 +140,7 @@ static int prepare(void *arg, struct job *j, int64_t fire, struct run **out)
 		return -1;
 	r->job = j;
 	r->fire = fire;
+	r->over = 0;
 	*out = (struct run *)r;
 	event(ls, "prepare", j->name, fire, NULL);
 	return 1;
@@ -314,6 +318,25 @@ static struct job *find(lua_State *L, struct lsched *ls)
 	return j;
 }
 
+static int body_over(void *arg, const struct run *r)
+{
+	(void)arg;
+	return ((const struct fake_run *)r)->over;
+}
+
+static int l_body_over(lua_State *L)
+{
+	struct lsched *ls = check(L);
+	struct job *j = find(L, ls);
+
+	if (!j->run) {
+		log_set_sink(NULL, NULL);
+		return luaL_error(L, "%s has no run going", j->name);
+	}
+	((struct fake_run *)j->run)->over = 1;
+	return done(L, 0);
+}
+
 static int l_ended(lua_State *L)
 {
 	struct lsched *ls = check(L);
@@ -486,6 +509,7 @@ static int l_sched(lua_State *L)
 	if (ls->prepare_ref != LUA_NOREF) {
 		env.prepare = prepare;
 		env.discard = discard;
+		env.body_over = body_over;
 	}
 	if (ls->holds_ref != LUA_NOREF) {
 		env.takes_part = takes_part;
@@ -511,6 +535,7 @@ void lx_sched_lib(lua_State *L)
 		{ "load", l_load },
 		{ "due", l_due },
 		{ "ended", l_ended },
+		{ "body_over", l_body_over },
 		{ "gained", l_gained },
 		{ "drop_removed", l_drop_removed },
 		{ "trigger", l_trigger },

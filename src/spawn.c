@@ -1,0 +1,466 @@
+/* spawn.c - the spawner: a copy of leash that forks fires' processes ahead.
+ *
+ * At a thousand fires a second the parent's own forks were most of a
+ * burst's cost, and on the one thread that also has to claim and start the
+ * runs: each fork copied the page tables of a process the burst itself had
+ * grown (a run's buffers, three pipes per run going), and each child then
+ * closed the ~4,000 descriptors it inherited.  The spawner is a copy of the
+ * parent, forked when the job table last changed (job_changes), so it has
+ * every job's compiled body at the same address; it holds nothing but its
+ * socket, stays the size it was forked at (its heap in huge pages, see
+ * hugify), and forks while the parent goes on, on the other core.
+ *
+ * Its children are the parent's: clone(CLONE_PARENT) makes them so, as if
+ * the parent had forked them (it reaps them, signals them, and they watch
+ * getppid() for its death).  The parent asks over a SOCK_SEQPACKET pair
+ * with a struct ask and does not wait: the spawner answers, in order, with
+ * the pid and, as SCM_RIGHTS, the parent's ends of the child's four pipes,
+ * and the loop takes the answers when the socket is readable (a fire whose
+ * process is still asked for waits for its answer, SPAWN_ANSWER_MS at most).
+ *
+ * The spawner is only a shortcut: whenever there is none to ask (it died,
+ * did not answer, or none could be forked), the parent forks the child
+ * itself, as it did before there was one; a spawner that failed is not
+ * forked again for SPAWN_RETRY_MS.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "clock.h"
+#include "log.h"
+#include "spawn.h"
+
+#define SPAWN_ANSWER_MS 2000            /* an answer later than this: it is gone */
+#define SPAWN_RETRY_MS 10000            /* after a failure, the parent forks this long */
+#define SPAWN_FDS 4                     /* stdout, stderr, log records; go */
+#define SPAWN_ASKS_MAX 1024             /* asks not answered yet, at most */
+#define SPAWN_HUGE (2UL << 20)          /* a huge page */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25                /* Linux 6.1 (older ones: EINVAL, no harm) */
+#endif
+
+struct ask {
+	const struct job *job;          /* valid in the spawner: see job_changes */
+	struct run_info info;           /* replica and hook: see below */
+	char replica[256];
+};
+
+struct answer {
+	pid_t pid;                      /* 0: none, errno in err */
+	int err;
+	int64_t took_us;                /* the spawner's time for it */
+};
+
+static char name[17];                   /* the parent's comm: its runs' too */
+
+/* The parent's side. */
+static int sock = -1;                   /* -1: no spawner */
+static pid_t spid;
+static pid_t gone;                      /* one whose socket closed: its exit says why */
+static uint64_t forked_at;              /* job_changes() when it was forked */
+static int64_t retry_at;                /* monotonic: no new spawner before */
+
+/* ---- the spawner ---- */
+
+/* fork(2), but the child is the caller's parent's. */
+static pid_t clone_parent(void)
+{
+	return (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL,
+	                      NULL, NULL);
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void answer(lua_State *L, int s, struct ask *a, int64_t t0)
+{
+	int fds[RUN_STREAMS][2], gofds[2];
+	struct answer ans = { 0, 0, 0 };
+	union {
+		char buf[CMSG_SPACE(SPAWN_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} c;
+	struct iovec iov = { &ans, sizeof ans };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	pid_t pid = -1;
+	int ok = child_pipes(fds, gofds) == 0;
+
+	a->info.replica = a->replica;
+	a->info.hook = NULL;
+	if (ok && (pid = clone_parent()) == 0) {
+		close(s);
+		prctl(PR_SET_NAME, name);
+		child_main(L, a->job, &a->info, 0, fds, gofds[0]);
+	}
+	if (pid > 0) {
+		int *sent;
+
+		ans.pid = pid;
+		memset(&c, 0, sizeof c);
+		m.msg_control = c.buf;
+		m.msg_controllen = sizeof c.buf;
+		CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+		CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+		CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(SPAWN_FDS * sizeof(int));
+		sent = (int *)CMSG_DATA(CMSG_FIRSTHDR(&m));
+		for (int i = 0; i < RUN_STREAMS; i++)
+			sent[i] = fds[i][0];
+		sent[RUN_STREAMS] = gofds[1];
+	} else {
+		ans.err = errno ? errno : EAGAIN;
+	}
+	ans.took_us = now_us() - t0;
+	/* Unsent (the parent is gone), the child's go pipe closes with ours
+	 * and it exits. */
+	if (sendmsg(s, &m, MSG_NOSIGNAL) < 0 && errno == EPIPE)
+		_exit(0);
+	child_pipes_close(fds, gofds);
+}
+
+/* The heap in huge pages where it can be, so that a fork copies one entry
+ * per 2 MB of it, not 512, and a child's exit frees as few: a thousand
+ * jobs' heap (4 MB) forked and torn down a thousand times a second was most
+ * of a burst's CPU.  The heap's mapping first grows to a 2 MB boundary;
+ * then each whole 2 MB of it is copied out, dropped, copied back into pages
+ * of the spawner's own and collapsed into one huge page (MADV_COLLAPSE, which
+ * would not take the pages still shared with the parent).  The spawner writes to none of it from then on: a write
+ * would split its own huge pages.  When the kernel has none to give, the
+ * copy lands in small pages, as before. */
+static void hugify(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	uintptr_t start = 0, hi = 0, lo, top;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long a, b;
+
+		if (strstr(line, "[heap]") && sscanf(line, "%lx-%lx", &a, &b) == 2) {
+			start = a;
+			hi = b;
+		}
+	}
+	fclose(f);
+	if (!hi)
+		return;
+	top = (hi + SPAWN_HUGE - 1) & ~(SPAWN_HUGE - 1);
+	/* Grown in place as one mapping (brk would add another: a forked
+	 * copy's heap does not merge with new memory), which leaves the
+	 * program break where it was: a child's malloc that wants more heap
+	 * then maps it elsewhere. */
+	if (top > hi && mremap((void *)start, hi - start, top - start, 0) == MAP_FAILED)
+		top = hi & ~(SPAWN_HUGE - 1);   /* the last whole one below */
+	lo = (start + SPAWN_HUGE - 1) & ~(SPAWN_HUGE - 1);
+	hi = top;
+	if (hi <= lo || madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
+		return;
+	for (uintptr_t a = lo; a < hi; a += SPAWN_HUGE)
+		madvise((void *)a, SPAWN_HUGE, MADV_COLLAPSE);
+}
+
+static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	prctl(PR_GET_NAME, name);
+	prctl(PR_SET_NAME, "leash-spawner");
+	/* Everything of the parent's but stdin, stdout and stderr (its
+	 * children's until they set theirs) goes: the database's socket, the
+	 * runs' pipes, the HTTP listener. */
+	if (s > 3)
+		syscall(SYS_close_range, 3U, (unsigned)s - 1, 0U);
+	syscall(SYS_close_range, (unsigned)(s < 3 ? 3 : s + 1), ~0U, 0U);
+	/* The parent's free heap is not copied into every child. */
+	malloc_trim(0);
+	hugify();
+	for (;;) {
+		struct ask a;
+		ssize_t n = recv(s, &a, sizeof a, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof a)
+			_exit(0);       /* closed: the parent has no more to ask */
+		answer(L, s, &a, now_us());
+	}
+}
+
+/* ---- the parent's side ---- */
+
+/* Asks not answered yet, oldest first (a ring). */
+static void *owed[SPAWN_ASKS_MAX];
+static unsigned owed_first, owed_n;
+static spawn_answered *answered_cb;
+static int64_t cost_us;                 /* the spawner's time per child, lately */
+static int watch_epfd = -1;
+static void *watch_what;
+
+void spawn_watch(int epfd, void *what)
+{
+	watch_epfd = epfd;
+	watch_what = what;
+}
+
+/* Every answer still owed says there is no child. */
+static void settle(void)
+{
+	while (owed_n) {
+		void *tag = owed[owed_first];
+
+		owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
+		owed_n--;
+		answered_cb(tag, 0, NULL, -1);
+	}
+}
+
+static void forget(void)
+{
+	if (sock >= 0) {
+		if (watch_epfd >= 0)
+			epoll_ctl(watch_epfd, EPOLL_CTL_DEL, sock, NULL);
+		close(sock);
+	}
+	sock = -1;
+	spid = 0;
+	settle();
+}
+
+static void say_gone(pid_t pid, const char *why)
+{
+	log_msg(LOG_WARN, NULL, 0, "the spawner (pid %d) %s: leash forks the processes of fires "
+	        "itself for %d s", (int)pid, why, SPAWN_RETRY_MS / 1000);
+}
+
+/* reaped: its pid is no longer its own to kill. */
+static void give_up(const char *why, int reaped)
+{
+	say_gone(spid, why);
+	if (!reaped)
+		kill(spid, SIGKILL);
+	forget();
+	retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+}
+
+static int start(lua_State *L)
+{
+	pid_t parent = getpid(), pid;
+	int sv[2];
+
+	if (clock_mono_ms() < retry_at || child_go_init() < 0)
+		return -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+		log_msg(LOG_WARN, NULL, 0, "cannot start the spawner: %s", strerror(errno));
+		retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+		return -1;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		fcntl(sv[1], F_SETFL, 0);       /* the spawner's side blocks */
+		serve(L, sv[1], parent);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		log_msg(LOG_WARN, NULL, 0, "cannot start the spawner: %s", strerror(errno));
+		close(sv[0]);
+		retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+		return -1;
+	}
+	sock = sv[0];
+	spid = pid;
+	forked_at = job_changes();
+	if (watch_epfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = watch_what };
+
+		epoll_ctl(watch_epfd, EPOLL_CTL_ADD, sock, &ev);
+	}
+	log_msg(LOG_DEBUG, NULL, 0, "spawner started pid=%d", (int)pid);
+	return 0;
+}
+
+/* The answer's four descriptors, or -1 (those that came are closed). */
+static int take_fds(struct msghdr *m, int out[SPAWN_FDS])
+{
+	int got = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+			if (got < SPAWN_FDS)
+				out[got++] = fd;
+			else
+				close(fd);
+		}
+	}
+	if (got == SPAWN_FDS && !(m->msg_flags & MSG_CTRUNC))
+		return 0;
+	while (got > 0)
+		close(out[--got]);
+	return -1;
+}
+
+int spawn_ask(lua_State *L, const struct job *job, const struct run_info *info, void *tag,
+              spawn_answered *answered)
+{
+	struct ask a = { .job = job, .info = *info };
+	ssize_t n;
+
+	answered_cb = answered;
+	if (info->hook || !info->replica ||
+	    snprintf(a.replica, sizeof a.replica, "%s", info->replica) >= (int)sizeof a.replica)
+		return -1;
+	if (sock >= 0 && forked_at != job_changes())
+		forget();       /* its copy of the jobs is not theirs: it exits */
+	if (sock < 0 && start(L) < 0)
+		return -1;
+	if (owed_n == SPAWN_ASKS_MAX)
+		return 1;
+	n = send(sock, &a, sizeof a, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 1;
+	if (n != (ssize_t)sizeof a) {
+		give_up(n < 0 ? strerror(errno) : "took a part of an ask", 0);
+		return -1;
+	}
+	owed[(owed_first + owed_n) % SPAWN_ASKS_MAX] = tag;
+	owed_n++;
+	return 0;
+}
+
+/* One answer, when one came: 1, or 0 (none yet, or the spawner went). */
+static int take_one(void)
+{
+	struct answer ans;
+	union {
+		char buf[CMSG_SPACE(SPAWN_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} c;
+	struct iovec iov = { &ans, sizeof ans };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
+	                    .msg_controllen = sizeof c.buf };
+	int got[SPAWN_FDS];
+	void *tag;
+	ssize_t n;
+
+	if (sock < 0)
+		return 0;
+	n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (n == 0) {
+		/* It died (or exited): the log says how once it is reaped. */
+		gone = spid;
+		forget();
+		retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+		return 0;
+	}
+	if (n != (ssize_t)sizeof ans || !owed_n) {
+		give_up(n < 0 ? strerror(errno) : "answered wrong", 0);
+		return 0;
+	}
+	tag = owed[owed_first];
+	owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
+	owed_n--;
+	cost_us = cost_us ? (cost_us * 7 + ans.took_us) / 8 : ans.took_us;
+	if (!ans.pid) {
+		answered_cb(tag, 0, NULL, -1);
+		return 1;
+	}
+	if (take_fds(&m, got) < 0) {
+		kill(ans.pid, SIGKILL);
+		answered_cb(tag, 0, NULL, -1);
+		give_up("sent no pipes", 0);
+		return 0;
+	}
+	answered_cb(tag, ans.pid, got, got[RUN_STREAMS]);
+	return 1;
+}
+
+void spawn_collect(void)
+{
+	while (take_one())
+		;
+}
+
+static int is_owed(void *tag)
+{
+	for (unsigned i = 0; i < owed_n; i++)
+		if (owed[(owed_first + i) % SPAWN_ASKS_MAX] == tag)
+			return 1;
+	return 0;
+}
+
+void spawn_wait(void *tag)
+{
+	int64_t until = clock_mono_ms() + SPAWN_ANSWER_MS;
+
+	while (sock >= 0 && is_owed(tag)) {
+		struct pollfd p = { .fd = sock, .events = POLLIN };
+		int64_t left = until - clock_mono_ms();
+
+		if (left <= 0) {
+			give_up("did not answer", 0);
+			return;
+		}
+		if (poll(&p, 1, (int)left) > 0)
+			spawn_collect();
+	}
+}
+
+int64_t spawn_cost_us(void)
+{
+	return cost_us;
+}
+
+int spawn_reaped(pid_t pid, int status)
+{
+	char why[64];
+
+	if (!pid || (pid != spid && pid != gone))
+		return 0;
+	if (WIFSIGNALED(status))
+		snprintf(why, sizeof why, "was killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(why, sizeof why, "exited with status %d", WEXITSTATUS(status));
+	if (pid == spid) {
+		give_up(why, 1);
+	} else {                /* its socket closed before: given up then */
+		say_gone(pid, why);
+		gone = 0;
+	}
+	return 1;
+}
+
+void spawn_stop(void)
+{
+	forget();
+}

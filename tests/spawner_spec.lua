@@ -1,0 +1,138 @@
+-- End to end: the spawner (src/spawn.c), the copy of leash that forks the
+-- processes of fires ahead; real `leash run` processes, singleton mode off.
+-- That a fire's process forked ahead is the fire's run is prep_spec's; here:
+-- who forks it and who its parent is, that leash does without a spawner
+-- that died, that an edited job is never run from an old copy, and that a
+-- run's end is its body's.
+local L = require "e2e"
+
+local function comm(pid) return (L.read(("/proc/%d/comm"):format(pid)):gsub("\n$", "")) end
+
+local function spawners(pid)
+  local out = {}
+  for _, c in ipairs(L.children(pid)) do
+    if L.alive(c) and comm(c) == "leash-spawner" then out[#out + 1] = c end
+  end
+  return out
+end
+
+-- A job every second whose body records its pid, its parent's, its process
+-- name, the fire and a tag.
+local function recording(out, tag)
+  return ([[
+return { every = "1s", run = function(ctx)
+  local f = io.open("/proc/self/stat")
+  local pid, ppid = f:read("l"):match("^(%%d+) %%b() %%a (%%d+)")
+  f:close()
+  f = io.open("/proc/self/comm")
+  local name = f:read("l")
+  f:close()
+  f = io.open(%q, "a")
+  f:write(("%%s %%s %%s %%d %%s\n"):format(pid, ppid, name, ctx.scheduled_at, %q))
+  f:close()
+end }]]):format(out, tag or "-")
+end
+
+local function runs(path)
+  local got = {}
+  for _, l in ipairs(L.lines(path)) do
+    local pid, ppid, name, at, tag = l:match("^(%d+) (%d+) (%S+) (%d+) (%S+)$")
+    if pid then
+      got[#got + 1] = { pid = tonumber(pid), ppid = tonumber(ppid), name = name,
+                        at = tonumber(at), tag = tag }
+    end
+  end
+  return got
+end
+
+local function setup()
+  local d = L.dir { config = { leash = { grace = "1s" } } }
+  local out = d.out "tick"
+  d.write_job("tick", recording(out, "v1"))
+  return d, out
+end
+
+describe("the spawner", function()
+  it("is a child of leash named leash-spawner; the runs it forks are leash's children, named leash", function()
+    local d, out = setup()
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #runs(out) >= 3 end, 6), p:log_text())
+    local sp = spawners(p.pid)
+    assert.equal(1, #sp, "one spawner")
+    for _, r in ipairs(runs(out)) do
+      assert.equal(p.pid, r.ppid, "a run's parent is leash")
+      assert.equal("leash", r.name)
+      assert.is_true(r.pid ~= sp[1])
+    end
+    -- the runs after the first one (which may start before any spawner)
+    -- were forked by it: leash logged none of its own forks failing
+    assert.is_nil(p:log_text():find("spawner", 1, true), p:log_text())
+  end)
+
+  it("that dies is logged, and leash forks the fires itself: none is lost", function()
+    local d, out = setup()
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #spawners(p.pid) == 1 and #runs(out) >= 1 end, 6),
+      p:log_text())
+    local sp = spawners(p.pid)[1]
+    L.sleep_to_second(0.5)
+    L.kill(sp, "KILL")
+    local t = math.floor(L.now())
+    assert(p:wait_log("the spawner %(pid " .. sp .. "%) was killed by signal 9: leash forks " ..
+      "the processes of fires itself for 10 s", 3), p:log_text())
+    assert(L.wait_for(function()
+      local n = 0
+      for _, r in ipairs(runs(out)) do if r.at > t then n = n + 1 end end
+      return n >= 3
+    end, 6), "fires after the spawner died\n" .. p:log_text())
+    -- every second from the kill on ran once
+    local seen = {}
+    for _, r in ipairs(runs(out)) do
+      assert.is_nil(seen[r.at], "a fire ran twice")
+      seen[r.at] = true
+    end
+    for s = t + 1, t + 3 do assert.is_true(seen[s], "the fire at " .. s .. " ran") end
+  end)
+
+  it("of a job table that changed is replaced: an edited job's next fires run its new body", function()
+    local d, out = setup()
+    d.write_job("other", "return { every = '1s', run = function() end }")
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #spawners(p.pid) == 1 and #runs(out) >= 2 end, 6),
+      p:log_text())
+    local before = spawners(p.pid)[1]
+    L.sleep_to_second(0.3)
+    d.write_job("tick", recording(out, "v2"))
+    p:signal("HUP")
+    local t = L.now()
+    assert(L.wait_for(function()
+      local n = 0
+      for _, r in ipairs(runs(out)) do if r.tag == "v2" then n = n + 1 end end
+      return n >= 3
+    end, 6), p:log_text())
+    for _, r in ipairs(runs(out)) do
+      if r.at > t + 1 then assert.equal("v2", r.tag, "the fire at " .. r.at) end
+    end
+    local now = spawners(p.pid)
+    assert.equal(1, #now, "one spawner")
+    assert.is_true(now[1] ~= before, "a new spawner")
+    assert.is_false(L.alive(before), "the old one is gone")
+  end)
+
+  it("leaves a run's end to its body: the exit code said last counts, the teardown does not", function()
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    d.write_job("fails", "return { every = '1s', run = function() error('no') end }")
+    d.write_job("fine", "return { every = '1s', run = function() end }")
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function()
+      return #p:grep("%[fails run %d+%] failed after") >= 3 and
+             #p:grep("%[fine run %d+%] finished in") >= 3
+    end, 8), p:log_text())
+    assert.is_nil(p:log_text():find("killed by signal", 1, true), p:log_text())
+    assert.is_nil(p:log_text():find("skipped the fire", 1, true), p:log_text())
+  end)
+end)
