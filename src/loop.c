@@ -292,7 +292,9 @@ static void on_signal(struct loop *lp)
 			lp->sched.stopping = 1;
 			log_msg(LOG_INFO, NULL, 0, "%s: stopping", strsignal(si.ssi_signo));
 			/* (The processes forked ahead go with the job table's
-			 * next turn.) */
+			 * next turn; those still asked for, now: a spawner that
+			 * does not answer cannot hold the stop up.) */
+			spawn_stop();
 			for (struct run *r = lp->runs; r; r = r->next)
 				if (!r->armed)
 					runner_stop(r, "shutdown");
