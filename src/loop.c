@@ -105,6 +105,11 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 		r = prep;
 	else if (prep)
 		runner_discard(prep);   /* its child died: a fresh one */
+	/* A fire nothing was forked ahead for: the spawner forks it while the
+	 * loop goes on (a regular fire; catch-ups, triggers and services fork
+	 * here). */
+	if (!r && scheduled_ms && !catchup && (r = runner_start_soon(lp->L, j, &info)))
+		add_run(lp, r);
 	if (!r && (r = runner_start(lp->L, j, &info)))
 		add_run(lp, r);
 	if (!r)

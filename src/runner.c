@@ -83,24 +83,22 @@ static struct run *new_run(struct job *job, const struct run_info *info, int go)
 	return r;
 }
 
-/* Forks the child; go: whether it waits for runner_go. */
-static struct run *spawn(lua_State *L, struct job *job, const struct run_info *info, int go)
+/* Forks r's child (r new, or started and waiting for one); go: whether it
+ * waits for runner_go.  0, or -1 with errno. */
+static int fork_child(lua_State *L, struct run *r, const struct run_info *info, int go)
 {
 	int fds[RUN_STREAMS][2], gofds[2] = { -1, -1 };
 	int rfd[RUN_STREAMS];
-	struct run *r = new_run(job, info, go);
 	pid_t pid;
 
-	if (child_pipes(fds, go ? gofds : NULL) < 0 || !r || (go && child_go_init() < 0))
+	if (child_pipes(fds, go ? gofds : NULL) < 0 || (go && child_go_init() < 0))
 		goto fail;
-	if (!go)
-		r->id = ++next_run_id;
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
 		goto fail;
 	if (pid == 0)
-		child_main(L, job, info, r->id, fds, gofds[0]);
+		child_main(L, r->job, info, r->id, fds, gofds[0]);
 	for (int i = 0; i < RUN_STREAMS; i++) {
 		close(fds[i][1]);
 		rfd[i] = fds[i][0];
@@ -108,17 +106,49 @@ static struct run *spawn(lua_State *L, struct job *job, const struct run_info *i
 	if (go)
 		close(gofds[0]);
 	take_child(r, pid, rfd, gofds[1]);
-	return r;
+	return 0;
 fail:
+	{
+		int e = errno;
+
+		child_pipes_close(fds, gofds);
+		errno = e;
+	}
+	return -1;
+}
+
+/* Forks the child of a new run; go: whether it waits for runner_go. */
+static struct run *spawn(lua_State *L, struct job *job, const struct run_info *info, int go)
+{
+	struct run *r = new_run(job, info, go);
+
+	if (r && !go)
+		r->id = ++next_run_id;
+	if (r && fork_child(L, r, info, go) == 0)
+		return r;
 	log_msg(LOG_ERROR, job->name, 0, "cannot %s a run: %s", go ? "prepare" : "start",
 	        strerror(errno));
-	child_pipes_close(fds, gofds);
 	free(r);
 	return NULL;
 }
 
-/* The run is under way from now: its clocks, and the log says so. */
-static void begin(struct run *r, const struct run_info *info)
+/* The log says the run started (its child is there). */
+static void say_started(struct run *r, const struct run_info *info, int64_t token)
+{
+	struct job *job = r->job;
+
+	if (info->hook)
+		log_msg(LOG_INFO, job->name, r->id, "%s hook started pid=%d", info->hook->hook,
+		        (int)r->pid);
+	else if (token)
+		log_msg(LOG_INFO, job->name, r->id, "started pid=%d token=%lld", (int)r->pid,
+		        (long long)token);
+	else
+		log_msg(LOG_INFO, job->name, r->id, "started pid=%d", (int)r->pid);
+}
+
+/* The run is under way from now: its clocks. */
+static void begin_clocks(struct run *r, const struct run_info *info)
 {
 	struct job *job = r->job;
 
@@ -129,14 +159,13 @@ static void begin(struct run *r, const struct run_info *info)
 	r->hook = info->hook != NULL;
 	if (info->timeout_ms || job->timeout_ms)
 		r->timeout_at = r->started_ms + (info->timeout_ms ? info->timeout_ms : job->timeout_ms);
-	if (info->hook)
-		log_msg(LOG_INFO, job->name, r->id, "%s hook started pid=%d", info->hook->hook,
-		        (int)r->pid);
-	else if (info->token)
-		log_msg(LOG_INFO, job->name, r->id, "started pid=%d token=%lld", (int)r->pid,
-		        (long long)info->token);
-	else
-		log_msg(LOG_INFO, job->name, r->id, "started pid=%d", (int)r->pid);
+}
+
+/* The run is under way from now: its clocks, and the log says so. */
+static void begin(struct run *r, const struct run_info *info)
+{
+	begin_clocks(r, info);
+	say_started(r, info, info->token);
 }
 
 struct run *runner_start(lua_State *L, struct job *job, const struct run_info *info)
@@ -148,12 +177,60 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	return r;
 }
 
+static lua_State *soon_L;               /* runner_start_soon's, for a fork here */
+
+/* A run started before its child came, and the child came (pid), or none
+ * will (0: forked here, now). */
+static void start_pending(struct run *r, pid_t pid)
+{
+	struct child_go go = { .token = r->go_token, .fence_stop_ms = r->fence_ms,
+	                       .run_id = r->id };
+
+	r->go_pending = 0;
+	if (r->stop_reason[0] || r->kill_at) {
+		/* Stopped before its body could start: it never does. */
+		if (pid)
+			runner_kill(r);
+		else {
+			r->exited = 1;
+			r->status = SIGKILL;
+		}
+		return;
+	}
+	if (!pid) {
+		if (fork_child(soon_L, r, &r->info, 0) < 0) {
+			log_msg(LOG_ERROR, r->job->name, r->id, "cannot start a run: %s", strerror(errno));
+			snprintf(r->error, sizeof r->error, "cannot start: %s", strerror(errno));
+			r->exited = 1;
+			r->status = 1 << 8;
+			return;
+		}
+	} else if (child_go_send(r->go_fd, &go) < 0) {
+		runner_kill(r);         /* gone already: its exit tells */
+	}
+	if (r->go_fd >= 0) {
+		close(r->go_fd);
+		r->go_fd = -1;
+	}
+	say_started(r, &r->info, r->go_token);
+}
+
 /* The spawner's answer to a prepared run's ask (spawn.h). */
 static void answered(void *tag, pid_t pid, const int fd[3], int go)
 {
 	struct run *r = tag;
 
 	r->asked = 0;
+	if (pid) {
+		take_child(r, pid, fd, go);
+		/* A push of the lease's deadline while it was asked for. */
+		if (r->fence_ms && r->fence_ms != r->go_fence_ms)
+			runner_push_fence(r, r->fence_ms);
+	}
+	if (r->go_pending) {
+		start_pending(r, pid);
+		return;
+	}
 	if (!pid) {
 		/* No child: the run is over before it was one (quietly: the
 		 * spawner said why, or its fork failed and the fire forks). */
@@ -161,9 +238,27 @@ static void answered(void *tag, pid_t pid, const int fd[3], int go)
 		r->lost = 1;
 		return;
 	}
-	take_child(r, pid, fd, go);
 	if (!r->job)
 		runner_discard(r);      /* discarded while it was asked for */
+}
+
+struct run *runner_start_soon(lua_State *L, struct job *job, const struct run_info *info)
+{
+	struct run *r = new_run(job, info, 0);
+
+	if (!r || info->hook || spawn_ask(L, job, info, r, answered) != 0) {
+		free(r);
+		return NULL;
+	}
+	soon_L = L;
+	r->asked = 1;
+	r->go_pending = 1;
+	r->go_token = info->token;
+	r->go_fence_ms = info->fence_stop_ms;
+	r->info = *info;
+	r->id = ++next_run_id;
+	begin_clocks(r, info);
+	return r;
 }
 
 struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info *info,
@@ -179,6 +274,7 @@ struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info 
 	switch (spawn_ask(L, job, info, r, answered)) {
 	case 0:
 		r->asked = 1;
+		r->go_fence_ms = info->fence_stop_ms;
 		return r;
 	case 1:
 		*later = 1;

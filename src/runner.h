@@ -87,6 +87,12 @@ struct run {
 	/* Prepared by the spawner: asked for, its child (pid, pipes) not
 	 * come yet (pid 0); lost: none will come (exited, quietly). */
 	int asked, lost;
+	/* Started before its child came (runner_start_soon): the start, sent
+	 * when the spawner's answer comes; the info to fork it with if none
+	 * does.  go_fence_ms: the deadline the asked-for child was armed with. */
+	int go_pending;
+	int64_t go_token, go_fence_ms;
+	struct run_info info;
 	struct run *next;
 };
 
@@ -98,6 +104,13 @@ void runner_watch(int epfd);
 /* Forks a child that runs job's body with a ctx built from info.  NULL with
  * the reason logged when the fork fails. */
 struct run *runner_start(lua_State *L, struct job *, const struct run_info *);
+
+/* Starts a run of job now whose child the spawner forks (a fire nothing was
+ * forked ahead for): the run goes from now (its id, clocks and stop), its
+ * child gets its start when it comes (runner_collect), and the log says
+ * "started" then; forked here if the spawner cannot.  NULL when there is no
+ * spawner to ask (then runner_start). */
+struct run *runner_start_soon(lua_State *L, struct job *, const struct run_info *);
 
 /* Forks, ahead of its fire, the child of a run of job: it sets itself up
  * and waits, with info's fence armed, until runner_go starts it (the run's

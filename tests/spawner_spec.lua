@@ -122,7 +122,34 @@ describe("the spawner", function()
     assert.is_false(L.alive(before), "the old one is gone")
   end)
 
-  it("leaves a run's end to its body: the exit code said last counts, the teardown does not", function()
+  it("runs every fire of a job whose runs end just before the next: none skipped, each leash's child", function()
+    -- Each body ends 40 ms before the next fire: the fire's process is
+    -- forked in what is left (at most 5 ms before the fire).
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    local out = d.out "late"
+    d.write_job("late", ([[
+return { every = "1s", run = function(ctx)
+  local f = io.open("/proc/self/stat")
+  local pid, ppid = f:read("l"):match("^(%%d+) %%b() %%a (%%d+)")
+  f:close()
+  f = io.open(%q, "a")
+  f:write(("%%s %%s x %%d -\n"):format(pid, ppid, ctx.scheduled_at))
+  f:close()
+  ctx.sleep(math.max(0, ctx.scheduled_at + 0.96 - ctx.now()))
+end }]]):format(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #runs(out) >= 4 end, 8), p:log_text())
+    local got = runs(out)
+    for i, r in ipairs(got) do
+      assert.equal(p.pid, r.ppid, "a run's parent is leash")
+      if i > 1 then assert.equal(got[i - 1].at + 1, r.at, "every fire ran") end
+    end
+    assert.is_nil(p:log_text():find("skipped", 1, true), p:log_text())
+    assert.is_nil(p:log_text():find("cannot", 1, true), p:log_text())
+  end)
+
+  it("leaves a run's outcome to its body: failed and fine runs end as they did", function()
     local d = L.dir { config = { leash = { grace = "1s" } } }
     d.write_job("fails", "return { every = '1s', run = function() error('no') end }")
     d.write_job("fine", "return { every = '1s', run = function() end }")
