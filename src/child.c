@@ -239,6 +239,8 @@ static int wait_go(int fd, struct child_go *go, pid_t parent)
 
 void child_pipes_close(int fds[][2], int go[2])
 {
+	int e = errno;
+
 	for (int i = 0; i < RUN_STREAMS; i++)
 		for (int k = 0; k < 2; k++)
 			if (fds[i][k] >= 0) {
@@ -250,6 +252,7 @@ void child_pipes_close(int fds[][2], int go[2])
 			close(go[k]);
 			go[k] = -1;
 		}
+	errno = e;
 }
 
 int child_pipes(int fds[][2], int go[2])
@@ -265,12 +268,7 @@ int child_pipes(int fds[][2], int go[2])
 		goto fail;
 	return 0;
 fail:
-	{
-		int e = errno;
-
-		child_pipes_close(fds, go);
-		errno = e;
-	}
+	child_pipes_close(fds, go);
 	return -1;
 }
 

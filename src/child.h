@@ -46,7 +46,7 @@ void child_go_wake(void);
 /* A child's pipes, made before it is forked (all close-on-exec): stdout,
  * stderr and log records in fds, and with go the pipe a child forked ahead
  * waits on.  0, or -1 with errno (those made are closed again).  Closing
- * leaves -1 in each. */
+ * leaves -1 in each, and errno as it was. */
 int child_pipes(int fds[][2], int go[2]);
 void child_pipes_close(int fds[][2], int go[2]);
 

@@ -5,9 +5,10 @@
  * asks the job table again (the election may just have allowed a run), then
  * sleeps in epoll_wait() until the nearest deadline or until a descriptor is
  * ready: signals arrive through a signalfd, runs' output through pipes,
- * release events through the store's socket.  The epoll set lives across
- * turns: a run's pipes join it when it is forked and leave as they close, so
- * a turn neither rebuilds nor polls the pipes of every run going.  Then it dispatches, reaps
+ * release events through the store's socket, the spawner's answers through
+ * its own (src/spawn.c).  The epoll set lives across turns: a run's pipes
+ * join it when it is forked and leave as they close, so a turn neither
+ * rebuilds nor polls the pipes of every run going.  Then it dispatches, reaps
  * children, finishes the runs that ended and drops removed jobs.  It knows
  * runs and descriptors; what a job is, is the job table's business.
  */
@@ -147,7 +148,7 @@ static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 static int64_t prep_cost(void *arg)
 {
 	(void)arg;
-	return runner_prep_cost_us();
+	return spawn_cost_us();
 }
 
 static int body_over(void *arg, const struct run *r)
@@ -513,7 +514,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 					            ((struct run_stream_ref *)what)->stream);
 			}
 			if (spawner)
-				runner_collect();
+				spawn_collect();
 			if (store)
 				singleton_events(&lp.sg);
 			if (sig)

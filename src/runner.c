@@ -108,12 +108,7 @@ static int fork_child(lua_State *L, struct run *r, const struct run_info *info, 
 	take_child(r, pid, rfd, gofds[1]);
 	return 0;
 fail:
-	{
-		int e = errno;
-
-		child_pipes_close(fds, gofds);
-		errno = e;
-	}
+	child_pipes_close(fds, gofds);
 	return -1;
 }
 
@@ -183,7 +178,7 @@ static lua_State *soon_L;               /* runner_start_soon's, for a fork here 
  * will (0: forked here, now). */
 static void start_pending(struct run *r, pid_t pid)
 {
-	struct child_go go = { .token = r->go_token, .fence_stop_ms = r->fence_ms,
+	struct child_go go = { .token = r->info.token, .fence_stop_ms = r->fence_ms,
 	                       .run_id = r->id };
 
 	r->go_pending = 0;
@@ -212,7 +207,7 @@ static void start_pending(struct run *r, pid_t pid)
 		close(r->go_fd);
 		r->go_fd = -1;
 	}
-	say_started(r, &r->info, r->go_token);
+	say_started(r, &r->info, r->info.token);
 }
 
 /* The spawner's answer to a prepared run's ask (spawn.h). */
@@ -242,19 +237,28 @@ static void answered(void *tag, pid_t pid, const int fd[3], int go)
 		runner_discard(r);      /* discarded while it was asked for */
 }
 
+/* Asks the spawner for r's child (spawn_ask's answer). */
+static int ask(lua_State *L, struct run *r, const struct run_info *info)
+{
+	int rc = spawn_ask(L, r->job, info, r, answered);
+
+	if (rc == 0) {
+		r->asked = 1;
+		r->go_fence_ms = info->fence_stop_ms;
+	}
+	return rc;
+}
+
 struct run *runner_start_soon(lua_State *L, struct job *job, const struct run_info *info)
 {
 	struct run *r = new_run(job, info, 0);
 
-	if (!r || info->hook || spawn_ask(L, job, info, r, answered) != 0) {
+	if (!r || ask(L, r, info) != 0) {
 		free(r);
 		return NULL;
 	}
 	soon_L = L;
-	r->asked = 1;
 	r->go_pending = 1;
-	r->go_token = info->token;
-	r->go_fence_ms = info->fence_stop_ms;
 	r->info = *info;
 	r->id = ++next_run_id;
 	begin_clocks(r, info);
@@ -271,10 +275,8 @@ struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info 
 		log_msg(LOG_ERROR, job->name, 0, "cannot prepare a run: %s", strerror(errno));
 		return NULL;
 	}
-	switch (spawn_ask(L, job, info, r, answered)) {
+	switch (ask(L, r, info)) {
 	case 0:
-		r->asked = 1;
-		r->go_fence_ms = info->fence_stop_ms;
 		return r;
 	case 1:
 		*later = 1;
@@ -283,16 +285,6 @@ struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info 
 	}
 	free(r);
 	return spawn(L, job, info, 1);
-}
-
-void runner_collect(void)
-{
-	spawn_collect();
-}
-
-int64_t runner_prep_cost_us(void)
-{
-	return spawn_cost_us();
 }
 
 int runner_go(struct run *r, const struct run_info *info)

@@ -91,7 +91,7 @@ struct run {
 	 * when the spawner's answer comes; the info to fork it with if none
 	 * does.  go_fence_ms: the deadline the asked-for child was armed with. */
 	int go_pending;
-	int64_t go_token, go_fence_ms;
+	int64_t go_fence_ms;
 	struct run_info info;
 	struct run *next;
 };
@@ -107,7 +107,7 @@ struct run *runner_start(lua_State *L, struct job *, const struct run_info *);
 
 /* Starts a run of job now whose child the spawner forks (a fire nothing was
  * forked ahead for): the run goes from now (its id, clocks and stop), its
- * child gets its start when it comes (runner_collect), and the log says
+ * child gets its start when it comes (spawn_collect), and the log says
  * "started" then; forked here if the spawner cannot.  NULL when there is no
  * spawner to ask (then runner_start). */
 struct run *runner_start_soon(lua_State *L, struct job *, const struct run_info *);
@@ -116,16 +116,10 @@ struct run *runner_start_soon(lua_State *L, struct job *, const struct run_info 
  * and waits, with info's fence armed, until runner_go starts it (the run's
  * id, its token and fence deadline come then).  The spawner forks it when
  * there is one (the run is then asked for, its child comes with
- * runner_collect); the parent when not.  NULL when the fork fails (logged),
+ * spawn_collect); the parent when not.  NULL when the fork fails (logged),
  * or with *later set when the spawner has all it can take now.  Not a run
  * yet: no id, nothing logged. */
 struct run *runner_prepare(lua_State *L, struct job *, const struct run_info *, int *later);
-
-/* The spawner's answers to runner_prepare's asks, when its socket (see
- * spawn_watch) is readable; and what a process forked ahead costs lately
- * (µs; 0: unknown). */
-void runner_collect(void);
-int64_t runner_prep_cost_us(void);
 
 /* SIGKILL to the run's process group (none yet: nothing). */
 void runner_kill(struct run *);

@@ -141,12 +141,10 @@ static void answer(lua_State *L, int s, struct ask *a, int64_t t0)
 /* The heap in huge pages where it can be, so that a fork copies one entry
  * per 2 MB of it, not 512, and a child's exit frees as few: a thousand
  * jobs' heap (4 MB) forked and torn down a thousand times a second was most
- * of a burst's CPU.  The heap's mapping first grows to a 2 MB boundary;
- * then each whole 2 MB of it is copied out, dropped, copied back into pages
- * of the spawner's own and collapsed into one huge page (MADV_COLLAPSE, which
- * would not take the pages still shared with the parent).  The spawner writes to none of it from then on: a write
- * would split its own huge pages.  When the kernel has none to give, the
- * copy lands in small pages, as before. */
+ * of a burst's CPU.  The heap's mapping first grows to a 2 MB boundary, then
+ * each whole 2 MB of it is collapsed into one huge page (MADV_COLLAPSE).  The
+ * spawner writes to none of it from then on: a write would split its own
+ * huge pages.  When the kernel has none to give, the pages stay small. */
 static void hugify(void)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -249,6 +247,13 @@ static void forget(void)
 	settle();
 }
 
+/* No new spawner for SPAWN_RETRY_MS; -1 for the caller to return. */
+static int hold_off(void)
+{
+	retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+	return -1;
+}
+
 static void say_gone(pid_t pid, const char *why)
 {
 	log_msg(LOG_WARN, NULL, 0, "the spawner (pid %d) %s: leash forks the processes of fires "
@@ -262,7 +267,7 @@ static void give_up(const char *why, int reaped)
 	if (!reaped)
 		kill(spid, SIGKILL);
 	forget();
-	retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+	hold_off();
 }
 
 static int start(lua_State *L)
@@ -274,8 +279,7 @@ static int start(lua_State *L)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
 		log_msg(LOG_WARN, NULL, 0, "cannot start the spawner: %s", strerror(errno));
-		retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
-		return -1;
+		return hold_off();
 	}
 	fflush(NULL);
 	pid = fork();
@@ -288,8 +292,7 @@ static int start(lua_State *L)
 	if (pid < 0) {
 		log_msg(LOG_WARN, NULL, 0, "cannot start the spawner: %s", strerror(errno));
 		close(sv[0]);
-		retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
-		return -1;
+		return hold_off();
 	}
 	sock = sv[0];
 	spid = pid;
@@ -380,7 +383,7 @@ static int take_one(void)
 		/* It died (or exited): the log says how once it is reaped. */
 		gone = spid;
 		forget();
-		retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+		hold_off();
 		return 0;
 	}
 	if (n != (ssize_t)sizeof ans || !owed_n) {

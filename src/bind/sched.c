@@ -324,15 +324,23 @@ static int body_over(void *arg, const struct run *r)
 	return ((const struct fake_run *)r)->over;
 }
 
-static int l_body_over(lua_State *L)
+/* The job named by argument 2, with a run going (an error if not). */
+static struct job *find_running(lua_State *L, struct lsched *ls)
 {
-	struct lsched *ls = check(L);
 	struct job *j = find(L, ls);
 
 	if (!j->run) {
 		log_set_sink(NULL, NULL);
-		return luaL_error(L, "%s has no run going", j->name);
+		luaL_error(L, "%s has no run going", j->name);
 	}
+	return j;
+}
+
+static int l_body_over(lua_State *L)
+{
+	struct lsched *ls = check(L);
+	struct job *j = find_running(L, ls);
+
 	((struct fake_run *)j->run)->over = 1;
 	return done(L, 0);
 }
@@ -340,12 +348,8 @@ static int l_body_over(lua_State *L)
 static int l_ended(lua_State *L)
 {
 	struct lsched *ls = check(L);
-	struct job *j = find(L, ls);
+	struct job *j = find_running(L, ls);
 
-	if (!j->run) {
-		log_set_sink(NULL, NULL);
-		return luaL_error(L, "%s has no run going", j->name);
-	}
 	free(j->run);
 	sched_run_ended(&ls->s, j, lua_toboolean(L, 3), (int64_t)luaL_optinteger(L, 4, 0));
 	return done(L, 0);
