@@ -96,6 +96,26 @@ describe("the spawner", function()
     for s = t + 1, t + 3 do assert.is_true(seen[s], "the fire at " .. s .. " ran") end
   end)
 
+  it("that stopped answering does not hold up leash's stop", function()
+    local d, out = setup()
+    local p = L.spawn(d)
+    local sp
+    finally(function()
+      if p:alive() then p:signal("KILL") end
+      if sp then L.kill(sp, "KILL") end
+    end)
+    assert(L.wait_for(function() return #spawners(p.pid) == 1 and #runs(out) >= 1 end, 6),
+      p:log_text())
+    sp = spawners(p.pid)[1]
+    L.sleep_to_second(0.5)
+    L.kill(sp, "STOP")
+    -- 30 ms before the fire: its process was asked for (at least 50 ms
+    -- ahead) and will not come.
+    L.sleep(0.47)
+    p:signal("TERM")
+    assert.equal(0, p:wait(5), "leash did not stop\n" .. p:log_text())
+  end)
+
   it("of a job table that changed is replaced: an edited job's next fires run its new body", function()
     local d, out = setup()
     d.write_job("other", "return { every = '1s', run = function() end }")
