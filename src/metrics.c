@@ -74,6 +74,7 @@ struct arena {
 	int32_t free_head;              /* writer only */
 	int32_t hi;                     /* slots [0, hi) were ever used */
 	uint64_t refused;               /* jobs not tracked: every slot was taken */
+	uint64_t forks[2];              /* runs' processes forked by leash, by the spawner */
 	struct hist store[METRICS_NOPS];
 	uint64_t store_err[METRICS_NOPS];
 	struct hist margin;
@@ -265,6 +266,12 @@ void metrics_job_elected(struct metrics_job *j, int elected)
 {
 	if (j && writer)
 		__atomic_store_n(&j->elected, elected ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+void metrics_note_fork(int by_spawner)
+{
+	if (A && writer)
+		add(&A->forks[by_spawner ? 1 : 0], 1);
 }
 
 void metrics_note_renew(int64_t margin_ms)
@@ -570,6 +577,11 @@ static void render_store(struct buf *b)
 	family(b, "leash_metrics_jobs_refused_total", "counter",
 	       "Jobs added while every slot was taken: they have no series.");
 	putf(b, "leash_metrics_jobs_refused_total %llu\n", (unsigned long long)ld(&A->refused));
+	family(b, "leash_run_forks_total", "counter",
+	       "Processes of runs and failure hooks forked, by whom: the spawner, or leash itself "
+	       "(when it had no spawner to ask).");
+	putf(b, "leash_run_forks_total{by=\"leash\"} %llu\n", (unsigned long long)ld(&A->forks[0]));
+	putf(b, "leash_run_forks_total{by=\"spawner\"} %llu\n", (unsigned long long)ld(&A->forks[1]));
 }
 
 char *metrics_render(size_t *len)

@@ -70,6 +70,10 @@ void metrics_note_lease(struct metrics_job *, int gained);
  * job that runs unelected would look unheld everywhere). */
 void metrics_job_elected(struct metrics_job *, int elected);
 
+/* A run's process (or a failure hook's) was forked: by the spawner (1) or
+ * by leash itself (0). */
+void metrics_note_fork(int by_spawner);
+
 /* A renew statement succeeded this long before the nearest deadline of the
  * leases it renewed. */
 void metrics_note_renew(int64_t margin_ms);

@@ -106,6 +106,7 @@ static int fork_child(lua_State *L, struct run *r, const struct run_info *info, 
 	if (go)
 		close(gofds[0]);
 	take_child(r, pid, rfd, gofds[1]);
+	metrics_note_fork(0);
 	return 0;
 fail:
 	child_pipes_close(fds, gofds);
@@ -218,6 +219,7 @@ static void answered(void *tag, pid_t pid, const int fd[3], int go)
 	r->asked = 0;
 	if (pid) {
 		take_child(r, pid, fd, go);
+		metrics_note_fork(1);
 		/* A push of the lease's deadline while it was asked for. */
 		if (r->fence_ms && r->fence_ms != r->go_fence_ms)
 			runner_push_fence(r, r->fence_ms);
@@ -308,6 +310,7 @@ int runner_go(struct run *r, const struct run_info *info)
 
 void runner_wake(void)
 {
+	spawn_flush();
 	child_go_wake();
 }
 

@@ -127,7 +127,8 @@ void runner_kill(struct run *);
 /* Starts a prepared run: 0, or -1 when its child is gone (the caller
  * discards it).  Its child goes on at the next runner_wake, which wakes all
  * those started since the last at once (the loop calls it after starting
- * what was due, and before it sleeps). */
+ * what was due, and before it sleeps); the children asked for this turn
+ * are asked for then too (spawn_flush). */
 int runner_go(struct run *, const struct run_info *);
 void runner_wake(void);
 

@@ -13,10 +13,16 @@
  * Its children are the parent's: clone(CLONE_PARENT) makes them so, as if
  * the parent had forked them (it reaps them, signals them, and they watch
  * getppid() for its death).  The parent asks over a SOCK_SEQPACKET pair
- * with a struct ask and does not wait: the spawner answers, in order, with
- * the pid and, as SCM_RIGHTS, the parent's ends of the child's four pipes,
- * and the loop takes the answers when the socket is readable (a fire whose
- * process is still asked for waits for its answer, SPAWN_ANSWER_MS at most).
+ * and does not wait: the spawner answers, in order, with the pid and, as
+ * SCM_RIGHTS, the parent's ends of the child's four pipes, and the loop
+ * takes the answers when the socket is readable (a fire whose process is
+ * still asked for waits for its answer, SPAWN_ANSWER_MS at most).  Many
+ * asks, and many answers, go in one message: the socket's buffer (208 KB)
+ * held 167 asks sent one to a message (the kernel's share of each is 1 KB),
+ * and a burst's thousand had the rest forked by the parent after all.  The
+ * spawner keeps forking while its answers wait for the parent to read them
+ * (it may be in a long store call): they go out, as many to a message as
+ * are ready, when the socket has room.
  *
  * The spawner is only a shortcut: whenever there is none to ask (it died,
  * did not answer, or none could be forked), the parent forks the child
@@ -36,6 +42,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -50,6 +57,8 @@
 #define SPAWN_RETRY_MS 10000            /* after a failure, the parent forks this long */
 #define SPAWN_FDS 4                     /* stdout, stderr, log records; go */
 #define SPAWN_ASKS_MAX 1024             /* asks not answered yet, at most */
+#define SPAWN_ASK_BATCH 128             /* asks to a message: all owed fit the queue */
+#define SPAWN_ANSWER_BATCH 63           /* answers to a message (SCM_MAX_FD: 253 fds) */
 #define SPAWN_HUGE (2UL << 20)          /* a huge page */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25                /* Linux 6.1 (older ones: EINVAL, no harm) */
@@ -57,8 +66,7 @@
 
 struct ask {
 	const struct job *job;          /* valid in the spawner: see job_changes */
-	struct run_info info;           /* replica and hook: see below */
-	char replica[256];
+	struct run_info info;           /* replica: see below; no hook */
 };
 
 struct answer {
@@ -75,6 +83,10 @@ static pid_t spid;
 static pid_t gone;                      /* one whose socket closed: its exit says why */
 static uint64_t forked_at;              /* job_changes() when it was forked */
 static int64_t retry_at;                /* monotonic: no new spawner before */
+/* The replica string every ask's run_info points to: the spawner's copy of
+ * the parent's memory has it at the same address (an ask with another one
+ * is forked by the parent). */
+static const char *replica;
 
 /* ---- the spawner ---- */
 
@@ -93,49 +105,93 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void answer(lua_State *L, int s, struct ask *a, int64_t t0)
+/* The spawner's answers not sent yet, oldest first (a ring, not on its
+ * heap: it writes nothing there, see hugify). */
+struct answers {
+	struct answer ans[SPAWN_ASKS_MAX];
+	int fd[SPAWN_ASKS_MAX][SPAWN_FDS];      /* the parent's ends, if forked */
+	size_t first, n;
+};
+
+/* Forks a's child; its answer joins out. */
+static void fork_one(lua_State *L, int s, struct ask *a, struct answers *out)
 {
+	size_t k = (out->first + out->n++) % SPAWN_ASKS_MAX;
 	int fds[RUN_STREAMS][2], gofds[2];
-	struct answer ans = { 0, 0, 0 };
-	union {
-		char buf[CMSG_SPACE(SPAWN_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} c;
-	struct iovec iov = { &ans, sizeof ans };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct answer *ans = &out->ans[k];
+	int64_t t0 = now_us();
 	pid_t pid = -1;
 	int ok = child_pipes(fds, gofds) == 0;
 
-	a->info.replica = a->replica;
+	a->info.replica = replica;
 	a->info.hook = NULL;
 	if (ok && (pid = clone_parent()) == 0) {
 		close(s);
 		prctl(PR_SET_NAME, name);
 		child_main(L, a->job, &a->info, 0, fds, gofds[0]);
 	}
+	*ans = (struct answer){ .pid = pid > 0 ? pid : 0 };
 	if (pid > 0) {
-		int *sent;
-
-		ans.pid = pid;
-		memset(&c, 0, sizeof c);
-		m.msg_control = c.buf;
-		m.msg_controllen = sizeof c.buf;
-		CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
-		CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
-		CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(SPAWN_FDS * sizeof(int));
-		sent = (int *)CMSG_DATA(CMSG_FIRSTHDR(&m));
-		for (int i = 0; i < RUN_STREAMS; i++)
-			sent[i] = fds[i][0];
-		sent[RUN_STREAMS] = gofds[1];
+		/* The child's ends are the child's; the parent's wait to be sent. */
+		for (int i = 0; i < RUN_STREAMS; i++) {
+			close(fds[i][1]);
+			out->fd[k][i] = fds[i][0];
+		}
+		close(gofds[0]);
+		out->fd[k][RUN_STREAMS] = gofds[1];
 	} else {
-		ans.err = errno ? errno : EAGAIN;
+		ans->err = errno ? errno : EAGAIN;
+		child_pipes_close(fds, gofds);
 	}
-	ans.took_us = now_us() - t0;
-	/* Unsent (the parent is gone), the child's go pipe closes with ours
-	 * and it exits. */
-	if (sendmsg(s, &m, MSG_NOSIGNAL) < 0 && errno == EPIPE)
-		_exit(0);
-	child_pipes_close(fds, gofds);
+	ans->took_us = now_us() - t0;
+}
+
+/* Sends what the socket takes of out's answers (each message as many as
+ * are ready, up to SPAWN_ANSWER_BATCH) and closes their descriptors. */
+static void send_answers(int s, struct answers *out)
+{
+	while (out->n) {
+		struct answer ans[SPAWN_ANSWER_BATCH];
+		int fd[SPAWN_ANSWER_BATCH * SPAWN_FDS];
+		union {
+			char buf[CMSG_SPACE(sizeof fd)];
+			struct cmsghdr align;
+		} c;
+		struct iovec iov = { ans, 0 };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		size_t n = out->n < SPAWN_ANSWER_BATCH ? out->n : SPAWN_ANSWER_BATCH, nfd = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			size_t k = (out->first + i) % SPAWN_ASKS_MAX;
+
+			ans[i] = out->ans[k];
+			if (ans[i].pid) {
+				memcpy(&fd[nfd], out->fd[k], sizeof out->fd[k]);
+				nfd += SPAWN_FDS;
+			}
+		}
+		iov.iov_len = n * sizeof *ans;
+		if (nfd) {
+			memset(&c, 0, sizeof c);
+			m.msg_control = c.buf;
+			m.msg_controllen = CMSG_SPACE(nfd * sizeof(int));
+			CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+			CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+			CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(nfd * sizeof(int));
+			memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), fd, nfd * sizeof(int));
+		}
+		if (sendmsg(s, &m, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				return;
+			/* The parent is gone: the children's go pipes close with
+			 * ours and they exit. */
+			_exit(0);
+		}
+		for (size_t i = 0; i < nfd; i++)
+			close(fd[i]);
+		out->first = (out->first + n) % SPAWN_ASKS_MAX;
+		out->n -= n;
+	}
 }
 
 /* The heap in huge pages where it can be, so that a fork copies one entry
@@ -181,6 +237,13 @@ static void hugify(void)
 
 static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 {
+	struct ask a[SPAWN_ASK_BATCH];
+	static struct answers out;      /* in .bss: the fork copied none of it */
+	size_t got = 0, next = 0;
+	rlim_t fds_max = 1024;
+	struct rlimit rl;
+	ssize_t n;
+
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(0);
@@ -195,23 +258,39 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	/* The parent's free heap is not copied into every child. */
 	malloc_trim(0);
 	hugify();
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		fds_max = rl.rlim_cur;
 	for (;;) {
-		struct ask a;
-		ssize_t n = recv(s, &a, sizeof a, 0);
+		struct pollfd p = { .fd = s };
 
-		if (n < 0 && errno == EINTR)
+		send_answers(s, &out);
+		/* Room for the next one's eight descriptors, then its four
+		 * until sent. */
+		if (next < got && (out.n + 3) * SPAWN_FDS + 16 < fds_max && out.n < SPAWN_ASKS_MAX) {
+			fork_one(L, s, &a[next++], &out);
 			continue;
-		if (n != (ssize_t)sizeof a)
+		}
+		p.events = (next == got ? POLLIN : 0) | (out.n ? POLLOUT : 0);
+		if (poll(&p, 1, -1) < 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)) ||
+		    next < got)
+			continue;
+		n = recv(s, a, sizeof a, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			continue;
+		if (n <= 0 || n % sizeof *a)
 			_exit(0);       /* closed: the parent has no more to ask */
-		answer(L, s, &a, now_us());
+		got = (size_t)n / sizeof *a;
+		next = 0;
 	}
 }
 
 /* ---- the parent's side ---- */
 
-/* Asks not answered yet, oldest first (a ring). */
+/* Asks not answered yet, oldest first (a ring): the last `unsent` of them
+ * are still to go to the spawner. */
 static void *owed[SPAWN_ASKS_MAX];
-static unsigned owed_first, owed_n;
+static struct ask asks[SPAWN_ASKS_MAX];
+static unsigned owed_first, owed_n, unsent;
 static spawn_answered *answered_cb;
 static int64_t cost_us;                 /* the spawner's time per child, lately */
 static int watch_epfd = -1;
@@ -244,6 +323,7 @@ static void forget(void)
 	}
 	sock = -1;
 	spid = 0;
+	unsent = 0;
 	settle();
 }
 
@@ -270,7 +350,7 @@ static void give_up(const char *why, int reaped)
 	hold_off();
 }
 
-static int start(lua_State *L)
+static int start(lua_State *L, const char *replica_of_all)
 {
 	pid_t parent = getpid(), pid;
 	int sv[2];
@@ -282,6 +362,7 @@ static int start(lua_State *L)
 		return hold_off();
 	}
 	fflush(NULL);
+	replica = replica_of_all;
 	pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
@@ -306,10 +387,69 @@ static int start(lua_State *L)
 	return 0;
 }
 
-/* The answer's four descriptors, or -1 (those that came are closed). */
-static int take_fds(struct msghdr *m, int out[SPAWN_FDS])
+/* Sends the asks not sent yet, SPAWN_ASK_BATCH to a message, as far as the
+ * socket takes them (the rest go once answers made room: flush is called
+ * again as they are taken).  -1 when the spawner was given up. */
+static int flush(void)
 {
-	int got = 0;
+	while (sock >= 0 && unsent) {
+		unsigned first = (owed_first + owed_n - unsent) % SPAWN_ASKS_MAX;
+		unsigned n = unsent < SPAWN_ASK_BATCH ? unsent : SPAWN_ASK_BATCH;
+		unsigned upto = SPAWN_ASKS_MAX - first < n ? SPAWN_ASKS_MAX - first : n;
+		struct iovec iov[2] = { { &asks[first], upto * sizeof *asks },
+		                        { asks, (n - upto) * sizeof *asks } };
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = n > upto ? 2 : 1 };
+		ssize_t sent = sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (sent != (ssize_t)(n * sizeof *asks)) {
+			give_up(sent < 0 ? strerror(errno) : "took a part of an ask", 0);
+			return -1;
+		}
+		unsent -= n;
+	}
+	return sock >= 0 ? 0 : -1;
+}
+
+int spawn_ask(lua_State *L, const struct job *job, const struct run_info *info, void *tag,
+              spawn_answered *answered)
+{
+	unsigned k;
+
+	answered_cb = answered;
+	if (info->hook || !info->replica)
+		return -1;
+	if (sock >= 0 && forked_at != job_changes())
+		forget();       /* its copy of the jobs is not theirs: it exits */
+	if (sock < 0 && start(L, info->replica) < 0)
+		return -1;
+	if (info->replica != replica)
+		return -1;
+	/* A whole batch goes before this ask joins the next one. */
+	if (unsent >= SPAWN_ASK_BATCH && flush() < 0)
+		return -1;
+	if (owed_n == SPAWN_ASKS_MAX)
+		return 1;
+	k = (owed_first + owed_n) % SPAWN_ASKS_MAX;
+	asks[k] = (struct ask){ .job = job, .info = *info };
+	asks[k].info.replica = NULL;
+	owed[k] = tag;
+	owed_n++;
+	unsent++;
+	return 0;
+}
+
+void spawn_flush(void)
+{
+	flush();
+}
+
+/* The descriptors of one message's answers, n of them expected, into out;
+ * -1 when they are not all there (those that came are closed). */
+static int take_fds(struct msghdr *m, int *out, size_t n)
+{
+	size_t got = 0;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -318,60 +458,46 @@ static int take_fds(struct msghdr *m, int out[SPAWN_FDS])
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-			if (got < SPAWN_FDS)
+			if (got < n)
 				out[got++] = fd;
 			else
 				close(fd);
 		}
 	}
-	if (got == SPAWN_FDS && !(m->msg_flags & MSG_CTRUNC))
+	if (got == n && !(m->msg_flags & MSG_CTRUNC))
 		return 0;
 	while (got > 0)
 		close(out[--got]);
 	return -1;
 }
 
-int spawn_ask(lua_State *L, const struct job *job, const struct run_info *info, void *tag,
-              spawn_answered *answered)
+/* The answer to the oldest ask. */
+static void pay(pid_t pid, const int *fd)
 {
-	struct ask a = { .job = job, .info = *info };
-	ssize_t n;
+	void *tag = owed[owed_first];
 
-	answered_cb = answered;
-	if (info->hook || !info->replica ||
-	    snprintf(a.replica, sizeof a.replica, "%s", info->replica) >= (int)sizeof a.replica)
-		return -1;
-	if (sock >= 0 && forked_at != job_changes())
-		forget();       /* its copy of the jobs is not theirs: it exits */
-	if (sock < 0 && start(L) < 0)
-		return -1;
-	if (owed_n == SPAWN_ASKS_MAX)
-		return 1;
-	n = send(sock, &a, sizeof a, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return 1;
-	if (n != (ssize_t)sizeof a) {
-		give_up(n < 0 ? strerror(errno) : "took a part of an ask", 0);
-		return -1;
-	}
-	owed[(owed_first + owed_n) % SPAWN_ASKS_MAX] = tag;
-	owed_n++;
-	return 0;
+	owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
+	owed_n--;
+	if (pid)
+		answered_cb(tag, pid, fd, fd[RUN_STREAMS]);
+	else
+		answered_cb(tag, 0, NULL, -1);
 }
 
-/* One answer, when one came: 1, or 0 (none yet, or the spawner went). */
+/* One message of answers, when one came: 1, or 0 (none yet, or the
+ * spawner went). */
 static int take_one(void)
 {
-	struct answer ans;
+	struct answer ans[SPAWN_ANSWER_BATCH];
 	union {
-		char buf[CMSG_SPACE(SPAWN_FDS * sizeof(int))];
+		char buf[CMSG_SPACE(SPAWN_ANSWER_BATCH * SPAWN_FDS * sizeof(int))];
 		struct cmsghdr align;
 	} c;
-	struct iovec iov = { &ans, sizeof ans };
+	struct iovec iov = { ans, sizeof ans };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
 	                    .msg_controllen = sizeof c.buf };
-	int got[SPAWN_FDS];
-	void *tag;
+	int got[SPAWN_ANSWER_BATCH * SPAWN_FDS];
+	size_t k, forked = 0;
 	ssize_t n;
 
 	if (sock < 0)
@@ -386,25 +512,29 @@ static int take_one(void)
 		hold_off();
 		return 0;
 	}
-	if (n != (ssize_t)sizeof ans || !owed_n) {
+	k = n > 0 ? (size_t)n / sizeof *ans : 0;
+	if (n < 0 || n % sizeof *ans || k > owed_n - unsent) {
 		give_up(n < 0 ? strerror(errno) : "answered wrong", 0);
 		return 0;
 	}
-	tag = owed[owed_first];
-	owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
-	owed_n--;
-	cost_us = cost_us ? (cost_us * 7 + ans.took_us) / 8 : ans.took_us;
-	if (!ans.pid) {
-		answered_cb(tag, 0, NULL, -1);
-		return 1;
+	for (size_t i = 0; i < k; i++) {
+		cost_us = cost_us ? (cost_us * 7 + ans[i].took_us) / 8 : ans[i].took_us;
+		forked += ans[i].pid != 0;
 	}
-	if (take_fds(&m, got) < 0) {
-		kill(ans.pid, SIGKILL);
-		answered_cb(tag, 0, NULL, -1);
+	if (take_fds(&m, got, forked * SPAWN_FDS) < 0) {
+		for (size_t i = 0; i < k; i++) {
+			if (ans[i].pid)
+				kill(ans[i].pid, SIGKILL);
+			pay(0, NULL);
+		}
 		give_up("sent no pipes", 0);
 		return 0;
 	}
-	answered_cb(tag, ans.pid, got, got[RUN_STREAMS]);
+	forked = 0;
+	for (size_t i = 0; i < k; i++) {
+		pay(ans[i].pid, ans[i].pid ? &got[SPAWN_FDS * forked] : NULL);
+		forked += ans[i].pid != 0;
+	}
 	return 1;
 }
 
@@ -412,6 +542,7 @@ void spawn_collect(void)
 {
 	while (take_one())
 		;
+	flush();                /* room was made */
 }
 
 static int is_owed(void *tag)
@@ -426,6 +557,7 @@ void spawn_wait(void *tag)
 {
 	int64_t until = clock_mono_ms() + SPAWN_ANSWER_MS;
 
+	flush();
 	while (sock >= 0 && is_owed(tag)) {
 		struct pollfd p = { .fd = sock, .events = POLLIN };
 		int64_t left = until - clock_mono_ms();

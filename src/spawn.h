@@ -22,13 +22,19 @@ void spawn_watch(int epfd, void *what);
 
 /* Asks the spawner to fork, ahead of its fire, the child of a run of job
  * with info (as runner_prepare's); the answer comes to answered, with tag,
- * from spawn_collect or spawn_wait, in the order asked.  0: asked; 1: not
- * now, the spawner has all it can take; -1: there is no spawner to ask
- * (none could be had, or it failed a moment ago), the caller forks the
- * child itself.  A new spawner is forked first when the job table changed
- * since the last one's (job_changes). */
+ * from spawn_collect or spawn_wait, in the order asked.  The ask goes with
+ * the next ones, a batch at a time, at the latest at spawn_flush.  0:
+ * asked; 1: not now, the spawner has all it can take; -1: there is no
+ * spawner to ask (none could be had, or it failed a moment ago; or
+ * info->replica is not the string the first ask's pointed to), the caller
+ * forks the child itself.  A new spawner is forked first when the job table
+ * changed since the last one's (job_changes). */
 int spawn_ask(lua_State *L, const struct job *job, const struct run_info *info, void *tag,
               spawn_answered *answered);
+
+/* The asks made go to the spawner now (as far as its socket takes them;
+ * the rest as answers make room). */
+void spawn_flush(void);
 
 /* Takes the answers that came (the socket was readable). */
 void spawn_collect(void);

@@ -207,19 +207,7 @@ describe("metrics of the job table (in-process, fake clock)", function()
   end)
 end)
 
--- A job that writes core.metrics() (the parent's records, seen from its
--- run's child) to out, whole: written beside and renamed.
-local function probe_src(out)
-  return ([[
-local core = require "leash.core"
-return { every = "1s", run = function()
-  local f = assert(io.open(%q, "w"))
-  f:write(core.metrics())
-  f:close()
-  assert(os.rename(%q, %q))
-end }
-]]):format(out .. ".tmp", out .. ".tmp", out)
-end
+local probe_src = L.metrics_probe_job
 
 -- Starts one replica on provider p with jobs (plus the probe); returns the
 -- process, the directory and a function giving the parsed metrics once

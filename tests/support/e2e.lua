@@ -302,6 +302,21 @@ function M.dir(spec)
   return d
 end
 
+-- Source of a job that writes core.metrics() (the parent's records, seen
+-- from its run's child) to path every second, whole: written beside and
+-- renamed.
+function M.metrics_probe_job(path)
+  return ([[
+local core = require "leash.core"
+return { every = "1s", run = function()
+  local f = assert(io.open(%q, "w"))
+  f:write(core.metrics())
+  f:close()
+  assert(os.rename(%q, %q))
+end }
+]]):format(path .. ".tmp", path .. ".tmp", path)
+end
+
 -- Source of a job that appends one line per run to `path`:
 --   "<scheduled_at> <pid> <start> <end>" plus, when opts.fields, the ctx
 -- fields; opts.every/cron/timeout/extra (raw Lua put into the table) and
