@@ -52,6 +52,7 @@
 #include "clock.h"
 #include "log.h"
 #include "spawn.h"
+#include "store/store.h"
 
 #define SPAWN_ANSWER_MS 2000            /* an answer later than this: it is gone */
 #define SPAWN_RETRY_MS 10000            /* after a failure, the parent forks this long */
@@ -255,6 +256,11 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	if (s > 3)
 		syscall(SYS_close_range, 3U, (unsigned)s - 1, 0U);
 	syscall(SYS_close_range, (unsigned)(s < 3 ? 3 : s + 1), ~0U, 0U);
+	/* The store's client libraries are the parent's: libpq and what it
+	 * brings (ssl, krb5, ldap, gnutls, ...) were 90 of the spawner's 160
+	 * mappings, each copied into every child and torn down with it (a
+	 * fork took twice as long).  A job's module that uses one keeps it. */
+	store_unload();
 	/* The parent's free heap is not copied into every child. */
 	malloc_trim(0);
 	hugify();

@@ -122,14 +122,15 @@ static struct {
 #define dbcoltype sybdb.dbcoltype
 #define dbconvert sybdb.dbconvert
 
+static void *libsybdb;                  /* dlopen's handle, once loaded */
+
 /* Loads libsybdb and fills sybdb, once.  A failure is not remembered: the
  * loop retries store_open, so installing libsybdb5 fixes a running replica. */
 static int load_dblib(char *err, size_t errlen)
 {
-	static int loaded;
 	void *h;
 
-	if (loaded)
+	if (libsybdb)
 		return 0;
 	if (!(h = dlopen("libsybdb.so.5", RTLD_NOW | RTLD_LOCAL))) {
 		snprintf(err, errlen, "mssql: cannot load libsybdb.so.5: %s; install libsybdb5",
@@ -143,7 +144,7 @@ static int load_dblib(char *err, size_t errlen)
 	}
 	DBLIB_FUNCS(X)
 #undef X
-	loaded = 1;
+	libsybdb = h;
 	return 0;
 fail:
 	if (h) {
@@ -2062,7 +2063,17 @@ fail:
 	return NULL;
 }
 
-const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", client_version };
+static void unload_dblib(void)
+{
+	if (!libsybdb)
+		return;
+	memset(&sybdb, 0, sizeof sybdb);
+	dlclose(libsybdb);
+	libsybdb = NULL;
+}
+
+const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", client_version,
+                                            unload_dblib };
 
 /* ---- presence: <table>_replicas ---- */
 

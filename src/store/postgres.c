@@ -371,15 +371,16 @@ static struct {
 #define PQconninfoParse pq.PQconninfoParse
 #define PQconninfoFree pq.PQconninfoFree
 
+static void *libpq;                     /* dlopen's handle, once loaded */
+
 /* Loads libpq and fills pq, once.  A failure is not remembered: the loop
  * retries store_open, so installing libpq5 fixes a running replica. */
 static int load_libpq(char *err, size_t errlen)
 {
-	static int loaded;
 	void *h;
 	int preset;
 
-	if (loaded)
+	if (libpq)
 		return 0;
 	/* libpq brings libldap and, through it, gnutls, whose constructor sets
 	 * up the whole library as it loads (0.65 MB resident here) though only
@@ -406,7 +407,7 @@ static int load_libpq(char *err, size_t errlen)
 	}
 	LIBPQ_FUNCS(X)
 #undef X
-	loaded = 1;
+	libpq = h;
 	return 0;
 }
 
@@ -1715,8 +1716,17 @@ fail:
 	return NULL;
 }
 
+static void unload_libpq(void)
+{
+	if (!libpq)
+		return;
+	memset(&pq, 0, sizeof pq);
+	dlclose(libpq);
+	libpq = NULL;
+}
+
 const struct store_provider store_postgres = { "postgres", open_postgres, "libpq",
-                                               client_version };
+                                               client_version, unload_libpq };
 
 /* ---- presence: <table>_replicas ---- */
 

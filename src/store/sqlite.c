@@ -1272,7 +1272,8 @@ static const char *client_version(void)
 	return sqlite3_libversion();
 }
 
-const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", client_version };
+const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", client_version,
+                                            NULL };
 
 /* ---- presence: <table>_replicas ---- */
 

@@ -49,6 +49,13 @@ const struct store_provider *store_find(const char *name)
 	return NULL;
 }
 
+void store_unload(void)
+{
+	for (int i = 0; i < nregistered; i++)
+		if (registry[i]->unload)
+			registry[i]->unload();
+}
+
 const struct store_provider *store_provider_at(int i)
 {
 	add_builtins();

@@ -395,12 +395,21 @@ struct store_provider {
 	 * loads the library (once) when not yet loaded. */
 	const char *client;
 	const char *(*client_version)(void);
+	/* Optional: closes the client library loaded (dlopen) for the stores
+	 * opened, in a process that opens none again (store_unload). */
+	void (*unload)(void);
 };
 
 /* Registers a provider.  A registration made before the built-ins are
  * consulted wins over a built-in of the same name.  Returns 0, or -1 when
  * the registry is full. */
 int store_register(const struct store_provider *);
+
+/* In a process that makes no more store calls (the spawner, a copy of the
+ * parent): every provider's client library is closed, and goes (with the
+ * libraries it pulled in) unless something else in the process, a job's Lua
+ * module, uses it too.  The stores still open must not be used again. */
+void store_unload(void);
 
 /* The provider of that name, or NULL. */
 const struct store_provider *store_find(const char *name);
