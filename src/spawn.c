@@ -61,6 +61,7 @@
 #define SPAWN_ASK_BATCH 128             /* asks to a message: all owed fit the queue */
 #define SPAWN_ANSWER_BATCH 63           /* answers to a message (SCM_MAX_FD: 253 fds) */
 #define SPAWN_HUGE (2UL << 20)          /* a huge page */
+#define SPAWN_KEPT_MAX 4096             /* free chunks use_up_free_chunks takes at most */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25                /* Linux 6.1 (older ones: EINVAL, no harm) */
 #endif
@@ -195,6 +196,49 @@ static void send_answers(int s, struct answers *out)
 	}
 }
 
+/* Free bytes inside the heap (the top chunk, the heap's fresh end, aside). */
+static size_t free_inside(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.fordblks - mi.keepcost;
+}
+
+/* Takes every free chunk of the heap, for good, so that a child's mallocs
+ * come from the heap's top, fresh and contiguous, not from chunks spread
+ * all over it: a child's first mallocs wrote the headers of 50-60 such
+ * chunks (the tcache's, the bins'), most on a page of their own, and each
+ * of those pages was copied: half of a child's page faults.  No memory is
+ * added (the chunks were the heap's); it takes some 20 ms at 1,000 jobs. */
+static void use_up_free_chunks(void)
+{
+	static void *kept[SPAWN_KEPT_MAX];      /* so that no checker calls them lost */
+	size_t inside, n = 0;
+
+	/* The tcache's (up to 7 chunks of each size up to 1,040 bytes), then
+	 * the bins', largest first, until a malloc of a size comes from the
+	 * top: there is no free chunk that big left. */
+	for (size_t sz = 32; sz <= 1040; sz += 16)
+		for (int i = 0; i < 7; i++)
+			if (!(kept[n++] = malloc(sz - sizeof(size_t))))
+				return;
+	inside = free_inside();
+	for (size_t sz = (size_t)1 << 20; sz >= 32; sz /= 2)
+		while (inside >= sz && n < SPAWN_KEPT_MAX) {
+			void *p = malloc(sz - sizeof(size_t));
+			size_t now;
+
+			if (!p)
+				return;
+			if ((now = free_inside()) >= inside) {
+				free(p);
+				break;
+			}
+			kept[n++] = p;
+			inside = now;
+		}
+}
+
 /* The heap in huge pages where it can be, so that a fork copies one entry
  * per 2 MB of it, not 512, and a child's exit frees as few: a thousand
  * jobs' heap (4 MB) forked and torn down a thousand times a second was most
@@ -263,6 +307,7 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	store_unload();
 	/* The parent's free heap is not copied into every child. */
 	malloc_trim(0);
+	use_up_free_chunks();
 	hugify();
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		fds_max = rl.rlim_cur;
