@@ -122,12 +122,19 @@ describe("leash run, one replica with many jobs", function()
     end
     p = L.spawn(d)
     leash_pid = p.pid
-    -- Stop while a slow run is going: it must be stopped too.
+    -- Stop while a slow run is going: it must be stopped too.  (Its runs
+    -- last 2.5 s of every 3: the one seen going must still be going once
+    -- 0.2 s more have passed, else the next one is waited for.)
+    local function slow_going()
+      return #p:grep("%[slow run %d+%] started") > #p:grep("%[slow run %d+%] finished")
+    end
     L.wait_for(function()
-      return #L.lines(d.out("tick")) >= 4 and #L.lines(d.out("slow")) >= 2
-        and #p:grep("%[slow run %d+%] started") > #p:grep("%[slow run %d+%] finished")
-    end, 10)
-    L.sleep(0.2)
+      if #L.lines(d.out("tick")) < 4 or #L.lines(d.out("slow")) < 2 or not slow_going() then
+        return false
+      end
+      L.sleep(0.2)
+      return slow_going()
+    end, 15)
     p:signal("TERM")
     rc = p:wait(10)
     log = p:log_text()
