@@ -71,6 +71,37 @@ local function parent_starts(p, t0, t1)
   return got
 end
 
+-- CPU seconds so far of the holder's parent itself, of its children reaped
+-- (the runs: the spawner's are the parent's too, CLONE_PARENT), and of the
+-- spawner(s) alive now.
+local TICK = tonumber((select(2, L.sh("getconf CLK_TCK")) or ""):match("%d+") or "") or 100
+local function stat(pid)
+  local t = L.read("/proc/" .. pid .. "/stat") or ""   -- nil: it went as it was read
+  local rest = t:match("%) (.*)$")
+  if not rest then return nil end
+  local f = {}
+  for v in rest:gmatch("%S+") do f[#f + 1] = tonumber(v) or v end
+  return f   -- f[1] is field 3 (state): utime is f[12], stime f[13], cutime f[14], cstime f[15]
+end
+local function cpu_of(pid)
+  local f = stat(pid)
+  if not f then return { self = 0, runs = 0, spawner = 0 } end
+  local sp = 0
+  for _, c in ipairs(L.children(pid)) do
+    if (L.read("/proc/" .. c .. "/comm") or ""):match("^leash%-spawner") then
+      local g = stat(c)
+      if g then sp = sp + (g[12] + g[13]) / TICK end
+    end
+  end
+  return { self = (f[12] + f[13]) / TICK, runs = (f[14] + f[15]) / TICK, spawner = sp,
+           faults = f[9] }   -- cminflt: the runs' page faults
+end
+local function cpu(pid)
+  local ok, got = pcall(cpu_of, pid)
+  if not ok then io.stderr:write("burst: CPU times not read: ", tostring(got), "\n") end
+  return ok and got or { self = 0, runs = 0, spawner = 0, faults = 0 }
+end
+
 local function burst(n)
   local tbl = ("bench_burst_%d"):format(n)
   local d, out = setup(n, tbl)
@@ -87,6 +118,7 @@ local function burst(n)
   L.sleep_to_second(0.5)
   L.write(out, "")
   local t0 = L.now()
+  local cpu0 = cpu(a.pid)
   local perf
   if PERF then
     perf = d.out "perf"
@@ -99,6 +131,7 @@ local function burst(n)
   end
   L.sleep(WINDOW)
   local t1 = L.now()
+  local cpu1 = cpu(a.pid)
   L.sleep(2)                            -- the last burst's runs end
   local late, bursts = {}, {}
   for _, l in ipairs(L.lines(out)) do
@@ -117,21 +150,31 @@ local function burst(n)
   for _, p in ipairs { b, c, a } do p:stop(30) end
   s:close()
   local ptxt = perf and L.exists(perf) and L.read(perf) or ""
-  return { late = late, pstarts = pstarts, bursts = nb, rss = rss, perf = ptxt }
+  local started = math.max(#pstarts, 1)
+  local per = {}
+  for _, k in ipairs { "self", "runs", "spawner" } do
+    per[k] = (cpu1[k] - cpu0[k]) * 1000 / started
+  end
+  per.faults = (cpu1.faults - cpu0.faults) / started
+  return { late = late, pstarts = pstarts, bursts = nb, rss = rss, perf = ptxt, cpu = per }
 end
 
 print(("burst benchmark: PostgreSQL 15 on loopback, 3 replicas, N jobs every 1s all held by one, %ds window; %s"):format(
   WINDOW, os.date("!%Y-%m-%dT%H:%M:%SZ")))
 print("start: ctx.now() - scheduled_at, first thing in the body (ms); parent: the holder's")
 print("'started' log lines - scheduled_at (ms, log resolution 1 ms): when the parent knew each pid")
-print(("%6s %7s %8s %22s %22s %9s"):format("N", "bursts", "runs", "start p50/p99/max ms",
-  "parent p50/p99/max ms", "RSS (MB)"))
+print("CPU ms/run: the holder's CPU time over the window per run it started (its parent's own,")
+print("its runs' (reaped: the spawner's children are the parent's), the spawner's)")
+print("faults/run: the page faults of the runs reaped over the window, per run started")
+print(("%6s %7s %8s %22s %22s %9s %22s %11s"):format("N", "bursts", "runs", "start p50/p99/max ms",
+  "parent p50/p99/max ms", "RSS (MB)", "CPU ms/run prnt/run/sp", "faults/run"))
 for _, n in ipairs(COUNTS) do
   local r = burst(n)
-  print(("%6d %7d %8d %22s %22s %9.1f"):format(n, r.bursts, #r.late,
+  print(("%6d %7d %8d %22s %22s %9.1f %22s %11.0f"):format(n, r.bursts, #r.late,
     ("%.1f/%.1f/%.1f"):format(pct(r.late, 0.5), pct(r.late, 0.99), pct(r.late, 1)),
     ("%.0f/%.0f/%.0f"):format(pct(r.pstarts, 0.5), pct(r.pstarts, 0.99), pct(r.pstarts, 1)),
-    r.rss / 1024))
+    r.rss / 1024, ("%.2f/%.2f/%.2f"):format(r.cpu.self, r.cpu.runs, r.cpu.spawner),
+    r.cpu.faults))
   if r.perf ~= "" then
     print("  holder parent's syscalls over the window (perf trace -s):")
     for l in r.perf:gmatch("[^\n]+") do
