@@ -303,7 +303,8 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	/* The store's client libraries are the parent's: libpq and what it
 	 * brings (ssl, krb5, ldap, gnutls, ...) were 90 of the spawner's 160
 	 * mappings, each copied into every child and torn down with it (a
-	 * fork took twice as long).  A job's module that uses one keeps it. */
+	 * fork took twice as long).  No job holds them (a job's file loads
+	 * no module but leash.core); a run that wants one loads it itself. */
 	store_unload();
 	/* The parent's free heap is not copied into every child. */
 	malloc_trim(0);

@@ -211,3 +211,58 @@ end }]])
     assert.is_nil(p:log_text():find("skipped the fire", 1, true), p:log_text())
   end)
 end)
+
+describe("the spawner and the store's client libraries [postgres]", function()
+  local R = require "replicas"
+  local pg = os.getenv("LEASH_TEST_PG_CONNINFO")
+
+  local function maps_have(pid, lib)
+    return L.read(("/proc/%d/maps"):format(pid)):find(lib, 1, true) ~= nil
+  end
+
+  local function replica(jobs)
+    assert(pg and pg ~= "", "LEASH_TEST_PG_CONNINFO is not set (tests/support/services/10-postgres.sh)")
+    local d = L.dir { config = R.config({ provider = "postgres", conninfo = pg },
+                                        "spawner_libs_" .. math.random(1, 1e6)), jobs = jobs }
+    return d
+  end
+
+  it("has none of libpq, which leash loaded for its store and no job uses", function()
+    local d = replica()
+    local out = d.out "tick"
+    d.write_job("tick", recording(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #runs(out) >= 2 end, 10), p:log_text())
+    local sp = spawners(p.pid)
+    assert.equal(1, #sp, p:log_text())
+    assert.is_true(maps_have(p.pid, "/libpq.so"), "leash has libpq")
+    assert.is_false(maps_have(sp[1], "/libpq.so"), L.read(("/proc/%d/maps"):format(sp[1])))
+  end)
+
+  it("lets a run load libpq again, for a database module of its own", function()
+    -- tests/support/pqkeep.c stands for a job's own database module (a
+    -- job's file loads none but leash.core; a run requires what it needs):
+    -- it loads libpq and calls into it, in a child of the spawner that
+    -- closed leash's.
+    local dir = L.tmpdir("pqkeep")
+    local so = dir .. "/pqkeep.so"
+    local code, _, err = L.sh(("cc -shared -fPIC -O1 -I/usr/include/lua5.4 -o %s %s/tests/support/pqkeep.c")
+      :format(L.quote(so), L.quote(os.getenv("LEASH_ROOT") or ".")))
+    assert.equal(0, code, err)
+    local d = replica()
+    local out = d.out "db"
+    d.write_job("db", ([[
+return { every = "1s", run = function(ctx)
+  local pqkeep = require "pqkeep"
+  local f = io.open(%q, "a")
+  f:write(("libpq %%d\n"):format(pqkeep.version()))
+  f:close()
+end }]]):format(out))
+    local p = L.spawn(d, { env = { LUA_CPATH = dir .. "/?.so;" .. (os.getenv("LUA_CPATH") or ";") } })
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #L.lines(out) >= 2 end, 10), p:log_text())
+    for _, l in ipairs(L.lines(out)) do assert.matches("^libpq %d+$", l) end
+    assert.is_nil(p:log_text():find("failed after", 1, true), p:log_text())
+  end)
+end)

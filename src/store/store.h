@@ -406,9 +406,9 @@ struct store_provider {
 int store_register(const struct store_provider *);
 
 /* In a process that makes no more store calls (the spawner, a copy of the
- * parent): every provider's client library is closed, and goes (with the
- * libraries it pulled in) unless something else in the process, a job's Lua
- * module, uses it too.  The stores still open must not be used again. */
+ * parent): every provider's client library is closed, and goes with the
+ * libraries it pulled in (the loader keeps any that something else in the
+ * process still uses).  The stores still open must not be used again. */
 void store_unload(void);
 
 /* The provider of that name, or NULL. */
