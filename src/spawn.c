@@ -62,6 +62,7 @@
 #define SPAWN_ANSWER_BATCH 63           /* answers to a message (SCM_MAX_FD: 253 fds) */
 #define SPAWN_HUGE (2UL << 20)          /* a huge page */
 #define SPAWN_KEPT_MAX 4096             /* free chunks use_up_free_chunks takes at most */
+#define SPAWN_TIDY_US 50000             /* and the time it takes at most */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25                /* Linux 6.1 (older ones: EINVAL, no harm) */
 #endif
@@ -209,10 +210,13 @@ static size_t free_inside(void)
  * all over it: a child's first mallocs wrote the headers of 50-60 such
  * chunks (the tcache's, the bins'), most on a page of their own, and each
  * of those pages was copied: half of a child's page faults.  No memory is
- * added (the chunks were the heap's); it takes some 20 ms at 1,000 jobs. */
+ * added (the chunks were the heap's); it takes some 20 ms at 1,000 jobs, and
+ * never more than SPAWN_TIDY_US (each mallinfo2 walks every free chunk: a
+ * heap with very many would take seconds, the parent's asks waiting). */
 static void use_up_free_chunks(void)
 {
 	static void *kept[SPAWN_KEPT_MAX];      /* so that no checker calls them lost */
+	int64_t until = now_us() + SPAWN_TIDY_US;
 	size_t inside, n = 0;
 
 	/* The tcache's (up to 7 chunks of each size up to 1,040 bytes), then
@@ -224,7 +228,7 @@ static void use_up_free_chunks(void)
 				return;
 	inside = free_inside();
 	for (size_t sz = (size_t)1 << 20; sz >= 32; sz /= 2)
-		while (inside >= sz && n < SPAWN_KEPT_MAX) {
+		while (inside >= sz && n < SPAWN_KEPT_MAX && now_us() < until) {
 			void *p = malloc(sz - sizeof(size_t));
 			size_t now;
 
