@@ -211,7 +211,7 @@ static void start_pending(struct run *r, pid_t pid)
 	say_started(r, &r->info, r->info.token);
 }
 
-/* The spawner's answer to a prepared run's ask (spawn.h). */
+/* The spawner's answer to a run's ask, prepared or started soon (spawn.h). */
 static void answered(void *tag, pid_t pid, const int fd[3], int go)
 {
 	struct run *r = tag;
@@ -229,8 +229,8 @@ static void answered(void *tag, pid_t pid, const int fd[3], int go)
 		return;
 	}
 	if (!pid) {
-		/* No child: the run is over before it was one (quietly: the
-		 * spawner said why, or its fork failed and the fire forks). */
+		/* No child (the spawner's fork failed, or it went): the run is
+		 * over before it was one, quietly, and the fire forks its own. */
 		r->exited = 1;
 		r->lost = 1;
 		return;

@@ -73,8 +73,7 @@ struct ask {
 };
 
 struct answer {
-	pid_t pid;                      /* 0: none, errno in err */
-	int err;
+	pid_t pid;                      /* 0: none (no pipes, or no fork) */
 	int64_t took_us;                /* the spawner's time for it */
 };
 
@@ -143,7 +142,6 @@ static void fork_one(lua_State *L, int s, struct ask *a, struct answers *out)
 		close(gofds[0]);
 		out->fd[k][RUN_STREAMS] = gofds[1];
 	} else {
-		ans->err = errno ? errno : EAGAIN;
 		child_pipes_close(fds, gofds);
 	}
 	ans->took_us = now_us() - t0;
