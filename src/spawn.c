@@ -244,39 +244,62 @@ static void use_up_free_chunks(void)
 /* The heap in huge pages where it can be, so that a fork copies one entry
  * per 2 MB of it, not 512, and a child's exit frees as few: a thousand
  * jobs' heap (4 MB) forked and torn down a thousand times a second was most
- * of a burst's CPU.  The heap's mapping first grows to a 2 MB boundary, then
- * each whole 2 MB of it is collapsed into one huge page (MADV_COLLAPSE).  The
- * spawner writes to none of it from then on: a write would split its own
- * huge pages.  When the kernel has none to give, the pages stay small. */
+ * of a burst's CPU.  The parent's heap is often several mappings (what brk
+ * added after a fork does not merge with what the fork had shared), and a
+ * huge page must lie inside one: so the heap is copied into one new
+ * mapping that ends on a 2 MB boundary (when nothing is mapped there) and
+ * put in its place, and each whole 2 MB of it is collapsed into one huge
+ * page (MADV_COLLAPSE).  The program break stays where it was: a child's
+ * malloc that wants more heap maps it elsewhere.  The spawner writes to
+ * none of it from then on: a write would split its own huge pages.  When
+ * the kernel has none to give, the pages stay small. */
 static void hugify(void)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	char line[512];
-	uintptr_t start = 0, hi = 0, lo, top;
+	uintptr_t start = 0, hi = 0, next = UINTPTR_MAX, lo, top;
+	int split = 0;
+	sigset_t all, old;
+	void *p;
 
 	if (!f)
 		return;
 	while (fgets(line, sizeof line, f)) {
 		unsigned long a, b;
 
-		if (strstr(line, "[heap]") && sscanf(line, "%lx-%lx", &a, &b) == 2) {
-			start = a;
+		if (sscanf(line, "%lx-%lx", &a, &b) != 2)
+			continue;
+		if (strstr(line, "[heap]")) {
+			split |= start && a != hi;      /* not one piece: left alone */
+			if (!start)
+				start = a;
 			hi = b;
+		} else if (hi && a >= hi && next == UINTPTR_MAX) {
+			next = a;
 		}
 	}
 	fclose(f);
-	if (!hi)
+	if (!hi || split)
 		return;
 	top = (hi + SPAWN_HUGE - 1) & ~(SPAWN_HUGE - 1);
-	/* Grown in place as one mapping (brk would add another: a forked
-	 * copy's heap does not merge with new memory), which leaves the
-	 * program break where it was: a child's malloc that wants more heap
-	 * then maps it elsewhere. */
-	if (top > hi && mremap((void *)start, hi - start, top - start, 0) == MAP_FAILED)
-		top = hi & ~(SPAWN_HUGE - 1);   /* the last whole one below */
+	if (top > next)
+		top = hi;
 	lo = (start + SPAWN_HUGE - 1) & ~(SPAWN_HUGE - 1);
-	hi = top;
-	if (hi <= lo || madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
+	if ((top & ~(SPAWN_HUGE - 1)) <= lo)
+		return;         /* not one whole huge page in it */
+	p = mmap(NULL, top - start, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	/* No handler may write the heap between the copy and the move. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	memcpy(p, (void *)start, hi - start);
+	if (mremap(p, top - start, top - start, MREMAP_MAYMOVE | MREMAP_FIXED,
+	           (void *)start) == MAP_FAILED)
+		munmap(p, top - start);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	hi = top & ~(SPAWN_HUGE - 1);
+	if (madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
 		return;
 	for (uintptr_t a = lo; a < hi; a += SPAWN_HUGE)
 		madvise((void *)a, SPAWN_HUGE, MADV_COLLAPSE);

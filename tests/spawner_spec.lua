@@ -197,6 +197,53 @@ end }]])
     assert.is_nil(p:log_text():find("cannot", 1, true), p:log_text())
   end)
 
+  it("keeps its heap in huge pages where the kernel gives them, and its runs run", function()
+    -- A job whose file holds 4 MB of strings, loaded after leash forked
+    -- (the first spawner and its runs): leash's heap grows in a new mapping
+    -- then (what brk adds after a fork does not merge with what the fork
+    -- shared).  The next spawner's copy of it is one mapping, each whole
+    -- 2 MB of it one huge page, so a fork copies one entry for it, not 512.
+    -- (Before, a heap in pieces was left in small pages.)
+    local d, out = setup()
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #runs(out) >= 2 end, 6), p:log_text())
+    local first = spawners(p.pid)[1]
+    d.write_job("big", [[
+local kept = {}
+for i = 1, 100000 do kept[i] = ("s%09d"):format(i) end
+return { every = "1s", run = function(ctx) assert(#kept == 100000) end }]])
+    p:signal("HUP")
+    local sp
+    assert(L.wait_for(function()
+      sp = spawners(p.pid)
+      return #sp == 1 and sp[1] ~= first and #runs(out) >= 4
+    end, 8), p:log_text())
+    local smaps = L.read(("/proc/%d/smaps"):format(sp[1]))
+    local heap_kb, huge_kb, in_heap, heap = 0, 0, false, {}
+    for l in smaps:gmatch("[^\n]+") do
+      local a, b = l:match("^(%x+)%-(%x+) ")
+      if a then
+        in_heap = l:find("[heap]", 1, true) ~= nil
+        if in_heap then heap_kb = heap_kb + (tonumber(b, 16) - tonumber(a, 16)) // 1024 end
+      elseif in_heap and l:find("^AnonHugePages:") then
+        huge_kb = huge_kb + tonumber(l:match("(%d+) kB"))
+      end
+      if in_heap and (a or l:find("^AnonHugePages:")) then heap[#heap + 1] = l end
+    end
+    assert.is_true(heap_kb > 4096, "the spawner's heap is only " .. heap_kb .. " kB")
+    local thp = L.read("/sys/kernel/mm/transparent_hugepage/enabled") or "[never]"
+    if thp:find("[never]", 1, true) then
+      assert.equal(0, huge_kb, "huge pages with THP off")
+    else
+      assert.is_true(huge_kb >= 2048, ("THP %s: %d kB of the spawner's %d kB heap in huge pages\n%s")
+        :format(thp:gsub("\n", ""), huge_kb, heap_kb, table.concat(heap, "\n")))
+    end
+    -- the runs forked from it run, the big job's too
+    assert.is_nil(p:log_text():find("failed", 1, true), p:log_text())
+    assert.is_nil(p:log_text():find("spawner", 1, true), p:log_text())
+  end)
+
   it("leaves a run's outcome to its body: failed and fine runs end as they did", function()
     local d = L.dir { config = { leash = { grace = "1s" } } }
     d.write_job("fails", "return { every = '1s', run = function() error('no') end }")
