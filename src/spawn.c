@@ -61,8 +61,7 @@
 #define SPAWN_ASK_BATCH 128             /* asks to a message: all owed fit the queue */
 #define SPAWN_ANSWER_BATCH 63           /* answers to a message (SCM_MAX_FD: 253 fds) */
 #define SPAWN_HUGE (2UL << 20)          /* a huge page */
-#define SPAWN_KEPT_MAX 4096             /* free chunks use_up_free_chunks takes at most */
-#define SPAWN_TIDY_US 50000             /* and the time it takes at most */
+#define SPAWN_TIDY_US 50000             /* use_up_free_chunks takes this long at most */
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25                /* Linux 6.1 (older ones: EINVAL, no harm) */
 #endif
@@ -195,50 +194,58 @@ static void send_answers(int s, struct answers *out)
 	}
 }
 
-/* Free bytes inside the heap (the top chunk, the heap's fresh end, aside). */
-static size_t free_inside(void)
+/* Where the heap begins, and where its top chunk (its fresh end) does. */
+static void heap_range(uintptr_t *start, uintptr_t *top)
 {
 	struct mallinfo2 mi = mallinfo2();
+	uintptr_t end = (uintptr_t)sbrk(0);
 
-	return mi.fordblks - mi.keepcost;
+	*start = end - mi.arena;
+	*top = end - mi.keepcost;
 }
 
 /* Takes every free chunk of the heap, for good, so that a child's mallocs
  * come from the heap's top, fresh and contiguous, not from chunks spread
  * all over it: a child's first mallocs wrote the headers of 50-60 such
  * chunks (the tcache's, the bins'), most on a page of their own, and each
- * of those pages was copied: half of a child's page faults.  No memory is
- * added (the chunks were the heap's); it takes some 20 ms at 1,000 jobs, and
- * never more than SPAWN_TIDY_US (each mallinfo2 walks every free chunk: a
- * heap with very many would take seconds, the parent's asks waiting). */
+ * of those pages was copied (a 2 MB huge page split for the first of them):
+ * half of a child's page faults.  Each size, largest first, is taken until
+ * one comes from the top (there is no free chunk that big left), then each
+ * of the tcache's sizes (up to 1,040 bytes: what taking one from a bin put
+ * in the tcache).  A heap of a thousand jobs has some 7,000, kept in a
+ * list through themselves (so that no checker calls them lost); no memory
+ * is added, and it takes some 6 ms, never more than SPAWN_TIDY_US.  (Taking
+ * 7 of each tcache size first, as before, left the tcache full again.) */
+static void *kept;
+
+static int use_up(size_t sz, uintptr_t start, uintptr_t top, int64_t until)
+{
+	for (unsigned i = 0;; i++) {
+		void *p = malloc(sz - sizeof(size_t));
+
+		if (!p || (i % 256 == 255 && now_us() > until))
+			return -1;
+		if ((uintptr_t)p < start || (uintptr_t)p >= top) {
+			free(p);        /* the top's, or a mapping's of its own */
+			return 0;
+		}
+		*(void **)p = kept;
+		kept = p;
+	}
+}
+
 static void use_up_free_chunks(void)
 {
-	static void *kept[SPAWN_KEPT_MAX];      /* so that no checker calls them lost */
 	int64_t until = now_us() + SPAWN_TIDY_US;
-	size_t inside, n = 0;
+	uintptr_t start, top;
 
-	/* The tcache's (up to 7 chunks of each size up to 1,040 bytes), then
-	 * the bins', largest first, until a malloc of a size comes from the
-	 * top: there is no free chunk that big left. */
-	for (size_t sz = 32; sz <= 1040; sz += 16)
-		for (int i = 0; i < 7; i++)
-			if (!(kept[n++] = malloc(sz - sizeof(size_t))))
-				return;
-	inside = free_inside();
+	heap_range(&start, &top);
 	for (size_t sz = (size_t)1 << 20; sz >= 32; sz /= 2)
-		while (inside >= sz && n < SPAWN_KEPT_MAX && now_us() < until) {
-			void *p = malloc(sz - sizeof(size_t));
-			size_t now;
-
-			if (!p)
-				return;
-			if ((now = free_inside()) >= inside) {
-				free(p);
-				break;
-			}
-			kept[n++] = p;
-			inside = now;
-		}
+		if (use_up(sz, start, top, until) < 0)
+			return;
+	for (size_t sz = 32; sz <= 1040; sz += 16)
+		if (use_up(sz, start, top, until) < 0)
+			return;
 }
 
 /* The heap in huge pages where it can be, so that a fork copies one entry
@@ -255,18 +262,26 @@ static void use_up_free_chunks(void)
  * the kernel has none to give, the pages stay small. */
 static void hugify(void)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512];
+	static char maps[1 << 16];      /* not malloc's: it frees nothing now */
+	char *line, *eol;
 	uintptr_t start = 0, hi = 0, next = UINTPTR_MAX, lo, top;
-	int split = 0;
+	int split = 0, fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
 	sigset_t all, old;
 	void *p;
 
-	if (!f)
+	if (fd < 0)
 		return;
-	while (fgets(line, sizeof line, f)) {
+	for (ssize_t n; got < sizeof maps - 1 && (n = read(fd, maps + got, sizeof maps - 1 - got)) > 0;)
+		got += (size_t)n;
+	close(fd);
+	maps[got] = 0;
+	for (line = maps; *line; line = eol + 1) {
 		unsigned long a, b;
 
+		if (!(eol = strchr(line, '\n')))
+			break;
+		*eol = 0;
 		if (sscanf(line, "%lx-%lx", &a, &b) != 2)
 			continue;
 		if (strstr(line, "[heap]")) {
@@ -278,7 +293,6 @@ static void hugify(void)
 			next = a;
 		}
 	}
-	fclose(f);
 	if (!hi || split)
 		return;
 	top = (hi + SPAWN_HUGE - 1) & ~(SPAWN_HUGE - 1);
