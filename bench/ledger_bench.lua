@@ -5,7 +5,12 @@
 --     the window / 3, and each replica's store-wrapper count / its uptime)
 --   distinct fire instants per second on the busiest replica (its claims)
 --   start lateness p50/p99 of the 1 s jobs, inside the child, over the window
---     (the minute's burst of every = "1m" jobs included)
+--     (the minute's burst of every = "1m" jobs included), and apart: in the
+--     seconds when the 1m jobs fire too, and in the others
+-- The replicas are named r1..r3, as three hosts would be, so that spread (on
+-- by default) shares the jobs out; BENCH_SPREAD=0: the first one holds all.
+-- (All three run on this machine's cores: a second's 100 fires start on the
+-- same two cores however the leases are shared.)
 --   parent RSS of each replica
 --   ledger rows written per day (from the window) and the table's bytes per
 --     row, so its size once pruning holds it at min(keep, keep_per_job)
@@ -21,29 +26,52 @@ local WINDOW = tonumber(os.getenv("BENCH_WINDOW") or "75")
 local SLOW, FAST = tonumber(os.getenv("BENCH_SLOW") or "1000"), tonumber(os.getenv("BENCH_FAST") or "100")
 
 local pct, rss_kb = B.pct, B.rss_kb
+local SLOW_PHASE = 0   -- every = "1m" fires in each minute's first second (intervals count from the epoch)
 local function psql(sql) return B.psql(pg, sql) end
 local function xacts() return B.xacts(pg) end
 
 local tbl = ("bench_ledger_%d"):format(os.time() % 100000)
-local d = L.dir { config = {
-  leash = { grace = "1s" },
-  singleton = { enabled = "true" },
-  store = { provider = "postgres", table = tbl },
-  postgres = { conninfo = pg },
-} }
+local d = L.dir {}
+-- Three replicas named as three hosts would be (r1..r3): with spread on (the
+-- default) the jobs spread over them.  BENCH_SPREAD=0: one replica holds all.
+local SPREAD = os.getenv("BENCH_SPREAD") ~= "0"
+local cfgs = {}
+for i = 1, 3 do
+  cfgs[i] = d.dir .. "/r" .. i .. ".ini"
+  L.write(cfgs[i], L.ini {
+    leash = { jobs = d.jobs, replica = "r" .. i, grace = "1s" },
+    singleton = { enabled = "true", spread = SPREAD and "true" or "false" },
+    store = { provider = "postgres", table = tbl },
+    postgres = { conninfo = pg },
+  })
+end
 local lateness = d.out "late"
-local FASTJOB = B.lateness_job(lateness)
+-- each run writes its fire's second and how late it started
+local FASTJOB = ([[
+local core = require "leash.core"
+return { every = "1s", run = function(ctx)
+  local f = io.open(%q, "a"); f:write(("%%d %%.6f\n"):format(ctx.scheduled_at, core.now() - ctx.scheduled_at)); f:close()
+end }]]):format(lateness)
 for i = 1, FAST do d.write_job(("fast-%03d"):format(i), FASTJOB) end
 for i = 1, SLOW do d.write_job(("slow-%04d"):format(i), 'return { every = "1m", run = function() end }') end
 
 local procs = {}
 for i = 1, 3 do
-  local p = L.spawn(d)
+  local p = L.spawn(cfgs[i])
   p.owner = assert(L.wait_for(function() return p:log_text():match("replica (%S+),") end, 10))
   procs[i] = p
 end
 local s = assert(core.open_store { provider = "postgres", conninfo = pg, table = tbl })
 assert(L.wait_for(function() return #assert(s:list()) >= FAST + SLOW end, 120), "not all jobs were taken")
+if SPREAD then
+  -- spread: until no replica holds more than 45% of the jobs
+  assert(L.wait_for(function()
+    local n = {}
+    for _, r in ipairs(assert(s:list())) do n[r.owner] = (n[r.owner] or 0) + 1 end
+    for _, c in pairs(n) do if c > 0.45 * (FAST + SLOW) then return false end end
+    return true
+  end, 180, 1), "the jobs did not spread")
+end
 L.sleep(5)
 local function rows() return tonumber(psql(("SELECT count(*) FROM %s_runs"):format(tbl))) end
 local x0, t0, r0 = xacts(), L.now(), rows()
@@ -63,7 +91,17 @@ for i, p in ipairs(procs) do
   local calls, secs = p:log_text():match("lease store: (%d+) statements in ([%d.]+)s")
   life[i] = calls and tonumber(calls) / tonumber(secs) or 0 / 0
 end
-local late = B.lateness_ms(lateness)
+-- all of them, and apart: the seconds when the 1m jobs fire too, and the others
+local late, at_minute, other = {}, {}, {}
+for _, l in ipairs(L.lines(lateness)) do
+  local at, v = l:match("^(%d+) (%S+)$")
+  if at then
+    v = tonumber(v) * 1000
+    late[#late + 1] = v
+    local t = tonumber(at) % 60 == SLOW_PHASE and at_minute or other
+    t[#t + 1] = v
+  end
+end
 local per_day = (r1 - r0) / (t1 - t0) * 86400
 print(("ledger benchmark: PostgreSQL on loopback, 3 replicas, %d jobs every 1m + %d every 1s, %ds window; %s"):format(
   SLOW, FAST, WINDOW, os.date("!%Y-%m-%dT%H:%M:%SZ")))
@@ -75,6 +113,9 @@ print(("leases held: %s; parent RSS (MB): %.1f / %.1f / %.1f"):format(table.conc
   rss[1], rss[2], rss[3]))
 print(("1 s jobs' start lateness (child side) p50 / p99 / max ms: %.2f / %.2f / %.2f over %d runs"):format(
   pct(late, 0.5), pct(late, 0.99), pct(late, 1), #late))
+print(("  in the seconds the 1m jobs fire too: %.2f / %.2f / %.2f over %d runs; the others: %.2f / %.2f / %.2f over %d"):format(
+  pct(at_minute, 0.5), pct(at_minute, 0.99), pct(at_minute, 1), #at_minute,
+  pct(other, 0.5), pct(other, 0.99), pct(other, 1), #other))
 print(("ledger rows written: %.0f per day; %.0f bytes per row (%d rows, %d bytes)"):format(per_day,
   bytes / math.max(r1, 1), r1, bytes))
 print(("size once pruned (keep 14d, keep_per_job 1000): %d rows, %.1f MB"):format(
