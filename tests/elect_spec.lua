@@ -467,12 +467,15 @@ describe("election state machine with spread", function()
     local before = el:state("other").wake_at
     for _, n in ipairs({ "mine", "next", "other" }) do el:wake(n) end
     assert.equal(clock.t, el:state("mine").wake_at)
-    assert.equal(clock.t + 100, el:state("next").wake_at)
+    assert.equal(clock.t + 50, el:state("next").wake_at)
     assert.equal(before, el:state("other").wake_at)
     el:step()
     assert.equal("holder", el:state("mine").state)
     assert.equal("follower", el:state("next").state)
-    clock.t = clock.t + 100
+    clock.t = clock.t + 49
+    el:step()
+    assert.equal("follower", el:state("next").state)
+    clock.t = clock.t + 1
     el:step()
     assert.equal("holder", el:state("next").state)
     assert.equal("follower", el:state("other").state)
