@@ -34,24 +34,31 @@ function M.xacts(pg)
     .. "WHERE datname = current_database()"))
 end
 
--- Source of an every = "1s" job that appends its start lateness (seconds,
--- measured inside the child: now - ctx.scheduled_at) to path, a line a run.
+-- Source of an every = "1s" job that appends its fire's second and its start
+-- lateness (seconds, measured inside the child: now - ctx.scheduled_at) to
+-- path, a line a run.
 function M.lateness_job(path)
   return ([[
 local core = require "leash.core"
 return { every = "1s", run = function(ctx)
-  local f = io.open(%q, "a"); f:write(("%%.6f\n"):format(core.now() - ctx.scheduled_at)); f:close()
+  local f = io.open(%q, "a")
+  f:write(("%%d %%.6f\n"):format(ctx.scheduled_at, core.now() - ctx.scheduled_at))
+  f:close()
 end }]]):format(path)
 end
 
--- The lateness lines of path, in ms.
+-- The lateness lines of path: the latenesses in ms, and beside them (same
+-- index) the fires' seconds.
 function M.lateness_ms(path)
-  local late = {}
+  local late, at = {}, {}
   for _, l in ipairs(L.lines(path)) do
-    local v = tonumber(l)
-    if v then late[#late + 1] = v * 1000 end
+    local s, v = l:match("^(%d+) (%S+)$")
+    if s and tonumber(v) then
+      late[#late + 1] = tonumber(v) * 1000
+      at[#at + 1] = tonumber(s)
+    end
   end
-  return late
+  return late, at
 end
 
 return M

@@ -46,12 +46,7 @@ for i = 1, 3 do
   })
 end
 local lateness = d.out "late"
--- each run writes its fire's second and how late it started
-local FASTJOB = ([[
-local core = require "leash.core"
-return { every = "1s", run = function(ctx)
-  local f = io.open(%q, "a"); f:write(("%%d %%.6f\n"):format(ctx.scheduled_at, core.now() - ctx.scheduled_at)); f:close()
-end }]]):format(lateness)
+local FASTJOB = B.lateness_job(lateness)
 for i = 1, FAST do d.write_job(("fast-%03d"):format(i), FASTJOB) end
 for i = 1, SLOW do d.write_job(("slow-%04d"):format(i), 'return { every = "1m", run = function() end }') end
 
@@ -92,15 +87,11 @@ for i, p in ipairs(procs) do
   life[i] = calls and tonumber(calls) / tonumber(secs) or 0 / 0
 end
 -- all of them, and apart: the seconds when the 1m jobs fire too, and the others
-local late, at_minute, other = {}, {}, {}
-for _, l in ipairs(L.lines(lateness)) do
-  local at, v = l:match("^(%d+) (%S+)$")
-  if at then
-    v = tonumber(v) * 1000
-    late[#late + 1] = v
-    local t = tonumber(at) % 60 == SLOW_PHASE and at_minute or other
-    t[#t + 1] = v
-  end
+local late, at = B.lateness_ms(lateness)
+local at_minute, other = {}, {}
+for k, v in ipairs(late) do
+  local t = at[k] % 60 == SLOW_PHASE and at_minute or other
+  t[#t + 1] = v
 end
 local per_day = (r1 - r0) / (t1 - t0) * 86400
 print(("ledger benchmark: PostgreSQL on loopback, 3 replicas, %d jobs every 1m + %d every 1s, %ds window; %s"):format(
