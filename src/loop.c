@@ -469,6 +469,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.stale = singleton_stale;
 		env.claim = singleton_claim;
 		env.account = singleton_account;
+		env.unclaim = singleton_unclaim;
 		env.paused = singleton_paused;
 	}
 	env.prepare = prepare_run;

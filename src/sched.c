@@ -1091,8 +1091,42 @@ void sched_gained(struct sched *s, struct job *j, int64_t last_fire)
 	}
 }
 
+/* The stop came between the claims of fires, which go out ahead of them,
+ * and their starts: the fires go back to the store, so that whoever holds
+ * the jobs next runs them (a rolling restart loses none).  One call. */
+static void give_back(struct sched *s)
+{
+	size_t n = 0;
+	int rc;
+
+	if (!s->env.unclaim || grow_batch(s, s->njobs) < 0)
+		return;
+	for (size_t i = 0; i < s->njobs; i++) {
+		struct job *j = s->jobs[i];
+
+		if (j->claimed_ms && !j->run && claims(s, j)) {
+			s->cj[n] = j;
+			s->cf[n++] = j->claimed_ms;
+		}
+	}
+	if (n == 0)
+		return;
+	rc = s->env.unclaim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
+	for (size_t k = 0; rc == 0 && k < n; k++) {
+		struct job *j = s->cj[k];
+		char at[32];
+
+		if (!s->cok[k])
+			continue;
+		log_msg(LOG_INFO, j->name, 0, "fire at %s given back: leash is stopping and did "
+		        "not start it (whoever holds the job next runs it)", fire_iso(at, sizeof at, j->claimed_ms));
+		j->claimed_ms = 0;
+	}
+}
+
 void sched_stopped(struct sched *s)
 {
+	give_back(s);
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
 

@@ -86,6 +86,12 @@ struct sched_env {
 	 * accounted "skipped-paused" instead of run; -1 not known yet (just
 	 * taken: nothing is claimed until it is); 0 not.  NULL: never. */
 	int (*paused)(void *arg, const struct job *);
+	/* At the stop, the fires claimed ahead of their time that did not
+	 * start: fires[i] of jobs[i] given back in one store call, so that the
+	 * next holder runs it.  ok[i] 1 given back, 0 refused (the lease moved
+	 * on); 0, or -1 when the store did not answer (ok unset; the env logs
+	 * why).  NULL: they are accounted missed. */
+	int (*unclaim)(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
 };
 
 /* env.start's catchup for a manual run (leash trigger). */

@@ -269,35 +269,70 @@ static int claim_runs(struct singleton *sg, const struct store_claim *c, size_t 
 	return rc;
 }
 
-int singleton_claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+/* fires[i] of jobs[i], each with the token its lease is held by (malloc'd),
+ * or NULL (logged as what failed) when out of memory or the store is not
+ * open. */
+static struct store_claim *claims_of(struct singleton *sg, const char *what,
+                                     struct job *const *jobs, const int64_t *fires, size_t n)
 {
-	struct singleton *sg = arg;
-	struct store_claim *c = malloc(n * sizeof *c);
-	int64_t now = clock_boot_ms(), timeout = sg->cfg->statement_timeout_ms;
-	int rc;
+	struct store_claim *c;
 
-	if (!c) {
-		store_failed(sg, "claim", "out of memory");
-		return -1;
+	if (!sg->el.store) {
+		store_failed(sg, what, "the store is not open");
+		return NULL;
+	}
+	if (!(c = malloc(n * sizeof *c))) {
+		store_failed(sg, what, "out of memory");
+		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct elect_job *ej = jobs[i]->elect;
 
 		c[i] = (struct store_claim){ jobs[i]->name, ej ? ej->token : 0, fires[i] };
+	}
+	return c;
+}
+
+int singleton_claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+{
+	struct singleton *sg = arg;
+	struct store_claim *c = claims_of(sg, "claim", jobs, fires, n);
+	int64_t now = clock_boot_ms(), timeout = sg->cfg->statement_timeout_ms;
+	int rc;
+
+	if (!c)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const struct elect_job *ej = jobs[i]->elect;
+
 		/* A claim answered after the lease's deadline is no use. */
 		if (ej && ej->deadline - now < timeout)
 			timeout = ej->deadline - now;
-	}
-	if (!sg->el.store) {
-		store_failed(sg, "claim", "the store is not open");
-		free(c);
-		return -1;
 	}
 	store_set_timeout(sg->el.store, (int)(timeout > 1 ? timeout : 1));
 	rc = claim_runs(sg, c, n, n, ok);
 	free(c);
 	if (rc != STORE_OK) {
 		store_failed(sg, "claim", sg->el.store->err);
+		return -1;
+	}
+	store_answered(sg);
+	return 0;
+}
+
+int singleton_unclaim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+{
+	struct singleton *sg = arg;
+	struct store_claim *c = claims_of(sg, "unclaim", jobs, fires, n);
+	int rc;
+
+	if (!c)
+		return -1;
+	store_set_timeout(sg->el.store, 0);
+	rc = store_unclaim_all(sg->el.store, sg->el.owner, c, n, ok);
+	free(c);
+	if (rc != STORE_OK) {
+		store_failed(sg, "unclaim", sg->el.store->err);
 		return -1;
 	}
 	store_answered(sg);

@@ -66,6 +66,10 @@ int singleton_paused(void *sg, const struct job *);
  * their ledger rows (and the accounts that ride on them) in the same round
  * trip; -1 (and the store is down) when it did not answer. */
 int singleton_claim(void *sg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
+/* Gives claimed fires back (struct sched_env's unclaim): one
+ * store_unclaim_all with each job's token; -1 when it did not answer. */
+int singleton_unclaim(void *sg, struct job *const *jobs, const int64_t *fires, size_t n,
+                      int *ok);
 /* A fire the job table did not run (struct sched_env's account). */
 void singleton_account(void *sg, struct job *, int64_t fire, int claimed, const char *outcome,
                        const char *why);

@@ -125,23 +125,34 @@ for _, p in ipairs(R.list_of()) do
       d.write_job("rec", JOB:format(out, job, missed))
     end
 
+    -- The holder of rec, once it ran a fire.
+    local function running_holder()
+      local h = assert(L.wait_for(function() return holder(procs, p, tbl) end, 5), "nobody holds rec")
+      local n0 = #bodies(out)
+      assert(L.wait_for(function()
+        local b = bodies(out)
+        return #b > n0 and b[#b].replica == h.owner
+      end, 4), "the holder ran nothing")
+      return h
+    end
+
+    -- A fresh replica in the place of the stopped or killed one.
+    local function respawn(h)
+      for i, proc in ipairs(procs) do
+        if proc == h then procs[i] = spawn(d) end
+      end
+    end
+
     it("kill -9 of the holder ten times: no fire twice, every second run or in the ledger", function()
       setup('every = "1s"', "all")
       for _ = 1, 3 do procs[#procs + 1] = spawn(d) end
       local killed = {}
       for _ = 1, 10 do
-        local h = assert(L.wait_for(function() return holder(procs, p, tbl) end, 5), "nobody holds rec")
-        local n0 = #bodies(out)
-        assert(L.wait_for(function()
-          local b = bodies(out)
-          return #b > n0 and b[#b].replica == h.owner
-        end, 4), "the holder ran nothing")
+        local h = running_holder()
         L.sleep(0.1 + math.random() * 0.5)
         kill_tree(h)
         killed[h.owner] = true
-        for i, proc in ipairs(procs) do
-          if proc == h then procs[i] = spawn(d) end
-        end
+        respawn(h)
       end
       -- One more regular fire after the last takeover, then a clean stop.
       local n = #bodies(out)
@@ -174,6 +185,44 @@ for _, p in ipairs(R.list_of()) do
       end
       for _, r in ipairs(runs) do if r.catchup then catchups = catchups + 1 end end
       assert.is_true(catchups >= 5, "only " .. catchups .. " catch-up runs in ten kills")
+    end)
+
+    it("SIGTERM between a fire's claim and its start gives the fire back: the next holder runs it", function()
+      setup('every = "1s"', "all", "2s", "100ms")
+      for _ = 1, 2 do procs[#procs + 1] = spawn(d) end
+      local given, stopped = 0, {}
+      for _ = 1, 5 do
+        local h = running_holder()
+        -- A claim goes out 5 ms or more before its fire: stop 3 ms before.
+        local fire = math.floor(L.now()) + 1
+        if fire - L.now() < 0.3 then fire = fire + 1 end
+        L.sleep(fire - 0.003 - L.now())
+        assert.equal(0, h:stop(10))
+        stopped[#stopped + 1] = math.floor(fire * 1000 + 0.5)
+        if h:grep("given back: leash is stopping")[1] then given = given + 1 end
+        respawn(h)
+      end
+      local n = #bodies(out)
+      assert(L.wait_for(function() return #bodies(out) >= n + 2 end, 5), "nothing ran after the last stop")
+      R.stop_all(procs)
+      local runs, rows = bodies(out), ledger(p, tbl)
+      local ran, rowed = assert_once(runs, rows)
+      for t = runs[1].at, runs[#runs].at, 1000 do
+        local row = rowed[t]
+        assert(row, ("fire %d is neither in the ledger nor run"):format(t))
+        assert(row.outcome ~= "missed", ("fire %d missed: %s"):format(t, tostring(row.error)))
+        if row.outcome ~= "killed" then
+          assert.equal("ok", row.outcome, "fire " .. t)
+          assert.equal(ran[t], row.owner, "fire " .. t .. " ran on another replica than its row says")
+        end
+      end
+      for _, t in ipairs(stopped) do
+        -- Run, or started just before the stop and killed with the other bodies.
+        assert(ran[t] or rowed[t].outcome == "killed", ("the fire %d at a stop never ran"):format(t))
+      end
+      -- The stops came between a claim and its fire at least once (the
+      -- others, on a loaded machine, before the claim or after the start).
+      assert(given >= 1, ("no stop of %d fell between a claim and its fire"):format(#stopped))
     end)
 
     it("a cron fire that falls while its holder is dead runs once, as a catch-up, on the new holder", function()

@@ -21,6 +21,7 @@ local function table_of(jobs, opts)
     holds = opts.singleton and function(name) return held[name] == true end or nil,
     claim = opts.claim,
     paused = opts.paused,
+    unclaim = opts.unclaim,
     prepare = opts.prepare and function(name, fire) return opts.prepare(name, fire, t) end,
   }
   s:load(false)
@@ -745,6 +746,44 @@ describe("the job table", function()
       o.held.j = false
       o.advance(1)
       assert.same({ "missed 3000 claimed" }, accounts(o))
+    end)
+
+    it("the stop gives back the fires claimed ahead of their time; refused or unanswered, they are missed", function()
+      for _, case in ipairs { "answered", "down" } do
+        local given = {}
+        local o = table_of({ a = every("1s"), b = every("1s"), c = every("1s"), d = every("1h") }, {
+          singleton = true, held = { a = true, b = true, c = true, d = true },
+          claim = function(list)
+            local ok = {}
+            for i = 1, #list do ok[i] = true end
+            return ok
+          end,
+          unclaim = function(list)
+            given[#given + 1] = list
+            if case == "down" then return nil, "the store is down" end
+            local ok = {}
+            for i, c in ipairs(list) do ok[i] = c.name ~= "b" end   -- b's lease moved on
+            return ok
+          end,
+        })
+        o.t.wall = T0 + 998             -- within the claim's lead: claimed, not started
+        assert.same({}, o.due())
+        o.s:stop()
+        assert.same({}, o.advance(10), "no start after the stop")
+        o.s:stopped()
+        o.take()
+        assert.equal(1, #given, "one call for all")
+        table.sort(given[1], function(x, y) return x.name < y.name end)
+        assert.same({ { name = "a", fire = T0 + 1000 }, { name = "b", fire = T0 + 1000 },
+                      { name = "c", fire = T0 + 1000 } }, given[1], "only the claimed fires")
+        if case == "answered" then
+          assert.same({ "missed 1000 claimed" }, accounts(o))
+          assert.truthy(o.logged("fire at 2027%-01%-15T08:00:01Z given back: leash is stopping"))
+        else
+          assert.same({ "missed 1000 claimed", "missed 1000 claimed", "missed 1000 claimed" }, accounts(o))
+          assert.is_nil(o.logged("given back"))
+        end
+      end
     end)
 
     it("accounts for the fires the loop came too late for", function()

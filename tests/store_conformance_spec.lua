@@ -1021,6 +1021,71 @@ for _, p in ipairs(providers.list) do
         end
       end)
 
+      it("unclaim_all gives a fire back: the cursor to just before it, its unstarted row gone, in one statement", function()
+        local n, started, later, other, stale = lease(), lease(), lease(), lease(), lease()
+        local got = assert(s:acquire_all("A", { n, started, later, stale }, 60000))
+        local _, o = s:try_acquire(other, "B", 60000)
+        local function claim(owner, name, token, fire, row)
+          local ok = assert(s:claim_runs(owner, { { name = name, token = token, fire = fire } },
+            { { claim = 1, scheduled_at = fire, owner = owner, outcome = "running",
+                started_at = row and row.started_at } }))
+          assert.same({ true }, ok, name)
+        end
+        for _, j in ipairs({ n, started, later, stale }) do claim("A", j, got[j].token, 1000) end
+        claim("B", other, o.token, 1000)
+        assert.is_true(s:record_runs({ run{ job = n, scheduled_at = 990, token = got[n].token,
+                                            outcome = "missed" } }))  -- an older row stays
+        claim("A", started, got[started].token, 2000, { started_at = 2001 })
+        claim("A", later, got[later].token, 2000)
+        local calls = s:calls()
+        local oks = assert(s:unclaim_all("A", {
+          { name = n, token = got[n].token, fire = 1000 },            -- given back
+          { name = started, token = got[started].token, fire = 2000 }, -- its run started: the row stays
+          { name = later, token = got[later].token, fire = 1000 },    -- a later fire was claimed
+          { name = other, token = o.token, fire = 1000 },             -- B's lease
+          { name = stale, token = got[stale].token + 1, fire = 1000 }, -- not its token
+        }))
+        assert.equal(calls + 1, s:calls())
+        assert.same({ true, true, false, false, false }, oks)
+        assert.equal(999, row_of(s, n).last_fire)
+        assert.equal(got[n].token, row_of(s, n).token)
+        local r = rows_of(s, n)
+        assert.equal(1, #r)
+        assert.equal(990, r[1].scheduled_at)
+        assert.equal(1999, row_of(s, started).last_fire)
+        assert.equal(2, #rows_of(s, started), "a row whose run started is not the claim's to take back")
+        assert.equal(2000, row_of(s, later).last_fire)
+        assert.equal(2, #rows_of(s, later))
+        assert.equal(1000, row_of(s, other).last_fire)
+        assert.equal(1, #rows_of(s, other))
+        assert.equal(1000, row_of(s, stale).last_fire)
+        -- Given back, the fire can be claimed again (by the next holder).
+        assert.is_true(s:release(n, "A"))
+        local _, b = s:try_acquire(n, "B", 60000)
+        assert.same({ true }, assert(s:claim_all("B", { { name = n, token = b.token, fire = 1000 } })))
+        assert.same({ false }, assert(s:unclaim_all("A", { { name = n, token = got[n].token, fire = 1000 } })))
+        assert.equal(1000, row_of(s, n).last_fire)
+      end)
+
+      it("unclaim_all: a fire at 0 leaves no cursor; an expired lease still gives back; none sends nothing", function()
+        local z, e = lease(), lease()
+        local _, a = s:try_acquire(z, "A", 60000)
+        local _, g = s:try_acquire(e, "A", 80)
+        assert.same({ true, true }, assert(s:claim_all("A", { { name = z, token = a.token, fire = 0 },
+                                                              { name = e, token = g.token, fire = 50 } })))
+        sleep_ms(150)
+        assert.same({ true, true }, assert(s:unclaim_all("A", { { name = z, token = a.token, fire = 0 },
+                                                                { name = e, token = g.token, fire = 50 } })))
+        assert.is_nil(row_of(s, z).last_fire)
+        assert.equal(49, row_of(s, e).last_fire)
+        local calls = s:calls()
+        assert.same({}, assert(s:unclaim_all("A", {})))
+        assert.equal(calls, s:calls())
+        local none, err = s:unclaim_all("A", { { name = z, token = 0, fire = 5 } })
+        assert.is_nil(none)
+        assert.truthy(err:find("token must be > 0", 1, true), err)
+      end)
+
       it("record_runs inserts, then updates keeping every field given as nil; outcome and token always replace", function()
         local j = lease()
         local before = db_now(s)

@@ -10,6 +10,8 @@
  *                                           -- { { name=, fire= }, ... } -> list of
  *                                           -- booleans, or nil, err (no answer)
  *     paused = function(name) return b end, -- optional, with claim: leash pause
+ *     unclaim = function(list) ... end,     -- optional, with claim: gives claimed
+ *                                           -- fires back at s:stopped(), as claim
  *     prepare = function(name, fire) return k end,  -- optional: forks a fire's
  *                                           -- process ahead: 1 made, 0 not in this
  *                                           -- turn, -1 failed
@@ -28,6 +30,8 @@
  *                 of a prepared process has a 4th field "prepared"), taken (the
  *                 list starts empty again)
  *   s:stop()                the shutdown: no new runs
+ *   s:stopped()             the runs are over: what was claimed is given
+ *                           back (unclaim), what is left dropped
  *
  * Runs are not processes here: "start" is an event, and the spec ends a run
  * with s:ended().  Log records go to the events too.
@@ -47,6 +51,7 @@ struct lsched {
 	struct sched s;
 	lua_State *L;
 	int wall_ref, mono_ref, holds_ref, claim_ref, events_ref, paused_ref, prepare_ref;
+	int unclaim_ref;
 	char *dir;
 	long next_id;
 	int open;
@@ -217,15 +222,16 @@ static int stale(void *arg, const struct job *j)
 	return j->elect && !j->singleton;
 }
 
-/* The spec's claim: a list of { name=, fire= } in, a list of booleans or
- * nil, err out.  An error is logged, as singleton.c's store_failed does. */
-static int claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+/* The spec's claim (or unclaim, fn): a list of { name=, fire= } in, a list
+ * of booleans or nil, err out.  An error is logged, as singleton.c's
+ * store_failed does. */
+static int call_claims(struct lsched *ls, int fn, struct job *const *jobs, const int64_t *fires,
+                       size_t n, int *ok)
 {
-	struct lsched *ls = arg;
 	lua_State *L = ls->L;
 	int rc = 0;
 
-	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->claim_ref);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, fn);
 	lua_createtable(L, (int)n, 0);
 	for (size_t i = 0; i < n; i++) {
 		lua_createtable(L, 0, 2);
@@ -249,6 +255,20 @@ static int claim(void *arg, struct job *const *jobs, const int64_t *fires, size_
 	}
 	lua_pop(L, 2);
 	return rc;
+}
+
+static int claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+{
+	struct lsched *ls = arg;
+
+	return call_claims(ls, ls->claim_ref, jobs, fires, n, ok);
+}
+
+static int unclaim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+{
+	struct lsched *ls = arg;
+
+	return call_claims(ls, ls->unclaim_ref, jobs, fires, n, ok);
 }
 
 /* A fire the table did not run: an event the spec reads. */
@@ -390,6 +410,14 @@ static int l_stop(lua_State *L)
 	return done(L, 0);
 }
 
+static int l_stopped(lua_State *L)
+{
+	struct lsched *ls = check(L);
+
+	sched_stopped(&ls->s);
+	return done(L, 0);
+}
+
 #define SETINT(k, v) (lua_pushinteger(L, (lua_Integer)(v)), lua_setfield(L, -2, k))
 
 static int l_jobs(lua_State *L)
@@ -461,6 +489,7 @@ static int l_gc(lua_State *L)
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->mono_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->holds_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->claim_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->unclaim_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->paused_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->prepare_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->events_ref);
@@ -492,7 +521,7 @@ static int l_sched(lua_State *L)
 	ls = lua_newuserdatauv(L, sizeof *ls, 0);
 	memset(ls, 0, sizeof *ls);
 	ls->wall_ref = ls->mono_ref = ls->holds_ref = ls->claim_ref = ls->events_ref = LUA_NOREF;
-	ls->paused_ref = ls->prepare_ref = LUA_NOREF;
+	ls->paused_ref = ls->prepare_ref = ls->unclaim_ref = LUA_NOREF;
 	luaL_setmetatable(L, SCHED_MT);
 	ls->L = L;
 	ls->dir = strdup(dir);
@@ -501,6 +530,7 @@ static int l_sched(lua_State *L)
 	ls->holds_ref = fn_ref(L, "holds", 0);
 	ls->claim_ref = fn_ref(L, "claim", 0);
 	ls->paused_ref = fn_ref(L, "paused", 0);
+	ls->unclaim_ref = fn_ref(L, "unclaim", 0);
 	ls->prepare_ref = fn_ref(L, "prepare", 0);
 	lua_newtable(L);
 	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -526,6 +556,8 @@ static int l_sched(lua_State *L)
 			env.account = account;
 			if (ls->paused_ref != LUA_NOREF)
 				env.paused = paused;
+			if (ls->unclaim_ref != LUA_NOREF)
+				env.unclaim = unclaim;
 		}
 	}
 	sched_init(&ls->s, L, ls->dir, &env);
@@ -546,6 +578,7 @@ void lx_sched_lib(lua_State *L)
 		{ "jobs", l_jobs },
 		{ "events", l_events },
 		{ "stop", l_stop },
+		{ "stopped", l_stopped },
 		{ "__gc", l_gc },
 		{ NULL, NULL },
 	};

@@ -323,6 +323,25 @@ static int l_claim_all(lua_State *L)
 	return 2;
 }
 
+/* s:unclaim_all(owner, claims as claim_all takes them) -> { true|false, ... }
+ * (a fire given back: its cursor stepped back); or nil, err. */
+static int l_unclaim_all(lua_State *L)
+{
+	struct store *s = check_open(L);
+	size_t n;
+	struct store_claim *c = claims_arg(L, 3, &n);
+	int *ok = lua_newuserdatauv(L, (n ? n : 1) * sizeof *ok, 0);
+
+	if (store_unclaim_all(s, opt_str(L, 2), c, n, ok) == STORE_ERR)
+		return push_err(L, s);
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		lua_pushboolean(L, ok[k]);
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+	return 1;
+}
+
 /* ---- the run ledger ---- */
 
 /* An integer field of the table at the top that may be nil (absent): dflt
@@ -883,6 +902,7 @@ void lx_store_lib(lua_State *L)
 		{ "acquire_all", l_acquire_all },
 		{ "release_all", l_release_all },
 		{ "claim_all", l_claim_all },
+		{ "unclaim_all", l_unclaim_all },
 		{ "claim_runs", l_claim_runs },
 		{ "record_runs", l_record_runs },
 		{ "read_runs", l_read_runs },

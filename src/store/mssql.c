@@ -915,10 +915,12 @@ static void claim_row(struct ms_store *st, int resno, void *arg)
 /* One batch per CLAIM_CHUNK claims: the claims go into a table variable
  * keyed by name (bound as @n<i>, @t<i>, @f<i>), one UPDATE joins it to the
  * lease rows (in key order, as acquire_all's), and a SELECT answers every
- * claim with the batch's one clock reading.  The wrapper counted the first
- * batch; each further one is counted here. */
-static int ms_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                        size_t n, int *ok, int64_t *now)
+ * claim with the batch's one clock reading.  back: unclaim_all's UPDATE
+ * (the cursor steps back) and the DELETE of the fires' unstarted rows, in
+ * one transaction, instead.  The wrapper counted the first batch; each
+ * further one is counted here. */
+static int claims_batch(struct store *s, const char *owner, const struct store_claim *claims,
+                        size_t n, int *ok, int64_t *now, int back)
 {
 	struct ms_store *st = (struct ms_store *)s;
 	size_t chunk = n < CLAIM_CHUNK ? n : CLAIM_CHUNK;
@@ -940,7 +942,9 @@ static int ms_claim_all(struct store *s, const char *owner, const struct store_c
 		if (at > 0)
 			s->calls++;
 		sl = (size_t)snprintf(sql, sqlmax,
-		    "/* leash:claim_all */ SET NOCOUNT ON; "
+		    "/* leash:%s */ SET NOCOUNT ON; SET XACT_ABORT ON; ", back ? "unclaim_all"
+		    : "claim_all");
+		sl += (size_t)snprintf(sql + sl, sqlmax - sl,
 		    "DECLARE @now BIGINT = " NOW "; "
 		    "DECLARE @c TABLE (i INT NOT NULL UNIQUE, "
 		    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
@@ -964,21 +968,36 @@ static int ms_claim_all(struct store *s, const char *owner, const struct store_c
 			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s, %s, %s)", j ? ", " : "",
 			                       j + 1, pn, pn + 8, pn + 16);
 		}
+		if (back)
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl,
+			    "; BEGIN TRANSACTION; "
+			    "UPDATE l SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END "
+			    "OUTPUT inserted.name INTO @r "
+			    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
+			    "WHERE l.owner = @owner AND l.token = c.token AND l.last_fire = c.fire; "
+			    "DELETE x FROM [%s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
+			    "INNER JOIN @r AS r ON r.name = c.name "
+			    "WHERE x.scheduled_at = c.fire AND x.owner = @owner "
+			    "AND x.outcome = 'running' AND x.started_at IS NULL; "
+			    "COMMIT", st->table, st->table);
+		else
+			sl += (size_t)snprintf(sql + sl, sqlmax - sl,
+			    "; UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
+			    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
+			    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
+			    "AND (l.last_fire IS NULL OR l.last_fire < c.fire)", st->table);
 		snprintf(sql + sl, sqlmax - sl,
-		    "; UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
-		    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
-		    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
-		    "AND (l.last_fire IS NULL OR l.last_fire < c.fire); "
-		    "SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
-		    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;", st->table);
+		    "; SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
+		    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;");
 		if (call(st, sql, decl, p, np, claim_row, &a) != STORE_OK)
 			goto fail;
 		if (a.bad || a.rows != k) {
-			store_fail(s, "mssql %s:%d: claim_all: expected %zu rows, got %zu", st->host,
-			           st->port, k, a.rows);
+			store_fail(s, "mssql %s:%d: %s: expected %zu rows, got %zu", st->host, st->port,
+			           back ? "unclaim_all" : "claim_all", k, a.rows);
 			goto fail;
 		}
-		*now = a.now;
+		if (now)
+			*now = a.now;
 	}
 	rc = STORE_OK;
 fail:
@@ -990,6 +1009,18 @@ fail:
 	free(sql);
 	free(decl);
 	return rc;
+}
+
+static int ms_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                        size_t n, int *ok, int64_t *now)
+{
+	return claims_batch(s, owner, claims, n, ok, now, 0);
+}
+
+static int ms_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                          size_t n, int *ok)
+{
+	return claims_batch(s, owner, claims, n, ok, NULL, 1);
 }
 
 struct list_answer {
@@ -1818,6 +1849,7 @@ static const struct store_ops ms_ops = {
 	.health = ms_health,
 	.drain = ms_drain,
 	.renew_beat = ms_renew_beat,
+	.unclaim_all = ms_unclaim_all,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag

@@ -1168,43 +1168,96 @@ static int mark_claimed(struct store *s, PGresult *r, const struct store_claim *
 	return 0;
 }
 
-static int pg_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                        size_t n, int *ok, int64_t *now)
+/* Sends a statement over the claims as three parallel arrays ($2 names, $3
+ * tokens, $4 fires; $1 the owner): prepared statement q, or the text sql
+ * when q < 0.  Its answer lists the accepted names in column 1 (ok[]). */
+static PGresult *claims_call(struct pg_store *ps, int q, const char *sql, const char *owner,
+                             const struct store_claim *claims, size_t n, int *ok,
+                             const char *what)
 {
-	struct pg_store *ps = (struct pg_store *)s;
+	struct store *s = &ps->base;
 	const char **names = malloc(n * sizeof *names);
 	char *arr = NULL, *tokens = int_array(claims, n, 0), *fires = int_array(claims, n, 1);
 	const char *v[4] = { owner, NULL, tokens, fires };
 	PGresult *r = NULL;
-	int rc = STORE_ERR;
+	int64_t deadline;
 
 	if (!names || !tokens || !fires) {
-		store_fail(s, "postgres: claim_all: out of memory");
-		goto fail;
+		store_fail(s, "postgres: %s: out of memory", what);
+		goto out;
 	}
 	for (size_t i = 0; i < n; i++)
 		names[i] = claims[i].name;
 	if (!(v[1] = arr = array_literal(names, n))) {
-		store_fail(s, "postgres: claim_all: out of memory");
-		goto fail;
+		store_fail(s, "postgres: %s: out of memory", what);
+		goto out;
 	}
-	if (!(r = call(ps, Q_CLAIM_ALL, 4, v, "claim_all")))
-		goto fail;
+	if (q >= 0)
+		r = call(ps, q, 4, v, what);
+	else if (ensure_conn(ps, &deadline) == STORE_OK)
+		r = roundtrip(ps, 0, NULL, sql, 4, v, deadline, what);
+	if (!r)
+		goto out;
 	if (PQntuples(r) < 1 || PQnfields(r) != 2) {
-		store_fail(s, "postgres: claim_all: unexpected answer");
-		goto fail;
+		store_fail(s, "postgres: %s: unexpected answer", what);
+		goto bad;
 	}
-	if (mark_claimed(s, r, claims, n, ok, "claim_all") < 0)
-		goto fail;
-	*now = col_i64(r, 0, 0);
-	rc = STORE_OK;
-fail:
+	if (mark_claimed(s, r, claims, n, ok, what) == 0)
+		goto out;
+bad:
 	PQclear(r);
+	r = NULL;
+out:
 	free(names);
 	free(arr);
 	free(tokens);
 	free(fires);
-	return rc;
+	return r;
+}
+
+static int pg_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                        size_t n, int *ok, int64_t *now)
+{
+	PGresult *r = claims_call((struct pg_store *)s, Q_CLAIM_ALL, NULL, owner, claims, n, ok,
+	                          "claim_all");
+
+	if (!r)
+		return STORE_ERR;
+	*now = col_i64(r, 0, 0);
+	PQclear(r);
+	return STORE_OK;
+}
+
+/* unclaim_all: one statement, the cursor's step back and the ledger row's
+ * delete together.  Sent as text, not prepared: it runs once in a
+ * replica's life at most (a stop), so it is not worth a prepare on every
+ * connect. */
+#define UNCLAIM_SQL \
+	"WITH c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[])" \
+	"  AS c(name, token, fire))," \
+	" up AS (UPDATE \"%1$s\" l SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END" \
+	"  FROM c WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token" \
+	"  AND l.last_fire = c.fire RETURNING l.name, c.fire)," \
+	" del AS (DELETE FROM \"%1$s_runs\" r USING up WHERE r.job = up.name" \
+	"  AND r.scheduled_at = up.fire AND r.owner = $1 AND r.outcome = 'running'" \
+	"  AND r.started_at IS NULL)" \
+	" SELECT NULL::bigint, up.name FROM (SELECT 1) t0 LEFT JOIN up ON true"
+
+static int pg_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                          size_t n, int *ok)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char sql[sizeof UNCLAIM_SQL + 2 * sizeof ps->table];
+	PGresult *r;
+
+	snprintf(sql, sizeof sql, UNCLAIM_SQL, ps->table);
+	if (!(r = claims_call(ps, -1, sql, owner, claims, n, ok, "unclaim_all"))) {
+		for (size_t i = 0; i < n; i++)
+			ok[i] = 0;
+		return STORE_ERR;
+	}
+	PQclear(r);
+	return STORE_OK;
 }
 
 /* ---- the run ledger ---- */
@@ -1692,6 +1745,7 @@ static const struct store_ops postgres_ops = {
 	.beat = pg_beat,
 	.leave = pg_leave,
 	.replicas = pg_replicas,
+	.unclaim_all = pg_unclaim_all,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)

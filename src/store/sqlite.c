@@ -29,7 +29,8 @@ enum {
 	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
 	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_READ_JOB, Q_READ_ALL, Q_PRUNE_LOST, Q_PRUNE_AGE,
-	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_ROW, Q_CTL_SET, Q_HEALTH, Q_MAX
+	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_ROW, Q_CTL_SET, Q_HEALTH, Q_UNCLAIM,
+	Q_UNCLAIM_RUN, Q_MAX
 };
 
 /* The ledger row's columns, in the order every run statement binds them:
@@ -134,6 +135,14 @@ static const char *const sql_text[Q_MAX] = {
 	"UPDATE \"%1$s\" SET last_fire = ?3"
 	" WHERE name = ?1 AND owner = ?2 AND token = ?4 AND expires_at > ?5"
 	" AND (last_fire IS NULL OR last_fire < ?3)",
+	/* unclaim_all, one claim: ?1 name, ?2 owner, ?3 fire, ?4 token; then,
+	 * when the cursor stepped back, the fire's row that never started. */
+	[Q_UNCLAIM] =
+	"UPDATE \"%1$s\" SET last_fire = CASE WHEN ?3 > 0 THEN ?3 - 1 END"
+	" WHERE name = ?1 AND owner = ?2 AND token = ?4 AND last_fire = ?3",
+	[Q_UNCLAIM_RUN] =
+	"DELETE FROM \"%1$s_runs\" WHERE job = ?1 AND owner = ?2 AND scheduled_at = ?3"
+	" AND outcome = 'running' AND started_at IS NULL",
 	/* A row written with its claim replaces any row of its key whole. */
 	[Q_RUN_CLAIMED] = RUN_INSERT
 	" claimed_at = excluded.claimed_at, started_at = excluded.started_at,"
@@ -633,6 +642,53 @@ static int sq_claim_all(struct store *s, const char *owner, const struct store_c
 	return rc;
 }
 
+/* One fire given back: 1 when the cursor stepped back (and the fire's
+ * unstarted row went), 0 when refused, STORE_ERR. */
+static int unclaim_one(struct sq_store *ss, const char *owner, const struct store_claim *c)
+{
+	sqlite3_stmt *st = ss->q[Q_UNCLAIM], *del = ss->q[Q_UNCLAIM_RUN];
+	int rc = STORE_ERR;
+
+	if (bind3(ss, st, c->name, owner, c->fire) < 0 || bind3(ss, del, c->name, owner, c->fire) < 0)
+		goto fail;
+	if (sqlite3_bind_int64(st, 4, c->token) != SQLITE_OK) {
+		sq_fail(ss, "unclaim_all: bind");
+		goto fail;
+	}
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		sq_fail(ss, "unclaim_all");
+		goto fail;
+	}
+	if ((rc = sqlite3_changes(ss->db) > 0) && sqlite3_step(del) != SQLITE_DONE)
+		rc = sq_fail(ss, "unclaim_all: the ledger row");
+fail:
+	sqlite3_reset(st);
+	sqlite3_reset(del);
+	return rc;
+}
+
+/* Every fire in one write transaction; on any error nothing is kept. */
+static int sq_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                          size_t n, int *ok)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	int rc;
+
+	if ((rc = run_tx(ss, Q_BEGIN, "unclaim_all: begin")) < 0)
+		return rc;
+	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+		int r = unclaim_one(ss, owner, &claims[i]);
+
+		if (r == STORE_ERR)
+			rc = STORE_ERR;
+		ok[i] = r == 1;
+	}
+	if ((rc = end_tx(ss, rc, "unclaim_all: commit")) != STORE_OK)
+		for (size_t i = 0; i < n; i++)
+			ok[i] = 0;
+	return rc;
+}
+
 /* ---- the run ledger ---- */
 
 /* Reads the clock once, inside the transaction Q_BEGIN opened. */
@@ -1085,6 +1141,7 @@ static const struct store_ops sqlite_ops = {
 	.health = sq_health,
 	.drain = sq_drain,
 	.renew_beat = sq_renew_beat,
+	.unclaim_all = sq_unclaim_all,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */

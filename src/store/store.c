@@ -301,6 +301,23 @@ int store_claim_all(struct store *s, const char *owner, const struct store_claim
 	return TIMED(CLAIM_ALL, s->ops->claim_all(s, owner, claims, n, ok, now));
 }
 
+int store_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                      size_t n, int *ok)
+{
+	begin(s);
+	for (size_t i = 0; i < n; i++)
+		ok[i] = 0;
+	if (check_str(s, "owner", owner) < 0 || check_claims(s, claims, n) < 0)
+		return STORE_ERR;
+	if (!s->ops->unclaim_all)
+		return store_fail(s, "the %s provider has no unclaim_all: giving fires back is not "
+		                  "supported", s->ops->name);
+	if (n == 0)
+		return STORE_OK;
+	s->calls++;
+	return TIMED(UNCLAIM_ALL, s->ops->unclaim_all(s, owner, claims, n, ok));
+}
+
 /* ---- the run ledger ---- */
 
 static const char *const outcomes[] = { STORE_OUTCOMES };

@@ -371,6 +371,20 @@ struct store_ops {
 	                  int64_t ms, int64_t *tokens, struct store_ctl *ctl,
 	                  const struct store_replica *me, int64_t prune_ms,
 	                  struct store_replica **rows, size_t *nrows, int64_t *now);
+
+	/* Gives claimed fires back, in one statement or transaction (per
+	 * chunk): for each claims[i] whose row is held by owner with
+	 * claims[i].token and whose cursor is still claims[i].fire, the cursor
+	 * goes back to just before the fire (fire - 1; NULL for fire 0) and the
+	 * fire's own ledger row (job, fire, owner) goes with it when it is
+	 * "running" and never started; ok[i] is 1.  Else ok[i] is 0 and nothing
+	 * changes (the lease passed on, or a later fire was claimed).  Expiry
+	 * is not judged: a token nobody took over is still the caller's to give
+	 * back.  For a clean stop between a fire's claim, which goes out ahead
+	 * of the fire, and its start: the next holder finds the fire after the
+	 * cursor and runs it, as a fire or as a catch-up.  Optional. */
+	int (*unclaim_all)(struct store *, const char *owner, const struct store_claim *claims,
+	                   size_t n, int *ok);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -448,6 +462,10 @@ int store_release_all(struct store *, const char *owner, const char *const *name
  * sets *now to 0. */
 int store_claim_all(struct store *, const char *owner, const struct store_claim *claims,
                     size_t n, int *ok, int64_t *now);
+/* Checks as claim_all; refused ("not supported") when the provider lacks it.
+ * n == 0 sends nothing. */
+int store_unclaim_all(struct store *, const char *owner, const struct store_claim *claims,
+                      size_t n, int *ok);
 /* The ledger.  Each checks every row (job and owner 1-200 bytes, a known
  * outcome, scheduled_at >= 0, token >= 0, times and duration >= 0 or
  * STORE_NO_TIME, codes >= 0 or STORE_NO_CODE, actor NULL or 1-200 bytes;

@@ -274,6 +274,27 @@ def claim_all(db, t, p, faults):
     return [("rows", [("i", "int"), ("ok", "int"), ("now", "int")], rows)]
 
 
+def unclaim_all(db, t, p, faults, stmt):
+    """The UPDATE stepping back the cursor of every row held by @owner with
+    @t<i> whose last_fire is @f<i> (to @f<i> - 1, NULL for 0; expiry not
+    judged), the DELETE of those fires' rows that are running and never
+    started, in one transaction; then a row (i, ok, now) per claim."""
+    lease, runs = ledger_tables(stmt)
+    owner, now = p["@owner"], now_ms()
+    idx = sorted(int(k[2:]) for k in p if re.fullmatch(r"@n\d+", k))
+    rows = []
+    for i in idx:
+        name, fire = p[f"@n{i}"], p[f"@f{i}"]
+        cur = db.execute(f'UPDATE "{lease}" SET last_fire = CASE WHEN ? > 0 THEN ? - 1 END '
+                         'WHERE name = ? AND owner = ? AND token = ? AND last_fire = ?',
+                         (fire, fire, name, owner, p[f"@t{i}"], fire))
+        if cur.rowcount:
+            db.execute(f'DELETE FROM "{runs}" WHERE job = ? AND scheduled_at = ? AND owner = ? '
+                       "AND outcome = 'running' AND started_at IS NULL", (name, fire, owner))
+        rows.append((i, 1 if cur.rowcount else 0, now))
+    return [("rows", [("i", "int"), ("ok", "int"), ("now", "int")], rows)]
+
+
 def floor_select(db, t, p, faults):
     return [("rows", [("one", "int")], [(1,)])]
 
@@ -648,6 +669,7 @@ STATEMENTS = {
     "release_all": release_all,
     "acquire_all": acquire_all,
     "claim_all": claim_all,
+    "unclaim_all": unclaim_all,
     "list": list_leases,
     "floor_select": floor_select,       # the benchmark's floors
     "floor_create": floor_create,
@@ -668,7 +690,7 @@ STATEMENTS = {
 }
 # The statements whose function reads the statement's own text.
 READS_TEXT = {create_runs, check_runs, claim_runs, record_runs, read_runs, prune_runs,
-              last_runs}
+              last_runs, unclaim_all}
 
 # ---------------------------------------------------------------- TDS encoding
 PRELOGIN, LOGIN7, SQL_BATCH, RPC, ATTENTION, REPLY = 0x12, 0x10, 0x01, 0x03, 0x06, 0x04
