@@ -212,6 +212,29 @@ void child_go_wake(void)
 	syscall(SYS_futex, go_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* A child forked ahead waits on one CPU of those it may use (by its pid),
+ * and may use them all again once started.  Woken at once, the children
+ * of a burst would otherwise queue on the CPU most of them last ran on (the
+ * kernel finds no idle one after the first few wake-ups) while the other
+ * runs the exits.  *was: the set to go back to; 0, or -1 when left alone. */
+static int wait_on_one_cpu(cpu_set_t *was)
+{
+	cpu_set_t one;
+	int n, k;
+
+	if (sched_getaffinity(0, sizeof *was, was) < 0 || (n = CPU_COUNT(was)) < 2)
+		return -1;
+	k = (int)(getpid() % n);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, was) || k-- > 0)
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		return sched_setaffinity(0, sizeof one, &one);
+	}
+	return -1;
+}
+
 /* A child forked ahead: waits for its start (fd non-blocking).  0 with *go
  * filled, or -1 when the parent closed the pipe instead (the fire will not
  * start here) or is gone. */
@@ -339,10 +362,15 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	if (go >= 0) {
 		/* Forked ahead of the fire: nothing runs until it starts. */
 		struct child_go g;
+		cpu_set_t cpus;
+		int pinned;
 
 		prebuild_ctx(L);
+		pinned = wait_on_one_cpu(&cpus) == 0;
 		if (wait_go(go, &g, parent) < 0)
 			_exit(0);
+		if (pinned)
+			sched_setaffinity(0, sizeof cpus, &cpus);
 		set_started(L, g.token, g.run_id);
 		child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
 	} else {

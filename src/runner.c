@@ -30,6 +30,10 @@
 static long next_run_id;
 static int watch_fd = -1;
 static unsigned going;                  /* runs started and not yet freed */
+/* The runs runner_go started since the last runner_wake, whose "started"
+ * lines wait until their children are woken. */
+static struct run **unsaid;
+static size_t nunsaid, unsaid_cap;
 
 void runner_watch(int epfd)
 {
@@ -304,14 +308,42 @@ int runner_go(struct run *r, const struct run_info *info)
 	r->go_fd = -1;
 	r->armed = 0;
 	r->id = ++next_run_id;
-	begin(r, info);
+	begin_clocks(r, info);
+	/* Logged after the wake: a burst's children do not wait for the
+	 * parent to write a line for each of them. */
+	if (nunsaid == unsaid_cap) {
+		size_t cap = unsaid_cap ? 2 * unsaid_cap : 64;
+		struct run **p = realloc(unsaid, cap * sizeof *p);
+
+		if (!p) {
+			say_started(r, info, info->token);
+			return 0;
+		}
+		unsaid = p;
+		unsaid_cap = cap;
+	}
+	unsaid[nunsaid++] = r;
+	r->unsaid = 1;
 	return 0;
+}
+
+/* The "started" line of a run runner_go started. */
+static void say_now(struct run *r)
+{
+	struct run_info info = { .token = r->token };
+
+	r->unsaid = 0;
+	say_started(r, &info, r->token);
 }
 
 void runner_wake(void)
 {
-	spawn_flush();
 	child_go_wake();
+	spawn_flush();
+	for (size_t i = 0; i < nunsaid; i++)
+		if (unsaid[i])
+			say_now(unsaid[i]);
+	nunsaid = 0;
 }
 
 void runner_discard(struct run *r)
@@ -561,6 +593,12 @@ void runner_report(struct run *r, int *failed)
 
 void runner_free(struct run *r)
 {
+	if (r->unsaid) {
+		say_now(r);
+		for (size_t i = 0; i < nunsaid; i++)
+			if (unsaid[i] == r)
+				unsaid[i] = NULL;
+	}
 	for (int i = 0; i < RUN_STREAMS; i++) {
 		if (r->fd[i] >= 0)
 			close_stream(r, i);

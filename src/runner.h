@@ -64,6 +64,7 @@ struct run {
 	/* Forked ahead of its fire (runner_prepare) and not started yet: the
 	 * write end of the pipe its child waits on. */
 	int armed, go_fd;
+	int unsaid;                     /* started by runner_go: "started" not logged yet */
 	struct linebuf lb[RUN_STREAMS];
 	int64_t started_ms;             /* monotonic */
 	int64_t timeout_at;             /* monotonic; 0 = none */
@@ -127,8 +128,8 @@ void runner_kill(struct run *);
 /* Starts a prepared run: 0, or -1 when its child is gone (the caller
  * discards it).  Its child goes on at the next runner_wake, which wakes all
  * those started since the last at once (the loop calls it after starting
- * what was due, and before it sleeps); the children asked for this turn
- * are asked for then too (spawn_flush). */
+ * what was due, and before it sleeps), then asks for the children asked
+ * for this turn (spawn_flush), then logs the runs' "started" lines. */
 int runner_go(struct run *, const struct run_info *);
 void runner_wake(void);
 

@@ -72,6 +72,51 @@ describe("a fire's process forked ahead", function()
     assert.is_nil(p:log_text():find("died before it", 1, true))
   end)
 
+  it("waits on one of the CPUs leash may use, and its body may use them all again", function()
+    local function cpus(pid)
+      local f = assert(io.open("/proc/" .. pid .. "/status"))
+      local list = f:read("a"):match("Cpus_allowed_list:%s*(%S+)")
+      f:close()
+      return list
+    end
+    local all = cpus("self")
+    local many = not all:match("^%d+$")
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    local out = d.out "tick"
+    d.write_job("tick", ([[
+return { every = "1s", run = function(ctx)
+  local f = io.open("/proc/self/status")
+  local list = f:read("a"):match("Cpus_allowed_list:%%s*(%%S+)")
+  f:close()
+  f = io.open(%q, "a")
+  f:write(list, "\n")
+  f:close()
+end }]]):format(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(p:wait_log("started pid=", 5), p:log_text())
+    local waited = 0
+    for _ = 1, 3 do
+      L.sleep_to_second(0.975)
+      for _, c in ipairs(waiting_children(p.pid)) do
+        local list = cpus(c)
+        if list and not L.read("/proc/" .. c .. "/comm"):find("spawner", 1, true) then
+          waited = waited + 1
+          if many then
+            assert.matches("^%d+$", list, "a waiting process is on one CPU")
+          else
+            assert.equal(all, list)
+          end
+        end
+      end
+    end
+    assert.is_true(waited >= 2, "no process seen waiting")
+    L.sleep(1.2)
+    local bodies = L.lines(out)
+    assert.is_true(#bodies >= 3, #bodies .. " runs")
+    for _, list in ipairs(bodies) do assert.equal(all, list, "a body runs on every CPU leash may use") end
+  end)
+
   it("goes with leash when leash is killed (SIGKILL) before the fire", function()
     local d = L.dir { config = { leash = { grace = "1s" } } }
     d.write_job("tick", recording(d.out "tick"))
