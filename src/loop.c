@@ -323,6 +323,33 @@ static int watch(int epfd, int fd, void *what)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+/* epoll_wait until wait_ms from now, to the wall clock's ms: the job table
+ * counts in whole ms read at some point of the current one, so "1 ms" from
+ * 11:59:59.999.6 is a fire at 12:00:00.000, which epoll_wait's ms would
+ * make 0.6 ms late (on average every fire half a millisecond).  Never
+ * earlier than the ms the caller read plus wait_ms; at most 1 ms earlier
+ * than wait_ms from now. */
+static int wait_events(int epfd, struct epoll_event *ev, int n, int64_t wait_ms)
+{
+	static int plain;               /* epoll_pwait2 is missing (before Linux 5.11) */
+	struct timespec now, left;
+	int64_t ns;
+	int rc;
+
+	if (wait_ms <= 0 || wait_ms > 60000 || plain || clock_gettime(CLOCK_REALTIME, &now) < 0)
+		return epoll_wait(epfd, ev, n, wait_ms > INT_MAX ? INT_MAX : wait_ms < 0 ? 0
+		                  : (int)wait_ms);
+	ns = wait_ms * 1000000 - now.tv_nsec % 1000000;
+	left.tv_sec = ns / 1000000000;
+	left.tv_nsec = ns % 1000000000;
+	rc = epoll_pwait2(epfd, ev, n, &left, NULL);
+	if (rc < 0 && errno == ENOSYS) {
+		plain = 1;
+		return wait_events(epfd, ev, n, wait_ms);
+	}
+	return rc;
+}
+
 /* One epoll_wait's events, handled: -1 when it failed, else whether one of
  * them wants the job table's turn at once (a signal but SIGCHLD, the
  * store's events), not only runs' output and ends or the spawner's answers
@@ -330,8 +357,7 @@ static int watch(int epfd, int fd, void *what)
 static int take_events(struct loop *lp, int epfd, int64_t wait_ms)
 {
 	struct epoll_event ev[64];
-	int n = epoll_wait(epfd, ev, sizeof ev / sizeof *ev,
-	                   wait_ms > INT_MAX ? INT_MAX : wait_ms < 0 ? 0 : (int)wait_ms);
+	int n = wait_events(epfd, ev, sizeof ev / sizeof *ev, wait_ms);
 	int sig = 0, store = 0, spawner = 0, other = 0;
 
 	if (n < 0 && errno != EINTR) {
