@@ -571,3 +571,45 @@ describe("leash status and version", function()
     assert.matches("usage: leash run", err, 1, true)
   end)
 end)
+
+describe("leash run binds every symbol at start-up", function()
+  -- What the dynamic linker saw at the (second) start: /proc/PID/environ is
+  -- the environment the program started with, not what it changed since.
+  local function started_with(pid)
+    local f = assert(io.open("/proc/" .. pid .. "/environ", "rb"))
+    local env = f:read("a")
+    f:close()
+    return env
+  end
+
+  local function env_job(out)
+    return ([[
+return { every = "1s", run = function()
+  local f = io.open(%q, "a")
+  f:write(tostring(os.getenv("LD_BIND_NOW")), " ", tostring(os.getenv("LEASH_BOUND_NOW")), "\n")
+  f:close()
+end }]]):format(out)
+  end
+
+  it("runs itself again with LD_BIND_NOW, and no run inherits it", function()
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    d.write_job("env", env_job(d.out("env")))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #L.lines(d.out("env")) >= 1 end, 5), p:log_text())
+    local env = started_with(p.pid)
+    assert.truthy(env:find("LD_BIND_NOW=1\0", 1, true), "leash started without LD_BIND_NOW")
+    assert.equal("leash\n", L.read("/proc/" .. p.pid .. "/comm"), "named after its binary")
+    for _, l in ipairs(L.lines(d.out("env"))) do assert.equal("nil nil", l) end
+    assert.equal(0, p:stop(10))
+  end)
+
+  it("keeps an LD_BIND_NOW it was given, for the runs too", function()
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    d.write_job("env", env_job(d.out("env")))
+    local p = L.spawn(d, { env = { LD_BIND_NOW = "yes" } })
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #L.lines(d.out("env")) >= 1 end, 5), p:log_text())
+    assert.equal("yes nil", L.lines(d.out("env"))[1])
+  end)
+end)
