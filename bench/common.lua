@@ -20,6 +20,15 @@ function M.rss_kb(pid)
   return tonumber(L.read("/proc/" .. pid .. "/status"):match("VmRSS:%s*(%d+)")) or 0
 end
 
+-- What the RSS is made of (kB): anonymous memory, the files' pages (the
+-- libraries' above all, shared with every process that maps them) and
+-- shared memory (the metrics' memfd).
+function M.rss_parts_kb(pid)
+  local st = L.read("/proc/" .. pid .. "/status")
+  local function kb(k) return tonumber(st:match(k .. ":%s*(%d+)")) or 0 end
+  return kb("RssAnon"), kb("RssFile"), kb("RssShmem")
+end
+
 -- One query through psql on conninfo pg; its output, trimmed of nothing.
 function M.psql(pg, sql)
   local code, out = L.sh(("psql %s -Atc %s"):format(L.quote(pg), L.quote(sql)))

@@ -71,9 +71,12 @@ L.sleep(5)
 local function rows() return tonumber(psql(("SELECT count(*) FROM %s_runs"):format(tbl))) end
 local x0, t0, r0 = xacts(), L.now(), rows()
 L.write(lateness, "")
-local rss = {}
+local rss, parts = {}, {}
 L.sleep(WINDOW / 2)
-for i, p in ipairs(procs) do rss[i] = rss_kb(p.pid) / 1024 end
+for i, p in ipairs(procs) do
+  rss[i] = rss_kb(p.pid) / 1024
+  parts[i] = { B.rss_parts_kb(p.pid) }
+end
 L.sleep(WINDOW / 2)
 local x1, t1, r1 = xacts(), L.now(), rows()
 local held = {}
@@ -102,6 +105,8 @@ local shares = {}
 for i, p in ipairs(procs) do shares[i] = tostring(held[p.owner] or 0) end
 print(("leases held: %s; parent RSS (MB): %.1f / %.1f / %.1f"):format(table.concat(shares, " / "),
   rss[1], rss[2], rss[3]))
+print(("  of r1's: anonymous %.1f, files' pages %.1f (the libraries', shared), shared memory %.1f"):format(
+  parts[1][1] / 1024, parts[1][2] / 1024, parts[1][3] / 1024))
 print(("1 s jobs' start lateness (child side) p50 / p99 / max ms: %.2f / %.2f / %.2f over %d runs"):format(
   pct(late, 0.5), pct(late, 0.99), pct(late, 1), #late))
 print(("  in the seconds the 1m jobs fire too: %.2f / %.2f / %.2f over %d runs; the others: %.2f / %.2f / %.2f over %d"):format(
