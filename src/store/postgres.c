@@ -1196,17 +1196,14 @@ static PGresult *claims_call(struct pg_store *ps, int q, const char *sql, const 
 		r = call(ps, q, 4, v, what);
 	else if (ensure_conn(ps, &deadline) == STORE_OK)
 		r = roundtrip(ps, 0, NULL, sql, 4, v, deadline, what);
-	if (!r)
-		goto out;
-	if (PQntuples(r) < 1 || PQnfields(r) != 2) {
+	if (r && (PQntuples(r) < 1 || PQnfields(r) != 2)) {
 		store_fail(s, "postgres: %s: unexpected answer", what);
-		goto bad;
+		PQclear(r);
+		r = NULL;
+	} else if (r && mark_claimed(s, r, claims, n, ok, what) < 0) {
+		PQclear(r);
+		r = NULL;
 	}
-	if (mark_claimed(s, r, claims, n, ok, what) == 0)
-		goto out;
-bad:
-	PQclear(r);
-	r = NULL;
 out:
 	free(names);
 	free(arr);
@@ -1251,11 +1248,8 @@ static int pg_unclaim_all(struct store *s, const char *owner, const struct store
 	PGresult *r;
 
 	snprintf(sql, sizeof sql, UNCLAIM_SQL, ps->table);
-	if (!(r = claims_call(ps, -1, sql, owner, claims, n, ok, "unclaim_all"))) {
-		for (size_t i = 0; i < n; i++)
-			ok[i] = 0;
-		return STORE_ERR;
-	}
+	if (!(r = claims_call(ps, -1, sql, owner, claims, n, ok, "unclaim_all")))
+		return STORE_ERR;      /* ok[] as the wrapper left it: all 0 */
 	PQclear(r);
 	return STORE_OK;
 }
