@@ -41,7 +41,11 @@ describe("http server under a flood", function()
       end
     end
     table.sort(late)
-    assert.is_true(#late >= FLOOD_S - 2, ("only %d fires during the flood"):format(#late))
+    -- The flood ends early when its bounded parts are done and the server
+    -- has closed every slowloris connection (a loaded machine): a fire a
+    -- second for as long as it lasted.
+    local want = math.max(1, math.floor(t1 - t0) - 2)
+    assert.is_true(#late >= want, ("only %d fires during the flood (%.1f s)"):format(#late, t1 - t0))
     local worst = late[#late]
     print(("fire lateness during the flood: median %.1f ms, worst %.1f ms over %d fires"):format(
       late[(#late + 1) // 2] * 1000, worst * 1000, #late))
