@@ -176,6 +176,14 @@ void child_nofile(rlim_t soft)
  * parent had started the rest.  They sleep on one futex word in memory
  * shared by all (mapped before the first of them is forked); the parent
  * writes every start of a turn, then wakes them all at once.
+ *
+ * A start may also be written ahead of the fire, once its claim is in (see
+ * runner_go_ahead): the child then wakes itself at the fire's time, on its
+ * own timer, and reads it; the parent, whose turn at that instant may wait
+ * behind other processes' runs, wakes nobody.  So a child never reads its
+ * pipe before its fire's time: until it has, the parent can take the start
+ * back (read it out of the pipe itself), and whichever of the two reads it
+ * decides whether the fire started.
  */
 
 static uint32_t *go_word;               /* the shared futex word */
@@ -194,13 +202,35 @@ int child_go_init(void)
 	return 0;
 }
 
-int child_go_send(int fd, const struct child_go *go)
+/* ns from now until the wall clock reaches at_ms (<= 0: it has).  A
+ * relative wait: what the process's clock says (faketime's, in tests) is
+ * what counts, not the kernel's own wall clock. */
+static int64_t ns_until(int64_t at_ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (at_ms - (int64_t)ts.tv_sec * 1000) * 1000000 - ts.tv_nsec;
+}
+
+int child_go_send(int fd, const struct child_go *go, int64_t ahead_of)
 {
 	/* Whole: an empty pipe, and less than PIPE_BUF. */
 	if (write(fd, go, sizeof *go) != (ssize_t)sizeof *go)
 		return -1;
-	go_written = 1;
+	/* Ahead, unless the time came while it was written: the child may
+	 * have looked already. */
+	if (!ahead_of || ns_until(ahead_of) <= 0)
+		go_written = 1;
 	return 0;
+}
+
+int child_go_take_back(int rfd)
+{
+	struct child_go go;
+
+	/* Whole or nothing, like the child's read (one write, < PIPE_BUF). */
+	return read(rfd, &go, sizeof go) == (ssize_t)sizeof go ? 0 : -1;
 }
 
 void child_go_wake(void)
@@ -235,28 +265,39 @@ static int wait_on_one_cpu(cpu_set_t *was)
 	return -1;
 }
 
-/* A child forked ahead: waits for its start (fd non-blocking).  0 with *go
- * filled, or -1 when the parent closed the pipe instead (the fire will not
- * start here) or is gone. */
-static int wait_go(int fd, struct child_go *go, pid_t parent)
+/* A child forked ahead of its fire at at_ms (wall clock): waits for its
+ * start (fd non-blocking), read no earlier than at_ms.  0 with *go filled,
+ * or -1 when the parent closed the pipe instead (the fire will not start
+ * here) or is gone. */
+static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms)
 {
-	struct timespec again = { 1, 0 };
-
+	/* Its own wake-up at the fire, to the µs (not the 50 µs slack). */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	for (;;) {
 		uint32_t seen = __atomic_load_n(go_word, __ATOMIC_SEQ_CST);
-		ssize_t n = read(fd, go, sizeof *go);
+		int64_t left = ns_until(at_ms);
+		struct timespec wait = { 1, 0 };
 
-		if (n == (ssize_t)sizeof *go)
-			break;
-		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
-			return -1;      /* closed (or cut short: the parent died writing) */
-		/* Woken by a start (maybe another's), a signal, or after a
-		 * second to see whether the parent is still there. */
-		if (syscall(SYS_futex, go_word, FUTEX_WAIT, seen, &again, NULL, 0) < 0 &&
+		if (left <= 0) {
+			ssize_t n = read(fd, go, sizeof *go);
+
+			if (n == (ssize_t)sizeof *go)
+				break;
+			if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+				return -1;      /* closed (or cut short: the parent died writing) */
+		} else if (left < 1000000000) {
+			wait.tv_sec = 0;
+			wait.tv_nsec = (long)left;
+		}
+		/* Woken at the fire, by a start written late (maybe another's),
+		 * a signal, or after a second to see whether the parent is
+		 * still there. */
+		if (syscall(SYS_futex, go_word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
 		    errno == ETIMEDOUT && getppid() != parent)
 			return -1;
 	}
 	close(fd);
+	prctl(PR_SET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);   /* the body's: the default */
 	return 0;
 }
 
@@ -367,7 +408,7 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 
 		prebuild_ctx(L);
 		pinned = wait_on_one_cpu(&cpus) == 0;
-		if (wait_go(go, &g, parent) < 0)
+		if (wait_go(go, &g, parent, info->scheduled_ms) < 0)
 			_exit(0);
 		if (pinned)
 			sched_setaffinity(0, sizeof cpus, &cpus);

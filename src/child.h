@@ -37,10 +37,16 @@ struct child_go {
 
 /* The parent's side of starting children forked ahead: the shared word they
  * sleep on, mapped once before the first is forked (0, or -1); a start
- * written to a child's go pipe (0, or -1 when the child is gone); and the
- * wake-up of every child whose start was written (once a turn). */
+ * written to a child's go pipe (0, or -1 when the child is gone), ahead_of:
+ * 0, or the time of the fire (wall clock ms) it is written ahead of (the
+ * child reads it at that time by itself: not woken for it, unless the time
+ * came while it was written); a start written ahead taken back out of the
+ * pipe through its read end rfd (0, or -1: the child read it first, so the
+ * fire started); and the wake-up of every child whose start was written
+ * (once a turn). */
 int child_go_init(void);
-int child_go_send(int fd, const struct child_go *);
+int child_go_send(int fd, const struct child_go *, int64_t ahead_of);
+int child_go_take_back(int rfd);
 void child_go_wake(void);
 
 /* A child's pipes, made before it is forked (all close-on-exec): stdout,
@@ -51,9 +57,10 @@ int child_pipes(int fds[][2], int go[2]);
 void child_pipes_close(int fds[][2], int go[2]);
 
 /* The child's life: fds are the stdout, stderr and log-record pipes.  go:
- * -1, or the read end of a pipe on which the child waits, forked ahead, for
- * its struct child_go (the run's id and token come with it); it exits
- * quietly when the pipe closes without one. */
+ * -1, or the read end of a pipe on which the child waits, forked ahead of
+ * the fire at info->scheduled_ms, for its struct child_go (the run's id and
+ * token come with it), read no earlier than that time; it exits quietly
+ * when the pipe closes without one. */
 __attribute__((noreturn))
 void child_main(lua_State *L, const struct job *job, const struct run_info *info, long run_id,
                 int fds[][2], int go);

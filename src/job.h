@@ -45,6 +45,7 @@ struct job {
 	struct run *prep;               /* a process forked ahead for the fire at
 	                                 * prep_ms (sched.c), or NULL */
 	int64_t prep_ms;                /* the fire last forked ahead for (or tried) */
+	int prep_ahead;                 /* prep has its start already (go_ahead) */
 	int64_t pending_ms;             /* a fire waiting for that run to end
 	                                 * (queue, replace), or 0 */
 	long run_id;                    /* its id */

@@ -145,6 +145,24 @@ static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 	return 1;
 }
 
+static int go_ahead_run(void *arg, struct job *j, struct run *r, int64_t fire)
+{
+	struct loop *lp = arg;
+	struct run_info info = {
+		.replica = lp->owner, .scheduled_ms = fire, .grace_ms = lp->cfg->grace_ms,
+	};
+
+	if (lp->cfg->singleton)
+		singleton_run_info(&lp->sg, j, &info);
+	return runner_go_ahead(r, &info);
+}
+
+static int take_back_run(void *arg, struct run *r)
+{
+	(void)arg;
+	return runner_take_back(r);
+}
+
 static int64_t prep_cost(void *arg)
 {
 	(void)arg;
@@ -206,6 +224,10 @@ static void finish_done_runs(struct loop *lp)
 			continue;
 		}
 		*p = r->next;
+		/* Its start went ahead and it read it: the fire ran, now (or
+		 * before the turn that was to start it came). */
+		if (r->armed && r->ahead && r->job && runner_take_back(r) < 0)
+			sched_prep_started(&lp->sched, r->job, r);
 		if (r->armed) {         /* never started: nothing to tell but its death */
 			if (r->job && r->lost) {
 				sched_prep_ended(&lp->sched, r->job, r);
@@ -502,6 +524,8 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 	env.prep_cost_us = prep_cost;
 	env.body_over = body_over;
 	env.discard = discard_run;
+	env.go_ahead = go_ahead_run;
+	env.take_back = take_back_run;
 	lp.hooks = (struct hooks){ .L = L, .replica = lp.owner, .grace_ms = cfg->grace_ms,
 	                           .runs = &lp.runs };
 	if (cfg->singleton) {

@@ -28,6 +28,16 @@
 #include "store/store.h"
 
 static long next_run_id;
+
+/* The run's go pipe is done with (started, or never to be). */
+static void close_go(struct run *r)
+{
+	if (r->go_fd >= 0)
+		close(r->go_fd);
+	if (r->go_rfd >= 0)
+		close(r->go_rfd);
+	r->go_fd = r->go_rfd = -1;
+}
 static int watch_fd = -1;
 static unsigned going;                  /* runs started and not yet freed */
 /* The runs runner_go started since the last runner_wake, whose "started"
@@ -52,15 +62,18 @@ static void close_stream(struct run *r, enum run_stream i)
 	r->fd[i] = -1;
 }
 
-/* A child of r's: its pipes' parent ends (rfd) and its go pipe's write end
- * (gofd, -1 for a run started at once) join the run. */
-static void take_child(struct run *r, pid_t pid, const int rfd[RUN_STREAMS], int gofd)
+/* A child of r's: its pipes' parent ends (rfd) and its go pipe's ends
+ * (go[0] read, go[1] write; NULL for a run started at once) join the run. */
+static void take_child(struct run *r, pid_t pid, const int rfd[RUN_STREAMS], const int go[2])
 {
 	setpgid(pid, pid);              /* also here, so a kill right away finds the group */
 	r->pid = pid;
-	r->go_fd = gofd;
-	if (gofd >= 0)
-		fcntl(gofd, F_SETFL, O_NONBLOCK);
+	if (go) {
+		r->go_rfd = go[0];
+		r->go_fd = go[1];
+		fcntl(go[0], F_SETFL, O_NONBLOCK);     /* (the child's end too: one pipe end) */
+		fcntl(go[1], F_SETFL, O_NONBLOCK);
+	}
 	for (int i = 0; i < RUN_STREAMS; i++) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->ref[i] };
 
@@ -80,7 +93,7 @@ static struct run *new_run(struct job *job, const struct run_info *info, int go)
 		return NULL;
 	r->job = job;
 	r->armed = go;
-	r->go_fd = -1;
+	r->go_fd = r->go_rfd = -1;
 	r->fence_ms = info->fence_stop_ms;
 	for (int i = 0; i < RUN_STREAMS; i++)
 		r->fd[i] = -1;
@@ -107,9 +120,7 @@ static int fork_child(lua_State *L, struct run *r, const struct run_info *info, 
 		close(fds[i][1]);
 		rfd[i] = fds[i][0];
 	}
-	if (go)
-		close(gofds[0]);
-	take_child(r, pid, rfd, gofds[1]);
+	take_child(r, pid, rfd, go ? gofds : NULL);
 	metrics_note_fork(0);
 	return 0;
 fail:
@@ -205,18 +216,15 @@ static void start_pending(struct run *r, pid_t pid)
 			r->status = 1 << 8;
 			return;
 		}
-	} else if (child_go_send(r->go_fd, &go) < 0) {
+	} else if (child_go_send(r->go_fd, &go, 0) < 0) {
 		runner_kill(r);         /* gone already: its exit tells */
 	}
-	if (r->go_fd >= 0) {
-		close(r->go_fd);
-		r->go_fd = -1;
-	}
+	close_go(r);
 	say_started(r, &r->info, r->info.token);
 }
 
 /* The spawner's answer to a run's ask, prepared or started soon (spawn.h). */
-static void answered(void *tag, pid_t pid, const int fd[3], int go)
+static void answered(void *tag, pid_t pid, const int fd[3], const int go[2])
 {
 	struct run *r = tag;
 
@@ -293,22 +301,56 @@ struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info 
 	return spawn(L, job, info, 1);
 }
 
-int runner_go(struct run *r, const struct run_info *info)
+int runner_go_ahead(struct run *r, const struct run_info *info)
 {
 	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
 
-	if (r->asked)
-		spawn_wait(r);
-	if (!r->armed || r->exited || r->asked)
+	if (!r->armed || r->exited || r->asked || r->ahead || r->go_rfd < 0)
 		return -1;
 	go.run_id = next_run_id + 1;
-	if (child_go_send(r->go_fd, &go) < 0)
+	if (child_go_send(r->go_fd, &go, info->scheduled_ms) < 0)
 		return -1;
-	close(r->go_fd);
-	r->go_fd = -1;
-	r->armed = 0;
 	r->id = ++next_run_id;
+	r->ahead = 1;
+	r->go_fence_ms = info->fence_stop_ms;
+	return 0;
+}
+
+int runner_take_back(struct run *r)
+{
+	if (!r->ahead)
+		return 0;
+	if (child_go_take_back(r->go_rfd) < 0)
+		return -1;
+	r->ahead = 0;
+	return 0;
+}
+
+int runner_go(struct run *r, const struct run_info *info)
+{
+	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
+	int ahead = r->ahead;
+
+	if (ahead) {
+		/* Its start is with it already: it went at the fire by
+		 * itself (gone since, maybe: its exit is the run's end). */
+		r->ahead = 0;
+	} else {
+		if (r->asked)
+			spawn_wait(r);
+		if (!r->armed || r->exited || r->asked)
+			return -1;
+		go.run_id = next_run_id + 1;
+		if (child_go_send(r->go_fd, &go, 0) < 0)
+			return -1;
+		r->id = ++next_run_id;
+	}
+	close_go(r);
+	r->armed = 0;
 	begin_clocks(r, info);
+	/* A renewal since the start went ahead: the child's deadline too. */
+	if (ahead && r->fence_ms != r->go_fence_ms)
+		runner_push_fence(r, r->fence_ms);
 	/* Logged after the wake: a burst's children do not wait for the
 	 * parent to write a line for each of them. */
 	if (nunsaid == unsaid_cap) {
@@ -351,10 +393,7 @@ void runner_discard(struct run *r)
 	r->job = NULL;
 	if (r->asked)
 		return;         /* its child goes when the answer comes */
-	if (r->go_fd >= 0) {
-		close(r->go_fd);
-		r->go_fd = -1;
-	}
+	close_go(r);
 	if (!r->exited && r->pid > 0)
 		kill(r->pid, SIGKILL);
 }
@@ -604,8 +643,7 @@ void runner_free(struct run *r)
 			close_stream(r, i);
 		free(r->lb[i].b);
 	}
-	if (r->go_fd >= 0)
-		close(r->go_fd);
+	close_go(r);
 	if (!r->armed)
 		going--;
 	free(r);

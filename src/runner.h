@@ -62,8 +62,9 @@ struct run {
 	int fd[RUN_STREAMS];            /* -1 once closed */
 	struct run_stream_ref ref[RUN_STREAMS];
 	/* Forked ahead of its fire (runner_prepare) and not started yet: the
-	 * write end of the pipe its child waits on. */
-	int armed, go_fd;
+	 * ends of the pipe its child waits on (go_fd writes, go_rfd takes a
+	 * start back); ahead: its start is written already (runner_go_ahead). */
+	int armed, go_fd, go_rfd, ahead;
 	int unsaid;                     /* started by runner_go: "started" not logged yet */
 	struct linebuf lb[RUN_STREAMS];
 	int64_t started_ms;             /* monotonic */
@@ -90,7 +91,8 @@ struct run {
 	int asked, lost;
 	/* Started before its child came (runner_start_soon): the start, sent
 	 * when the spawner's answer comes; the info to fork it with if none
-	 * does.  go_fence_ms: the deadline the asked-for child was armed with. */
+	 * does.  go_fence_ms: the deadline the asked-for child was armed with,
+	 * or the one a start written ahead carries. */
 	int go_pending;
 	int64_t go_fence_ms;
 	struct run_info info;
@@ -132,6 +134,19 @@ void runner_kill(struct run *);
  * for this turn (spawn_flush), then logs the runs' "started" lines. */
 int runner_go(struct run *, const struct run_info *);
 void runner_wake(void);
+
+/* A prepared run's start written ahead of its fire (its claim is in): the
+ * child reads it at the fire's time, by itself, and goes; the parent's
+ * runner_go at that time (or later) makes it a run, whether the child has
+ * gone yet or not (or has ended already), and wakes nobody.  Its id is
+ * given now.  0, or -1 when it cannot be (the child is not there yet, or
+ * gone): runner_go then starts it as usual. */
+int runner_go_ahead(struct run *, const struct run_info *);
+
+/* Takes a start written ahead back: 0 (the child never reads it; or there
+ * was none), or -1 when the child has read it already: the fire started
+ * (runner_go makes it the run it is). */
+int runner_take_back(struct run *);
 
 /* A prepared run that will not start: its child goes now (SIGKILL); it is
  * freed once reaped, with nothing logged. */

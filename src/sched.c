@@ -100,6 +100,7 @@ static void schedule(struct sched *s, struct job *j)
 
 static void drop_wanted(struct sched *, struct job *, const char *why, int held);
 static void drop_prep(struct sched *, struct job *);
+static int take_back(struct sched *, struct job *);
 static int may_run(struct sched *, const struct job *);
 static void account(struct sched *, struct job *, int64_t fire, int claimed, const char *outcome,
                     const char *why);
@@ -166,6 +167,12 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	int changed = strcmp(old->describe, fresh->describe) != 0;
 	int edited = strcmp(old->digest, fresh->digest) != 0;
 
+	/* A start gone ahead is taken back when the fire may not start as it
+	 * is (the process forked ahead with the old file goes, below; the old
+	 * schedule's fires are dropped), unless the process went with it
+	 * already: a run like any other, carried over. */
+	if (edited || changed)
+		take_back(s, old);
 	fresh->next_fire_ms = old->next_fire_ms;
 	fresh->restart_at = old->restart_at;
 	fresh->backoff_ms = old->backoff_ms;
@@ -232,7 +239,9 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	if (old->prep && !edited) {
 		fresh->prep = old->prep;
 		fresh->prep_ms = old->prep_ms;
+		fresh->prep_ahead = old->prep_ahead;
 		old->prep = NULL;
+		old->prep_ahead = 0;
 		s->env.adopt(s->env.arg, fresh->prep, fresh);
 	}
 	old->run = NULL;
@@ -317,10 +326,38 @@ static int may_run(struct sched *s, const struct job *j)
 	return s->env.may_run(s->env.elect_arg, j);
 }
 
-/* j's process forked ahead goes: it will not start. */
+static void start(struct sched *, struct job *, int64_t scheduled_ms, int catchup);
+
+/* j's claimed fire, if its process forked ahead has its start already:
+ * the start taken back (0), or too late: the process read it at the fire's
+ * time, so the fire started, and it is j's run now (1). */
+static int take_back(struct sched *s, struct job *j)
+{
+	if (!j->prep || !j->prep_ahead)
+		return 0;
+	j->prep_ahead = 0;
+	if (s->env.take_back(s->env.arg, j->prep) == 0)
+		return 0;
+	start(s, j, j->prep_ms, 0);     /* (the claimed fire's: see go_ahead) */
+	j->claimed_ms = 0;
+	return 1;
+}
+
+/* The start of j's claimed fire, ahead of its time, to its process forked
+ * ahead: it goes at that time by itself (a turn of this process that comes
+ * late, behind other processes' runs on a busy machine, delays it no more). */
+static void go_ahead(struct sched *s, struct job *j)
+{
+	if (s->env.go_ahead && j->prep && j->prep_ms == j->claimed_ms &&
+	    s->env.go_ahead(s->env.arg, j, j->prep, j->claimed_ms) == 0)
+		j->prep_ahead = 1;
+}
+
+/* j's process forked ahead goes: it will not start (unless it has
+ * already: then it is j's run). */
 static void drop_prep(struct sched *s, struct job *j)
 {
-	if (!j->prep)
+	if (!j->prep || take_back(s, j))
 		return;
 	s->env.discard(s->env.arg, j->prep);
 	j->prep = NULL;
@@ -345,6 +382,7 @@ static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catc
 	if (j->prep && j->prep_ms == scheduled_ms && !catchup) {
 		prep = j->prep;
 		j->prep = NULL;
+		j->prep_ahead = 0;
 	}
 	r = s->env.start(s->env.arg, j, scheduled_ms, catchup, prep, &id);
 
@@ -448,6 +486,7 @@ static void drop_wanted(struct sched *s, struct job *j, const char *why, int hel
 {
 	char at[32], to[32];
 
+	take_back(s, j);        /* (too late: the claimed fire runs) */
 	if (j->pending_ms) {
 		log_msg(LOG_INFO, j->name, 0, "queued fire at %s not started: %s",
 		        fire_iso(at, sizeof at, j->pending_ms), why);
@@ -572,18 +611,42 @@ static int grow_batch(struct sched *s, size_t n)
 	return 0;
 }
 
-/* How early a fire's claim goes out: SCHED_CLAIM_AHEAD_MS, or twice the
- * slowest of the last claims (a thousand fires of one instant take their
- * database tens of ms), up to SCHED_CLAIM_AHEAD_MAX_MS.  The fire still
- * starts at its time. */
-static int64_t claim_lead(const struct sched *s)
+/* How early the claim of a fire that falls with n - 1 others goes out:
+ * SCHED_CLAIM_AHEAD_MS, or twice what the slowest of the last claims took,
+ * scaled to n fires (a thousand fires of one instant take their database
+ * tens of ms, thirty a few), up to SCHED_CLAIM_AHEAD_MAX_MS.  The fire
+ * still starts at its time. */
+static int64_t claim_lead(const struct sched *s, size_t n)
 {
 	int64_t lead = SCHED_CLAIM_AHEAD_MS;
 
-	for (size_t i = 0; i < sizeof s->claim_ms / sizeof *s->claim_ms; i++)
-		if (2 * s->claim_ms[i] > lead)
-			lead = 2 * s->claim_ms[i];
+	for (size_t i = 0; i < sizeof s->claim_ms / sizeof *s->claim_ms; i++) {
+		int64_t ms = s->claim_n[i] ? s->claim_ms[i] * (int64_t)n / (int64_t)s->claim_n[i] : 0;
+
+		if (2 * ms > lead)
+			lead = 2 * ms;
+	}
 	return lead < SCHED_CLAIM_AHEAD_MAX_MS ? lead : SCHED_CLAIM_AHEAD_MAX_MS;
+}
+
+/* The nearest fire instant of the jobs that may claim now, and how many
+ * fall on it (claim_lead's n for their claims). */
+static void next_instant(struct sched *s)
+{
+	s->next_instant = INT64_MAX;
+	s->next_instant_n = 0;
+	for (size_t i = 0; i < s->njobs; i++) {
+		const struct job *j = s->jobs[i];
+
+		if (j->kind == JOB_SERVICE || j->next_fire_ms < 0 || j->next_fire_ms > s->next_instant ||
+		    !claims(s, j) || !may_run(s, j))
+			continue;
+		if (j->next_fire_ms < s->next_instant) {
+			s->next_instant = j->next_fire_ms;
+			s->next_instant_n = 0;
+		}
+		s->next_instant_n++;
+	}
 }
 
 /* Claims the wanted fires of s->cj[0..n) in one call and starts those the
@@ -599,6 +662,7 @@ static int64_t claim_batch(struct sched *s, size_t n)
 	t0 = wall(s);
 	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
 	now = wall(s);
+	s->claim_n[s->nclaims % (sizeof s->claim_ms / sizeof *s->claim_ms)] = n;
 	s->claim_ms[s->nclaims++ % (sizeof s->claim_ms / sizeof *s->claim_ms)] = now - t0;
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = s->cj[i];
@@ -619,6 +683,7 @@ static int64_t claim_batch(struct sched *s, size_t n)
 			        "(another replica holds the lease, or the fire ran already)", at);
 		} else if (j->want_ms > now) {
 			j->claimed_ms = j->want_ms;
+			go_ahead(s, j);
 			wake = min64(wake, j->claimed_ms - now);
 		} else {
 			if (j->want_catchup)
@@ -705,7 +770,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 	}
 	/* Ahead only with nothing waiting: an older fire's claim goes first. */
 	if (claims(s, j) && !j->run && !j->claimed_ms && !j->want_ms && !j->backlog_ms)
-		ahead = claim_lead(s);
+		ahead = claim_lead(s, j->next_fire_ms == s->next_instant ? s->next_instant_n : 1);
 	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead) {
 		int64_t fire = j->next_fire_ms;
 
@@ -864,6 +929,7 @@ int64_t sched_start_due(struct sched *s)
 	size_t n = 0, np = 0;
 
 	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
+	next_instant(s);
 	if (grow_batch(s, s->njobs) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "out of memory: no fire starts this turn");
 		return 1000;
@@ -1104,6 +1170,7 @@ static void give_back(struct sched *s)
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
 
+		take_back(s, j);        /* (too late: it runs) */
 		if (j->claimed_ms && !j->run && claims(s, j)) {
 			s->cj[n] = j;
 			s->cf[n++] = j->claimed_ms;
@@ -1136,11 +1203,22 @@ void sched_stopped(struct sched *s)
 	}
 }
 
+void sched_prep_started(struct sched *s, struct job *j, struct run *r)
+{
+	if (j->prep == r && j->prep_ahead) {
+		j->prep_ahead = 0;
+		start(s, j, j->prep_ms, 0);
+		j->claimed_ms = 0;
+	}
+}
+
 void sched_prep_ended(struct sched *s, struct job *j, struct run *r)
 {
 	(void)s;
-	if (j->prep == r)
+	if (j->prep == r) {
 		j->prep = NULL;
+		j->prep_ahead = 0;
+	}
 }
 
 void sched_drop_removed(struct sched *s)
@@ -1149,6 +1227,9 @@ void sched_drop_removed(struct sched *s)
 
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
+
+		if (j->removed)
+			take_back(s, j);        /* (too late: it runs first) */
 		if (j->removed && !j->run && !j->hook_run) {
 			drop_prep(s, j);
 			leave(s, j);
@@ -1164,6 +1245,7 @@ void sched_drop_removed(struct sched *s)
 void sched_free(struct sched *s)
 {
 	for (size_t i = 0; i < s->njobs; i++) {
+		s->jobs[i]->prep_ahead = 0;     /* the end: whatever goes, goes */
 		drop_prep(s, s->jobs[i]);
 		leave(s, s->jobs[i]);
 		metrics_job_remove(s->jobs[i]->metrics);

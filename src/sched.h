@@ -18,7 +18,7 @@
 
 #define SCHED_BACKOFF_MIN 1000          /* ms: a service's first restart delay */
 #define SCHED_BACKOFF_MAX 60000         /* and the longest; a run this long resets it */
-#define SCHED_CLAIM_AHEAD_MS 5          /* a fire's claim goes out this early, or */
+#define SCHED_CLAIM_AHEAD_MS 10         /* a fire's claim goes out this early, or */
 #define SCHED_CLAIM_AHEAD_MAX_MS 100    /* twice the slowest recent claim, up to this */
 #define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
 #define SCHED_CTL_WAIT_MS 50            /* a look again while a new lease's controls are unread */
@@ -49,6 +49,15 @@ struct sched_env {
 	int (*prepare)(void *arg, struct job *, int64_t fire, struct run **out);
 	/* A prepared process that will not start: it goes, quietly. */
 	void (*discard)(void *arg, struct run *);
+	/* The start of a claimed fire's prepared process, given it ahead of
+	 * the fire's time (fire): it goes at that time by itself, whatever
+	 * this process is doing then; start still follows at the time.  0, or
+	 * -1 when it cannot be (start gives it then).  take_back: such a start
+	 * taken back (0), or -1 when too late: the process has gone, and the
+	 * fire started (the job table makes it the run with start).  NULL:
+	 * starts are given at the fire. */
+	int (*go_ahead)(void *arg, struct job *, struct run *, int64_t fire);
+	int (*take_back)(void *arg, struct run *);
 	/* What preparing one costs where it is done (µs; 0: unknown), when
 	 * that is not the time prepare itself takes (the spawner's forks).
 	 * NULL: prepare's time. */
@@ -112,7 +121,12 @@ struct sched {
 	size_t ccap;
 	int64_t prep_us, prep_n;        /* what forking ahead took, for how many */
 	int64_t claim_ms[8];            /* how long the last claims took (wall clock) */
+	size_t claim_n[8];              /* and how many fires each claimed */
 	unsigned nclaims;
+	/* The nearest fire instant of the jobs that claim, and how many fire
+	 * then (claim_lead's measure): set at the start of each turn. */
+	int64_t next_instant;
+	size_t next_instant_n;
 	int accounts_left;              /* of SCHED_ACCOUNT_TURN_MAX, since the last turn */
 };
 
@@ -155,6 +169,11 @@ void sched_gained(struct sched *, struct job *, int64_t last_fire);
 /* At shutdown, once the runs have ended: the fires that were to start are
  * dropped (a claimed one is accounted missed: its row says so). */
 void sched_stopped(struct sched *);
+
+/* A prepared process of j whose start went ahead ended, and it had read
+ * the start (take_back said so): the fire started; it becomes j's run (whose
+ * end the caller reports next, as any run's). */
+void sched_prep_started(struct sched *, struct job *, struct run *);
 
 /* A prepared process of j died before its fire (the fire's process is then
  * forked when it starts). */

@@ -56,10 +56,10 @@
 
 #define SPAWN_ANSWER_MS 2000            /* an answer later than this: it is gone */
 #define SPAWN_RETRY_MS 10000            /* after a failure, the parent forks this long */
-#define SPAWN_FDS 4                     /* stdout, stderr, log records; go */
+#define SPAWN_FDS 5                     /* stdout, stderr, log records; go's two ends */
 #define SPAWN_ASKS_MAX 1024             /* asks not answered yet, at most */
 #define SPAWN_ASK_BATCH 128             /* asks to a message: all owed fit the queue */
-#define SPAWN_ANSWER_BATCH 63           /* answers to a message (SCM_MAX_FD: 253 fds) */
+#define SPAWN_ANSWER_BATCH 50           /* answers to a message (SCM_MAX_FD: 253 fds) */
 #define SPAWN_HUGE (2UL << 20)          /* a huge page */
 #define SPAWN_TIDY_US 50000             /* use_up_free_chunks takes this long at most */
 #ifndef MADV_COLLAPSE
@@ -138,8 +138,8 @@ static void fork_one(lua_State *L, int s, struct ask *a, struct answers *out)
 			close(fds[i][1]);
 			out->fd[k][i] = fds[i][0];
 		}
-		close(gofds[0]);
-		out->fd[k][RUN_STREAMS] = gofds[1];
+		out->fd[k][RUN_STREAMS] = gofds[0];
+		out->fd[k][RUN_STREAMS + 1] = gofds[1];
 	} else {
 		child_pipes_close(fds, gofds);
 	}
@@ -401,7 +401,7 @@ static void settle(void)
 
 		owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
 		owed_n--;
-		answered_cb(tag, 0, NULL, -1);
+		answered_cb(tag, 0, NULL, NULL);
 	}
 }
 
@@ -570,9 +570,9 @@ static void pay(pid_t pid, const int *fd)
 	owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
 	owed_n--;
 	if (pid)
-		answered_cb(tag, pid, fd, fd[RUN_STREAMS]);
+		answered_cb(tag, pid, fd, &fd[RUN_STREAMS]);
 	else
-		answered_cb(tag, 0, NULL, -1);
+		answered_cb(tag, 0, NULL, NULL);
 }
 
 /* One message of answers, when one came: 1, or 0 (none yet, or the

@@ -11,10 +11,11 @@
 #include "runner.h"
 
 /* An answer: the child of tag's ask, with the parent's ends of its stdout,
- * stderr and log-record pipes in fd[0..2] and the write end of its go pipe
- * in go; or pid 0 (and no descriptors) when there is none, because the
- * spawner could not fork it or is gone. */
-typedef void spawn_answered(void *tag, pid_t pid, const int fd[3], int go);
+ * stderr and log-record pipes in fd[0..2] and both ends of its go pipe in
+ * go[0] (read: to take a start written ahead back) and go[1] (write); or
+ * pid 0 (and no descriptors) when there is none, because the spawner could
+ * not fork it or is gone. */
+typedef void spawn_answered(void *tag, pid_t pid, const int fd[3], const int go[2]);
 
 /* Where the spawner's socket goes (the loop's epoll set, with what as its
  * event's data.ptr: then spawn_collect); -1: nowhere. */

@@ -72,6 +72,57 @@ describe("a fire's process forked ahead", function()
     assert.is_nil(p:log_text():find("died before it", 1, true))
   end)
 
+  it("in singleton mode gets its start once the fire is claimed, and goes at the fire by itself", function()
+    -- leash is stopped (SIGSTOP, its runs' processes are not) from 1 to 3
+    -- ms before a fire to 300 ms after it, six times: when the stop came
+    -- after the claim (the claim goes out at least 10 ms ahead), the run
+    -- started at its time all the same, while leash was stopped; and
+    -- every fire ran once, whether the run ended before leash's turn came
+    -- or not.
+    local d = L.dir { config = {
+      leash = { grace = "1s" },
+      singleton = { enabled = "true", lease = "5s" },
+      store = { provider = "sqlite" },
+      sqlite = { path = "leases.db" },
+    } }
+    local out = d.out "tick"
+    d.write_job("tick", recording(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(p:wait_log("started pid=", 10), p:log_text())
+    local stops = {}
+    for k = 1, 6 do
+      L.sleep_to_second(0.9994 - 0.0004 * k)
+      local t0 = L.now()
+      L.kill(p.pid, "STOP")
+      L.sleep(0.3)
+      local t1 = L.now()
+      L.kill(p.pid, "CONT")
+      stops[k] = { t0, t1 }
+      L.sleep(0.4)
+    end
+    L.sleep(1.5)
+    local alone, at = 0, {}
+    for _, r in ipairs(runs(out)) do
+      assert.is_nil(at[r.at], "the fire at " .. r.at .. " ran twice")
+      at[r.at] = true
+      assert.is_true(r.now >= r.at, "nothing of the body ran before the fire")
+      for _, s in ipairs(stops) do
+        if r.at > s[1] and r.now < s[2] then alone = alone + 1 end
+      end
+    end
+    assert.is_true(alone >= 1, "no run started while leash was stopped:\n" .. p:log_text():sub(-3000))
+    local finished = {}
+    for _, l in ipairs(p:log_lines()) do
+      local id = l:match("%[tick run (%d+)%] finished")
+      if id then
+        assert.is_nil(finished[id], "run " .. id .. " ended twice")
+        finished[id] = true
+      end
+    end
+    assert.is_nil(p:log_text():find("died before it", 1, true))
+  end)
+
   it("waits on one of the CPUs leash may use, and its body may use them all again", function()
     local function cpus(pid)
       local f = assert(io.open("/proc/" .. pid .. "/status"))

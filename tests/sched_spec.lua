@@ -23,6 +23,7 @@ local function table_of(jobs, opts)
     paused = opts.paused,
     unclaim = opts.unclaim,
     prepare = opts.prepare and function(name, fire) return opts.prepare(name, fire, t) end,
+    take_back = opts.take_back,
   }
   s:load(false)
   local o = { s = s, d = d, t = t, held = held, log = {} }
@@ -479,8 +480,8 @@ describe("the job table", function()
     it("claims all the fires due at one instant in one call, a few ms ahead, and starts them on time", function()
       local o = claiming({ a = every("1s"), b = every("1s") }, nil, { a = true, b = true })
       assert.same({}, o.due())
-      assert.equal(495, o.sleep)
-      assert.same({}, o.advance(495))
+      assert.equal(490, o.sleep)
+      assert.same({}, o.advance(490))
       assert.equal(1, #o.calls)
       local names = {}
       for _, c in ipairs(o.calls[1]) do
@@ -489,8 +490,8 @@ describe("the job table", function()
       end
       table.sort(names)
       assert.same({ "a", "b" }, names)
-      assert.equal(5, o.sleep)
-      local starts = o.advance(5)
+      assert.equal(10, o.sleep)
+      local starts = o.advance(10)
       table.sort(starts, function(x, y) return x.name < y.name end)
       assert.same({ { name = "a", at = T0 + 1000 }, { name = "b", at = T0 + 1000 } }, starts)
       assert.equal(1, #o.calls, "no second claim for a claimed fire")
@@ -506,9 +507,9 @@ describe("the job table", function()
         return ok
       end, { a = true })
       o.due()
-      assert.equal(495, o.sleep, "5 ms ahead until a claim was measured")
-      -- Claimed at 995 ms, answered at 1025: it starts then, late.
-      assert.same({ { name = "a", at = T0 + 1000 } }, o.advance(495))
+      assert.equal(490, o.sleep, "10 ms ahead until a claim was measured")
+      -- Claimed at 990 ms, answered at 1020: it starts then, late.
+      assert.same({ { name = "a", at = T0 + 1000 } }, o.advance(490))
       o.s:ended("a", false, 1)
       o.due()
       assert.equal(T0 + 2000 - 60, o.t.wall + o.sleep)
@@ -517,6 +518,34 @@ describe("the job table", function()
       o.s:ended("a", false, 1)
       o.due()
       assert.equal(T0 + 3000 - 100, o.t.wall + o.sleep, "160 ms capped")
+    end)
+
+    it("a claim goes out as far ahead as its instant's fires take: the last claims' time, scaled", function()
+      -- 4 jobs every second and 16 every 10 s; the store takes 2 ms a fire.
+      local jobs = {}
+      for i = 1, 4 do jobs["s" .. i] = every("1s") end
+      for i = 1, 16 do jobs["t" .. i] = every("10s") end
+      local held = {}
+      for name in pairs(jobs) do held[name] = true end
+      local at = {}
+      local o
+      o = table_of(jobs, { singleton = true, held = held, claim = function(list)
+        at[list[1].fire] = { o.t.wall, #list }
+        o.t.wall = o.t.wall + 2 * #list
+        local ok = {}
+        for i = 1, #list do ok[i] = true end
+        return ok
+      end })
+      o.due()
+      while o.t.wall < T0 + 11000 do
+        local starts = o.advance(o.sleep)
+        for _, st in ipairs(starts) do o.s:ended(st.name, false, 1) end
+        if #starts > 0 then o.due() end
+      end
+      assert.same({ T0 + 1000 - 10, 4 }, at[T0 + 1000], "10 ms ahead until a claim was measured")
+      assert.same({ T0 + 9000 - 16, 4 }, at[T0 + 9000], "4 fires took 8 ms: twice that ahead")
+      assert.same({ T0 + 10000 - 80, 20 }, at[T0 + 10000], "20 fires: five times as long")
+      assert.same({ T0 + 11000 - 16, 4 }, at[T0 + 11000], "and 4 again")
     end)
 
     it("a refused claim starts nothing and says why", function()
@@ -990,6 +1019,67 @@ describe("the job table", function()
       o.s:ended("tick", false, 10)
       o.advance(o.sleep)
       assert.same({ { name = "tick", at = T0 + 3000, prepared = true } }, o.advance(o.sleep))
+    end)
+
+    it("a claimed fire's start goes to its process ahead; taken back when it may not start, or it ran", function()
+      local held = { a = true, b = true, c = true, d = true }
+      local late = {}                 -- take_back: too late for these
+      local o = ahead({ a = every("1s"), b = every("1s"), c = every("1s"), d = every("1s") }, {
+        singleton = true, held = held,
+        claim = function(list)
+          local ok = {}
+          for i = 1, #list do ok[i] = true end
+          return ok
+        end,
+        take_back = function(name) return not late[name] end,
+      })
+      o.due()
+      o.advance(o.sleep)              -- the forks, 58 ms before the fire
+      assert.equal(4, #o.kinds("prepare"))
+      o.advance(o.sleep)              -- the claims, 10 ms before it
+      assert.equal(T0 + 990, o.t.wall)
+      local gone = {}
+      for _, e in ipairs(o.kinds("ahead")) do gone[#gone + 1] = e[1] .. " " .. (e[2] - T0) end
+      table.sort(gone)
+      assert.same({ "a 1000", "b 1000", "c 1000", "d 1000" }, gone, "each start ahead, once claimed")
+      -- Before the fire: b's and c's leases go; b's start is taken back,
+      -- c's process had read its start (its time came first there).
+      held.b, held.c, late.c = false, false, true
+      local starts = o.advance(2)
+      assert.same({ { name = "c", at = T0 + 1000, prepared = true } }, starts)
+      local back = {}
+      for _, e in ipairs(o.other) do
+        if e[1] == "take_back" then back[e[2]] = e[4] end
+        if e[1] == "account" then
+          assert.equal("b", e[2], "only the fire taken back is missed")
+          assert.equal("missed", e[4])
+        end
+      end
+      assert.same({ b = "taken", c = "too late" }, back)
+      assert.same({ { "b", T0 + 1000 } }, o.kinds("discard"))
+      -- d's process read its start and ended before this turn came: it
+      -- is the fire's run, started once.
+      o.s:prep_started("d")
+      assert.same({ { name = "d", at = T0 + 1000, prepared = true } }, o.take())
+      -- a starts at its time, as any.
+      starts = o.advance(T0 + 1000 - o.t.wall)
+      assert.same({ { name = "a", at = T0 + 1000, prepared = true } }, starts)
+      assert.same({}, o.kinds("take_back"), "nothing taken back of a fire that starts")
+      for _, n in ipairs { "a", "c", "d" } do o.s:ended(n, false, 1) end
+      -- The stop between the claims and the fire: taken back and given
+      -- back (no unclaim here: missed), or too late: it runs.
+      held.b, held.c, late.c = true, true, nil
+      o.due()
+      o.advance(o.sleep)              -- the forks
+      o.advance(o.sleep)              -- the claims
+      assert.equal(T0 + 1990, o.t.wall)
+      assert.equal(4, #o.kinds("ahead"))
+      late.a = true
+      o.s:stop()
+      o.s:stopped()
+      local after = o.take()
+      assert.same({ { name = "a", at = T0 + 2000, prepared = true } }, after)
+      assert.same({}, o.advance(100), "nothing else starts")
     end)
 
     it("what will not start goes: a refused claim, a lost lease, a pause, a reload, a removal, the stop", function()

@@ -15,10 +15,16 @@
  *     prepare = function(name, fire) return k end,  -- optional: forks a fire's
  *                                           -- process ahead: 1 made, 0 not in this
  *                                           -- turn, -1 failed
+ *     take_back = function(name, fire) return b end, -- optional, with prepare:
+ *                                           -- a claimed fire's start goes ahead to
+ *                                           -- its process; this takes it back (true),
+ *                                           -- or it is too late (false: it went)
  *   }
  *   s:load(reload)          s:due() -> ms to sleep
  *   s:ended(name, failed, ran_ms)           s:gained(name, last_fire or nil)
  *   s:body_over(name)       the run's body is over, its process not gone yet
+ *   s:prep_started(name)    the process whose start went ahead ended, having
+ *                           read it (before the turn that was to start it)
  *   s:drop_removed()        s:jobs() -> { [name] = { ... } }
  *   s:trigger(name) -> b    (leash trigger; a manual run starts as "start"
  *                            with a 4th field "manual")
@@ -27,8 +33,9 @@
  *                 line } / { "account", name, fire, outcome, "claimed" or
  *                 "unclaimed", why } (with claim: a fire not run) / { "prepare",
  *                 name, fire } / { "discard", name, fire } (with prepare; a start
- *                 of a prepared process has a 4th field "prepared"), taken (the
- *                 list starts empty again)
+ *                 of a prepared process has a 4th field "prepared") / { "ahead",
+ *                 name, fire } / { "take_back", name, fire, "taken" or "too late" }
+ *                 (with take_back), taken (the list starts empty again)
  *   s:stop()                the shutdown: no new runs
  *   s:stopped()             the runs are over: what was claimed is given
  *                           back (unclaim), what is left dropped
@@ -51,7 +58,7 @@ struct lsched {
 	struct sched s;
 	lua_State *L;
 	int wall_ref, mono_ref, holds_ref, claim_ref, events_ref, paused_ref, prepare_ref;
-	int unclaim_ref;
+	int unclaim_ref, take_back_ref;
 	char *dir;
 	long next_id;
 	int open;
@@ -159,6 +166,30 @@ static void discard(void *arg, struct run *run)
 	if (ls->open)
 		event(ls, "discard", r->job->name, r->fire, NULL);
 	free(r);
+}
+
+static int go_ahead(void *arg, struct job *j, struct run *run, int64_t fire)
+{
+	(void)run;
+	event(arg, "ahead", j->name, fire, NULL);
+	return 0;
+}
+
+static int take_back(void *arg, struct run *run)
+{
+	struct lsched *ls = arg;
+	struct fake_run *r = (struct fake_run *)run;
+	lua_State *L = ls->L;
+	int taken;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ls->take_back_ref);
+	lua_pushstring(L, r->job->name);
+	lua_pushinteger(L, r->fire);
+	lua_call(L, 2, 1);
+	taken = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	event4(ls, "take_back", r->job->name, r->fire, NULL, taken ? "taken" : "too late");
+	return taken ? 0 : -1;
 }
 
 static void stop(void *arg, struct run *r, const char *reason)
@@ -365,6 +396,16 @@ static int l_body_over(lua_State *L)
 	return done(L, 0);
 }
 
+static int l_prep_started(lua_State *L)
+{
+	struct lsched *ls = check(L);
+	struct job *j = find(L, ls);
+
+	if (j->prep)
+		sched_prep_started(&ls->s, j, j->prep);
+	return done(L, 0);
+}
+
 static int l_ended(lua_State *L)
 {
 	struct lsched *ls = check(L);
@@ -492,6 +533,7 @@ static int l_gc(lua_State *L)
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->unclaim_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->paused_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->prepare_ref);
+		luaL_unref(L, LUA_REGISTRYINDEX, ls->take_back_ref);
 		luaL_unref(L, LUA_REGISTRYINDEX, ls->events_ref);
 	}
 	return 0;
@@ -521,7 +563,7 @@ static int l_sched(lua_State *L)
 	ls = lua_newuserdatauv(L, sizeof *ls, 0);
 	memset(ls, 0, sizeof *ls);
 	ls->wall_ref = ls->mono_ref = ls->holds_ref = ls->claim_ref = ls->events_ref = LUA_NOREF;
-	ls->paused_ref = ls->prepare_ref = ls->unclaim_ref = LUA_NOREF;
+	ls->paused_ref = ls->prepare_ref = ls->unclaim_ref = ls->take_back_ref = LUA_NOREF;
 	luaL_setmetatable(L, SCHED_MT);
 	ls->L = L;
 	ls->dir = strdup(dir);
@@ -532,6 +574,7 @@ static int l_sched(lua_State *L)
 	ls->paused_ref = fn_ref(L, "paused", 0);
 	ls->unclaim_ref = fn_ref(L, "unclaim", 0);
 	ls->prepare_ref = fn_ref(L, "prepare", 0);
+	ls->take_back_ref = fn_ref(L, "take_back", 0);
 	lua_newtable(L);
 	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	env.arg = env.elect_arg = ls;
@@ -544,6 +587,10 @@ static int l_sched(lua_State *L)
 		env.prepare = prepare;
 		env.discard = discard;
 		env.body_over = body_over;
+		if (ls->take_back_ref != LUA_NOREF) {
+			env.go_ahead = go_ahead;
+			env.take_back = take_back;
+		}
 	}
 	if (ls->holds_ref != LUA_NOREF) {
 		env.takes_part = takes_part;
@@ -572,6 +619,7 @@ void lx_sched_lib(lua_State *L)
 		{ "due", l_due },
 		{ "ended", l_ended },
 		{ "body_over", l_body_over },
+		{ "prep_started", l_prep_started },
 		{ "gained", l_gained },
 		{ "drop_removed", l_drop_removed },
 		{ "trigger", l_trigger },
