@@ -87,21 +87,28 @@ static void add_run(struct loop *lp, struct run *r)
 	lp->runs = r;
 }
 
+/* What a run of j's fire at scheduled_ms (0: a service) goes with: the
+ * replica, the grace, and in singleton mode today's token and fence. */
+static struct run_info fire_info(struct loop *lp, const struct job *j, int64_t scheduled_ms)
+{
+	struct run_info info = {
+		.replica = lp->owner, .scheduled_ms = scheduled_ms, .grace_ms = lp->cfg->grace_ms,
+	};
+
+	if (lp->cfg->singleton)
+		singleton_run_info(&lp->sg, j, &info);
+	return info;
+}
+
 static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int catchup,
                              struct run *prep, long *id)
 {
 	struct loop *lp = arg;
-	struct run_info info = {
-		.replica = lp->owner,
-		.scheduled_ms = scheduled_ms,
-		.catchup = catchup == 1,
-		.manual = catchup == SCHED_MANUAL,
-		.grace_ms = lp->cfg->grace_ms,
-	};
+	struct run_info info = fire_info(lp, j, scheduled_ms);
 	struct run *r = NULL;
 
-	if (lp->cfg->singleton)
-		singleton_run_info(&lp->sg, j, &info);
+	info.catchup = catchup == 1;
+	info.manual = catchup == SCHED_MANUAL;
 	if (prep && runner_go(prep, &info) == 0)
 		r = prep;
 	else if (prep)
@@ -130,14 +137,10 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 {
 	struct loop *lp = arg;
-	struct run_info info = {
-		.replica = lp->owner, .scheduled_ms = fire, .grace_ms = lp->cfg->grace_ms,
-	};
+	struct run_info info = fire_info(lp, j, fire);
 	struct run *r;
 	int later;
 
-	if (lp->cfg->singleton)
-		singleton_run_info(&lp->sg, j, &info);
 	if (!(r = runner_prepare(lp->L, j, &info, &later)))
 		return later ? 0 : -1;
 	add_run(lp, r);
@@ -147,13 +150,8 @@ static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 
 static int go_ahead_run(void *arg, struct job *j, struct run *r, int64_t fire)
 {
-	struct loop *lp = arg;
-	struct run_info info = {
-		.replica = lp->owner, .scheduled_ms = fire, .grace_ms = lp->cfg->grace_ms,
-	};
+	struct run_info info = fire_info(arg, j, fire);
 
-	if (lp->cfg->singleton)
-		singleton_run_info(&lp->sg, j, &info);
 	return runner_go_ahead(r, &info);
 }
 

@@ -28,6 +28,12 @@
 #include "store/store.h"
 
 static long next_run_id;
+static int watch_fd = -1;
+static unsigned going;                  /* runs started and not yet freed */
+/* The runs runner_go started since the last runner_wake, whose "started"
+ * lines wait until their children are woken. */
+static struct run **unsaid;
+static size_t nunsaid, unsaid_cap;
 
 /* The run's go pipe is done with (started, or never to be). */
 static void close_go(struct run *r)
@@ -38,12 +44,6 @@ static void close_go(struct run *r)
 		close(r->go_rfd);
 	r->go_fd = r->go_rfd = -1;
 }
-static int watch_fd = -1;
-static unsigned going;                  /* runs started and not yet freed */
-/* The runs runner_go started since the last runner_wake, whose "started"
- * lines wait until their children are woken. */
-static struct run **unsaid;
-static size_t nunsaid, unsaid_cap;
 
 void runner_watch(int epfd)
 {

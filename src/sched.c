@@ -331,15 +331,24 @@ static void start(struct sched *, struct job *, int64_t scheduled_ms, int catchu
 /* j's claimed fire, if its process forked ahead has its start already:
  * the start taken back (0), or too late: the process read it at the fire's
  * time, so the fire started, and it is j's run now (1). */
+/* j's process forked ahead read the start that went ahead to it: the
+ * claimed fire (prep_ms: see go_ahead) started; it is j's run. */
+static void went_ahead(struct sched *s, struct job *j)
+{
+	j->prep_ahead = 0;
+	start(s, j, j->prep_ms, 0);
+	j->claimed_ms = 0;
+}
+
 static int take_back(struct sched *s, struct job *j)
 {
 	if (!j->prep || !j->prep_ahead)
 		return 0;
-	j->prep_ahead = 0;
-	if (s->env.take_back(s->env.arg, j->prep) == 0)
+	if (s->env.take_back(s->env.arg, j->prep) == 0) {
+		j->prep_ahead = 0;
 		return 0;
-	start(s, j, j->prep_ms, 0);     /* (the claimed fire's: see go_ahead) */
-	j->claimed_ms = 0;
+	}
+	went_ahead(s, j);
 	return 1;
 }
 
@@ -629,24 +638,18 @@ static int64_t claim_lead(const struct sched *s, size_t n)
 	return lead < SCHED_CLAIM_AHEAD_MAX_MS ? lead : SCHED_CLAIM_AHEAD_MAX_MS;
 }
 
-/* The nearest fire instant of the jobs that may claim now, and how many
- * fall on it (claim_lead's n for their claims). */
-static void next_instant(struct sched *s)
+/* A job that may claim has its next fire at t: the nearest such instant
+ * and how many fall on it, tallied over a turn (*at, *n) for the next
+ * one's claim leads. */
+static void tally_instant(int64_t t, int64_t *at, size_t *n)
 {
-	s->next_instant = INT64_MAX;
-	s->next_instant_n = 0;
-	for (size_t i = 0; i < s->njobs; i++) {
-		const struct job *j = s->jobs[i];
-
-		if (j->kind == JOB_SERVICE || j->next_fire_ms < 0 || j->next_fire_ms > s->next_instant ||
-		    !claims(s, j) || !may_run(s, j))
-			continue;
-		if (j->next_fire_ms < s->next_instant) {
-			s->next_instant = j->next_fire_ms;
-			s->next_instant_n = 0;
-		}
-		s->next_instant_n++;
+	if (t < 0 || t > *at)
+		return;
+	if (t < *at) {
+		*at = t;
+		*n = 0;
 	}
+	(*n)++;
 }
 
 /* Claims the wanted fires of s->cj[0..n) in one call and starts those the
@@ -926,10 +929,10 @@ int64_t sched_start_due(struct sched *s)
 {
 	int64_t now = wall(s), mnow = mono(s);
 	int64_t sleep_ms = 60000;
-	size_t n = 0, np = 0;
+	int64_t inst = INT64_MAX;
+	size_t n = 0, np = 0, inst_n = 0;
 
 	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
-	next_instant(s);
 	if (grow_batch(s, s->njobs) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "out of memory: no fire starts this turn");
 		return 1000;
@@ -964,9 +967,13 @@ int64_t sched_start_due(struct sched *s)
 			continue;
 		}
 		sleep_ms = min64(sleep_ms, due_fire(s, j, now, &n));
+		if (claims(s, j))
+			tally_instant(j->next_fire_ms, &inst, &inst_n);
 		if (wants_prep(s, j, now))
 			s->pj[np++] = j;
 	}
+	s->next_instant = inst;
+	s->next_instant_n = inst_n;
 	if (!s->stopping)
 		sleep_ms = min64(sleep_ms, claim_batch(s, n));
 	if (np)
@@ -1205,11 +1212,8 @@ void sched_stopped(struct sched *s)
 
 void sched_prep_started(struct sched *s, struct job *j, struct run *r)
 {
-	if (j->prep == r && j->prep_ahead) {
-		j->prep_ahead = 0;
-		start(s, j, j->prep_ms, 0);
-		j->claimed_ms = 0;
-	}
+	if (j->prep == r && j->prep_ahead)
+		went_ahead(s, j);
 }
 
 void sched_prep_ended(struct sched *s, struct job *j, struct run *r)

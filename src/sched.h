@@ -123,8 +123,8 @@ struct sched {
 	int64_t claim_ms[8];            /* how long the last claims took (wall clock) */
 	size_t claim_n[8];              /* and how many fires each claimed */
 	unsigned nclaims;
-	/* The nearest fire instant of the jobs that claim, and how many fire
-	 * then (claim_lead's measure): set at the start of each turn. */
+	/* The nearest fire instant of the jobs that may claim, and how many
+	 * fire then (claim_lead's measure), as the last turn left them. */
 	int64_t next_instant;
 	size_t next_instant_n;
 	int accounts_left;              /* of SCHED_ACCOUNT_TURN_MAX, since the last turn */
