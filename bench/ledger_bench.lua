@@ -14,6 +14,7 @@
 --   parent RSS of each replica
 --   ledger rows written per day (from the window) and the table's bytes per
 --     row, so its size once pruning holds it at min(keep, keep_per_job)
+-- BENCH_LATE_OUT=file keeps the children's lines ("second lateness").
 -- Run with `make bench-ledger` (BENCH_WINDOW=75 seconds by default: the
 -- window spans a minute boundary).  Starts its own PostgreSQL unless
 -- LEASH_TEST_PG_CONNINFO is set.
@@ -91,6 +92,7 @@ for i, p in ipairs(procs) do
 end
 -- all of them, and apart: the seconds when the 1m jobs fire too, and the others
 local late, at = B.lateness_ms(lateness)
+if os.getenv("BENCH_LATE_OUT") then L.write(os.getenv("BENCH_LATE_OUT"), L.read(lateness)) end
 local at_minute, other = {}, {}
 for k, v in ipairs(late) do
   local t = at[k] % 60 == SLOW_PHASE and at_minute or other
@@ -112,6 +114,20 @@ print(("1 s jobs' start lateness (child side) p50 / p99 / max ms: %.2f / %.2f / 
 print(("  in the seconds the 1m jobs fire too: %.2f / %.2f / %.2f over %d runs; the others: %.2f / %.2f / %.2f over %d"):format(
   pct(at_minute, 0.5), pct(at_minute, 0.99), pct(at_minute, 1), #at_minute,
   pct(other, 0.5), pct(other, 0.99), pct(other, 1), #other))
+-- the worst seconds by their median, each with its second of the minute:
+-- one bad second (a checkpoint, a handoff) looks unlike a slow floor
+local by_sec, secs = {}, {}
+for k, v in ipairs(late) do
+  if not by_sec[at[k]] then by_sec[at[k]] = {}; secs[#secs + 1] = at[k] end
+  table.insert(by_sec[at[k]], v)
+end
+table.sort(secs, function(a, b) return pct(by_sec[a], 0.5) > pct(by_sec[b], 0.5) end)
+local worst = {}
+for k = 1, math.min(5, #secs) do
+  local l = by_sec[secs[k]]
+  worst[k] = (":%02d %.1f/%.1f"):format(secs[k] % 60, pct(l, 0.5), pct(l, 1))
+end
+print(("  worst seconds (second of the minute, p50/max ms): %s"):format(table.concat(worst, ", ")))
 print(("ledger rows written: %.0f per day; %.0f bytes per row (%d rows, %d bytes)"):format(per_day,
   bytes / math.max(r1, 1), r1, bytes))
 print(("size once pruned (keep 14d, keep_per_job 1000): %d rows, %.1f MB"):format(

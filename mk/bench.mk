@@ -12,3 +12,20 @@ bench: $(BUILD)/bench/store_bench
 	bench/run.sh $(BUILD)/bench/store_bench $(BENCH_N)
 
 .PHONY: bench
+
+# The floor under a fire's start, without leash: make bench-floor
+# (FLOOR_JOBS=100,1100 FLOOR_SECONDS=10): bench/start_floor.c.
+FLOOR_JOBS ?= 100,1100
+FLOOR_SECONDS ?= 10
+
+$(BUILD)/bench/start_floor: bench/start_floor.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -o $@ $<
+
+bench-floor: $(BUILD)/bench/start_floor
+	@for n in $$(echo $(FLOOR_JOBS) | tr , ' '); do \
+		$(BUILD)/bench/start_floor $$n $(FLOOR_SECONDS) 3 4 || exit 1; \
+		START_FLOOR_PLAIN=1 $(BUILD)/bench/start_floor $$n $(FLOOR_SECONDS) 3 4 || exit 1; \
+	done
+
+.PHONY: bench-floor
