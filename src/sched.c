@@ -884,18 +884,24 @@ static int64_t prep_lead(const struct sched *s, size_t n)
 /* Forks the processes of s->pj[0..n)'s next fires ahead (those whose time
  * has come, see prep_lead), for at most SCHED_PREP_TURN_MS and never into
  * the time of a fire (sleep_ms away): the fires' own starts come first.
+ * The nearest instant's lead counts all inst_n of its fires, not only
+ * those free to fork now: a job whose last run is still ending joins the
+ * forking later, and a lead measured without it comes too late for all.
  * Returns ms until it wants a turn. */
-static int64_t prepare_ahead(struct sched *s, size_t n, int64_t sleep_ms, int64_t now)
+static int64_t prepare_ahead(struct sched *s, size_t n, int64_t sleep_ms, int64_t now,
+                             int64_t inst, size_t inst_n)
 {
-	int64_t t0 = mono(s), lead = prep_lead(s, n), wake = INT64_MAX;
+	int64_t t0 = mono(s), wake = INT64_MAX;
+	int64_t lead = prep_lead(s, n), inst_lead = prep_lead(s, inst_n > n ? inst_n : n);
 	size_t made = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = s->pj[i];
 		int64_t spent = mono(s) - t0;
+		int64_t ahead = j->next_fire_ms == inst ? inst_lead : lead;
 
-		if (j->next_fire_ms - lead > now) {
-			wake = min64(wake, j->next_fire_ms - lead - now);
+		if (j->next_fire_ms - ahead > now) {
+			wake = min64(wake, j->next_fire_ms - ahead - now);
 			continue;
 		}
 		if (sleep_ms - spent <= SCHED_PREP_TURN_MS) {
@@ -930,7 +936,8 @@ int64_t sched_start_due(struct sched *s)
 	int64_t now = wall(s), mnow = mono(s);
 	int64_t sleep_ms = 60000;
 	int64_t inst = INT64_MAX;
-	size_t n = 0, np = 0, inst_n = 0;
+	int64_t pinst = INT64_MAX;
+	size_t n = 0, np = 0, inst_n = 0, pinst_n = 0;
 
 	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
 	if (grow_batch(s, s->njobs) < 0) {
@@ -967,6 +974,7 @@ int64_t sched_start_due(struct sched *s)
 			continue;
 		}
 		sleep_ms = min64(sleep_ms, due_fire(s, j, now, &n));
+		tally_instant(j->next_fire_ms, &pinst, &pinst_n);
 		if (claims(s, j))
 			tally_instant(j->next_fire_ms, &inst, &inst_n);
 		if (wants_prep(s, j, now))
@@ -977,7 +985,7 @@ int64_t sched_start_due(struct sched *s)
 	if (!s->stopping)
 		sleep_ms = min64(sleep_ms, claim_batch(s, n));
 	if (np)
-		sleep_ms = min64(sleep_ms, prepare_ahead(s, np, sleep_ms, now));
+		sleep_ms = min64(sleep_ms, prepare_ahead(s, np, sleep_ms, now, pinst, pinst_n));
 	return sleep_ms < 0 ? 0 : sleep_ms;
 }
 

@@ -383,7 +383,9 @@ static void *owed[SPAWN_ASKS_MAX];
 static struct ask asks[SPAWN_ASKS_MAX];
 static unsigned owed_first, owed_n, unsent;
 static spawn_answered *answered_cb;
-static int64_t cost_us;                 /* the spawner's time per child, lately */
+static int64_t cost_us;                 /* the spawner's pace per child, lately */
+static int64_t sent_us[SPAWN_ASKS_MAX]; /* when each ask went to the spawner */
+static int64_t answered_us;             /* when the last answers came */
 static int watch_epfd = -1;
 static void *watch_what;
 
@@ -491,6 +493,7 @@ static int flush(void)
 		                        { asks, (n - upto) * sizeof *asks } };
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = n > upto ? 2 : 1 };
 		ssize_t sent = sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		int64_t at;
 
 		if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
@@ -498,6 +501,9 @@ static int flush(void)
 			give_up(sent < 0 ? strerror(errno) : "took a part of an ask", 0);
 			return -1;
 		}
+		at = now_us();
+		for (unsigned i = 0; i < n; i++)
+			sent_us[(first + i) % SPAWN_ASKS_MAX] = at;
 		unsent -= n;
 	}
 	return sock >= 0 ? 0 : -1;
@@ -608,9 +614,21 @@ static int take_one(void)
 		give_up(n < 0 ? strerror(errno) : "answered wrong", 0);
 		return 0;
 	}
-	for (size_t i = 0; i < k; i++) {
-		cost_us = cost_us ? (cost_us * 7 + ans[i].took_us) / 8 : ans[i].took_us;
-		forked += ans[i].pid != 0;
+	/* The pace: from the later of the last answers and the oldest ask's
+	 * sending to these answers, per answer.  Unlike took_us (the fork's
+	 * own time) it counts the spawner's waits for a CPU: on a busy
+	 * machine a thousand forks take far longer than a thousand forks' CPU. */
+	{
+		int64_t now = now_us(), from = sent_us[owed_first];
+		int64_t per = (now - (from > answered_us ? from : answered_us)) / (int64_t)(k ? k : 1);
+
+		answered_us = now;
+		for (size_t i = 0; i < k; i++) {
+			int64_t took = ans[i].took_us > per ? ans[i].took_us : per;
+
+			cost_us = cost_us ? (cost_us * 7 + took) / 8 : took;
+			forked += ans[i].pid != 0;
+		}
 	}
 	if (take_fds(&m, got, forked * SPAWN_FDS) < 0) {
 		for (size_t i = 0; i < k; i++) {

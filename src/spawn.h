@@ -45,7 +45,8 @@ void spawn_collect(void);
 void spawn_wait(void *tag);
 
 /* What the spawner took per child lately (µs, from one answer to the
- * next while it had asks), or 0 when unknown. */
+ * next while it had asks, or the fork's own time when that was longer):
+ * its pace, waits for a CPU included.  0 when unknown. */
 int64_t spawn_cost_us(void);
 
 /* For the parent's waitpid loop: 1 when pid was the spawner (its exit is

@@ -964,6 +964,23 @@ describe("the job table", function()
       for _, st in ipairs(starts) do assert.is_true(st.prepared, st.name) end
     end)
 
+    it("an instant's forking starts early enough for all its fires, those still ending their last run too", function()
+      local jobs = {}
+      for i = 1, 100 do jobs[("j%03d"):format(i)] = every("1s") end
+      local o = ahead(jobs)
+      o.due()
+      while #o.advance(o.sleep) == 0 do end           -- all 100 started at T0 + 1000
+      assert.equal(T0 + 1000, o.t.wall)
+      for i = 1, 20 do o.s:ended(("j%03d"):format(i), false, 5) end
+      o.kinds("prepare")
+      -- The 80 others still run: the 20 free to fork wait for the lead of
+      -- all 100 (100 forks at 1 ms, twice, 50 ms more), not of 20 (90 ms).
+      o.advance(1000 - 250 - 1)
+      assert.same({}, o.kinds("prepare"))
+      o.advance(1)
+      assert.equal(5, #o.kinds("prepare"), "from 250 ms before the fire, 5 ms of forks a turn")
+    end)
+
     it("forks nothing into a fire's time: a fire 5 ms away starts with a fresh fork", function()
       local o = ahead { tick = every("1s") }
       o.due()
