@@ -328,9 +328,6 @@ static int may_run(struct sched *s, const struct job *j)
 
 static void start(struct sched *, struct job *, int64_t scheduled_ms, int catchup);
 
-/* j's claimed fire, if its process forked ahead has its start already:
- * the start taken back (0), or too late: the process read it at the fire's
- * time, so the fire started, and it is j's run now (1). */
 /* j's process forked ahead read the start that went ahead to it: the
  * claimed fire (prep_ms: see go_ahead) started; it is j's run. */
 static void went_ahead(struct sched *s, struct job *j)
@@ -340,6 +337,9 @@ static void went_ahead(struct sched *s, struct job *j)
 	j->claimed_ms = 0;
 }
 
+/* j's claimed fire, if its process forked ahead has its start already:
+ * the start taken back (0), or too late: the process read it at the fire's
+ * time, so the fire started, and it is j's run now (1). */
 static int take_back(struct sched *s, struct job *j)
 {
 	if (!j->prep || !j->prep_ahead)
@@ -638,9 +638,9 @@ static int64_t claim_lead(const struct sched *s, size_t n)
 	return lead < SCHED_CLAIM_AHEAD_MAX_MS ? lead : SCHED_CLAIM_AHEAD_MAX_MS;
 }
 
-/* A job that may claim has its next fire at t: the nearest such instant
- * and how many fall on it, tallied over a turn (*at, *n) for the next
- * one's claim leads. */
+/* A job's next fire is at t: the nearest such instant and how many fall
+ * on it, tallied over a turn's walk (*at, *n): of the jobs that claim, for
+ * the next turn's claim leads; of all, for this turn's forking ahead. */
 static void tally_instant(int64_t t, int64_t *at, size_t *n)
 {
 	if (t < 0 || t > *at)
@@ -935,8 +935,7 @@ int64_t sched_start_due(struct sched *s)
 {
 	int64_t now = wall(s), mnow = mono(s);
 	int64_t sleep_ms = 60000;
-	int64_t inst = INT64_MAX;
-	int64_t pinst = INT64_MAX;
+	int64_t inst = INT64_MAX, pinst = INT64_MAX;     /* the claims', the forks' */
 	size_t n = 0, np = 0, inst_n = 0, pinst_n = 0;
 
 	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;

@@ -581,6 +581,24 @@ static void pay(pid_t pid, const int *fd)
 		answered_cb(tag, 0, NULL, NULL);
 }
 
+/* The pace of k answers to the oldest asks (k >= 1): from the later of
+ * the last answers and the oldest ask's sending to now, per answer.
+ * Unlike took_us (the fork's own time) it counts the spawner's waits for a
+ * CPU: on a busy machine a thousand forks take far longer than a thousand
+ * forks' CPU. */
+static void note_pace(const struct answer *ans, size_t k)
+{
+	int64_t now = now_us(), from = sent_us[owed_first];
+	int64_t per = (now - (from > answered_us ? from : answered_us)) / (int64_t)k;
+
+	answered_us = now;
+	for (size_t i = 0; i < k; i++) {
+		int64_t took = ans[i].took_us > per ? ans[i].took_us : per;
+
+		cost_us = cost_us ? (cost_us * 7 + took) / 8 : took;
+	}
+}
+
 /* One message of answers, when one came: 1, or 0 (none yet, or the
  * spawner went). */
 static int take_one(void)
@@ -614,22 +632,9 @@ static int take_one(void)
 		give_up(n < 0 ? strerror(errno) : "answered wrong", 0);
 		return 0;
 	}
-	/* The pace: from the later of the last answers and the oldest ask's
-	 * sending to these answers, per answer.  Unlike took_us (the fork's
-	 * own time) it counts the spawner's waits for a CPU: on a busy
-	 * machine a thousand forks take far longer than a thousand forks' CPU. */
-	{
-		int64_t now = now_us(), from = sent_us[owed_first];
-		int64_t per = (now - (from > answered_us ? from : answered_us)) / (int64_t)(k ? k : 1);
-
-		answered_us = now;
-		for (size_t i = 0; i < k; i++) {
-			int64_t took = ans[i].took_us > per ? ans[i].took_us : per;
-
-			cost_us = cost_us ? (cost_us * 7 + took) / 8 : took;
-			forked += ans[i].pid != 0;
-		}
-	}
+	note_pace(ans, k);
+	for (size_t i = 0; i < k; i++)
+		forked += ans[i].pid != 0;
 	if (take_fds(&m, got, forked * SPAWN_FDS) < 0) {
 		for (size_t i = 0; i < k; i++) {
 			if (ans[i].pid)
