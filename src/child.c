@@ -23,6 +23,7 @@
 #include "job.h"
 #include "lx.h"
 #include "runner.h"
+#include "warm.h"
 
 static int log_fd = -1;                 /* the log-record pipe, in a child */
 
@@ -43,6 +44,11 @@ void child_fence_sigset(sigset_t *set)
 #define CHILD_GC_CHECK 100000
 
 static int gc_base_kb;
+
+/* A process forked ahead faults in the pages its body will touch (warm.h)
+ * only when its fire is at least this far off: one forked late starts
+ * without. */
+#define CHILD_WARM_AHEAD_NS 2000000
 
 static void gc_hook(lua_State *L, lua_Debug *ar)
 {
@@ -348,7 +354,7 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 {
 	pid_t parent = getppid();
 	sigset_t fence;
-	int devnull, code;
+	int devnull, code, learn = 0;
 
 	setpgid(0, 0);
 	for (int s = 1; s < NSIG; s++)
@@ -407,6 +413,8 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 		int pinned;
 
 		prebuild_ctx(L);
+		if (ns_until(info->scheduled_ms) > CHILD_WARM_AHEAD_NS)
+			learn = warm_up(job);
 		pinned = wait_on_one_cpu(&cpus) == 0;
 		if (wait_go(go, &g, parent, info->scheduled_ms) < 0)
 			_exit(0);
@@ -438,6 +446,8 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	fence_off();
 	setpriority(PRIO_PROCESS, 0, 19);
 	sched_yield();
+	if (learn)
+		warm_learn(job);
 	_exit(code);
 }
 

@@ -53,6 +53,7 @@
 #include "log.h"
 #include "spawn.h"
 #include "store/store.h"
+#include "warm.h"
 
 #define SPAWN_ANSWER_MS 2000            /* an answer later than this: it is gone */
 #define SPAWN_RETRY_MS 10000            /* after a failure, the parent forks this long */
@@ -349,6 +350,7 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	malloc_trim(0);
 	use_up_free_chunks();
 	hugify();
+	warm_init();
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		fds_max = rl.rlim_cur;
 	for (;;) {
