@@ -864,10 +864,12 @@ static int wants_prep(struct sched *s, const struct job *j, int64_t now)
 }
 
 /* How long before its fire the forking ahead of n processes starts: as late
- * as they can all be forked in time (twice the forks' measured cost, and
- * SCHED_PREP_MIN_MS more), so that it stays out of the way of the runs
+ * as they can all be forked before the fire's claim may go out (twice the
+ * forks' measured cost, and SCHED_PREP_MIN_MS more, before
+ * SCHED_CLAIM_AHEAD_MAX_MS), so that it stays out of the way of the runs
  * started just before, which want both the CPU and the process's memory
- * (a fork write-protects it). */
+ * (a fork write-protects it), and of the claim: forks on the database's
+ * cores made its answer come after the fire (a whole second's starts late). */
 static int64_t prep_lead(const struct sched *s, size_t n)
 {
 	int64_t us = s->prep_us / (s->prep_n ? s->prep_n : 1);
@@ -876,7 +878,7 @@ static int64_t prep_lead(const struct sched *s, size_t n)
 
 	if (there > us)
 		us = there;
-	lead = (int64_t)n * us * 2 / 1000 + SCHED_PREP_MIN_MS;
+	lead = (int64_t)n * us * 2 / 1000 + SCHED_PREP_MIN_MS + SCHED_CLAIM_AHEAD_MAX_MS;
 
 	return lead < SCHED_PREP_AHEAD_MS ? lead : SCHED_PREP_AHEAD_MS;
 }

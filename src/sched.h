@@ -23,7 +23,7 @@
 #define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
 #define SCHED_CTL_WAIT_MS 50            /* a look again while a new lease's controls are unread */
 #define SCHED_PREP_AHEAD_MS 1000        /* a fire's process is forked at most this early */
-#define SCHED_PREP_MIN_MS 50            /* and at least */
+#define SCHED_PREP_MIN_MS 50            /* and at least this before its claim may go out */
 #define SCHED_PREP_TURN_MS 5            /* forking ahead takes at most this much of a turn */
 #define SCHED_PREP_LATER_MS 1           /* a put-off fork is tried again after */
 #define SCHED_ACCOUNT_MAX 1000          /* missed fires one catch-up accounts one by one */
@@ -120,8 +120,8 @@ struct sched {
 	struct job **pj;                /* the jobs whose fire's process to prepare */
 	size_t ccap;
 	int64_t prep_us, prep_n;        /* what forking ahead took, for how many */
-	int64_t claim_ms[8];            /* how long the last claims took (wall clock) */
-	size_t claim_n[8];              /* and how many fires each claimed */
+	int64_t claim_ms[32];           /* how long the last claims took (wall clock) */
+	size_t claim_n[32];             /* and how many fires each claimed */
 	unsigned nclaims;
 	/* The nearest fire instant of the jobs that may claim, and how many
 	 * fire then (claim_lead's measure), as the last turn left them. */
