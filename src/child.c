@@ -49,6 +49,9 @@ static int gc_base_kb;
  * only when its fire is at least this far off: one forked late starts
  * without. */
 #define CHILD_WARM_AHEAD_NS 2000000
+/* and one whose body is over exits once the others of its instant have
+ * started, or this long after its fire (see exit_after_peers) */
+#define CHILD_EXIT_WAIT_MS 50
 
 static void gc_hook(lua_State *L, lua_Debug *ar)
 {
@@ -192,19 +195,41 @@ void child_nofile(rlim_t soft)
  * decides whether the fire started.
  */
 
-static uint32_t *go_word;               /* the shared futex word */
+/* The same memory holds, for each instant whose fires' processes wait, how
+ * many still do, so that one whose body is over can put its exit off until
+ * they have all started (see exit_after_peers).  An instant's word is its
+ * fire's time in ms << INSTANT_BITS | how many wait; a word left older than
+ * INSTANT_STALE_MS (its last ones killed while waiting) is taken again. */
+#define CHILD_INSTANTS 128
+#define INSTANT_BITS 20
+#define INSTANT_WAITING (((uint64_t)1 << INSTANT_BITS) - 1)
+#define INSTANT_STALE_MS 60000
+
+struct instant {
+	uint64_t word;
+	uint32_t started;               /* bumped (a futex) when none waits */
+};
+
+struct go_shared {
+	uint32_t word;                  /* the futex word starts wake */
+	struct instant instant[CHILD_INSTANTS];
+};
+
+static struct go_shared *shared;
+static uint32_t *go_word;
 static int go_written;                  /* the parent: starts not woken yet */
 
 int child_go_init(void)
 {
 	void *p;
 
-	if (go_word)
+	if (shared)
 		return 0;
-	p = mmap(NULL, sizeof *go_word, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
-	go_word = p;
+	shared = p;
+	go_word = &shared->word;
 	return 0;
 }
 
@@ -307,6 +332,60 @@ static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms)
 	return 0;
 }
 
+/* A process forked ahead of its fire at at_ms joins its instant's tally of
+ * those waiting: NULL when every tally is another instant's. */
+static struct instant *instant_join(int64_t at_ms)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+	const uint64_t stale = (uint64_t)(clock_wall_ms() - INSTANT_STALE_MS) << INSTANT_BITS;
+
+	/* The instant's own tally first, else a stale one taken for it. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < CHILD_INSTANTS; i++) {
+			struct instant *t = &shared->instant[i];
+			uint64_t w = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
+
+			while (pass ? w < stale : (w & ~INSTANT_WAITING) == key)
+				if (__atomic_compare_exchange_n(&t->word, &w, pass ? key | 1 : w + 1, 0,
+				                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+					return t;
+		}
+	}
+	return NULL;
+}
+
+/* It waits no more: started, or not to start. */
+static void instant_leave(struct instant *t)
+{
+	if (t && (__atomic_fetch_sub(&t->word, 1, __ATOMIC_ACQ_REL) & INSTANT_WAITING) == 1) {
+		__atomic_add_fetch(&t->started, 1, __ATOMIC_RELEASE);
+		syscall(SYS_futex, &t->started, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
+}
+
+/* A run's body is over; tearing down its copy of the spawner's address
+ * space (a fifth of a millisecond; half of the CPU of a busy second's
+ * processes from when the first bodies were over until the last started)
+ * waits, sleeping, until the others of
+ * its fire's instant have started, and never past CHILD_EXIT_WAIT_MS after
+ * the fire: every fire of a job is a second or more after the last, so no
+ * next fire meets a run still exiting from this. */
+static void exit_after_peers(struct instant *t, int64_t at_ms)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&t->started, __ATOMIC_ACQUIRE);
+		uint64_t w = __atomic_load_n(&t->word, __ATOMIC_ACQUIRE);
+		int64_t left = ns_until(at_ms + CHILD_EXIT_WAIT_MS);
+		struct timespec wait = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
+
+		if ((w & ~INSTANT_WAITING) != key || !(w & INSTANT_WAITING) || left <= 0)
+			return;
+		syscall(SYS_futex, &t->started, FUTEX_WAIT, seen, &wait, NULL, 0);
+	}
+}
+
 void child_pipes_close(int fds[][2], int go[2])
 {
 	int e = errno;
@@ -355,6 +434,7 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	pid_t parent = getppid();
 	sigset_t fence;
 	int devnull, code, learn = 0;
+	struct instant *peers = NULL;
 
 	setpgid(0, 0);
 	for (int s = 1; s < NSIG; s++)
@@ -416,8 +496,12 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 		if (ns_until(info->scheduled_ms) > CHILD_WARM_AHEAD_NS)
 			learn = warm_up(job);
 		pinned = wait_on_one_cpu(&cpus) == 0;
-		if (wait_go(go, &g, parent, info->scheduled_ms) < 0)
+		peers = instant_join(info->scheduled_ms);
+		if (wait_go(go, &g, parent, info->scheduled_ms) < 0) {
+			instant_leave(peers);
 			_exit(0);
+		}
+		instant_leave(peers);
 		if (pinned)
 			sched_setaffinity(0, sizeof cpus, &cpus);
 		set_started(L, g.token, g.run_id);
@@ -445,6 +529,8 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	close(3);
 	fence_off();
 	setpriority(PRIO_PROCESS, 0, 19);
+	if (peers)
+		exit_after_peers(peers, info->scheduled_ms);
 	sched_yield();
 	if (learn)
 		warm_learn(job);

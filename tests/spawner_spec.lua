@@ -169,6 +169,30 @@ end }]]):format(out))
     assert.is_nil(p:log_text():find("cannot", 1, true), p:log_text())
   end)
 
+  it("puts a run's exit off only while its instant's other runs wait to start, and not for long", function()
+    -- 40 jobs fire each second; a body that is over first sleeps until the
+    -- others of its instant have started (at most 50 ms after the fire)
+    -- before its process exits.  Every fire runs, none meets a run still
+    -- exiting, a run's time is its body's, and each is reaped soon after.
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    for i = 1, 40 do d.write_job(("j%02d"):format(i), 'return { every = "1s", run = function() end }') end
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    L.sleep(4.5)
+    local finished, late = 0, {}
+    for _, l in ipairs(p:log_lines()) do
+      local ms, secs = l:match("^%d+%-%d+%-%d+T%d+:%d+:%d+%.(%d+)Z.- finished in ([%d.]+)s")
+      if ms then
+        finished = finished + 1
+        assert.is_true(tonumber(secs) < 0.1, l)
+        if tonumber(ms) > 500 then late[#late + 1] = l end
+      end
+    end
+    assert.is_true(finished >= 40 * 3, ("only %d runs finished\n%s"):format(finished, p:log_text()))
+    assert.same({}, late, "runs reaped more than 0.5 s after their fire")
+    assert.is_nil(p:log_text():find("skipped", 1, true), p:log_text())
+  end)
+
   it("forks a burst's processes itself, all asked for at once", function()
     -- 200 jobs whose bodies end 30 ms before their next fire: the next
     -- fires' processes are all asked for then, at once (two messages of
