@@ -366,10 +366,10 @@ static void instant_leave(struct instant *t)
 /* A run's body is over; tearing down its copy of the spawner's address
  * space (a fifth of a millisecond; half of the CPU of a busy second's
  * processes from when the first bodies were over until the last started)
- * waits, sleeping, until the others of
- * its fire's instant have started, and never past CHILD_EXIT_WAIT_MS after
- * the fire: every fire of a job is a second or more after the last, so no
- * next fire meets a run still exiting from this. */
+ * waits, sleeping, until the others of its fire's instant have started,
+ * and never past CHILD_EXIT_WAIT_MS after the fire: every fire of a job is
+ * a second or more after the last, so no next fire meets a run still
+ * exiting from this. */
 static void exit_after_peers(struct instant *t, int64_t at_ms)
 {
 	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
