@@ -490,12 +490,13 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 		/* Forked ahead of the fire: nothing runs until it starts. */
 		struct child_go g;
 		cpu_set_t cpus;
+		int64_t ahead;
 		int pinned;
 
 		prebuild_ctx(L);
-		if (ns_until(info->scheduled_ms) > CHILD_WARM_AHEAD_NS)
-			learn = warm_up(job);
 		pinned = wait_on_one_cpu(&cpus) == 0;
+		if ((ahead = ns_until(info->scheduled_ms)) > CHILD_WARM_AHEAD_NS)
+			learn = warm_up(job, ahead);
 		peers = instant_join(info->scheduled_ms);
 		if (wait_go(go, &g, parent, info->scheduled_ms) < 0) {
 			instant_leave(peers);

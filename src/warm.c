@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "warm.h"
@@ -21,6 +22,8 @@
 #define WARM_RANGES 48                  /* ranges of pages in a list */
 #define WARM_RELEARN 64                 /* a job's runs between learning runs */
 #define WARM_GAP 4                      /* pages between hits a range bridges */
+#define WARM_HAD 2048                   /* ranges a learning run notes it had */
+#define WARM_STOCK_AHEAD_NS 20000000    /* and only this far ahead of its fire */
 #define WARM_MAP_MAX ((uint64_t)64 << 20) /* a mapping larger is not looked at */
 #define PM_PRESENT ((uint64_t)1 << 63)  /* pagemap: the page is mapped */
 #define PM_OWN ((uint64_t)1 << 56)      /* and mapped by this process only */
@@ -71,48 +74,35 @@ static struct slot *slot_of(const void *job)
 	return NULL;
 }
 
-int warm_up(const void *job)
-{
-	struct slot *s = slot_of(job);
-	uint32_t pages[WARM_RANGES], seq, n, runs;
-	uint64_t start[WARM_RANGES];
-
-	if (!s)
-		return 0;
-	runs = __atomic_fetch_add(&s->runs, 1, __ATOMIC_RELAXED);
-	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-	if (runs % WARM_RELEARN == 0 || seq == 0)
-		return 1;
-	if (seq & 1)
-		return 0;
-	n = __atomic_load_n(&s->n, __ATOMIC_RELAXED);
-	if (n > WARM_RANGES)
-		return 0;
-	memcpy(pages, s->pages, n * sizeof *pages);
-	memcpy(start, s->start, n * sizeof *start);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != seq)
-		return 0;
-	/* A range no longer mapped (a stack that grew, a heap's end) fails
-	 * alone. */
-	for (uint32_t i = 0; i < n; i++)
-		madvise((void *)(uintptr_t)start[i], (pages[i] >> 1) * page,
-		        pages[i] & 1 ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
-	return 0;
-}
-
 /* A learning run's list, built up one hit (a page of its) at a time, and
  * what it reads to find them: in a mapping of its own, which it leaves out
  * (as it does [vvar], [vdso] and [vsyscall]), and read without sscanf, so
- * that the runs after it do not fault in what only learning touched. */
+ * that the runs after it do not fault in what only learning touched.  Nor
+ * what every run has mapped by the time it warms up (its own set-up's
+ * pages): the learning run notes those first, at that point (had). */
 struct learning {
 	char maps[1 << 16];
 	uint64_t e[512];                /* pagemap entries */
+	uint64_t had_start[WARM_HAD], had_end[WARM_HAD];
+	uint32_t had_n, had_at;         /* had_at: the first not below the scan */
+	int noting;                     /* 1: noting what it had, not hits */
 	uint64_t start[WARM_RANGES], end[WARM_RANGES];
 	int written[WARM_RANGES];
 	uint32_t n;
 	int open;                       /* the last range may still grow */
 };
+
+static struct learning *learning;       /* a learning run's, from warm_up */
+
+static void had(struct learning *l, uint64_t a)
+{
+	if (l->had_n && l->had_end[l->had_n - 1] == a)
+		l->had_end[l->had_n - 1] = a + page;
+	else if (l->had_n < WARM_HAD) {
+		l->had_start[l->had_n] = a;
+		l->had_end[l->had_n++] = a + page;
+	}
+}
 
 static void hit(struct learning *l, uint64_t a, int written)
 {
@@ -120,6 +110,14 @@ static void hit(struct learning *l, uint64_t a, int written)
 
 	if (a - (uint64_t)(uintptr_t)l < sizeof *l)
 		return;                 /* the learning's own pages */
+	if (l->noting) {
+		had(l, a);
+		return;
+	}
+	while (l->had_at < l->had_n && l->had_end[l->had_at] <= a)
+		l->had_at++;
+	if (l->had_at < l->had_n && l->had_start[l->had_at] <= a)
+		return;                 /* mapped already when it warmed up */
 	if (l->open && l->written[k] == written && a <= l->end[k] + WARM_GAP * page) {
 		l->end[k] = a + page;
 		return;
@@ -190,36 +188,113 @@ static int wanted(const char *line, uint64_t *a, uint64_t *b, int *writable)
 	return !name || name[0] != '[' || !strncmp(name, "[heap]", 6) || !strncmp(name, "[stack]", 7);
 }
 
-void warm_learn(const void *job)
+static int64_t mono_ns(void)
 {
-	struct slot *s = slot_of(job);
-	struct learning *l;
-	uint64_t a, b;
-	uint32_t seq;
-	int fd, pm, w;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Every wanted mapping's pages into l (noting, or hits); -1 when /proc
+ * cannot be read, or when it is not done by until (monotonic ns; 0: no
+ * limit). */
+static int scan_all(struct learning *l, int64_t until)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC), pm, w;
 	size_t got = 0;
+	uint64_t a, b;
 	ssize_t r;
 
-	if (!s)
-		return;
-	l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (l == MAP_FAILED)
-		return;
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	while (fd >= 0 && got < sizeof l->maps - 1 &&
-	       (r = read(fd, l->maps + got, sizeof l->maps - 1 - got)) > 0)
+	if (fd < 0)
+		return -1;
+	while (got < sizeof l->maps - 1 && (r = read(fd, l->maps + got, sizeof l->maps - 1 - got)) > 0)
 		got += (size_t)r;
+	close(fd);
 	l->maps[got] = 0;
-	for (char *line = l->maps, *eol; pm >= 0 && (eol = strchr(line, '\n')); line = eol + 1) {
+	if ((pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	for (char *line = l->maps, *eol; (eol = strchr(line, '\n')); line = eol + 1) {
 		*eol = 0;
+		if (until && mono_ns() > until) {
+			close(pm);
+			return -1;
+		}
 		if (wanted(line, &a, &b, &w))
 			scan(l, pm, a, b, w);
 	}
+	close(pm);
+	return 0;
+}
+
+/* A learning run, at its warm-up point: what it has mapped so far, noted
+ * by until (monotonic ns).  0, or -1 (it learns another time). */
+static int take_stock(int64_t until)
+{
+	struct learning *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE,
+	                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (l == MAP_FAILED)
+		return -1;
+	l->noting = 1;
+	if (scan_all(l, until) < 0) {
+		munmap(l, sizeof *l);
+		return -1;
+	}
+	l->noting = 0;
+	learning = l;
+	return 0;
+}
+
+int warm_up(const void *job, int64_t ahead_ns)
+{
+	struct slot *s = slot_of(job);
+	uint32_t pages[WARM_RANGES], seq, n, runs;
+	uint64_t start[WARM_RANGES];
+
+	if (!s)
+		return 0;
+	runs = __atomic_fetch_add(&s->runs, 1, __ATOMIC_RELAXED);
+	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+	if (runs % WARM_RELEARN == 0 || seq == 0)
+		return ahead_ns > WARM_STOCK_AHEAD_NS && take_stock(mono_ns() + ahead_ns / 2) == 0;
+	if (seq & 1)
+		return 0;
+	n = __atomic_load_n(&s->n, __ATOMIC_RELAXED);
+	if (n > WARM_RANGES)
+		return 0;
+	memcpy(pages, s->pages, n * sizeof *pages);
+	memcpy(start, s->start, n * sizeof *start);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != seq)
+		return 0;
+	/* A range no longer mapped (a stack that grew, a heap's end) fails
+	 * alone. */
+	for (uint32_t i = 0; i < n; i++)
+		madvise((void *)(uintptr_t)start[i], (pages[i] >> 1) * page,
+		        pages[i] & 1 ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+	return 0;
+}
+
+void warm_learn(const void *job)
+{
+	struct slot *s = slot_of(job);
+	struct learning *l = learning;
+	uint32_t seq;
+
+	if (!s)
+		return;
+	if (!l && (l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                    -1, 0)) == MAP_FAILED)
+		return;
+	l->n = 0;
+	l->open = 0;
+	l->had_at = 0;
 	seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
 	/* Unless another run of the job is writing it now. */
-	if (l->n && !(seq & 1) && __atomic_compare_exchange_n(&s->seq, &seq, seq + 1, 0,
-	                                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+	if (scan_all(l, 0) == 0 && l->n && !(seq & 1) &&
+	    __atomic_compare_exchange_n(&s->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE,
+	                                __ATOMIC_RELAXED)) {
 		for (uint32_t i = 0; i < l->n; i++) {
 			s->start[i] = l->start[i];
 			s->pages[i] = (uint32_t)((l->end[i] - l->start[i]) / page) << 1 |
@@ -228,9 +303,6 @@ void warm_learn(const void *job)
 		__atomic_store_n(&s->n, l->n, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
 	}
-	if (fd >= 0)
-		close(fd);
-	if (pm >= 0)
-		close(pm);
 	munmap(l, sizeof *l);
+	learning = NULL;
 }

@@ -15,16 +15,20 @@
 #ifndef LEASH_WARM_H
 #define LEASH_WARM_H
 
+#include <stdint.h>
+
 /* The spawner, once, before its first fork: the table of learned pages,
  * shared with its children.  Without it (0 slots mapped) the rest does
  * nothing. */
 void warm_init(void);
 
-/* A child forked ahead, before it waits for its fire: the pages the job's
- * learning run faulted in, faulted in now.  Returns 1 when this run is the
- * job's learning run instead (none learned yet, or it is time to learn
- * again): it faults nothing in now and calls warm_learn at its end. */
-int warm_up(const void *job);
+/* A child forked ahead, before it waits for its fire, ahead_ns away: the
+ * pages the job's learning run faulted in, faulted in now.  Returns 1 when
+ * this run is the job's learning run instead (none learned yet, or it is
+ * time to learn again, and its fire at least 20 ms off): it has noted what
+ * it has mapped so far, faults nothing in, and calls warm_learn at its
+ * end. */
+int warm_up(const void *job, int64_t ahead_ns);
 
 /* At the end of a learning run (its body over, its exit yielding to the
  * runs starting): the pages it faulted in, for the job's next runs. */
