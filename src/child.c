@@ -45,12 +45,8 @@ void child_fence_sigset(sigset_t *set)
 
 static int gc_base_kb;
 
-/* A process forked ahead faults in the pages its body will touch (warm.h)
- * only when its fire is at least this far off: one forked late starts
- * without. */
-#define CHILD_WARM_AHEAD_NS 2000000
-/* and one whose body is over exits once the others of its instant have
- * started, or this long after its fire (see exit_after_peers) */
+/* A process forked ahead whose body is over exits once the others of its
+ * instant have started, or this long after its fire (see exit_after_peers). */
 #define CHILD_EXIT_WAIT_MS 50
 
 static void gc_hook(lua_State *L, lua_Debug *ar)
@@ -216,7 +212,6 @@ struct go_shared {
 };
 
 static struct go_shared *shared;
-static uint32_t *go_word;
 static int go_written;                  /* the parent: starts not woken yet */
 
 int child_go_init(void)
@@ -229,7 +224,6 @@ int child_go_init(void)
 	if (p == MAP_FAILED)
 		return -1;
 	shared = p;
-	go_word = &shared->word;
 	return 0;
 }
 
@@ -269,8 +263,8 @@ void child_go_wake(void)
 	if (!go_written)
 		return;
 	go_written = 0;
-	__atomic_add_fetch(go_word, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, go_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	__atomic_add_fetch(&shared->word, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &shared->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* A child forked ahead waits on one CPU of those it may use (by its pid),
@@ -305,7 +299,7 @@ static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms)
 	/* Its own wake-up at the fire, to the µs (not the 50 µs slack). */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	for (;;) {
-		uint32_t seen = __atomic_load_n(go_word, __ATOMIC_SEQ_CST);
+		uint32_t seen = __atomic_load_n(&shared->word, __ATOMIC_SEQ_CST);
 		int64_t left = ns_until(at_ms);
 		struct timespec wait = { 1, 0 };
 
@@ -323,7 +317,7 @@ static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms)
 		/* Woken at the fire, by a start written late (maybe another's),
 		 * a signal, or after a second to see whether the parent is
 		 * still there. */
-		if (syscall(SYS_futex, go_word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
+		if (syscall(SYS_futex, &shared->word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
 		    errno == ETIMEDOUT && getppid() != parent)
 			return -1;
 	}
@@ -490,13 +484,11 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 		/* Forked ahead of the fire: nothing runs until it starts. */
 		struct child_go g;
 		cpu_set_t cpus;
-		int64_t ahead;
 		int pinned;
 
 		prebuild_ctx(L);
 		pinned = wait_on_one_cpu(&cpus) == 0;
-		if ((ahead = ns_until(info->scheduled_ms)) > CHILD_WARM_AHEAD_NS)
-			learn = warm_up(job, ahead);
+		learn = warm_up(job, ns_until(info->scheduled_ms));
 		peers = instant_join(info->scheduled_ms);
 		if (wait_go(go, &g, parent, info->scheduled_ms) < 0) {
 			instant_leave(peers);

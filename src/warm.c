@@ -3,18 +3,19 @@
  * The table is a shared mapping of the spawner's, so its children read and
  * write the one copy: a slot per job (found by the job's address, which is
  * the same in all of them), holding the ranges of pages the job's learning
- * run faulted in.  A learning run finds them in /proc/self/pagemap at its
- * end: in a mapping it may write, the pages that are its own (written, so
+ * run faulted in.  A learning run finds them in /proc/self/pagemap: at its
+ * end, in a mapping it may write, the pages that are its own (written, so
  * copied or new); in one it may only read, the pages it has mapped at all
- * (the fork mapped none of those).  A slot's list is written under its seq
+ * (the fork mapped none of those); less what it had mapped already at the
+ * warm-up point (its own set-up's pages, which every run maps itself).  A slot's list is written under its seq
  * (odd while written); a reader that sees it change skips the warm-up. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "warm.h"
 
 #define WARM_SLOTS 2048                 /* jobs with a list (a power of 2) */
@@ -23,7 +24,8 @@
 #define WARM_RELEARN 64                 /* a job's runs between learning runs */
 #define WARM_GAP 4                      /* pages between hits a range bridges */
 #define WARM_HAD 2048                   /* ranges a learning run notes it had */
-#define WARM_STOCK_AHEAD_NS 20000000    /* and only this far ahead of its fire */
+#define WARM_AHEAD_NS 2000000           /* a run warms up this far ahead of its fire */
+#define WARM_STOCK_AHEAD_NS 20000000    /* and learns only this far ahead */
 #define WARM_MAP_MAX ((uint64_t)64 << 20) /* a mapping larger is not looked at */
 #define PM_PRESENT ((uint64_t)1 << 63)  /* pagemap: the page is mapped */
 #define PM_OWN ((uint64_t)1 << 56)      /* and mapped by this process only */
@@ -75,11 +77,10 @@ static struct slot *slot_of(const void *job)
 }
 
 /* A learning run's list, built up one hit (a page of its) at a time, and
- * what it reads to find them: in a mapping of its own, which it leaves out
- * (as it does [vvar], [vdso] and [vsyscall]), and read without sscanf, so
- * that the runs after it do not fault in what only learning touched.  Nor
- * what every run has mapped by the time it warms up (its own set-up's
- * pages): the learning run notes those first, at that point (had). */
+ * what it reads to find them: in memory of its own, whose pages it leaves
+ * out (as it does [vvar], [vdso] and [vsyscall]), and read without sscanf,
+ * so that the runs after it do not fault in what only learning touched;
+ * had: what it had mapped at the warm-up point, noted then. */
 struct learning {
 	char maps[1 << 16];
 	uint64_t e[512];                /* pagemap entries */
@@ -188,16 +189,8 @@ static int wanted(const char *line, uint64_t *a, uint64_t *b, int *writable)
 	return !name || name[0] != '[' || !strncmp(name, "[heap]", 6) || !strncmp(name, "[stack]", 7);
 }
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Every wanted mapping's pages into l (noting, or hits); -1 when /proc
- * cannot be read, or when it is not done by until (monotonic ns; 0: no
+ * cannot be read, or when it is not done by until (clock_mono_ms; 0: no
  * limit). */
 static int scan_all(struct learning *l, int64_t until)
 {
@@ -216,7 +209,7 @@ static int scan_all(struct learning *l, int64_t until)
 		return -1;
 	for (char *line = l->maps, *eol; (eol = strchr(line, '\n')); line = eol + 1) {
 		*eol = 0;
-		if (until && mono_ns() > until) {
+		if (until && clock_mono_ms() > until) {
 			close(pm);
 			return -1;
 		}
@@ -228,7 +221,7 @@ static int scan_all(struct learning *l, int64_t until)
 }
 
 /* A learning run, at its warm-up point: what it has mapped so far, noted
- * by until (monotonic ns).  0, or -1 (it learns another time). */
+ * by until (clock_mono_ms).  0, or -1 (it learns another time). */
 static int take_stock(int64_t until)
 {
 	struct learning *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE,
@@ -252,12 +245,12 @@ int warm_up(const void *job, int64_t ahead_ns)
 	uint32_t pages[WARM_RANGES], seq, n, runs;
 	uint64_t start[WARM_RANGES];
 
-	if (!s)
+	if (!s || ahead_ns <= WARM_AHEAD_NS)
 		return 0;
 	runs = __atomic_fetch_add(&s->runs, 1, __ATOMIC_RELAXED);
 	seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
 	if (runs % WARM_RELEARN == 0 || seq == 0)
-		return ahead_ns > WARM_STOCK_AHEAD_NS && take_stock(mono_ns() + ahead_ns / 2) == 0;
+		return ahead_ns > WARM_STOCK_AHEAD_NS && take_stock(clock_mono_ms() + ahead_ns / 2000000) == 0;
 	if (seq & 1)
 		return 0;
 	n = __atomic_load_n(&s->n, __ATOMIC_RELAXED);
@@ -282,11 +275,8 @@ void warm_learn(const void *job)
 	struct learning *l = learning;
 	uint32_t seq;
 
-	if (!s)
-		return;
-	if (!l && (l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                    -1, 0)) == MAP_FAILED)
-		return;
+	if (!s || !l)
+		return;                 /* (warm_up noted what it had, or it does not learn) */
 	l->n = 0;
 	l->open = 0;
 	l->had_at = 0;

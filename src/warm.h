@@ -23,11 +23,11 @@
 void warm_init(void);
 
 /* A child forked ahead, before it waits for its fire, ahead_ns away: the
- * pages the job's learning run faulted in, faulted in now.  Returns 1 when
- * this run is the job's learning run instead (none learned yet, or it is
- * time to learn again, and its fire at least 20 ms off): it has noted what
- * it has mapped so far, faults nothing in, and calls warm_learn at its
- * end. */
+ * pages the job's learning run faulted in, faulted in now, when the fire is
+ * at least 2 ms off.  Returns 1 when this run is the job's learning run
+ * instead (none learned yet, or it is time to learn again, and its fire at
+ * least 20 ms off): it has noted what it has mapped so far, faults nothing
+ * in, and calls warm_learn at its end. */
 int warm_up(const void *job, int64_t ahead_ns);
 
 /* At the end of a learning run (its body over, its exit yielding to the
