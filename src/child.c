@@ -49,6 +49,10 @@ static int gc_base_kb;
  * instant have started, or this long after its fire (see exit_after_peers). */
 #define CHILD_EXIT_WAIT_MS 50
 
+/* A start waits at most this long after its fire for the fires of its
+ * instant whose jobs fire again sooner (see wait_go). */
+#define CHILD_TURN_WAIT_MS 50
+
 static void gc_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
@@ -192,18 +196,25 @@ void child_nofile(rlim_t soft)
  */
 
 /* The same memory holds, for each instant whose fires' processes wait, how
- * many still do, so that one whose body is over can put its exit off until
- * they have all started (see exit_after_peers).  An instant's word is its
- * fire's time in ms << INSTANT_BITS | how many wait; a word left older than
- * INSTANT_STALE_MS (its last ones killed while waiting) is taken again. */
+ * many have not begun their body yet, so that one whose body is over can
+ * put its exit off until they all have (see exit_after_peers), and the same
+ * by class (see fire_class), so that the fires whose next is nearest begin
+ * first (see wait_go).  An instant's word is its fire's time in ms <<
+ * INSTANT_BITS | how many wait; a word left older than INSTANT_STALE_MS
+ * (its last ones killed while waiting) is taken again.  A class's word
+ * carries its instant's time too: one naming another is an older
+ * instant's, left by processes killed while waiting, and counts none. */
 #define CHILD_INSTANTS 128
 #define INSTANT_BITS 20
 #define INSTANT_WAITING (((uint64_t)1 << INSTANT_BITS) - 1)
 #define INSTANT_STALE_MS 60000
+#define INSTANT_CLASSES 16
 
 struct instant {
 	uint64_t word;
 	uint32_t started;               /* bumped (a futex) when none waits */
+	uint64_t class[INSTANT_CLASSES];
+	uint32_t turn[INSTANT_CLASSES]; /* a class's, bumped (a futex) when its turn comes */
 };
 
 struct go_shared {
@@ -290,45 +301,43 @@ static int wait_on_one_cpu(cpu_set_t *was)
 	return -1;
 }
 
-/* A child forked ahead of its fire at at_ms (wall clock): waits for its
- * start (fd non-blocking), read no earlier than at_ms.  0 with *go filled,
- * or -1 when the parent closed the pipe instead (the fire will not start
- * here) or is gone. */
-static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms)
+/* A fire's class, by how far its job's next fire is (period_ms; <= 0: none):
+ * 0 for a second or less, k for 2^k seconds or more, up to
+ * INSTANT_CLASSES - 1.  A burst of a thousand starts takes tens of ms on
+ * two cores, whatever their order: a job that fires every second loses a
+ * few per cent of its period waiting there, one that fires every minute
+ * or hour next to nothing, so the former go first (earliest deadline
+ * first, the deadline being the next fire). */
+static int fire_class(int64_t period_ms)
 {
-	/* Its own wake-up at the fire, to the µs (not the 50 µs slack). */
-	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-	for (;;) {
-		uint32_t seen = __atomic_load_n(&shared->word, __ATOMIC_SEQ_CST);
-		int64_t left = ns_until(at_ms);
-		struct timespec wait = { 1, 0 };
+	int k = 0;
 
-		if (left <= 0) {
-			ssize_t n = read(fd, go, sizeof *go);
-
-			if (n == (ssize_t)sizeof *go)
-				break;
-			if (n >= 0 || (errno != EAGAIN && errno != EINTR))
-				return -1;      /* closed (or cut short: the parent died writing) */
-		} else if (left < 1000000000) {
-			wait.tv_sec = 0;
-			wait.tv_nsec = (long)left;
-		}
-		/* Woken at the fire, by a start written late (maybe another's),
-		 * a signal, or after a second to see whether the parent is
-		 * still there. */
-		if (syscall(SYS_futex, &shared->word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
-		    errno == ETIMEDOUT && getppid() != parent)
-			return -1;
-	}
-	close(fd);
-	prctl(PR_SET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);   /* the body's: the default */
-	return 0;
+	if (period_ms <= 0)
+		return INSTANT_CLASSES - 1;
+	for (int64_t s = period_ms / 1000; s > 1 && k < INSTANT_CLASSES - 1; s >>= 1)
+		k++;
+	return k;
 }
 
-/* A process forked ahead of its fire at at_ms joins its instant's tally of
- * those waiting: NULL when every tally is another instant's. */
-static struct instant *instant_join(int64_t at_ms)
+/* Adds n (1 or -1) to the tally at *w of instant key, taking a word left
+ * by an older instant as none; returns the tally before. */
+static uint64_t tally_add(uint64_t *w, uint64_t key, int n)
+{
+	uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED), was;
+
+	do {
+		was = (v & ~INSTANT_WAITING) == key ? v & INSTANT_WAITING : 0;
+		if (n < 0 && !was)
+			return 0;
+	} while (!__atomic_compare_exchange_n(w, &v, key | (was + (uint64_t)(int64_t)n), 0,
+	                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+	return was;
+}
+
+/* A process forked ahead of its fire at at_ms, of class k, joins its
+ * instant's tallies of those waiting: NULL when every tally is another
+ * instant's. */
+static struct instant *instant_join(int64_t at_ms, int k)
 {
 	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
 	const uint64_t stale = (uint64_t)(clock_wall_ms() - INSTANT_STALE_MS) << INSTANT_BITS;
@@ -341,20 +350,119 @@ static struct instant *instant_join(int64_t at_ms)
 
 			while (pass ? w < stale : (w & ~INSTANT_WAITING) == key)
 				if (__atomic_compare_exchange_n(&t->word, &w, pass ? key | 1 : w + 1, 0,
-				                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+					tally_add(&t->class[k], key, 1);
 					return t;
+				}
 		}
 	}
 	return NULL;
 }
 
-/* It waits no more: started, or not to start. */
-static void instant_leave(struct instant *t)
+/* The lowest class at t's instant (key) with processes that have not begun
+ * their body, or INSTANT_CLASSES when none has. */
+static int first_class(struct instant *t, uint64_t key)
 {
-	if (t && (__atomic_fetch_sub(&t->word, 1, __ATOMIC_ACQ_REL) & INSTANT_WAITING) == 1) {
+	for (int i = 0; i < INSTANT_CLASSES; i++) {
+		uint64_t w = __atomic_load_n(&t->class[i], __ATOMIC_ACQUIRE);
+
+		if ((w & ~INSTANT_WAITING) == key && (w & INSTANT_WAITING))
+			return i;
+	}
+	return INSTANT_CLASSES;
+}
+
+/* Wakes two of class k's processes sleeping for their turn; each of them
+ * that goes wakes two more (see wait_go).  Not all at once: a process that
+ * wakes forty is run over by them (the kernel runs one just woken first),
+ * and its body, the last of the class before, begins milliseconds late. */
+static void pass_turn(struct instant *t, int k)
+{
+	syscall(SYS_futex, &t->turn[k], FUTEX_WAKE, 2, NULL, NULL, 0);
+}
+
+/* It waits no more: its body begins, or it is not to start.  The last of
+ * its class gives the turn to the next class, when none below waits. */
+static void instant_leave(struct instant *t, int64_t at_ms, int k)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+	int next;
+
+	if (!t)
+		return;
+	if (tally_add(&t->class[k], key, -1) == 1 && (next = first_class(t, key)) > k &&
+	    next < INSTANT_CLASSES) {
+		__atomic_add_fetch(&t->turn[next], 1, __ATOMIC_RELEASE);
+		pass_turn(t, next);
+	}
+	if ((__atomic_fetch_sub(&t->word, 1, __ATOMIC_ACQ_REL) & INSTANT_WAITING) == 1) {
 		__atomic_add_fetch(&t->started, 1, __ATOMIC_RELEASE);
 		syscall(SYS_futex, &t->started, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	}
+}
+
+/* A child forked ahead of its fire at at_ms (wall clock): waits for its
+ * start (fd non-blocking), read no earlier than at_ms.  Of class k at its
+ * instant's tally t (or NULL), it lets those of lower classes begin first:
+ * while any of them has not, it does not read, and sleeps on its class's
+ * turn (not woken at the fire by its own timer) until the last of them
+ * passes the turn on (see instant_leave), but never past CHILD_TURN_WAIT_MS
+ * after the fire (one killed while waiting, a start come late).  It sleeps
+ * there as SCHED_BATCH, which the kernel does not let preempt a running
+ * process on waking.  0 with *go filled, or -1 when the parent closed the
+ * pipe instead (the fire will not start here) or is gone. */
+static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms,
+                   struct instant *t, int k)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+	const struct sched_param none = { 0 };
+	int batch = 0, gated = 0;
+
+	/* Its own wake-up at the fire, to the µs (not the 50 µs slack). */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+	for (;;) {
+		uint32_t turn = t ? __atomic_load_n(&t->turn[k], __ATOMIC_ACQUIRE) : 0;
+		uint32_t seen = __atomic_load_n(&shared->word, __ATOMIC_SEQ_CST);
+		int64_t left = ns_until(at_ms);
+		int64_t gate = t ? ns_until(at_ms + CHILD_TURN_WAIT_MS) : 0;
+		uint32_t *word = &shared->word;
+		struct timespec wait = { 1, 0 };
+
+		if (gate > 0 && first_class(t, key) < k) {
+			if (!batch)
+				batch = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
+			gated = 1;
+			word = &t->turn[k];
+			seen = turn;
+			left = gate;
+		} else if (gated) {
+			gated = 0;
+			pass_turn(t, k);        /* its turn came: two more of its class */
+			continue;
+		} else if (left <= 0) {
+			ssize_t n = read(fd, go, sizeof *go);
+
+			if (n == (ssize_t)sizeof *go)
+				break;
+			if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+				return -1;      /* closed (or cut short: the parent died writing) */
+		}
+		if (left > 0 && left < 1000000000) {
+			wait.tv_sec = 0;
+			wait.tv_nsec = (long)left;
+		}
+		/* Woken at the fire, by a start written late (maybe another's),
+		 * its turn, a signal, or after a second to see whether the
+		 * parent is still there. */
+		if (syscall(SYS_futex, word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
+		    errno == ETIMEDOUT && getppid() != parent)
+			return -1;
+	}
+	close(fd);
+	if (batch)
+		sched_setscheduler(0, SCHED_OTHER, &none);
+	prctl(PR_SET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);   /* the body's: the default */
+	return 0;
 }
 
 /* A run's body is over; tearing down its copy of the spawner's address
@@ -427,7 +535,7 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 {
 	pid_t parent = getppid();
 	sigset_t fence;
-	int devnull, code, learn = 0;
+	int devnull, code, learn = 0, class = 0;
 	struct instant *peers = NULL;
 
 	setpgid(0, 0);
@@ -487,18 +595,19 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 		int pinned;
 
 		prebuild_ctx(L);
+		class = fire_class(job_next_fire(L, job, info->scheduled_ms) - info->scheduled_ms);
 		pinned = wait_on_one_cpu(&cpus) == 0;
 		learn = warm_up(job, ns_until(info->scheduled_ms));
-		peers = instant_join(info->scheduled_ms);
-		if (wait_go(go, &g, parent, info->scheduled_ms) < 0) {
-			instant_leave(peers);
+		peers = instant_join(info->scheduled_ms, class);
+		if (wait_go(go, &g, parent, info->scheduled_ms, peers, class) < 0) {
+			instant_leave(peers, info->scheduled_ms, class);
 			_exit(0);
 		}
-		instant_leave(peers);
 		if (pinned)
 			sched_setaffinity(0, sizeof cpus, &cpus);
 		set_started(L, g.token, g.run_id);
 		child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
+		instant_leave(peers, info->scheduled_ms, class);
 	} else {
 		lua_pushnil(L);
 	}

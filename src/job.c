@@ -281,7 +281,7 @@ int job_load_dir(lua_State *L, const char *dir,
 	return (int)n;
 }
 
-int64_t job_next_fire(lua_State *L, struct job *j, int64_t after_ms)
+int64_t job_next_fire(lua_State *L, const struct job *j, int64_t after_ms)
 {
 	int64_t t = -1;
 	int top = lua_gettop(L);

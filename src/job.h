@@ -95,7 +95,7 @@ uint64_t job_changes(void);
 
 /* The next fire time strictly after after_ms, or -1 for a service or on
  * error (then logged). */
-int64_t job_next_fire(lua_State *L, struct job *, int64_t after_ms);
+int64_t job_next_fire(lua_State *L, const struct job *, int64_t after_ms);
 
 void job_free(lua_State *L, struct job *);
 
