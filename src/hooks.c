@@ -68,7 +68,7 @@ void hooks_run_ended(struct hooks *h, struct run *r, int stopping)
 	snprintf(rep->outcome, sizeof rep->outcome, "%s", outcome);
 	rep->exit_code = code;
 	rep->exit_signal = sig;
-	snprintf(rep->error, sizeof rep->error, "%s", r->error[0] ? r->error : r->stop_reason);
+	snprintf(rep->error, sizeof rep->error, "%s", r->error ? r->error : r->stop_reason);
 	log_msg(LOG_INFO, j->name, r->id, "%s: run %ld %s", failing ? "failing" : "recovered",
 	        r->id, outcome);
 	if (j->hook_run) {

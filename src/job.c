@@ -196,8 +196,17 @@ static struct job *from_table(lua_State *L)
 		j->describe = strdup("?");
 	lua_settop(L, t);
 	/* Kept: only what runs and schedules need (the rest is in struct job),
-	 * in a table sized for it: 1,000 jobs live in the parent all along. */
-	lua_createtable(L, 0, sizeof kept / sizeof kept[0]);
+	 * in a table sized for the fields it has (an every job has 5 of the 9:
+	 * 8 slots, not 16): 1,000 jobs live in the parent all along. */
+	{
+		int n = 0;
+
+		for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+			n += lua_getfield(L, t, kept[i]) != LUA_TNIL;
+			lua_pop(L, 1);
+		}
+		lua_createtable(L, 0, n);
+	}
 	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
 		lua_getfield(L, t, kept[i]);
 		lua_setfield(L, -2, kept[i]);

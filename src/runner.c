@@ -85,6 +85,17 @@ static void take_child(struct run *r, pid_t pid, const int rfd[RUN_STREAMS], con
 	}
 }
 
+/* The run's error, its first RUN_ERROR_MAX bytes; the first one stays. */
+static void set_error(struct run *r, const char *s)
+{
+	size_t n = strnlen(s, RUN_ERROR_MAX);
+
+	if (r->error || !(r->error = malloc(n + 1)))
+		return;
+	memcpy(r->error, s, n);
+	r->error[n] = '\0';
+}
+
 static struct run *new_run(struct job *job, const struct run_info *info, int go)
 {
 	struct run *r = calloc(1, sizeof *r);
@@ -210,8 +221,12 @@ static void start_pending(struct run *r, pid_t pid)
 	}
 	if (!pid) {
 		if (fork_child(soon_L, r, &r->info, 0) < 0) {
-			log_msg(LOG_ERROR, r->job->name, r->id, "cannot start a run: %s", strerror(errno));
-			snprintf(r->error, sizeof r->error, "cannot start: %s", strerror(errno));
+			const char *e = strerror(errno);
+			char why[128];
+
+			log_msg(LOG_ERROR, r->job->name, r->id, "cannot start a run: %s", e);
+			snprintf(why, sizeof why, "cannot start: %s", e);
+			set_error(r, why);
 			r->exited = 1;
 			r->status = 1 << 8;
 			return;
@@ -431,8 +446,8 @@ static void log_record(struct run *r, char *line)
 		log_msg(LOG_WARN, r->job->name, r->id, "%s", n ? parts[0] : "");
 		return;
 	}
-	if (lv == LOG_ERROR && !r->error[0] && strncmp(parts[1], "run failed: ", 12) == 0)
-		snprintf(r->error, sizeof r->error, "%s", parts[1] + 12);
+	if (lv == LOG_ERROR && strncmp(parts[1], "run failed: ", 12) == 0)
+		set_error(r, parts[1] + 12);
 	log_rec(lv, r->job->name, r->id, parts[1], parts + 2, (n - 2) / 2);
 }
 
@@ -646,6 +661,7 @@ void runner_free(struct run *r)
 	close_go(r);
 	if (!r->armed)
 		going--;
+	free(r->error);
 	free(r);
 }
 

@@ -75,7 +75,8 @@ struct run {
 	char stop_reason[128];          /* why the parent stopped it ("": it did not) */
 	/* For the run ledger: what the run was started as, and the body's error
 	 * ("run failed: ..." from lua/leash/run.lua, its first RUN_ERROR_MAX
-	 * bytes; "" when none). */
+	 * bytes, malloc'd; NULL when none: a run of a thousand going at once
+	 * keeps no 1 KB of room for one). */
 	int64_t scheduled_ms;           /* wall clock; 0 for a service */
 	int64_t token;                  /* 0 when not elected */
 	int manual;                     /* a triggered run (leash trigger): not claimed */
@@ -84,7 +85,7 @@ struct run {
 	 * may come later, see child_main); 0 until then. */
 	int64_t ended_ms, ended_wall;   /* monotonic, wall clock */
 	int hook;                       /* a failure hook's child: no run of the job */
-	char error[RUN_ERROR_MAX + 1];
+	char *error;
 	int exited, status;
 	/* Prepared by the spawner: asked for, its child (pid, pipes) not
 	 * come yet (pid 0); lost: none will come (exited, quietly). */

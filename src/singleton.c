@@ -393,7 +393,7 @@ void singleton_run_ended(struct singleton *sg, struct run *r)
 	struct ledger_row row = {
 		.scheduled_at = run_key(r), .token = r->token, .started_at = r->started_wall,
 		.ended_at = now, .duration_ms = now - r->started_wall,
-		.error = r->error[0] ? r->error : r->stop_reason[0] ? r->stop_reason : NULL,
+		.error = r->error ? r->error : r->stop_reason[0] ? r->stop_reason : NULL,
 	};
 
 	if (!r->job)
