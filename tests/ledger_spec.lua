@@ -176,7 +176,7 @@ for _, p in ipairs(R.list_of()) do
           -- Claimed by a holder killed before it recorded the end.
           assert(killed[row.owner], ("fire %d is %s on %s, which was not killed"):format(t, row.outcome, row.owner))
         else
-          assert.equal("ok", row.outcome, "fire " .. t)
+          assert.equal("ok", row.outcome, ("fire %d (the last run %d) on %s: %s"):format(t, last, tostring(row.owner), tostring(row.error)))
           assert(ran[t], ("fire %d is ok in the ledger but no body ran it"):format(t))
           assert.equal(ran[t], row.owner, "fire " .. t .. " ran on another replica than its row says")
           assert.is_number(row.started_at)
