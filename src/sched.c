@@ -652,6 +652,24 @@ static void tally_instant(int64_t t, int64_t *at, size_t *n)
 	(*n)++;
 }
 
+/* A claim of s->cj[0..n) sent at t0 and answered at now: logged when it
+ * took SCHED_CLAIM_SLOW_MS or more and its answer came after the earliest
+ * of its fires, which so starts late by the claim (or was late already). */
+static void slow_claim(const struct sched *s, size_t n, int64_t t0, int64_t now)
+{
+	int64_t first = INT64_MAX;
+	char at[32];
+
+	for (size_t i = 0; i < n; i++)
+		if (!s->cj[i]->want_catchup)
+			first = min64(first, s->cj[i]->want_ms);
+	if (now - t0 < SCHED_CLAIM_SLOW_MS || now <= first)
+		return;
+	log_msg(LOG_INFO, NULL, 0, "a claim of %zu fire%s took %lldms: the fire%s at %s start%s %lldms late",
+	        n, n == 1 ? "" : "s", (long long)(now - t0), n == 1 ? "" : "s",
+	        fire_iso(at, sizeof at, first), n == 1 ? "s" : "", (long long)(now - first));
+}
+
 /* Claims the wanted fires of s->cj[0..n) in one call and starts those the
  * store accepted (a fire claimed ahead of its time starts at it).  Returns
  * ms until a job of the batch wants a turn again, or INT64_MAX. */
@@ -667,6 +685,7 @@ static int64_t claim_batch(struct sched *s, size_t n)
 	now = wall(s);
 	s->claim_n[s->nclaims % (sizeof s->claim_ms / sizeof *s->claim_ms)] = n;
 	s->claim_ms[s->nclaims++ % (sizeof s->claim_ms / sizeof *s->claim_ms)] = now - t0;
+	slow_claim(s, n, t0, now);
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = s->cj[i];
 		char at[32], until[32];

@@ -21,6 +21,7 @@
 #define SCHED_CLAIM_AHEAD_MS 10         /* a fire's claim goes out this early, or */
 #define SCHED_CLAIM_AHEAD_MAX_MS 100    /* twice the slowest recent claim, up to this */
 #define SCHED_CLAIM_RETRY_MS 1000       /* an erred claim is tried again after this */
+#define SCHED_CLAIM_SLOW_MS 20          /* a claim this slow that made fires late is logged */
 #define SCHED_CTL_WAIT_MS 50            /* a look again while a new lease's controls are unread */
 #define SCHED_PREP_AHEAD_MS 1000        /* a fire's process is forked at most this early */
 #define SCHED_PREP_MIN_MS 50            /* and at least this before its claim may go out */

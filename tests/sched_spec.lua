@@ -508,16 +508,21 @@ describe("the job table", function()
       end, { a = true })
       o.due()
       assert.equal(490, o.sleep, "10 ms ahead until a claim was measured")
-      -- Claimed at 990 ms, answered at 1020: it starts then, late.
+      -- Claimed at 990 ms, answered at 1020: it starts then, late, and says why.
       assert.same({ { name = "a", at = T0 + 1000 } }, o.advance(490))
+      assert.truthy(o.logged("a claim of 1 fire took 30ms: the fire at 2027%-01%-15T08:00:01Z starts 20ms late"))
       o.s:ended("a", false, 1)
       o.due()
       assert.equal(T0 + 2000 - 60, o.t.wall + o.sleep)
       took = 80
       assert.same({ { name = "a", at = T0 + 2000 } }, o.advance(o.sleep))
+      assert.truthy(o.logged("a claim of 1 fire took 80ms: the fire at 2027%-01%-15T08:00:02Z starts 20ms late"))
       o.s:ended("a", false, 1)
       o.due()
       assert.equal(T0 + 3000 - 100, o.t.wall + o.sleep, "160 ms capped")
+      took = 30
+      assert.same({}, o.advance(o.sleep))
+      assert.falsy(o.logged("took 30ms: the fire at 2027%-01%-15T08:00:03Z"), "answered 70 ms ahead: not late")
     end)
 
     it("a claim goes out as far ahead as its instant's fires take: the last claims' time, scaled", function()
