@@ -23,26 +23,41 @@
 
 #define BUCKETS_MAX 15
 
-struct hist {
-	uint64_t n[BUCKETS_MAX + 1];    /* per bucket, not cumulative; then +Inf */
-	uint64_t sum_us;
-};
+/* A job's name up to 43 bytes is in its slot, a longer one beside it. */
+#define METRICS_NAME_INLINE 44
+
+/* A histogram is HIST_WORDS(n) words: its n buckets (per bucket, not
+ * cumulative), then +Inf, then the sum in microseconds.  Each is sized to
+ * its bounds: a job's two are in every job's slot. */
+#define HIST_WORDS(n) ((n) + 2)
 
 /* A histogram's upper bounds as the le label prints them (seconds). */
 struct bounds {
-	const char *le[BUCKETS_MAX + 1];        /* NULL-terminated */
-	int64_t us[BUCKETS_MAX];                /* the same, in microseconds */
+	const char *const *le;
 	int n;
+	int64_t us[BUCKETS_MAX];                /* the same, in microseconds */
 };
 
-static struct bounds late_b = { .le = { "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
-	"0.25", "0.5", "1", "2.5", "5", "10" } };
-static struct bounds dur_b = { .le = { "0.01", "0.1", "0.5", "1", "5", "10", "30", "60", "300",
-	"900", "3600", "14400" } };
-static struct bounds store_b = { .le = { "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
-	"0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10" } };
-static struct bounds margin_b = { .le = { "0.1", "0.25", "0.5", "1", "2", "3", "5", "10", "15", "20",
-	"30", "60", "120" } };
+#define NELEMS(a) (sizeof (a) / sizeof (a)[0])
+static const char *const late_le[] = { "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+	"0.25", "0.5", "1", "2.5", "5", "10" };
+static const char *const dur_le[] = { "0.01", "0.1", "0.5", "1", "5", "10", "30", "60", "300",
+	"900", "3600", "14400" };
+static const char *const store_le[] = { "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
+	"0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10" };
+static const char *const margin_le[] = { "0.1", "0.25", "0.5", "1", "2", "3", "5", "10", "15", "20",
+	"30", "60", "120" };
+#define LATE_N NELEMS(late_le)
+#define DUR_N NELEMS(dur_le)
+#define STORE_N NELEMS(store_le)
+#define MARGIN_N NELEMS(margin_le)
+_Static_assert(STORE_N <= BUCKETS_MAX && LATE_N <= BUCKETS_MAX && DUR_N <= BUCKETS_MAX &&
+               MARGIN_N <= BUCKETS_MAX, "BUCKETS_MAX");
+
+static struct bounds late_b = { late_le, LATE_N, { 0 } };
+static struct bounds dur_b = { dur_le, DUR_N, { 0 } };
+static struct bounds store_b = { store_le, STORE_N, { 0 } };
+static struct bounds margin_b = { margin_le, MARGIN_N, { 0 } };
 
 /* The ledger's outcomes of a run that ran, and of a fire that did not. */
 static const char *const outcomes[] = { "ok", "failed", "timeout", "lost", "killed", "manual" };
@@ -60,12 +75,13 @@ struct metrics_job {
 	int32_t next_free;              /* the free list (writer only); -1 ends it */
 	int32_t live;
 	int32_t elected;                /* it has lease series */
-	char name[STORE_NAME_MAX + 1];
+	int32_t long_name;              /* the name is in long_names[slot], not here */
+	char name[METRICS_NAME_INLINE];
 	uint64_t runs[NOUTCOMES];
 	uint64_t skips[NREASONS];
 	uint64_t held, gained, lost;    /* the lease (0/1), handovers */
 	int64_t last_ok_ms;             /* wall clock; 0: no success yet */
-	struct hist dur, late;
+	uint64_t dur[HIST_WORDS(DUR_N)], late[HIST_WORDS(LATE_N)];
 };
 
 struct arena {
@@ -75,10 +91,13 @@ struct arena {
 	int32_t hi;                     /* slots [0, hi) were ever used */
 	uint64_t refused;               /* jobs not tracked: every slot was taken */
 	uint64_t forks[2];              /* runs' processes forked by leash, by the spawner */
-	struct hist store[METRICS_NOPS];
+	uint64_t store[METRICS_NOPS][HIST_WORDS(STORE_N)];
 	uint64_t store_err[METRICS_NOPS];
-	struct hist margin;
+	uint64_t margin[HIST_WORDS(MARGIN_N)];
 	struct metrics_job jobs[METRICS_JOBS_MAX];
+	/* A name too long for its slot: a page here is taken only by the
+	 * slots that have one, so most jobs' slots stay small. */
+	char long_names[METRICS_JOBS_MAX][STORE_NAME_MAX + 1];
 };
 
 static struct arena *A;
@@ -92,8 +111,8 @@ static void forked(void)
 
 static void init_bounds(struct bounds *b)
 {
-	for (b->n = 0; b->le[b->n]; b->n++)
-		b->us[b->n] = (int64_t)(strtod(b->le[b->n], NULL) * 1e6 + 0.5);
+	for (int i = 0; i < b->n; i++)
+		b->us[i] = (int64_t)(strtod(b->le[i], NULL) * 1e6 + 0.5);
 }
 
 /* At load, before main (or when leash.core is opened): the mapping must
@@ -165,7 +184,7 @@ static uint64_t ld(const uint64_t *p)
 	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-static void observe(struct hist *h, const struct bounds *b, int64_t us)
+static void observe(uint64_t *h, const struct bounds *b, int64_t us)
 {
 	int i = 0;
 
@@ -173,8 +192,8 @@ static void observe(struct hist *h, const struct bounds *b, int64_t us)
 		us = 0;
 	while (i < b->n && us > b->us[i])
 		i++;
-	add(&h->n[i], 1);
-	add(&h->sum_us, (uint64_t)us);
+	add(&h[i], 1);
+	add(&h[b->n + 1], (uint64_t)us);
 }
 
 static int index_of(const char *const *list, size_t n, const char *s)
@@ -205,7 +224,12 @@ struct metrics_job *metrics_job_add(const char *name)
 	__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memset((char *)j + sizeof j->seq, 0, sizeof *j - sizeof j->seq);
-	snprintf(j->name, sizeof j->name, "%s", name);
+	if (strlen(name) < sizeof j->name) {
+		memcpy(j->name, name, strlen(name) + 1);
+	} else {
+		snprintf(A->long_names[i], sizeof A->long_names[i], "%s", name);
+		j->long_name = 1;
+	}
 	j->live = 1;
 	__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELEASE);
 	if (i == A->hi)
@@ -233,7 +257,7 @@ void metrics_note_run(struct metrics_job *j, const char *outcome, int64_t ran_ms
 	if (!j || !writer || (k = index_of(outcomes, NOUTCOMES, outcome)) < 0)
 		return;
 	add(&j->runs[k], 1);
-	observe(&j->dur, &dur_b, ran_ms * 1000);
+	observe(j->dur, &dur_b, ran_ms * 1000);
 	if (strcmp(outcome, "ok") == 0 || strcmp(outcome, "manual") == 0)
 		__atomic_store_n(&j->last_ok_ms, wall_ms, __ATOMIC_RELAXED);
 }
@@ -243,7 +267,7 @@ void metrics_note_fire(struct metrics_job *j, int64_t scheduled_ms, int catchup,
 {
 	if (!j || !writer || scheduled_ms <= 0 || catchup)
 		return;
-	observe(&j->late, &late_b, (started_ms - scheduled_ms) * 1000);
+	observe(j->late, &late_b, (started_ms - scheduled_ms) * 1000);
 }
 
 void metrics_note_skip(struct metrics_job *j, const char *outcome)
@@ -277,7 +301,7 @@ void metrics_note_fork(int by_spawner)
 void metrics_note_renew(int64_t margin_ms)
 {
 	if (A && writer)
-		observe(&A->margin, &margin_b, margin_ms * 1000);
+		observe(A->margin, &margin_b, margin_ms * 1000);
 }
 
 int64_t metrics_clock(void)
@@ -291,7 +315,7 @@ int64_t metrics_clock(void)
 int metrics_note_store(enum metrics_op op, int64_t t0, int rc)
 {
 	if (A && writer && op < METRICS_NOPS) {
-		observe(&A->store[op], &store_b, (metrics_clock() - t0) / 1000);
+		observe(A->store[op], &store_b, (metrics_clock() - t0) / 1000);
 		if (rc == STORE_ERR)
 			add(&A->store_err[op], 1);
 	}
@@ -399,14 +423,14 @@ static void put_u64(struct buf *b, uint64_t v)
 
 /* name_bucket, _sum and _count of h; labels is `job="x"` or "" (none).
  * Without printf: the buckets are most of a render's lines. */
-static void put_hist(struct buf *b, const char *name, const char *labels, const struct hist *h,
+static void put_hist(struct buf *b, const char *name, const char *labels, const uint64_t *h,
                      const struct bounds *bd)
 {
 	const char *close = *labels ? "}" : "";
 	uint64_t cum = 0;
 
 	for (int i = 0; i <= bd->n; i++) {
-		cum += ld(&h->n[i]);
+		cum += ld(&h[i]);
 		put_str(b, name);
 		put_str(b, "_bucket{");
 		put_str(b, labels);
@@ -417,7 +441,7 @@ static void put_hist(struct buf *b, const char *name, const char *labels, const 
 		put_mem(b, "\n", 1);
 	}
 	putf(b, "%s_sum%s%s%s ", name, *labels ? "{" : "", labels, close);
-	put_secs(b, ld(&h->sum_us));
+	put_secs(b, ld(&h[bd->n + 1]));
 	putf(b, "\n%s_count%s%s%s %llu\n", name, *labels ? "{" : "", labels, close,
 	     (unsigned long long)cum);
 }
@@ -428,32 +452,43 @@ struct snap {
 	char label[sizeof "job=\"\"" + 2 * STORE_NAME_MAX];
 };
 
+/* Copies slot i and its name into out and name: 0 if the slot changed
+ * hands meanwhile (or is changing). */
+static int copy_slot(int32_t i, struct metrics_job *out, char name[STORE_NAME_MAX + 1])
+{
+	const struct metrics_job *j = &A->jobs[i];
+	uint32_t s1 = __atomic_load_n(&j->seq, __ATOMIC_ACQUIRE);
+
+	if (s1 & 1)
+		return 0;
+	memcpy(out, j, sizeof *j);
+	if (out->long_name)
+		memcpy(name, A->long_names[i], STORE_NAME_MAX + 1);
+	else
+		memcpy(name, out->name, sizeof out->name);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&j->seq, __ATOMIC_RELAXED) != s1)
+		return 0;
+	name[out->long_name ? STORE_NAME_MAX : sizeof out->name - 1] = '\0';
+	return 1;
+}
+
 /* Copies the live slots; a slot that changes hands meanwhile is tried
  * again a few times, then left out of this render. */
 static size_t snapshot(struct snap *out, int32_t hi)
 {
 	size_t n = 0;
-	char esc[2 * STORE_NAME_MAX + 1];
+	char name[STORE_NAME_MAX + 1], esc[2 * STORE_NAME_MAX + 1];
 
 	for (int32_t i = 0; i < hi; i++) {
-		const struct metrics_job *j = &A->jobs[i];
+		int tries = 0;
 
-		for (int tries = 0; tries < 4; tries++) {
-			uint32_t s1 = __atomic_load_n(&j->seq, __ATOMIC_ACQUIRE);
-
-			if (s1 & 1)
-				continue;
-			memcpy(&out[n].j, j, sizeof *j);
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			if (__atomic_load_n(&j->seq, __ATOMIC_RELAXED) != s1)
-				continue;
-			if (out[n].j.live) {
-				out[n].j.name[STORE_NAME_MAX] = '\0';
-				escape(esc, out[n].j.name);
-				snprintf(out[n].label, sizeof out[n].label, "job=\"%s\"", esc);
-				n++;
-			}
-			break;
+		while (tries < 4 && !copy_slot(i, &out[n].j, name))
+			tries++;
+		if (tries < 4 && out[n].j.live) {
+			escape(esc, name);
+			snprintf(out[n].label, sizeof out[n].label, "job=\"%s\"", esc);
+			n++;
 		}
 	}
 	return n;
@@ -520,11 +555,11 @@ static void render_jobs(struct buf *b, const struct snap *s, size_t n)
 			     (unsigned long long)s[i].j.runs[k]);
 	family(b, "leash_run_duration_seconds", "histogram", "How long runs ran, by job.");
 	for (size_t i = 0; i < n; i++)
-		put_hist(b, "leash_run_duration_seconds", s[i].label, &s[i].j.dur, &dur_b);
+		put_hist(b, "leash_run_duration_seconds", s[i].label, s[i].j.dur, &dur_b);
 	family(b, "leash_fire_lateness_seconds", "histogram",
 	       "A fire's start minus its scheduled time, by job (ms resolution).");
 	for (size_t i = 0; i < n; i++)
-		put_hist(b, "leash_fire_lateness_seconds", s[i].label, &s[i].j.late, &late_b);
+		put_hist(b, "leash_fire_lateness_seconds", s[i].label, s[i].j.late, &late_b);
 	family(b, "leash_fires_skipped_total", "counter",
 	       "Fires that did not run, by job and reason.");
 	for (size_t i = 0; i < n; i++)
@@ -546,12 +581,12 @@ static void render_jobs(struct buf *b, const struct snap *s, size_t n)
 			     (long long)(s[i].j.last_ok_ms / 1000), (long long)(s[i].j.last_ok_ms % 1000));
 }
 
-static uint64_t hist_count(const struct hist *h)
+static uint64_t hist_count(const uint64_t *h, const struct bounds *bd)
 {
 	uint64_t c = 0;
 
-	for (int i = 0; i <= BUCKETS_MAX; i++)
-		c += ld(&h->n[i]);
+	for (int i = 0; i <= bd->n; i++)
+		c += ld(&h[i]);
 	return c;
 }
 
@@ -562,18 +597,18 @@ static void render_store(struct buf *b)
 	family(b, "leash_store_call_duration_seconds", "histogram",
 	       "Store calls' latency, by operation (the ones called so far).");
 	for (int op = 0; op < METRICS_NOPS; op++)
-		if (hist_count(&A->store[op])) {
+		if (hist_count(A->store[op], &store_b)) {
 			snprintf(label, sizeof label, "op=\"%s\"", op_labels[op]);
-			put_hist(b, "leash_store_call_duration_seconds", label, &A->store[op], &store_b);
+			put_hist(b, "leash_store_call_duration_seconds", label, A->store[op], &store_b);
 		}
 	family(b, "leash_store_errors_total", "counter", "Store calls that failed, by operation.");
 	for (int op = 0; op < METRICS_NOPS; op++)
-		if (hist_count(&A->store[op]))
+		if (hist_count(A->store[op], &store_b))
 			putf(b, "leash_store_errors_total{op=\"%s\"} %llu\n", op_labels[op],
 			     (unsigned long long)ld(&A->store_err[op]));
 	family(b, "leash_lease_renew_margin_seconds", "histogram",
 	       "Time left before the nearest lease deadline when a renew statement succeeded.");
-	put_hist(b, "leash_lease_renew_margin_seconds", "", &A->margin, &margin_b);
+	put_hist(b, "leash_lease_renew_margin_seconds", "", A->margin, &margin_b);
 	family(b, "leash_metrics_jobs_refused_total", "counter",
 	       "Jobs added while every slot was taken: they have no series.");
 	putf(b, "leash_metrics_jobs_refused_total %llu\n", (unsigned long long)ld(&A->refused));

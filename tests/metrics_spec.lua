@@ -110,7 +110,7 @@ end
 local T0 = 1800000000000
 
 describe("metrics of the job table (in-process, fake clock)", function()
-  local o, text, m
+  local o, text, m, long
 
   setup(function()
     collectgarbage("collect")       -- other specs' job tables leave their records
@@ -147,11 +147,14 @@ describe("metrics of the job table (in-process, fake clock)", function()
     advance(1000)                   -- and of T0+2000; mx-skip still runs: skipped
     s:ended("mx-late", false, 3)
     m = core.metrics_job('a"b\\c\n')
+    long = { core.metrics_job(("n"):rep(200)), core.metrics_job(("m"):rep(43)),
+             core.metrics_job(("l"):rep(44)) }
     text = core.metrics()
   end)
 
   teardown(function()
     if m then m:remove() end
+    for _, j in ipairs(long or {}) do j:remove() end
   end)
 
   it("passes promtool check metrics and a strict reader", function()
@@ -182,6 +185,14 @@ describe("metrics of the job table (in-process, fake clock)", function()
   it("escapes a hostile job name in the job label (backslash, quote, newline)", function()
     assert.truthy(text:find('leash_runs_total{job="a\\"b\\\\c\\n",outcome="ok"} 0\n', 1, true))
     assert.is_true(has_job(parse(text), 'a"b\\c\n'))
+  end)
+
+  it("keeps a name of any length whole, in its slot or beside it (43, 44 and 200 bytes)", function()
+    local s = parse(text)
+    for _, n in ipairs { ("n"):rep(200), ("m"):rep(43), ("l"):rep(44) } do
+      assert.is_true(has_job(s, n), #n .. " bytes")
+    end
+    assert.is_false(has_job(s, ("n"):rep(199)))
   end)
 
   it("counts a store call that failed under its operation", function()
