@@ -110,6 +110,21 @@ static int64_t field_int(lua_State *L, int t, const char *k)
 static const char *const kept[] = { "name", "kind", "every_ms", "cron", "tz", "offset_ms", "run",
                                     "on_failure", "on_recover" };
 
+/* Pushes field k of the job table at t if a run or next_fire needs it, and
+ * says whether it did: not a nil, not tz but for a cron job (intervals
+ * count from the epoch), not an offset of 0 (next_fire reads nil as 0).
+ * An every job keeps name, kind, every_ms and run: four slots, not eight. */
+static int push_kept(lua_State *L, int t, enum job_kind kind, const char *k)
+{
+	if (lua_getfield(L, t, k) == LUA_TNIL ||
+	    (kind != JOB_CRON && strcmp(k, "tz") == 0) ||
+	    (strcmp(k, "offset_ms") == 0 && lua_isinteger(L, -1) && lua_tointeger(L, -1) == 0)) {
+		lua_pop(L, 1);
+		return 0;
+	}
+	return 1;
+}
+
 /* The job's warnings (a list of lines) as one string, or NULL for none. */
 static char *warnings_dup(lua_State *L, int t)
 {
@@ -196,21 +211,21 @@ static struct job *from_table(lua_State *L)
 		j->describe = strdup("?");
 	lua_settop(L, t);
 	/* Kept: only what runs and schedules need (the rest is in struct job),
-	 * in a table sized for the fields it has (an every job has 5 of the 9:
-	 * 8 slots, not 16): 1,000 jobs live in the parent all along. */
+	 * in a table sized for the fields it has: 1,000 jobs live in the
+	 * parent all along. */
 	{
 		int n = 0;
 
-		for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
-			n += lua_getfield(L, t, kept[i]) != LUA_TNIL;
-			lua_pop(L, 1);
-		}
+		for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+			if (push_kept(L, t, j->kind, kept[i])) {
+				n++;
+				lua_pop(L, 1);
+			}
 		lua_createtable(L, 0, n);
 	}
-	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
-		lua_getfield(L, t, kept[i]);
-		lua_setfield(L, -2, kept[i]);
-	}
+	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+		if (push_kept(L, t, j->kind, kept[i]))
+			lua_setfield(L, -2, kept[i]);
 	lua_remove(L, t);
 	j->ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	return j;
