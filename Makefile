@@ -5,7 +5,7 @@ PKGS    := lua5.4 inih libpq sqlite3 libmicrohttpd
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -DLEASH_VERSION='"$(VERSION)"' -iquote src $(shell pkg-config --cflags $(PKGS))
-DBLIBS  := $(shell pkg-config --libs inih sqlite3) -lrt -lm
+DBLIBS  := $(shell pkg-config --libs inih) -lrt -lm
 LDLIBS  += $(shell pkg-config --libs lua5.4) $(DBLIBS)
 PREFIX  ?= /usr/local
 # Out-of-tree builds (BUILD=build-x) let several people build and test at once.

@@ -79,8 +79,9 @@ DEB_FILE  := $(DEB_OUT)/leash_$(VERSION)_$(DEB_ARCH).deb
 deb_root  := $(DEB_BUILD)/debian/leash
 # Libraries loaded with dlopen() on first use, which dpkg-shlibdeps cannot
 # see: src/store/postgres.c loads libpq.so.5, src/store/mssql.c FreeTDS's libsybdb.so.5,
-# src/httpd.c (the HTTP server process) libmicrohttpd.so.12.
-deb_dlopen := libpq5, libsybdb5, libmicrohttpd12
+# src/store/sqlite.c libsqlite3.so.0, src/httpd.c (the HTTP server process)
+# libmicrohttpd.so.12.
+deb_dlopen := libpq5, libsybdb5, libsqlite3-0, libmicrohttpd12
 deb_flags  = $(shell DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get $(1))
 # The changelog's date: SOURCE_DATE_EPOCH, else the last commit, else now.
 deb_epoch := $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null),$(shell date +%s))

@@ -876,15 +876,17 @@ static int test_time(sqlite3_vfs *v, double *out)
 static int l_sqlite_test_clock(lua_State *L)
 {
 	if (!real_vfs) {
-		real_vfs = sqlite3_vfs_find(NULL);
+		char err[256] = "";
+
+		real_vfs = store_sqlite_vfs_find(err, sizeof err);
 		if (!real_vfs || real_vfs->iVersion < 2)
-			return luaL_error(L, "sqlite_test_clock: no usable default VFS");
+			return luaL_error(L, "sqlite_test_clock: no usable default VFS %s", err);
 		test_vfs = *real_vfs;
 		test_vfs.zName = "leash-test-clock";
 		test_vfs.pNext = NULL;
 		test_vfs.xCurrentTime = test_time;
 		test_vfs.xCurrentTimeInt64 = test_time64;
-		if (sqlite3_vfs_register(&test_vfs, 1) != SQLITE_OK)
+		if (store_sqlite_vfs_register(&test_vfs) < 0)
 			return luaL_error(L, "sqlite_test_clock: cannot register the VFS");
 	}
 	test_clock_on = !lua_isnoneornil(L, 1);

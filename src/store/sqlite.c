@@ -14,6 +14,7 @@
  * stopped while it holds it stops every other replica's writes until it
  * resumes (README, "SQLite").
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,93 @@
 #include <sqlite3.h>
 
 #include "store/store.h"
+
+/* libsqlite3 is loaded with dlopen() when the first sqlite store is opened,
+ * as libpq and libsybdb are by theirs: a replica on PostgreSQL or SQL
+ * Server maps none of it (0.3 MB of its resident set). */
+#define SQLITE_FUNCS(X) \
+	X(sqlite3_open_v2) X(sqlite3_close_v2) X(sqlite3_busy_timeout) X(sqlite3_exec) \
+	X(sqlite3_errmsg) X(sqlite3_free) X(sqlite3_prepare_v2) X(sqlite3_prepare_v3) \
+	X(sqlite3_reset) X(sqlite3_clear_bindings) X(sqlite3_finalize) X(sqlite3_step) \
+	X(sqlite3_changes) X(sqlite3_get_autocommit) X(sqlite3_bind_text) \
+	X(sqlite3_bind_int64) X(sqlite3_bind_int) X(sqlite3_bind_null) X(sqlite3_column_int64) \
+	X(sqlite3_column_int) X(sqlite3_column_text) X(sqlite3_column_bytes) \
+	X(sqlite3_column_type) X(sqlite3_stricmp) X(sqlite3_libversion) X(sqlite3_vfs_find) \
+	X(sqlite3_vfs_register)
+
+static struct {
+#define X(f) __typeof__(f) *f;
+	SQLITE_FUNCS(X)
+#undef X
+} sq;
+
+/* The calls below go through the table under SQLite's own names. */
+#define sqlite3_open_v2 sq.sqlite3_open_v2
+#define sqlite3_close_v2 sq.sqlite3_close_v2
+#define sqlite3_busy_timeout sq.sqlite3_busy_timeout
+#define sqlite3_exec sq.sqlite3_exec
+#define sqlite3_errmsg sq.sqlite3_errmsg
+#define sqlite3_free sq.sqlite3_free
+#define sqlite3_prepare_v2 sq.sqlite3_prepare_v2
+#define sqlite3_prepare_v3 sq.sqlite3_prepare_v3
+#define sqlite3_reset sq.sqlite3_reset
+#define sqlite3_clear_bindings sq.sqlite3_clear_bindings
+#define sqlite3_finalize sq.sqlite3_finalize
+#define sqlite3_step sq.sqlite3_step
+#define sqlite3_changes sq.sqlite3_changes
+#define sqlite3_get_autocommit sq.sqlite3_get_autocommit
+#define sqlite3_bind_text sq.sqlite3_bind_text
+#define sqlite3_bind_int64 sq.sqlite3_bind_int64
+#define sqlite3_bind_int sq.sqlite3_bind_int
+#define sqlite3_bind_null sq.sqlite3_bind_null
+#define sqlite3_column_int64 sq.sqlite3_column_int64
+#define sqlite3_column_int sq.sqlite3_column_int
+#define sqlite3_column_text sq.sqlite3_column_text
+#define sqlite3_column_bytes sq.sqlite3_column_bytes
+#define sqlite3_column_type sq.sqlite3_column_type
+#define sqlite3_stricmp sq.sqlite3_stricmp
+#define sqlite3_libversion sq.sqlite3_libversion
+#define sqlite3_vfs_find sq.sqlite3_vfs_find
+#define sqlite3_vfs_register sq.sqlite3_vfs_register
+
+static void *libsqlite;                 /* dlopen's handle, once loaded */
+
+/* Loads libsqlite3 and fills sq, once.  A failure is not remembered: the
+ * loop retries store_open, so installing libsqlite3-0 fixes a running
+ * replica. */
+static int load_sqlite(char *err, size_t errlen)
+{
+	void *h;
+
+	if (libsqlite)
+		return 0;
+	if (!(h = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL))) {
+		snprintf(err, errlen, "sqlite: cannot load libsqlite3.so.0: %s; install libsqlite3-0",
+		         dlerror());
+		return -1;
+	}
+#define X(f) \
+	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
+		snprintf(err, errlen, "sqlite: libsqlite3.so.0 has no %s(); install libsqlite3-0", #f); \
+		memset(&sq, 0, sizeof sq); \
+		dlclose(h); \
+		return -1; \
+	}
+	SQLITE_FUNCS(X)
+#undef X
+	libsqlite = h;
+	return 0;
+}
+
+struct sqlite3_vfs *store_sqlite_vfs_find(char *err, size_t errlen)
+{
+	return load_sqlite(err, errlen) < 0 ? NULL : sqlite3_vfs_find(NULL);
+}
+
+int store_sqlite_vfs_register(struct sqlite3_vfs *v)
+{
+	return libsqlite && sqlite3_vfs_register(v, 1) == SQLITE_OK ? 0 : -1;
+}
 
 /* Milliseconds since the Unix epoch on SQLite's clock. */
 #define NOW "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
@@ -1265,12 +1353,14 @@ fail:
 
 static struct store *open_sqlite(const struct store_opts *o, char *err, size_t errlen)
 {
-	struct sq_store *ss = calloc(1, sizeof *ss);
+	struct sq_store *ss;
 	const char *table = o->table ? o->table : "leash_leases";
 	char sql[2048];
 	char *msg = NULL;
 
-	if (!ss) {
+	if (load_sqlite(err, errlen) < 0)
+		return NULL;
+	if (!(ss = calloc(1, sizeof *ss))) {
 		snprintf(err, errlen, "sqlite: out of memory");
 		return NULL;
 	}
@@ -1323,14 +1413,26 @@ fail:
 	return NULL;
 }
 
-/* The provider row's client_version: SQLite is linked, never missing. */
+/* The provider row's client_version: "3.40.1", or NULL when libsqlite3
+ * cannot be loaded. */
 static const char *client_version(void)
 {
-	return sqlite3_libversion();
+	char err[8];
+
+	return load_sqlite(err, sizeof err) < 0 ? NULL : sqlite3_libversion();
+}
+
+static void unload_sqlite(void)
+{
+	if (!libsqlite)
+		return;
+	memset(&sq, 0, sizeof sq);
+	dlclose(libsqlite);
+	libsqlite = NULL;
 }
 
 const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", client_version,
-                                            NULL };
+                                            unload_sqlite };
 
 /* ---- presence: <table>_replicas ---- */
 

@@ -414,6 +414,13 @@ struct store_provider {
 	void (*unload)(void);
 };
 
+/* core.sqlite_test_clock's VFS (src/bind/store.c): loads libsqlite3 and
+ * returns its default VFS (NULL, with the reason in err, when it cannot be
+ * loaded); registers v as the default (0, or -1). */
+struct sqlite3_vfs;
+struct sqlite3_vfs *store_sqlite_vfs_find(char *err, size_t errlen);
+int store_sqlite_vfs_register(struct sqlite3_vfs *v);
+
 /* Registers a provider.  A registration made before the built-ins are
  * consulted wins over a built-in of the same name.  Returns 0, or -1 when
  * the registry is full. */
