@@ -11,7 +11,9 @@
 -- by default) shares the jobs out; BENCH_SPREAD=0: the first one holds all.
 -- (All three run on this machine's cores: a second's 100 fires start on the
 -- same two cores however the leases are shared.)
---   parent RSS of each replica
+--   parent RSS of each replica (the median of a sample every 5 s)
+--   the claims that answered after their fires (the replicas' "a claim of"
+--     lines)
 --   ledger rows written per day (from the window) and the table's bytes per
 --     row, so its size once pruning holds it at min(keep, keep_per_job)
 -- BENCH_LATE_OUT=file keeps the children's lines ("second lateness").
@@ -72,23 +74,33 @@ L.sleep(5)
 local function rows() return tonumber(psql(("SELECT count(*) FROM %s_runs"):format(tbl))) end
 local x0, t0, r0 = xacts(), L.now(), rows()
 L.write(lateness, "")
-local rss, parts = {}, {}
-L.sleep(WINDOW / 2)
-for i, p in ipairs(procs) do
-  rss[i] = rss_kb(p.pid) / 1024
-  parts[i] = { B.rss_parts_kb(p.pid) }
+-- RSS: the median of a sample every 5 s (one sample swings with the runs
+-- going at that moment); r1's parts at the middle of the window
+local rss, parts, samples = {}, {}, { {}, {}, {} }
+local t_end = L.now() + WINDOW
+while L.now() < t_end - 5 do
+  L.sleep(5)
+  for i, p in ipairs(procs) do table.insert(samples[i], rss_kb(p.pid) / 1024) end
+  if not parts[1] and L.now() >= t_end - WINDOW / 2 then
+    for i, p in ipairs(procs) do parts[i] = { B.rss_parts_kb(p.pid) } end
+  end
 end
-L.sleep(WINDOW / 2)
+for i = 1, #procs do rss[i] = pct(samples[i], 0.5) end
+L.sleep(math.max(0, t_end - L.now()))
 local x1, t1, r1 = xacts(), L.now(), rows()
 local held = {}
 for _, r in ipairs(assert(s:list())) do held[r.owner] = (held[r.owner] or 0) + 1 end
 local bytes = tonumber(psql(("SELECT pg_total_relation_size('%s_runs')"):format(tbl)))
 s:close()
-local life = {}
+local life, slow = {}, {}
 for i, p in ipairs(procs) do
   p:stop(60)
-  local calls, secs = p:log_text():match("lease store: (%d+) statements in ([%d.]+)s")
+  local text = p:log_text()
+  local calls, secs = text:match("lease store: (%d+) statements in ([%d.]+)s")
   life[i] = calls and tonumber(calls) / tonumber(secs) or 0 / 0
+  for line in text:gmatch("[^\n]*a claim of %d+ fire[^\n]*") do
+    slow[#slow + 1] = ("r%d: %s"):format(i, line:match("a claim of .*"))
+  end
 end
 -- all of them, and apart: the seconds when the 1m jobs fire too, and the others
 local late, at = B.lateness_ms(lateness)
@@ -128,6 +140,8 @@ for k = 1, math.min(5, #secs) do
   worst[k] = (":%02d %.1f/%.1f"):format(secs[k] % 60, pct(l, 0.5), pct(l, 1))
 end
 print(("  worst seconds (second of the minute, p50/max ms): %s"):format(table.concat(worst, ", ")))
+print(("claims that made their fires late (a claim of ... took): %d%s"):format(#slow,
+  #slow > 0 and "\n    " .. table.concat(slow, "\n    ", 1, math.min(#slow, 8)) or ""))
 print(("ledger rows written: %.0f per day; %.0f bytes per row (%d rows, %d bytes)"):format(per_day,
   bytes / math.max(r1, 1), r1, bytes))
 print(("size once pruned (keep 14d, keep_per_job 1000): %d rows, %.1f MB"):format(
