@@ -421,6 +421,27 @@ describe("the spawner and the store's client libraries [postgres]", function()
     assert.equal(1, #sp, p:log_text())
     assert.is_true(maps_have(p.pid, "/libpq.so"), "leash has libpq")
     assert.is_false(maps_have(sp[1], "/libpq.so"), L.read(("/proc/%d/maps"):format(sp[1])))
+    -- nor does leash map SQLite, which only the sqlite provider loads
+    assert.is_false(maps_have(p.pid, "/libsqlite3.so"), L.read(("/proc/%d/maps"):format(p.pid)))
+  end)
+
+  it("[sqlite] has none of libsqlite3 either, which leash loaded for its store", function()
+    local d = L.dir { config = {
+      leash = { grace = "1s" },
+      singleton = { enabled = "true" },
+      store = { provider = "sqlite" },
+      sqlite = { path = "leases.db" },
+    } }
+    local out = d.out "tick"
+    d.write_job("tick", recording(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #runs(out) >= 2 end, 10), p:log_text())
+    local sp = spawners(p.pid)
+    assert.equal(1, #sp, p:log_text())
+    assert.is_true(maps_have(p.pid, "/libsqlite3.so"), "leash has libsqlite3")
+    assert.is_false(maps_have(sp[1], "/libsqlite3.so"), L.read(("/proc/%d/maps"):format(sp[1])))
+    assert.is_false(maps_have(p.pid, "/libpq.so"), "a SQLite replica has no libpq")
   end)
 
   it("lets a run load libpq again, for a database module of its own", function()
