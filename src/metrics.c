@@ -207,6 +207,7 @@ static int index_of(const char *const *list, size_t n, const char *s)
 struct metrics_job *metrics_job_add(const char *name)
 {
 	struct metrics_job *j;
+	size_t len;
 	int32_t i;
 
 	if (!A || !writer)
@@ -224,8 +225,8 @@ struct metrics_job *metrics_job_add(const char *name)
 	__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memset((char *)j + sizeof j->seq, 0, sizeof *j - sizeof j->seq);
-	if (strlen(name) < sizeof j->name) {
-		memcpy(j->name, name, strlen(name) + 1);
+	if ((len = strlen(name)) < sizeof j->name) {
+		memcpy(j->name, name, len + 1);
 	} else {
 		snprintf(A->long_names[i], sizeof A->long_names[i], "%s", name);
 		j->long_name = 1;

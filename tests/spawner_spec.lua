@@ -399,8 +399,24 @@ describe("the spawner and the store's client libraries [postgres]", function()
   local R = require "replicas"
   local pg = os.getenv("LEASH_TEST_PG_CONNINFO")
 
+  local function maps(pid)
+    return L.read(("/proc/%d/maps"):format(pid))
+  end
+
   local function maps_have(pid, lib)
-    return L.read(("/proc/%d/maps"):format(pid)):find(lib, 1, true) ~= nil
+    return maps(pid):find(lib, 1, true) ~= nil
+  end
+
+  -- leash on d with one job every second, once two runs went: leash and its spawner.
+  local function with_spawner(d)
+    local out = d.out "tick"
+    d.write_job("tick", recording(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(L.wait_for(function() return #runs(out) >= 2 end, 10), p:log_text())
+    local sp = spawners(p.pid)
+    assert.equal(1, #sp, p:log_text())
+    return p, sp[1]
   end
 
   local function replica(jobs)
@@ -411,36 +427,22 @@ describe("the spawner and the store's client libraries [postgres]", function()
   end
 
   it("has none of libpq, which leash loaded for its store and no job uses", function()
-    local d = replica()
-    local out = d.out "tick"
-    d.write_job("tick", recording(out))
-    local p = L.spawn(d)
-    finally(function() p:stop(10) end)
-    assert(L.wait_for(function() return #runs(out) >= 2 end, 10), p:log_text())
-    local sp = spawners(p.pid)
-    assert.equal(1, #sp, p:log_text())
+    local p, sp = with_spawner(replica())
     assert.is_true(maps_have(p.pid, "/libpq.so"), "leash has libpq")
-    assert.is_false(maps_have(sp[1], "/libpq.so"), L.read(("/proc/%d/maps"):format(sp[1])))
+    assert.is_false(maps_have(sp, "/libpq.so"), maps(sp))
     -- nor does leash map SQLite, which only the sqlite provider loads
-    assert.is_false(maps_have(p.pid, "/libsqlite3.so"), L.read(("/proc/%d/maps"):format(p.pid)))
+    assert.is_false(maps_have(p.pid, "/libsqlite3.so"), maps(p.pid))
   end)
 
   it("[sqlite] has none of libsqlite3 either, which leash loaded for its store", function()
-    local d = L.dir { config = {
+    local p, sp = with_spawner(L.dir { config = {
       leash = { grace = "1s" },
       singleton = { enabled = "true" },
       store = { provider = "sqlite" },
       sqlite = { path = "leases.db" },
-    } }
-    local out = d.out "tick"
-    d.write_job("tick", recording(out))
-    local p = L.spawn(d)
-    finally(function() p:stop(10) end)
-    assert(L.wait_for(function() return #runs(out) >= 2 end, 10), p:log_text())
-    local sp = spawners(p.pid)
-    assert.equal(1, #sp, p:log_text())
+    } })
     assert.is_true(maps_have(p.pid, "/libsqlite3.so"), "leash has libsqlite3")
-    assert.is_false(maps_have(sp[1], "/libsqlite3.so"), L.read(("/proc/%d/maps"):format(sp[1])))
+    assert.is_false(maps_have(sp, "/libsqlite3.so"), maps(sp))
     assert.is_false(maps_have(p.pid, "/libpq.so"), "a SQLite replica has no libpq")
   end)
 
