@@ -2,10 +2,13 @@
 -- unchanged on every provider of tests/support/providers.lua.  Beside the
 -- lease conformance spec so the two grow apart without conflicts.
 local core = require "leash.core"
+local L = require "e2e"
 local providers = require "providers"
 local system = require "system"
 
 local function sleep_ms(ms) system.sleep(ms / 1000) end
+local root = os.getenv("LEASH_ROOT") or "."
+local tmp = os.getenv("LEASH_TEST_TMP") or "/tmp"
 
 local function uniq(prefix)
   return ("%s_%d_%d"):format(prefix, os.time() % 100000, math.random(0, 999999))
@@ -156,6 +159,37 @@ for _, p in ipairs(providers.list) do
       t = by_owner(assert(s:beat(me("H:5:05", { name = "H" }), 60000)))
       assert.is_false(t["H:5:05"].draining)
       assert.is_false(t["H:4:04"].draining)
+    end)
+
+    -- A beat that read the name's marker before an undrain committed must
+    -- not keep the replica drained (it did on PostgreSQL: the upsert's
+    -- EXCLUDED came from the old snapshot, its GREATEST from the new row,
+    -- and every later beat kept the 1).
+    it("an undrain that meets a beat in flight leaves the row undrained by the next beat (100 rounds)", function()
+      local stop = ("%s/%s.stop"):format(tmp, uniq("beat"))
+      assert(s:beat(me("U:1:01", { name = "U" }), 60000))
+      local w = L.spawn_cmd(("lua5.4 %s/tests/support/beat_worker.lua %s %s U:1:01 U %s 60")
+        :format(L.quote(root), pname, tbl, L.quote(stop)))
+      local ok, why = pcall(function()
+        for i = 1, 100 do
+          assert.equal(2, (s:drain("U", { "U:1:01" }, true)), "drain " .. i)
+          sleep_ms(math.random(0, 3))
+          assert.is_true(by_owner(assert(s:replicas()))["U:1:01"].draining, "drained, round " .. i)
+          assert.equal(2, (s:drain("U", { "U:1:01" }, false)), "undrain " .. i)
+          -- a beat that read the marker first may drain it until the next
+          -- beat (store.h), which the worker sends at once
+          assert(L.wait_for(function()
+            return not by_owner(assert(s:replicas()))["U:1:01"].draining
+          end, 2, 0.002), "undrained in round " .. i .. ", and drained again by the beats")
+        end
+      end)
+      L.write(stop, "")
+      local rc = w:wait(10)
+      os.remove(stop)
+      assert(ok, why)
+      assert.equal(0, rc, "the beating worker failed: " .. w:log_text())
+      local beats = tonumber(w:log_text():match("(%d+)%s*$"))
+      assert.is_true(beats > 100, "the worker beat only " .. tostring(beats) .. " times")
     end)
 
     it("renew_beat renews as renew_ctl and beats as beat, in one statement", function()

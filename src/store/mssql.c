@@ -2205,17 +2205,17 @@ static int pres_done(struct ms_store *st, int rc, struct pres_answer *a,
 	"FROM [%s_replicas] WHERE pid <> 0 ORDER BY owner;"
 
 /* The beat after "DECLARE @now": one transaction for the upsert (draining
- * kept, or set by the name's marker) and the prune, then the clock and the
+ * as STORE_DRAIN_* in store.h says) and the prune, then the clock and the
  * rows.  Formatted with the table name five times; its parameters are
  * BEAT_DECL's and @owner.  An empty string may arrive as NULL (db-lib),
  * hence the ISNULLs. */
 #define BEAT_BATCH \
 	"BEGIN TRAN; " \
 	"DECLARE @marked INT = CASE WHEN EXISTS (SELECT 1 FROM [%s_replicas] " \
-	"WHERE owner = @name AND pid = 0) THEN 1 ELSE 0 END; " \
+	"WHERE owner = @name AND pid = 0) THEN 2 ELSE 0 END; " \
 	"UPDATE [%s_replicas] WITH (UPDLOCK, HOLDLOCK) SET host = @host, pid = @pid, " \
 	"version = ISNULL(@version, N''), heartbeat = @now, " \
-	"draining = CASE WHEN @marked = 1 THEN 1 ELSE draining END, " \
+	"draining = CASE WHEN draining = 1 THEN 1 ELSE @marked END, " \
 	"jobs_hash = ISNULL(@hash, N''), jobs = ISNULL(@jobs, N'') WHERE owner = @owner; " \
 	"IF @@ROWCOUNT = 0 INSERT INTO [%s_replicas] (owner, host, pid, version, started_at, " \
 	"heartbeat, draining, jobs_hash, jobs) VALUES (@owner, @host, @pid, " \

@@ -1787,16 +1787,17 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 
 #define PRES_COLS "owner, host, pid, version, started_at, heartbeat, draining, jobs_hash"
 
-/* The beat's upsert (draining kept, or set by the drain marker of $5) and
+/* The beat's upsert (draining as STORE_DRAIN_* in store.h says) and
  * prune, as CTEs after t0: $1 owner, $2 host, $3 pid, $4 version, $5 name,
  * $6 hash, $7 jobs, $8 prune. */
 #define BEAT_CTES \
 	" up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)" \
-	"  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, (EXISTS (SELECT 1 FROM" \
+	"  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, 2 * (EXISTS (SELECT 1 FROM" \
 	"  \"%1$s_replicas\" m WHERE m.owner = $5::text AND m.pid = 0))::int, $6, $7 FROM t0" \
 	"  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid," \
 	"  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat," \
-	"  draining = GREATEST(r.draining, EXCLUDED.draining), jobs_hash = EXCLUDED.jobs_hash," \
+	"  draining = CASE WHEN r.draining = 1 THEN 1 ELSE EXCLUDED.draining END," \
+	"  jobs_hash = EXCLUDED.jobs_hash," \
 	"  jobs = EXCLUDED.jobs" \
 	"  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining," \
 	"  r.jobs_hash)," \

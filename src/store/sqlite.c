@@ -1440,10 +1440,11 @@ static const char *const pres_text[P_MAX] = {
 	[P_UPSERT] =
 	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat,"
 	" draining, jobs_hash, jobs) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW ","
-	" EXISTS (SELECT 1 FROM \"%1$s_replicas\" m WHERE m.owner = ?5 AND m.pid = 0), ?6, ?7)"
+	" 2 * EXISTS (SELECT 1 FROM \"%1$s_replicas\" m WHERE m.owner = ?5 AND m.pid = 0), ?6, ?7)"
 	" ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,"
 	" version = excluded.version, heartbeat = excluded.heartbeat,"
-	" draining = max(draining, excluded.draining), jobs_hash = excluded.jobs_hash,"
+	" draining = CASE WHEN draining = 1 THEN 1 ELSE excluded.draining END,"
+	" jobs_hash = excluded.jobs_hash,"
 	" jobs = excluded.jobs",
 	[P_PRUNE] =
 	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0"

@@ -600,16 +600,18 @@ def replica_rows(db, t, mine):
 
 
 def beat(db, t, p, faults):
-    """The UPDATE (else INSERT) of @owner's row, keeping draining unless
-    @name's drain marker (a pid 0 row) sets it, the prune (never a marker),
+    """The UPDATE (else INSERT) of @owner's row, draining kept when a drain
+    set it (1), else 2 while @name's drain marker (a pid 0 row) is there,
+    the prune (never a marker),
     the clock, the rows."""
     now, owner = now_ms(), p["@owner"]
-    marked = 1 if db.execute(f'SELECT 1 FROM "{t}" WHERE owner = ? AND pid = 0',
+    marked = 2 if db.execute(f'SELECT 1 FROM "{t}" WHERE owner = ? AND pid = 0',
                              (p["@name"],)).fetchone() else 0
     vals = (p["@host"], p["@pid"], p["@version"] or "", now, marked, p["@hash"] or "",
             p["@jobs"] or "", owner)
     cur = db.execute(f'UPDATE "{t}" SET host = ?, pid = ?, version = ?, heartbeat = ?, '
-                     'draining = max(draining, ?), jobs_hash = ?, jobs = ? WHERE owner = ?', vals)
+                     'draining = CASE WHEN draining = 1 THEN 1 ELSE ? END, jobs_hash = ?, jobs = ? '
+                     'WHERE owner = ?', vals)
     if cur.rowcount == 0:
         db.execute(f'INSERT INTO "{t}" (host, pid, version, heartbeat, draining, jobs_hash, '
                    'jobs, owner, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', vals + (now,))
