@@ -6,7 +6,6 @@
 local L = require "e2e"
 local R = require "replicas"
 
-local FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 local JOB = [[
 local core = require "leash.core"
@@ -70,8 +69,7 @@ local function assert_once(runs, rows)
 end
 
 local function faketime_env(offset_s)
-  return { LD_PRELOAD = FAKETIME_LIB, FAKETIME = ("%+ds"):format(offset_s),
-           FAKETIME_DONT_FAKE_MONOTONIC = "1", FAKETIME_NO_CACHE = "1" }
+  return L.faketime_env(("%+ds"):format(offset_s))
 end
 
 -- Under faketime, `make sanitize` runs the uninstrumented leash (libfaketime

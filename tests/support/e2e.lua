@@ -126,6 +126,17 @@ function M.exec(argv, opts)
   return M.sh(prefix .. "exec " .. table.concat(words, " "))
 end
 
+-- The environment that runs a process with its wall clock shifted by shift
+-- (libfaketime's relative form: "+30s", "-3d"), its monotonic clocks left
+-- alone.  libfaketime is preloaded directly: the faketime wrapper names a
+-- semaphore and a shared memory segment by its pid, leaves them behind when
+-- it is killed, and refuses to start when a reused pid finds them.
+M.FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+function M.faketime_env(shift)
+  return { LD_PRELOAD = M.FAKETIME_LIB, FAKETIME = shift,
+           FAKETIME_DONT_FAKE_MONOTONIC = "1", FAKETIME_NO_CACHE = "1" }
+end
+
 -- `leash ARGS...`: exit code, stdout, stderr.
 function M.leash(args, opts)
   local argv = { M.bin }
