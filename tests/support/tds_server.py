@@ -901,6 +901,12 @@ class Handler(socketserver.BaseRequestHandler):
                       + done(0xFD, DONE_ERROR))
             return False
         self.db = sqlite3.connect(cfg.db, timeout=30, isolation_level=None)
+        # Every batch holds the one write lock (BEGIN IMMEDIATE), and its
+        # commit's fsyncs held it as long as a busy disk took: the specs'
+        # 1 s statement timeouts ran out.  The stand-in's data need not
+        # outlive the machine, only the process (the journal stays, and the
+        # specs read the file by hand).
+        self.db.execute("PRAGMA synchronous = OFF")
         self.server.count_login()
         ack = (bytes([1]) + bytes([0x74, 0, 0, 4]) + b_varchar("Microsoft SQL Server")
                + bytes([16, 0, 0, 0]))
