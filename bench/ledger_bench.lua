@@ -16,6 +16,11 @@
 --     lines)
 --   ledger rows written per day (from the window) and the table's bytes per
 --     row, so its size once pruning holds it at min(keep, keep_per_job)
+--   this disk's fsync latency over the window (bench/fsync_probe.py, in
+--     LEASH_TEST_TMP, where the throwaway PostgreSQL keeps its data): every
+--     claim is a commit, so a slow fsync makes every replica's fires late at
+--     once; each of the worst seconds shows the slowest fsync begun in the
+--     second before it (until half a second into it)
 -- BENCH_LATE_OUT=file keeps the children's lines ("second lateness").
 -- Run with `make bench-ledger` (BENCH_WINDOW=75 seconds by default: the
 -- window spans a minute boundary).  Starts its own PostgreSQL unless
@@ -74,6 +79,9 @@ L.sleep(5)
 local function rows() return tonumber(psql(("SELECT count(*) FROM %s_runs"):format(tbl))) end
 local x0, t0, r0 = xacts(), L.now(), rows()
 L.write(lateness, "")
+local fsyncs = d.out "fsync"
+local probe = L.spawn_cmd(("python3 %s/bench/fsync_probe.py %s %d %s"):format(L.quote(os.getenv("LEASH_ROOT") or "."),
+  L.quote(os.getenv("LEASH_TEST_TMP") or "/tmp"), WINDOW, L.quote(fsyncs)))
 -- RSS: the median of a sample every 5 s (one sample swings with the runs
 -- going at that moment); r1's parts at the middle of the window
 local rss, parts, samples = {}, {}, { {}, {}, {} }
@@ -134,12 +142,42 @@ for k, v in ipairs(late) do
   table.insert(by_sec[at[k]], v)
 end
 table.sort(secs, function(a, b) return pct(by_sec[a], 0.5) > pct(by_sec[b], 0.5) end)
+probe:wait(10)
+local fs_at, fs_ms = {}, {}
+for _, l in ipairs(L.lines(fsyncs)) do
+  local t, v = l:match("^(%d+) (%S+)$")
+  if t then fs_at[#fs_at + 1], fs_ms[#fs_ms + 1] = tonumber(t), tonumber(v) end
+end
+-- the slowest fsync begun in [sec - 1 s, sec + 0.5 s)
+local function fsync_near(sec)
+  local m = 0
+  for k, t in ipairs(fs_at) do
+    if t >= sec * 1000 - 1000 and t < sec * 1000 + 500 then m = math.max(m, fs_ms[k]) end
+  end
+  return m
+end
 local worst = {}
 for k = 1, math.min(5, #secs) do
   local l = by_sec[secs[k]]
-  worst[k] = (":%02d %.1f/%.1f"):format(secs[k] % 60, pct(l, 0.5), pct(l, 1))
+  worst[k] = (":%02d %.1f/%.1f (fsync %.0f)"):format(secs[k] % 60, pct(l, 0.5), pct(l, 1),
+    fsync_near(secs[k]))
 end
-print(("  worst seconds (second of the minute, p50/max ms): %s"):format(table.concat(worst, ", ")))
+print(("  worst seconds (second of the minute, p50/max ms, the slowest fsync near it): %s"):format(
+  table.concat(worst, ", ")))
+local slow_fs = 0
+for _, v in ipairs(fs_ms) do if v > 50 then slow_fs = slow_fs + 1 end end
+print(("this disk's fsync (8 KB, every 20 ms): p50 / p99 / max ms %.2f / %.2f / %.1f over %d; %d over 50 ms"):format(
+  pct(fs_ms, 0.5), pct(fs_ms, 0.99), pct(fs_ms, 1), #fs_ms, slow_fs))
+-- not the goal's figure: what is left of the lateness once the seconds the
+-- disk stalled are set aside
+local calm, calm_secs = {}, {}
+for k, v in ipairs(late) do
+  local sec = at[k]
+  if calm_secs[sec] == nil then calm_secs[sec] = fsync_near(sec) <= 50 end
+  if calm_secs[sec] then calm[#calm + 1] = v end
+end
+print(("  1 s jobs' start lateness in the seconds no fsync over 50 ms came near: %.2f / %.2f / %.2f over %d runs"):format(
+  pct(calm, 0.5), pct(calm, 0.99), pct(calm, 1), #calm))
 print(("claims that made their fires late (a claim of ... took): %d%s"):format(#slow,
   #slow > 0 and "\n    " .. table.concat(slow, "\n    ", 1, math.min(#slow, 8)) or ""))
 print(("ledger rows written: %.0f per day; %.0f bytes per row (%d rows, %d bytes)"):format(per_day,
