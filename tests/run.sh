@@ -115,6 +115,7 @@ catchup 5
 spread 25
 mssql 16
 status_jobs_cli 6
+client_lib 9
 store_outage 3
 presence_conformance 1
 status_cli 1
