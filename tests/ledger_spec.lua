@@ -6,7 +6,6 @@
 local L = require "e2e"
 local R = require "replicas"
 
-
 local JOB = [[
 local core = require "leash.core"
 local OUT = %q

@@ -2205,7 +2205,7 @@ static int pres_done(struct ms_store *st, int rc, struct pres_answer *a,
 	"FROM [%s_replicas] WHERE pid <> 0 ORDER BY owner;"
 
 /* The beat after "DECLARE @now": one transaction for the upsert (draining
- * as STORE_DRAIN_* in store.h says) and the prune, then the clock and the
+ * as store.h's presence rows say) and the prune, then the clock and the
  * rows.  Formatted with the table name five times; its parameters are
  * BEAT_DECL's and @owner.  An empty string may arrive as NULL (db-lib),
  * hence the ISNULLs. */

@@ -1787,7 +1787,7 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 
 #define PRES_COLS "owner, host, pid, version, started_at, heartbeat, draining, jobs_hash"
 
-/* The beat's upsert (draining as STORE_DRAIN_* in store.h says) and
+/* The beat's upsert (draining as store.h's presence rows say) and
  * prune, as CTEs after t0: $1 owner, $2 host, $3 pid, $4 version, $5 name,
  * $6 hash, $7 jobs, $8 prune. */
 #define BEAT_CTES \

@@ -130,7 +130,7 @@ struct store_run_row {
 /* ---- presence: table <table>_replicas ----
  *
  * One row per running replica: its owner id (the key), host, pid, version,
- * started_at and heartbeat (db clock), draining (STORE_DRAIN_*), and its job
+ * started_at and heartbeat (db clock), draining (0, 1 or 2, below), and its job
  * definitions, as a hash (jobs_hash, free text up to STORE_HASH_MAX bytes)
  * and as their names, one per line (jobs).  Whoever reads the rows judges
  * them: a garbled hash or an unknown version is shown, never refused.
@@ -138,16 +138,13 @@ struct store_run_row {
  * draining is leash drain's (the drain op), never the replica's own.  A
  * drain by name that outlives restarts is kept as a drain marker, a row
  * keyed by the bare name with pid 0, which no read returns and no prune
- * deletes.  The column holds STORE_DRAIN_OFF, STORE_DRAIN_ON (the drain op
- * listed the owner: a beat keeps it until an undrain) or STORE_DRAIN_MARKED
- * (a beat of a replica of that name, me->name, found the marker; each beat
- * reads the marker again).  So a beat that read the marker before an
- * undrain removed it drains its replica until its next beat, never for
- * good: on PostgreSQL its upsert sees the undrain's row but the marker as
- * its own snapshot had it.  Read back, draining is nonzero or 0. */
-#define STORE_DRAIN_OFF 0
-#define STORE_DRAIN_ON 1
-#define STORE_DRAIN_MARKED 2
+ * deletes.  The column holds 0 (not drained), 1 (the drain op listed the
+ * owner: a beat keeps it until an undrain) or 2 (a beat of a replica of
+ * that name, me->name, found the marker; each beat reads the marker
+ * again).  So a beat that read the marker before an undrain removed it
+ * drains its replica until its next beat, never for good: on PostgreSQL
+ * its upsert sees the undrain's row but the marker as its own snapshot had
+ * it.  Read back, draining is nonzero or 0. */
 #define STORE_VERSION_MAX 32
 #define STORE_HASH_MAX 32
 struct store_replica {
@@ -311,8 +308,8 @@ struct store_ops {
 	/* Presence (table <table>_replicas, created at open): one statement or
 	 * transaction that writes me's row (inserted with started_at = db now,
 	 * else every field but started_at and draining replaced; heartbeat = db
-	 * now; draining kept when STORE_DRAIN_ON, else STORE_DRAIN_MARKED when
-	 * me->name's drain marker is there, else STORE_DRAIN_OFF),
+	 * now; draining kept when 1, else 2 when me->name's drain marker is
+	 * there, else 0),
 	 * deletes the other rows (never a marker) whose heartbeat is older than
 	 * db now - prune_ms, and
 	 * reads what is left, sorted by owner, me's row included.  A row's jobs

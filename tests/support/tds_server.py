@@ -601,9 +601,8 @@ def replica_rows(db, t, mine):
 
 def beat(db, t, p, faults):
     """The UPDATE (else INSERT) of @owner's row, draining kept when a drain
-    set it (1), else 2 while @name's drain marker (a pid 0 row) is there,
-    the prune (never a marker),
-    the clock, the rows."""
+    set it (1), else 2 while @name's drain marker (a pid 0 row) is there;
+    the prune (never a marker), the clock, the rows."""
     now, owner = now_ms(), p["@owner"]
     marked = 2 if db.execute(f'SELECT 1 FROM "{t}" WHERE owner = ? AND pid = 0',
                              (p["@name"],)).fetchone() else 0
