@@ -313,7 +313,10 @@ for _, p in ipairs(R.list_of()) do
     end)
 
     it("records how runs end: ok, failed with the error, timeout, services and singleton = false runs", function()
-      d = L.dir { config = config(p, tbl, "1s", "200ms") }
+      -- A long lease: this spec checks how runs end, not how leases are
+      -- lost; with 1 s a renew held up by a stalled disk on a loaded CI
+      -- machine loses the lease and a run ends "lost" instead.
+      d = L.dir { config = config(p, tbl, "4s", "200ms") }
       d.password = p.password
       d.write_job("fails", [[return { every = "1s", run = function() error("boom 'quoted' \"x\"") end }]])
       d.write_job("slow", [[return { every = "1s", timeout = "200ms", run = function(ctx) ctx.sleep(5) end }]])
