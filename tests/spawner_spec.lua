@@ -218,6 +218,23 @@ end }]]):format(every, out, tag)
     end
     for i = 1, 40 do d.write_job(("slow-%02d"):format(i), job("2s", "slow")) end
     for i = 1, 3 do d.write_job(("fast-%d"):format(i), job("1s", "fast")) end
+    -- The instants to judge: all 43 began, not the first, and the last 1 s
+    -- job began within the 50 ms a later class waits for it (a claim that
+    -- came later, as on a loaded machine's disk, lets every class go).
+    local function judged(at)
+      local all = {}
+      for s, i in pairs(at) do
+        if #i.fast == 3 and #i.slow == 40 then all[#all + 1] = s end
+      end
+      table.sort(all)
+      local list = {}
+      for k = 2, #all do
+        if math.max(table.unpack(at[all[k]].fast)) - tonumber(all[k]) < 0.05 then
+          list[#list + 1] = all[k]
+        end
+      end
+      return list
+    end
     local p = L.spawn(d)
     finally(function() p:stop(10) end)
     local at = {}
@@ -231,25 +248,17 @@ end }]]):format(every, out, tag)
           table.insert(i[tag], tonumber(t))
         end
       end
-      local full = 0
-      for _, i in pairs(at) do
-        if #i.fast == 3 and #i.slow == 40 then full = full + 1 end
-      end
-      return full >= 6
-    end, 20), p:log_text())
+      return #judged(at) >= 5
+    end, 30), p:log_text())
     -- The first instant's processes may not have been forked ahead (the
-    -- spawner was starting).  In each later one, at most two 2 s jobs began
+    -- spawner was starting).  In each judged one, at most two 2 s jobs began
     -- before the last 1 s job (its process lets them go just before its
     -- body begins, and one on the other CPU may begin as soon), in all but
     -- one of them (a process of another test may take that CPU meanwhile).
     -- In the kernel's order, those three are anywhere among the 43.
-    local instants = {}
-    for s, i in pairs(at) do
-      if #i.fast == 3 and #i.slow == 40 then instants[#instants + 1] = s end
-    end
-    table.sort(instants)
+    local instants = judged(at)
     local ordered, seen = 0, {}
-    for k = 2, #instants do
+    for k = 1, #instants do
       local i = at[instants[k]]
       local last_fast, before = math.max(table.unpack(i.fast)), 0
       for _, t in ipairs(i.slow) do
@@ -258,7 +267,7 @@ end }]]):format(every, out, tag)
       if before <= 2 then ordered = ordered + 1 end
       seen[#seen + 1] = ("%d of 40 before the last 1 s job at %s"):format(before, instants[k])
     end
-    assert.is_true(ordered >= #instants - 2, table.concat(seen, "; "))
+    assert.is_true(ordered >= #instants - 1, table.concat(seen, "; "))
   end)
 
   it("forks a burst's processes itself, all asked for at once", function()
