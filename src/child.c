@@ -594,11 +594,13 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 		cpu_set_t cpus;
 		int pinned;
 
-		prebuild_ctx(L);
+		/* Counted in its instant first: a later class at the fire
+		 * waits for it even while it is still warming up. */
 		class = fire_class(job_next_fire(L, job, info->scheduled_ms) - info->scheduled_ms);
+		peers = instant_join(info->scheduled_ms, class);
+		prebuild_ctx(L);
 		pinned = wait_on_one_cpu(&cpus) == 0;
 		learn = warm_up(job, ns_until(info->scheduled_ms));
-		peers = instant_join(info->scheduled_ms, class);
 		if (wait_go(go, &g, parent, info->scheduled_ms, peers, class) < 0) {
 			instant_leave(peers, info->scheduled_ms, class);
 			_exit(0);
