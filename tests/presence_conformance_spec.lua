@@ -172,10 +172,12 @@ for _, p in ipairs(providers.list) do
         :format(L.quote(root), pname, tbl, L.quote(stop)))
       local ok, why = pcall(function()
         for i = 1, 100 do
-          assert.equal(2, (s:drain("U", { "U:1:01" }, true)), "drain " .. i)
+          local n, err = s:drain("U", { "U:1:01" }, true)
+          assert.equal(2, n, "drain " .. i .. ": " .. tostring(err))
           sleep_ms(math.random(0, 3))
           assert.is_true(by_owner(assert(s:replicas()))["U:1:01"].draining, "drained, round " .. i)
-          assert.equal(2, (s:drain("U", { "U:1:01" }, false)), "undrain " .. i)
+          local n, err = s:drain("U", { "U:1:01" }, false)
+          assert.equal(2, n, "undrain " .. i .. ": " .. tostring(err))
           -- a beat that read the marker first may drain it until the next
           -- beat (store.h), which the worker sends at once
           assert(L.wait_for(function()
