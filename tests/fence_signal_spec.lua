@@ -27,12 +27,18 @@ describe("deadline pushes under load", function()
     -- An instrumented build is far slower (ASan copies its shadow memory at
     -- every fork): renewals then miss deadlines and the self-fencing
     -- SIGKILL strikes, as it must.  There only a kill by one of our
-    -- real-time signals fails it; in the plain build any kill does.
+    -- real-time signals fails it; in the plain build any kill does, unless
+    -- the log says a renew missed its deadline (a commit held up that long
+    -- by a busy disk: SQLite's fsync under a disk hog).
+    local fenced = p:log_text():find("lease deadline reached", 1, true)
+    local function ours(line)
+      if sanitized then return line:find("Real%-time signal") end
+      return not (fenced and line:find("killed by signal 9 ", 1, true))
+    end
     local finished, killed = 0, {}
     for _, line in ipairs(p:log_lines()) do
       if line:find("] finished in ", 1, true) then finished = finished + 1 end
-      if line:find("failed after", 1, true) and line:find("killed by signal", 1, true)
-          and (not sanitized or line:find("Real%-time signal")) then
+      if line:find("failed after", 1, true) and line:find("killed by signal", 1, true) and ours(line) then
         killed[#killed + 1] = line
       end
     end
