@@ -339,24 +339,36 @@ static uint64_t tally_add(uint64_t *w, uint64_t key, int n)
 
 /* A process forked ahead of its fire at at_ms, of class k, joins its
  * instant's tallies of those waiting: NULL when every tally is another
- * instant's. */
+ * instant's.  Every process of an instant looks at the tallies in the
+ * same order (from a slot hashed from at_ms) and, where it finds a stale
+ * one, takes it for the instant or, when another process took it first,
+ * looks again at what that one wrote: so two first processes of an
+ * instant meet in one tally (unless a slot before it goes stale between
+ * them, a minute after its own instant).  (Scanning from the first slot and moving on
+ * from a lost race, the second of two took another stale tally, and the
+ * instant was split: a 2 s job's process, counting only its own half, did
+ * not wait for a 1 s job's.) */
 static struct instant *instant_join(int64_t at_ms, int k)
 {
 	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
 	const uint64_t stale = (uint64_t)(clock_wall_ms() - INSTANT_STALE_MS) << INSTANT_BITS;
+	const unsigned h = (unsigned)(((uint64_t)at_ms * 0x9E3779B97F4A7C15ULL) >> 32) % CHILD_INSTANTS;
 
-	/* The instant's own tally first, else a stale one taken for it. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < CHILD_INSTANTS; i++) {
-			struct instant *t = &shared->instant[i];
-			uint64_t w = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
+	for (int i = 0; i < CHILD_INSTANTS; i++) {
+		struct instant *t = &shared->instant[(h + (unsigned)i) % CHILD_INSTANTS];
+		uint64_t w = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
 
-			while (pass ? w < stale : (w & ~INSTANT_WAITING) == key)
-				if (__atomic_compare_exchange_n(&t->word, &w, pass ? key | 1 : w + 1, 0,
-				                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-					tally_add(&t->class[k], key, 1);
-					return t;
-				}
+		for (;;) {
+			int ours = (w & ~INSTANT_WAITING) == key;
+
+			if (!ours && w >= stale)
+				break;          /* another live instant's: the next slot */
+			if (__atomic_compare_exchange_n(&t->word, &w, ours ? w + 1 : key | 1, 0,
+			                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				tally_add(&t->class[k], key, 1);
+				return t;
+			}
+			/* w now holds what the winner wrote: look at it again. */
 		}
 	}
 	return NULL;
