@@ -344,10 +344,10 @@ static uint64_t tally_add(uint64_t *w, uint64_t key, int n)
  * one, takes it for the instant or, when another process took it first,
  * looks again at what that one wrote: so two first processes of an
  * instant meet in one tally (unless a slot before it goes stale between
- * them, a minute after its own instant).  (Scanning from the first slot and moving on
- * from a lost race, the second of two took another stale tally, and the
- * instant was split: a 2 s job's process, counting only its own half, did
- * not wait for a 1 s job's.) */
+ * them, a minute after its own instant).  (Scanning from the first slot
+ * and moving on from a lost race, the second of two took another stale
+ * tally, and the instant was split: a 2 s job's process, counting only
+ * its own half, did not wait for a 1 s job's.) */
 static struct instant *instant_join(int64_t at_ms, int k)
 {
 	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;

@@ -176,7 +176,7 @@ for _, p in ipairs(providers.list) do
           assert.equal(2, n, "drain " .. i .. ": " .. tostring(err))
           sleep_ms(math.random(0, 3))
           assert.is_true(by_owner(assert(s:replicas()))["U:1:01"].draining, "drained, round " .. i)
-          local n, err = s:drain("U", { "U:1:01" }, false)
+          n, err = s:drain("U", { "U:1:01" }, false)
           assert.equal(2, n, "undrain " .. i .. ": " .. tostring(err))
           -- a beat that read the marker first may drain it until the next
           -- beat (store.h), which the worker sends at once

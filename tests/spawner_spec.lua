@@ -142,12 +142,10 @@ describe("the spawner", function()
     assert.is_false(L.alive(before), "the old one is gone")
   end)
 
-  it("runs every fire of a job whose runs end just before the next: none skipped, each leash's child", function()
-    -- Each body ends 40 ms before the next fire: the fire's process is
-    -- forked in what is left (at most 5 ms before the fire).
-    local d = L.dir { config = { leash = { grace = "1s" } } }
-    local out = d.out "late"
-    d.write_job("late", ([[
+  -- A job every second that notes its pid, parent and fire, and whose
+  -- body ends 40 ms before its next fire.
+  local function late_job(out)
+    return ([[
 return { every = "1s", run = function(ctx)
   local f = io.open("/proc/self/stat")
   local pid, ppid = f:read("l"):match("^(%%d+) %%b() %%a (%%d+)")
@@ -156,7 +154,15 @@ return { every = "1s", run = function(ctx)
   f:write(("%%s %%s x %%d -\n"):format(pid, ppid, ctx.scheduled_at))
   f:close()
   ctx.sleep(math.max(0, ctx.scheduled_at + 0.96 - ctx.now()))
-end }]]):format(out))
+end }]]):format(out)
+  end
+
+  it("runs every fire of a job whose runs end just before the next: none skipped, each leash's child", function()
+    -- Each body ends 40 ms before the next fire: the fire's process is
+    -- forked in what is left (at most 5 ms before the fire).
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    local out = d.out "late"
+    d.write_job("late", late_job(out))
     local p = L.spawn(d)
     finally(function() p:stop(10) end)
     assert(L.wait_for(function() return #runs(out) >= 4 end, 8), p:log_text())
@@ -176,13 +182,7 @@ end }]]):format(out))
     -- fire ("run 1 is still going").
     local d = L.dir { config = { leash = { grace = "1s" } } }
     local out = d.out "late"
-    d.write_job("late", ([[
-return { every = "1s", run = function(ctx)
-  local f = io.open(%q, "a")
-  f:write(("1 1 x %%d -\n"):format(ctx.scheduled_at))
-  f:close()
-  ctx.sleep(math.max(0, ctx.scheduled_at + 0.96 - ctx.now()))
-end }]]):format(out))
+    d.write_job("late", late_job(out))
     local busy = L.spawn_cmd("exec taskset -c 0 sh -c 'while :; do :; done'")
     local p = L.spawn_cmd(("exec taskset -c 0 %s run -c %s"):format(L.quote(L.bin), L.quote(d.config)))
     -- One finally: busted keeps only the last one given.
