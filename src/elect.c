@@ -99,8 +99,10 @@ static void become_holder(struct elector *el, struct elect_job *j, int64_t start
 	j->wake_at = NEVER;
 	free(j->holder);
 	j->holder = NULL;
-	if (gained)
+	if (gained) {
+		j->gained_at = start;
 		metrics_note_lease(j->metrics, 1);
+	}
 	if (gained && el->on_change)
 		el->on_change(el->arg, j, 1, "acquired");
 }
@@ -201,7 +203,8 @@ static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 {
 	if (el->draining || j->hold_until > t)
 		return 1;
-	return j->other_preferred && j->not_before > t && !(j->next_in_line && j->wake_at <= t);
+	return j->other_preferred && j->not_before > t &&
+	       !(j->next_in_line && (j->wake_at <= t || j->next_in_line == ELECT_BEHIND_HOLDER));
 }
 
 /* Tries, in one statement, every due follower with this lease duration. */
@@ -257,7 +260,7 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 		if (got[i]) {
 			j->last_fire = info[i].last_fire;
 			/* Requests made before we held it were not for us. */
-			j->trigger_seen = j->handoff_seen = info[i].now;
+			j->trigger_seen = j->handoff_seen = j->gained_db = info[i].now;
 			j->ctl = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
 			become_holder(el, j, now, info[i].token);
 			/* The acquire does not read the controls: a renew at
@@ -348,7 +351,8 @@ static int64_t next_wake(struct elector *el)
 			continue;       /* tries nothing until elect_drain ends it */
 		else if (j->hold_until > min64(j->next_try, j->wake_at))
 			next = min64(next, j->hold_until);
-		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at))
+		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at) &&
+		         j->next_in_line != ELECT_BEHIND_HOLDER)
 			next = min64(next, j->next_in_line ? min64(j->wake_at, j->not_before)
 			                                   : j->not_before);
 		else
@@ -385,8 +389,10 @@ void elect_wake(struct elector *el, const char *name)
 		/* Spread: a release is most often a hand-off to the preferred
 		 * replica, which tries at once; the next in line looks a moment
 		 * later (the preferred one may have been the one that stopped),
-		 * the others not at all. */
-		if (!j->other_preferred)
+		 * the others not at all.  When the preferred one was the holder,
+		 * the release is a leash handoff or its stop: the next in line
+		 * takes it at once. */
+		if (!j->other_preferred || j->next_in_line == ELECT_BEHIND_HOLDER)
 			j->wake_at = now_of(el);
 		else if (j->next_in_line)
 			j->wake_at = now_of(el) + ELECT_WAKE_DEFER_MS;

@@ -42,9 +42,19 @@ struct elect_job {
 	 * lease go, so the preferred replica gets there first. */
 	int other_preferred;
 	int next_in_line;               /* I am preferred once the preferred one is gone:
-	                                 * I try at its lease's expiry, as without spread */
+	                                 * I try at its lease's expiry, as without spread;
+	                                 * ELECT_BEHIND_HOLDER: and the preferred one holds
+	                                 * it, so a release is a leash handoff or a stop
+	                                 * for me to take: I try at every retry */
 	int64_t not_before;
 	int handing_off;                /* holder: the lease goes to the preferred replica */
+	int64_t gained_at;              /* holder: when it took the lease (elector clock) */
+	int64_t gained_db;              /* ... and the database's clock then */
+	/* Spread's bookkeeping of a hand-off (handoff.h): the membership the
+	 * holder took the lease under, when a hand-off began, and how long the
+	 * job stays after an abandoned one. */
+	uint64_t gained_sig;
+	int64_t handing_since, keep_until;
 	/* Controls (leash pause/trigger/handoff), as the last renew read them
 	 * (store_renew_ctl), with the database's clock then (ctl_now).  A
 	 * request counts when newer than *_seen: the acquire's db time at
@@ -62,6 +72,8 @@ struct elect_job {
  * and done is not, the next renew is store_renew_beat with me and
  * prune_ms (one round trip instead of two), and its rows land here (done
  * = 1) for the caller to take over. */
+#define ELECT_BEHIND_HOLDER 2
+
 struct elect_beat {
 	int want, done;
 	const struct store_replica *me;

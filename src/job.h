@@ -13,6 +13,11 @@ enum job_overlap { JOB_SKIP, JOB_QUEUE, JOB_REPLACE };
 /* Which of the fires nobody ran a new holder runs (leash.job MISSED). */
 enum job_missed { JOB_MISSED_ONCE, JOB_MISSED_SKIP, JOB_MISSED_ALL };
 
+/* How a run ended for the job table (runner_report, sched_run_ended): a
+ * failure (1), a clean end (0), or stopped by leash on purpose (a hand-off,
+ * a shutdown, a replacing fire), which is no failure. */
+#define JOB_RUN_STOPPED (-1)
+
 /* The failure hooks a job file defines. */
 enum { JOB_ON_FAILURE = 1, JOB_ON_RECOVER = 2 };
 
@@ -61,6 +66,7 @@ struct job {
 	int64_t backlog_ms;             /* missed = "all": the next catch-up fire, or 0 */
 	int64_t backlog_until;          /* the catch-up's fires are before this */
 	int backlog_left;               /* how many more (backlog_ms included) */
+	int run_catchup;                /* run is a catch-up run (a missed fire) */
 	int64_t seed_ms;                /* a new job's first cursor, to write on taking
 	                                 * the lease (singleton.c), or -1 */
 	int removed;                    /* gone from jobs/: dropped once idle */

@@ -182,7 +182,7 @@ static void discard_run(void *arg, struct run *r)
 static void stop_run(void *arg, struct run *r, const char *reason)
 {
 	(void)arg;
-	runner_stop(r, reason);
+	runner_stop(r, RUN_STOP_STOPPED, reason);
 }
 
 static void adopt_run(void *arg, struct run *r, struct job *j)
@@ -326,7 +326,7 @@ static int on_signal(struct loop *lp)
 			spawn_stop();
 			for (struct run *r = lp->runs; r; r = r->next)
 				if (!r->armed)
-					runner_stop(r, "shutdown");
+					runner_stop(r, RUN_STOP_STOPPED, "shutdown");
 			break;
 		}
 	}

@@ -60,7 +60,8 @@ static struct bounds store_b = { store_le, STORE_N, { 0 } };
 static struct bounds margin_b = { margin_le, MARGIN_N, { 0 } };
 
 /* The ledger's outcomes of a run that ran, and of a fire that did not. */
-static const char *const outcomes[] = { "ok", "failed", "timeout", "lost", "killed", "manual" };
+static const char *const outcomes[] = { "ok", "failed", "timeout", "lost", "killed", "manual",
+                                        "handed-off", "stopped" };
 #define NOUTCOMES (sizeof outcomes / sizeof outcomes[0])
 static const char *const skip_outcomes[] = { "skipped-overlap", "skipped-paused", "missed" };
 static const char *const reasons[] = { "overlap", "paused", "missed" };

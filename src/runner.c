@@ -526,7 +526,7 @@ void runner_read(struct run *r, enum run_stream i)
 	}
 }
 
-void runner_stop(struct run *r, const char *reason)
+void runner_stop(struct run *r, enum run_stop why, const char *reason)
 {
 	/* ended_ms: its records ended, so the body is over and its exit code
 	 * set (child_main closes that pipe then); the process is only going. */
@@ -535,6 +535,7 @@ void runner_stop(struct run *r, const char *reason)
 	/* Copied: a reason may be built on the caller's stack ("replaced by
 	 * the fire at T"). */
 	snprintf(r->stop_reason, sizeof r->stop_reason, "%s", reason);
+	r->stop_why = why;
 	r->kill_at = clock_mono_ms() + r->grace_ms;
 	log_msg(LOG_WARN, r->job->name, r->id, "stopping (%s): SIGTERM, SIGKILL in %lldms",
 	        reason, (long long)r->grace_ms);
@@ -556,7 +557,7 @@ int64_t runner_tick(struct run *r, int64_t now)
 	}
 	if (r->timeout_at) {
 		if (now >= r->timeout_at) {
-			runner_stop(r, "timeout");
+			runner_stop(r, RUN_STOP_TIMEOUT, "timeout");
 			return r->kill_at;
 		}
 		return r->timeout_at;
@@ -600,9 +601,12 @@ const char *runner_outcome(const struct run *r, int *code, int *sig)
 		*code = WEXITSTATUS(r->status);
 	else if (WIFSIGNALED(r->status))
 		*sig = WTERMSIG(r->status);
-	if (r->stop_reason[0])
-		return strcmp(r->stop_reason, "timeout") == 0 ? "timeout"
-		     : strcmp(r->stop_reason, "lease lost") == 0 ? "lost" : "killed";
+	switch (r->stop_reason[0] ? r->stop_why : 0) {
+	case RUN_STOP_TIMEOUT: return "timeout";
+	case RUN_STOP_LOST: return "lost";
+	case RUN_STOP_HANDOFF: return "handed-off";
+	case RUN_STOP_STOPPED: return "stopped";
+	}
 	if (*code == 0)
 		return r->manual ? "manual" : "ok";
 	return *code > 0 ? "failed" : "killed";
@@ -627,7 +631,15 @@ void runner_report(struct run *r, int *failed)
 		metrics_note_run(r->job->metrics, runner_outcome(r, &code, &sig), runner_ran_ms(r),
 		                 runner_ended_wall(r));
 	*failed = 1;
-	if (r->stop_reason[0]) {
+	if (r->stop_reason[0] && r->stop_why == RUN_STOP_HANDOFF) {
+		*failed = JOB_RUN_STOPPED;
+		log_msg(LOG_INFO, r->job->name, r->id, "stopped for a hand-off (%s) after %.3fs",
+		        r->stop_reason, secs);
+	} else if (r->stop_reason[0] && r->stop_why == RUN_STOP_STOPPED) {
+		*failed = JOB_RUN_STOPPED;
+		log_msg(LOG_INFO, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,
+		        secs);
+	} else if (r->stop_reason[0]) {
 		log_msg(LOG_WARN, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,
 		        secs);
 	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {

@@ -36,6 +36,12 @@ struct run_info {
 	int64_t timeout_ms;             /* 0: the job's timeout */
 };
 
+/* Why leash stops a run, which decides its outcome: a timeout and a lost
+ * lease are failures ("timeout", "lost"); a hand-off (spread, leash
+ * handoff, leash drain) ends it "handed-off" and a shutdown, a replacing
+ * fire or a control "stopped", and neither counts as a failure anywhere. */
+enum run_stop { RUN_STOP_TIMEOUT = 1, RUN_STOP_LOST, RUN_STOP_HANDOFF, RUN_STOP_STOPPED };
+
 /* A run's three streams from its child. */
 enum run_stream { RUN_STDOUT, RUN_STDERR, RUN_RECORDS, RUN_STREAMS };
 
@@ -73,6 +79,7 @@ struct run {
 	int64_t grace_ms;
 	int64_t fence_ms;               /* boottime: the stop deadline the child knows */
 	char stop_reason[128];          /* why the parent stopped it ("": it did not) */
+	enum run_stop stop_why;         /* with stop_reason: what that makes the run */
 	/* For the run ledger: what the run was started as, and the body's error
 	 * ("run failed: ..." from lua/leash/run.lua, its first RUN_ERROR_MAX
 	 * bytes, malloc'd; NULL when none: a run of a thousand going at once
@@ -159,7 +166,7 @@ void runner_read(struct run *, enum run_stream);
 /* Asks the run to stop: SIGTERM to its process group now, SIGKILL after its
  * grace (runner_tick sends it).  Stopping twice keeps the first reason; the
  * reason is copied (at most 127 bytes). */
-void runner_stop(struct run *, const char *reason);
+void runner_stop(struct run *, enum run_stop why, const char *reason);
 
 /* Sends SIGKILL or SIGTERM when a deadline has come; returns the next
  * monotonic time it needs to be called, or INT64_MAX. */
@@ -174,13 +181,17 @@ void runner_exited(struct run *, int status);
 /* 1 once the child has exited and its pipes are drained; then logs the
  * result and the caller frees it with runner_free. */
 int runner_done(struct run *);
+/* Logs how the run ended; *failed: 1 a failure, 0 it ended by itself
+ * without one, JOB_RUN_STOPPED leash stopped it on purpose (a hand-off, a
+ * shutdown, a replacing fire: no failure). */
 void runner_report(struct run *, int *failed);
 /* How long the run's body took (so far), and when it ended (wall clock;
  * now while it has not). */
 int64_t runner_ran_ms(const struct run *);
 int64_t runner_ended_wall(const struct run *);
 /* What the ledger (and /metrics) calls the way an exited run ended: "ok",
- * "manual", "failed", "timeout", "lost" or "killed"; its exit code and
+ * "manual", "failed", "timeout", "lost", "killed" (a signal leash did not
+ * send), "handed-off" or "stopped" (enum run_stop); its exit code and
  * signal in *code and *sig (STORE_NO_CODE when none). */
 const char *runner_outcome(const struct run *, int *code, int *sig);
 void runner_free(struct run *);

@@ -399,6 +399,7 @@ static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catc
 		metrics_note_fire(j->metrics, scheduled_ms, catchup, wall(s));
 		j->run = r;
 		j->run_id = id;
+		j->run_catchup = catchup == 1;
 	}
 }
 
@@ -526,6 +527,37 @@ static void drop_wanted(struct sched *s, struct job *j, const char *why, int hel
 	j->want_catchup = 0;
 	j->retry_at = 0;
 	j->backlog_left = 0;
+}
+
+/* A catch-up goes on: older fires wait for their claim or their turn, or
+ * one of them runs. */
+static int catching_up(const struct job *j)
+{
+	return j->backlog_ms || j->want_catchup || (j->run && j->run_catchup);
+}
+
+/* missed = "all", while a catch-up goes on: the fires from first to the
+ * latest one up to now are missed fires too, so they queue behind the
+ * catch-up's (in the backlog, each to run once) instead of meeting the
+ * overlap policy. */
+static void backlog_add(struct sched *s, struct job *j, int64_t first, int64_t now)
+{
+	int64_t last = first, from;
+
+	for (int64_t f = job_next_fire(s->L, j, first); f >= 0 && f <= now;
+	     f = job_next_fire(s->L, j, f))
+		last = f;
+	if (!j->backlog_ms) {
+		j->backlog_ms = first;
+		j->backlog_left = 1;
+		from = first;
+	} else {
+		from = j->backlog_until - 1;
+	}
+	for (int64_t f = job_next_fire(s->L, j, from); f >= 0 && f <= last;
+	     f = job_next_fire(s->L, j, f))
+		j->backlog_left++;
+	j->backlog_until = last + 1;
 }
 
 /* The next catch-up fire of a missed = "all" backlog becomes the wanted one. */
@@ -796,13 +828,33 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead) {
 		int64_t fire = j->next_fire_ms;
 
+		int behind = claims(s, j) && j->missed == JOB_MISSED_ALL && catching_up(j);
+
 		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
-		if (claims(s, j) && fire < now)
+		if (claims(s, j) && fire < now && !behind)
 			fire = passed_over(s, j, fire, now);
 		if (s->env.paused && takes_part(s, j) && s->env.paused(s->env.elect_arg, j) > 0) {
 			skip_paused(s, j, fire);
-		} else if (j->run || j->claimed_ms || j->backlog_ms ||
-		           (j->want_catchup && j->missed == JOB_MISSED_ALL)) {
+		} else if (behind) {
+			/* missed = "all": a fire during a catch-up waits behind it. */
+			backlog_add(s, j, fire, now);
+			log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up (%d "
+			        "fire%s to go)", fire_iso(at, sizeof at, fire), j->backlog_left,
+			        j->backlog_left == 1 ? "" : "s");
+		} else if (j->run && j->run_catchup && j->missed == JOB_MISSED_ONCE && claims(s, j)) {
+			/* missed = "once": the present fire wins over the catch-up:
+			 * it runs once the catch-up run ends, whatever the overlap. */
+			if (j->pending_ms) {
+				char why[64];
+
+				snprintf(why, sizeof why, "the fire at %s took its place",
+				         fire_iso(at, sizeof at, fire));
+				account(s, j, j->pending_ms, 0, "missed", why);
+			}
+			j->pending_ms = fire;
+			log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up run %ld",
+			        fire_iso(at, sizeof at, fire), j->run_id);
+		} else if (j->run || j->claimed_ms || j->backlog_ms) {
 			/* missed = "all": the older fires first.  ("once": the
 			 * newest fire takes the waiting one's place, below.) */
 			overlapped(s, j, fire);
@@ -1016,7 +1068,11 @@ void sched_run_ended(struct sched *s, struct job *j, int failed, int64_t ran_ms)
 		leave(s, j);
 		enter(s, j);
 	}
-	if (j->kind == JOB_SERVICE && !s->stopping) {
+	if (j->kind == JOB_SERVICE && !s->stopping && failed == JOB_RUN_STOPPED) {
+		/* Stopped on purpose (a hand-off): no failure and no backoff; it
+		 * comes back at once if the hand-off is called off. */
+		j->restart_at = mono(s);
+	} else if (j->kind == JOB_SERVICE && !s->stopping) {
 		if (ran_ms >= SCHED_BACKOFF_MAX)
 			j->backoff_ms = 0;
 		j->backoff_ms = j->backoff_ms ? j->backoff_ms * 2 : SCHED_BACKOFF_MIN;

@@ -152,8 +152,9 @@ void sched_load(struct sched *, int reload);
  * waits for its end).  Returns ms until it wants to be called again (>= 0). */
 int64_t sched_start_due(struct sched *);
 
-/* A run of j ended (failed: not a clean exit; ran_ms: how long).  Restarts a
- * service after its backoff, puts a job whose election no longer fits back
+/* A run of j ended (failed: 1 not a clean exit, 0 a clean one, SCHED_STOPPED
+ * leash stopped it on purpose; ran_ms: how long).  Restarts a service after
+ * its backoff (at once after JOB_RUN_STOPPED, once it may run here again), puts a job whose election no longer fits back
  * into it, and starts (through a claim of its own, when the job claims) the
  * next catch-up fire or the fire that waited for the run (queue, replace),
  * unless the job was removed, leash is stopping or the lease is not held. */

@@ -74,6 +74,8 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 	if (gained) {
 		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
 		j->follow_logged = 0;
+		ej->gained_sig = sg->spread.sig;
+		ej->keep_until = 0;
 		ledger_forget(&sg->ledger, j->name);
 		sched_gained(sg->sched, j, ej->last_fire);
 		return;
@@ -81,7 +83,7 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 	log_msg(LOG_WARN, j->name, 0, "%s", why);
 	ledger_forget(&sg->ledger, j->name);
 	if (j->run)
-		runner_stop(j->run, "lease lost");
+		runner_stop(j->run, RUN_STOP_LOST, "lease lost");
 }
 
 static void on_error(void *arg, const char *what, const char *err)

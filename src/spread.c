@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "handoff.h"
 #include "log.h"
 #include "runner.h"
 #include "sched.h"
@@ -83,6 +84,9 @@ static void apply_one(struct singleton *sg, struct elect_job *ej)
 			other = settled ? 2 : 1;
 			ej->next_in_line = sp->pres.me >= 0 &&
 			                   presence_runner_up(&sp->pres, ej->name, p) == sp->pres.me;
+			if (ej->next_in_line && ej->holder &&
+			    strcmp(ej->holder, sp->pres.reps[p].row.owner) == 0)
+				ej->next_in_line = ELECT_BEHIND_HOLDER;
 		}
 	}
 	elect_prefer(el, ej, other);
@@ -134,6 +138,25 @@ static int64_t beat_args(struct singleton *sg)
 	return prune;
 }
 
+/* What the placement is computed from, as one number: the replicas that
+ * count (live and not draining), whether each is settled, and their jobs.
+ * Heartbeats move every beat and do not count. */
+static uint64_t membership(const struct presence *p)
+{
+	uint64_t sig = 0x9e3779b97f4a7c15ULL;
+
+	for (size_t i = 0; i < p->n; i++) {
+		const struct presence_rep *r = &p->reps[i];
+
+		if (!r->live || r->row.draining)
+			continue;
+		/* A sum: the rows' order does not matter. */
+		sig += presence_score(r->row.owner, r->row.jobs_hash) ^
+		       presence_score(r->settled ? "settled" : "live", r->row.owner);
+	}
+	return sig;
+}
+
 /* A beat's answer, read at db time dbnow (boottime now): the preferences
  * and my drain follow it. */
 static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows, size_t n,
@@ -148,6 +171,7 @@ static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows
 		log_msg(LOG_ERROR, NULL, 0, "presence: out of memory");
 		return;
 	}
+	sp->sig = membership(&sp->pres);
 	apply_preferences(sg);
 	drained(sg);
 }
@@ -228,72 +252,135 @@ static int preferred_fresh(struct singleton *sg, const char *job)
 	return age < 2 * sg->cfg->renew_ms;
 }
 
+/* The hand-off decision's inputs for held job ej (handoff.h). */
+static void decision_of(struct singleton *sg, struct elect_job *ej, int64_t now, int64_t wall,
+                        int64_t handover, struct handoff_in *in)
+{
+	struct spread *sp = &sg->spread;
+	const struct job *j = ej->user;
+	int64_t lease = sg->cfg->lease_ms;
+
+	memset(in, 0, sizeof *in);
+	in->manual = ej->handoff_wanted;
+	in->draining = sp->draining;
+	in->other = sg->cfg->spread && ej->other_preferred == 2 && preferred_fresh(sg, ej->name) &&
+	            now >= ej->keep_until;
+	in->fresh = sp->beat_ok > ej->gained_at;
+	in->moved = sp->sig != ej->gained_sig;
+	in->pinned = ej->ctl_known && ej->ctl.handoff_at != STORE_NO_TIME &&
+	             ej->gained_db - ej->ctl.handoff_at <= 2 * lease;
+	in->held_ms = now - ej->gained_at;
+	in->lease_ms = lease;
+	in->handing_off = ej->handing_off;
+	in->handing_ms = now - ej->handing_since;
+	in->service = j->kind == JOB_SERVICE;
+	in->busy = j->run || j->claimed_ms || j->want_ms || j->pending_ms || j->backlog_ms;
+	in->now = wall;
+	in->next_fire = in->service ? -1 : j->next_fire_ms;
+	in->after_next = -1;
+	if (!in->service && !in->busy && in->next_fire >= 0 && in->next_fire - wall <= handover)
+		in->after_next = job_next_fire(sg->sched->L, j, in->next_fire);
+	in->handover_ms = handover;
+}
+
+/* A hand-off for reason why, as the log says it: its service stopped
+ * (stop) or its lease released. */
+static void say_handoff(struct singleton *sg, const struct job *j, const char *why, int stop)
+{
+	int pref = strcmp(why, "preferred") == 0;
+
+	if (stop)
+		log_msg(LOG_INFO, j->name, 0, "handing off %s%s%s: stopping the service",
+		        pref ? "to " : "(", pref ? preferred_owner(sg, j->name) : why,
+		        pref ? " (preferred)" : ")");
+	else
+		log_msg(LOG_INFO, j->name, 0, "handing the lease off %s%s%s",
+		        pref ? "to " : "(", pref ? preferred_owner(sg, j->name) : why,
+		        pref ? " (preferred)" : ")");
+}
+
 static void hand_off(struct singleton *sg)
 {
 	struct elector *el = &sg->el;
 	struct elect_job **js = NULL;
 	int *manual = NULL;
 	size_t k = 0;
-	int64_t wall = clock_wall_ms(), handover;
+	int64_t now = clock_boot_ms(), wall = clock_wall_ms(), handover;
 
 	handover = store_event_fd(el->store) >= 0 ? SPREAD_HANDOVER_EVENT_MS
 	                                          : sg->cfg->retry_ms + sg->cfg->retry_ms / 5;
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *ej = el->jobs[i];
 		struct job *j = ej->user;
-		int service, busy, what;
-		int64_t next, after = -1;
+		struct handoff_in in;
+		const char *why;
 
 		if (ej->state != ELECT_HOLDER || !j)
 			continue;
-		if (!ej->handoff_wanted && !sg->spread.draining &&
-		    (ej->other_preferred != 2 || !preferred_fresh(sg, ej->name)))
-			continue;
-		service = j->kind == JOB_SERVICE;
-		busy = j->run || j->claimed_ms || j->want_ms || j->pending_ms || j->backlog_ms;
-		next = service ? -1 : j->next_fire_ms;
-		if (!service && !busy && next >= 0 && next - wall <= handover)
-			after = job_next_fire(sg->sched->L, j, next);
-		what = presence_safe_point(service, busy, wall, next, after, handover);
-		if (what == PRESENCE_STOP && !ej->handing_off) {
+		decision_of(sg, ej, now, wall, handover, &in);
+		why = handoff_reason(&in);
+		switch (handoff_decide(&in)) {
+		case HANDOFF_KEEP:
+		case HANDOFF_WAIT:
+			break;
+		case HANDOFF_CANCEL:
+			ej->handing_off = 0;
+			log_msg(LOG_INFO, j->name, 0, "hand-off called off: its reason went away (the "
+			        "target is gone or no longer preferred, or the drain ended); the job "
+			        "runs here again");
+			break;
+		case HANDOFF_ABANDON:
+			ej->handing_off = 0;
+			ej->handoff_wanted = 0;
+			ej->keep_until = now + sg->cfg->lease_ms;
+			log_msg(LOG_WARN, j->name, 0, "hand-off abandoned: not done within the lease "
+			        "(%lldms); the job runs here again", (long long)sg->cfg->lease_ms);
+			break;
+		case HANDOFF_STOP:
 			ej->handing_off = 1;
-			if (ej->handoff_wanted || sg->spread.draining)
-				log_msg(LOG_INFO, j->name, 0, "handing off (leash %s): stopping the "
-				        "service", ej->handoff_wanted ? "handoff" : "drain");
-			else
-				log_msg(LOG_INFO, j->name, 0, "handing off to %s (preferred): stopping the "
-				        "service", preferred_owner(sg, j->name));
-			runner_stop(j->run, "handed off to the preferred replica");
-		} else if (what == PRESENCE_RELEASE) {
+			ej->handing_since = now;
+			say_handoff(sg, j, why, 1);
+			runner_stop(j->run, RUN_STOP_HANDOFF, strcmp(why, "preferred") == 0
+			            ? "handed off to the preferred replica" : why);
+			break;
+		case HANDOFF_RELEASE:
 			if (!js && !(js = malloc(el->n * sizeof *js)))
 				return;
 			if (!manual && !(manual = malloc(el->n * sizeof *manual)))
 				goto done;
+			say_handoff(sg, j, why, 0);
+			manual[k] = ej->handoff_wanted;
 			js[k++] = ej;
+			break;
 		}
 	}
 	if (k == 0)
 		goto done;
-	for (size_t i = 0; i < k; i++) {
-		if (js[i]->handoff_wanted || sg->spread.draining)
-			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
-			        "handing the lease off (leash %s)",
-			        js[i]->handoff_wanted ? "handoff" : "drain");
-		else
-			log_msg(LOG_INFO, ((struct job *)js[i]->user)->name, 0,
-			        "handing the lease off to %s (preferred)", preferred_owner(sg, js[i]->name));
-		manual[i] = js[i]->handoff_wanted;
-	}
 	elect_handoff(el, js, k);
 	/* Asked for: another replica takes it, whoever is preferred (spread
-	 * may bring it back later). */
+	 * may bring it back once the membership changes). */
 	for (size_t i = 0; i < k; i++)
 		if (manual[i])
-			elect_hold(el, js[i], clock_boot_ms() + sg->cfg->lease_ms + sg->cfg->renew_ms +
+			elect_hold(el, js[i], now + sg->cfg->lease_ms + sg->cfg->renew_ms +
 			           2 * sg->cfg->retry_ms);
 done:
 	free(js);
 	free(manual);
+}
+
+/* leash run is stopping (SIGTERM): the presence row goes first, so that
+ * no replica hands a job to this one or trusts it as live, then no lease
+ * is taken and no hand-off made; the leases go at the end
+ * (singleton_release_all). */
+void spread_stop(struct singleton *sg)
+{
+	struct spread *sp = &sg->spread;
+
+	if (sp->stopping)
+		return;
+	spread_leave(sg);
+	sp->stopping = 1;
+	elect_drain(&sg->el, 1);
 }
 
 void spread_turn(struct singleton *sg)
@@ -302,8 +389,14 @@ void spread_turn(struct singleton *sg)
 
 	struct spread *sp = &sg->spread;
 
-	if (!sg->el.store)
+	if (!sg->el.store || sp->stopping)
 		return;
+	if (sg->sched->stopping) {
+		/* (Here, after the job table's turn took back the processes
+		 * forked ahead: their fires are given back, not delayed.) */
+		spread_stop(sg);
+		return;
+	}
 	if (holding(sg) && now >= sp->beat_due - sg->cfg->renew_ms / 2 &&
 	    now < sp->beat_due + sg->cfg->renew_ms / 2) {
 		sp->carry.prune_ms = beat_args(sg);
@@ -329,7 +422,7 @@ void spread_poke(struct singleton *sg)
 
 void spread_leave(struct singleton *sg)
 {
-	if (!sg->el.store || sg->release_failed || !sg->spread.beat_ok)
+	if (!sg->el.store || sg->release_failed || !sg->spread.beat_ok || sg->spread.stopping)
 		return;
 	store_set_timeout(sg->el.store, (int)sg->cfg->statement_timeout_ms);
 	if (store_leave(sg->el.store, sg->el.owner) != STORE_OK)

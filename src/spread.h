@@ -34,6 +34,8 @@ struct spread {
 	struct elect_beat carry;        /* the beat on the elector's next renew */
 	int turn_now;                   /* a drain or a handoff came: the hand-offs
 	                                 * are looked at next turn, not next renew */
+	uint64_t sig;                   /* the membership the last beat read */
+	int stopping;                   /* spread_stop: the row is gone, no more beats */
 };
 
 /* Sets up the row's fixed fields (host, pid, version). */
@@ -63,12 +65,18 @@ void spread_job_added(struct singleton *, struct elect_job *);
 /* Whether a held job may start a run: not while it is being handed off. */
 int spread_may_run(struct singleton *, const struct elect_job *);
 
-/* At a clean stop, once the leases are released: deletes the row. */
 /* A drain or undrain was written (PostgreSQL NOTIFY): beat now, on the
  * renew when holding, instead of at the next renew interval. */
 void spread_poke(struct singleton *);
 
+/* At a clean stop: deletes the row (once; nothing after spread_stop). */
 void spread_leave(struct singleton *);
+
+/* leash run is stopping (SIGTERM; spread_turn calls it once the job table
+ * saw the stop): deletes the row first, so that no replica hands it a job
+ * or trusts it as live, and takes no lease and makes no hand-off from then
+ * on; the leases go at the end. */
+void spread_stop(struct singleton *);
 
 void spread_free(struct singleton *);
 

@@ -429,15 +429,41 @@ describe("election state machine with spread", function()
     assert.equal("holder", el:state("job").state)
   end)
 
-  it("the next in line tries at the holder's expiry, as without spread", function()
+  it("the next in line tries at the holder's expiry, as without spread, not at a release to the preferred one", function()
     local el, store, clock = setup()
     store.rows.job = { owner = "other", token = 4, expires_at = clock.t + 1234 }
     el:add("job")
     el:prefer("job", 2, true)
     el:step()
-    clock.t = el:state("job").wake_at
+    local expiry = el:state("job").wake_at
+    store.rows.job.expires_at = clock.t + 10     -- "other" hands it to the preferred one
+    clock.t = clock.t + 600
+    el:step()
+    assert.equal("follower", el:state("job").state)
+    clock.t = expiry
     el:step()
     assert.equal("holder", el:state("job").state)
+  end)
+
+  it("takes a lease the preferred holder released (leash handoff) at its next retry", function()
+    local el, store, clock = setup()
+    store.rows.job = { owner = "pref", token = 4, expires_at = clock.t + 3000 }
+    el:add("job")
+    el:prefer("job", 2, 2)
+    el:step()
+    assert.equal("follower", el:state("job").state)
+    -- The holder renews and then releases it for a leash handoff, with no
+    -- release event (SQLite, SQL Server).
+    clock.t = clock.t + 900
+    store.rows.job.expires_at = clock.t + 3000
+    el:step()
+    store.rows.job.expires_at = clock.t
+    local deadline = clock.t + 1000          -- two retries at most
+    while clock.t < deadline and el:state("job").state ~= "holder" do
+      clock.t = math.min(el:step(), deadline)
+    end
+    assert.equal("holder", el:state("job").state)
+    assert.equal(5, el:state("job").token)
   end)
 
   it("a follower that becomes preferred tries at once", function()

@@ -172,7 +172,7 @@ for _, p in ipairs(R.list_of()) do
         elseif row.outcome == "running" or row.outcome == "lost" then
           -- Claimed by a holder killed before it recorded the end.
           assert(killed[row.owner], ("fire %d is %s on %s, which was not killed"):format(t, row.outcome, row.owner))
-        elseif row.outcome == "killed" then
+        elseif row.outcome == "stopped" then
           -- A run still going at the final clean stop, which stops bodies (slow under ASan).
           assert(not killed[row.owner] and t >= last - 1000,
             ("fire %d (the last run %d) killed on %s: %s"):format(t, last, tostring(row.owner), tostring(row.error)))
@@ -212,14 +212,14 @@ for _, p in ipairs(R.list_of()) do
         local row = rowed[t]
         assert(row, ("fire %d is neither in the ledger nor run"):format(t))
         assert(row.outcome ~= "missed", ("fire %d missed: %s"):format(t, tostring(row.error)))
-        if row.outcome ~= "killed" then
+        if row.outcome ~= "stopped" then
           assert.equal("ok", row.outcome, "fire " .. t)
           assert.equal(ran[t], row.owner, "fire " .. t .. " ran on another replica than its row says")
         end
       end
       for _, t in ipairs(stopped) do
         -- Run, or started just before the stop and killed with the other bodies.
-        assert(ran[t] or rowed[t].outcome == "killed", ("the fire %d at a stop never ran"):format(t))
+        assert(ran[t] or rowed[t].outcome == "stopped", ("the fire %d at a stop never ran"):format(t))
       end
       -- The stops came between a claim and its fire at least once (the
       -- others, on a loaded machine, before the claim or after the start).
@@ -340,7 +340,7 @@ for _, p in ipairs(R.list_of()) do
           if r.outcome == "missed" then
             -- claimed just before the stop: never started
             assert.equal("leash is stopping", r.error)
-          elseif r.outcome == "killed" then
+          elseif r.outcome == "stopped" then
             -- still going at the stop (a loaded machine makes that window
             -- wide): the stop's reason, or the error the body had raised
             assert(r.error == "shutdown" or tostring(r.error):find("boom", 1, true), r.error)
@@ -351,13 +351,13 @@ for _, p in ipairs(R.list_of()) do
             assert.is_number(r.claimed_at)
             assert.is_number(r.started_at)
           elseif job == "slow" then
-            assert(r.outcome == "timeout" or (r.outcome == "killed" and r.error == "shutdown"),
+            assert(r.outcome == "timeout" or (r.outcome == "stopped" and r.error == "shutdown"),
               "slow: " .. r.outcome)
           elseif job == "everywhere" then
             assert.equal(0, r.token)
             assert.equal("ok", r.outcome)
           else
-            assert(r.outcome == "ok" or r.outcome == "killed", "svc: " .. r.outcome)
+            assert(r.outcome == "ok" or r.outcome == "stopped", "svc: " .. r.outcome)
             assert.is_true(r.token > 0)
           end
           -- (a missed fire never started: it has no end)

@@ -677,6 +677,59 @@ describe("the job table", function()
       return out
     end
 
+    -- Issue 32 item 6: a catch-up after a takeover never pushes out a present fire.
+    it('missed = "all": a fire that comes while the catch-up runs queues behind it and runs once', function()
+      local o = claiming({ j = every("1s", 'missed = "all",') })
+      gained(o, T0 - 3000)
+      assert.same({ { name = "j", at = T0 - 2000, catchup = true } }, o.due())
+      -- The catch-up's first run is slow: two present fires come meanwhile.
+      assert.same({}, o.advance(1000))
+      assert.same({}, o.advance(1000))
+      assert.same({}, accounts(o), "no fire skipped or missed")
+      assert.truthy(o.logged("%[j%] queued the fire at 2027%-01%-15T08:00:02Z behind the catch%-up"))
+      local ran = {}
+      for _ = 1, 5 do
+        o.s:ended("j", false, 10)
+        for _, st in ipairs(o.take()) do ran[#ran + 1] = st.at - T0 end
+      end
+      assert.same({ -1000, 0, 1000, 2000 }, ran, "every fire once, oldest first")
+      assert.same({ { name = "j", at = T0 + 3000 } }, o.advance(1000), "then the regular fires")
+      assert.same({}, accounts(o))
+    end)
+
+    it('missed = "all": fires passed over by a stall during a catch-up queue too, each once', function()
+      local o = claiming({ j = every("1s", 'missed = "all",') })
+      gained(o, T0 - 2000)
+      assert.same({ { name = "j", at = T0 - 1000, catchup = true } }, o.due())
+      assert.same({}, o.advance(3200))          -- the loop was held up: 1, 2 and 3 s passed
+      local ran = {}
+      for _ = 1, 5 do
+        o.s:ended("j", false, 10)
+        for _, st in ipairs(o.take()) do ran[#ran + 1] = st.at - T0 end
+      end
+      assert.same({ 0, 1000, 2000, 3000 }, ran)
+      assert.same({}, accounts(o))
+    end)
+
+    it('missed = "once": the present fire wins over the catch-up run: it runs right after, not skipped', function()
+      local o = claiming({ j = every("1s") })
+      gained(o, T0 - 5000)
+      assert.same({ { name = "j", at = T0, catchup = true } }, o.due())
+      assert.same({}, o.advance(600))           -- T0 + 1 s comes while the catch-up runs
+      assert.same({}, accounts(o))
+      o.s:ended("j", false, 10)
+      assert.same({ { name = "j", at = T0 + 1000 } }, o.take())
+      -- Two come during a long catch-up run: the newer wins, the older is missed.
+      local p = claiming({ j = every("1s") })
+      gained(p, T0 - 5000)
+      p.due()
+      p.advance(1000)
+      p.advance(1000)
+      assert.same({ "missed 1000 unclaimed" }, accounts(p))
+      p.s:ended("j", false, 10)
+      assert.same({ { name = "j", at = T0 + 2000 } }, p.take())
+    end)
+
     it("accounts for every fire after the cursor that it does not run", function()
       local o = claiming({ j = every("1s", 'missed = "all", missed_max = 2, missed_within = "4s",') })
       gained(o, T0 - 8000)

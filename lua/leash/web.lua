@@ -94,7 +94,7 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
 </table>
 </div>
 <h2>Last hour, per replica</h2>
-<div class="legend"><span><i class="ok"></i>ok</span><span><i class="failed"></i>failed</span><span><i class="timeout"></i>timeout</span><span><i class="lost"></i>lost</span><span><i class="missed"></i>missed</span><span><i class="other"></i>other (running, killed, skipped, manual)</span></div>
+<div class="legend"><span><i class="ok"></i>ok</span><span><i class="failed"></i>failed</span><span><i class="timeout"></i>timeout</span><span><i class="lost"></i>lost</span><span><i class="missed"></i>missed</span><span><i class="other"></i>other (running, killed, handed-off, stopped, skipped, manual)</span></div>
 <div id="timeline"></div>
 <div class="axis"><div></div><div><span>-60m</span><span>-45m</span><span>-30m</span><span>-15m</span><span>now</span></div></div>
 </main>

@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 
 #include "elect.h"
+#include "handoff.h"
 #include "bind/bind.h"
 #include "lx.h"
 
@@ -491,7 +492,8 @@ static int l_prefer(lua_State *L)
 	struct lelector *le = check(L);
 	struct elect_job *j = check_job(L);
 
-	j->next_in_line = lua_toboolean(L, 4);
+	/* true, or 2 (ELECT_BEHIND_HOLDER: the preferred replica holds it) */
+	j->next_in_line = lua_isinteger(L, 4) ? (int)lua_tointeger(L, 4) : lua_toboolean(L, 4);
 	elect_prefer(&le->el, j, (int)luaL_checkinteger(L, 3));
 	return 0;
 }
@@ -532,6 +534,55 @@ static int l_gc(lua_State *L)
 	return 0;
 }
 
+static int64_t opt_int(lua_State *L, const char *k, int64_t dflt)
+{
+	int64_t v;
+
+	lua_getfield(L, 1, k);
+	v = lua_isnil(L, -1) ? dflt : (int64_t)luaL_checkinteger(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+static int opt_bool(lua_State *L, const char *k)
+{
+	int v;
+
+	lua_getfield(L, 1, k);
+	v = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+/* core.handoff_decide{manual=, draining=, other=, fresh=, moved=, pinned=,
+ * held=, lease=, handing_off=, handing=, service=, busy=, now=, next_fire=,
+ * after_next=, handover=} -> "keep" | "wait" | "stop" | "release" | "cancel"
+ * | "abandon", and the reason ("leash handoff", "leash drain", "preferred")
+ * or nil */
+static int l_handoff_decide(lua_State *L)
+{
+	static const char *const what[] = { "keep", "wait", "stop", "release", "cancel",
+	                                    "abandon" };
+	struct handoff_in in = {
+		.manual = opt_bool(L, "manual"), .draining = opt_bool(L, "draining"),
+		.other = opt_bool(L, "other"), .fresh = opt_bool(L, "fresh"),
+		.moved = opt_bool(L, "moved"), .pinned = opt_bool(L, "pinned"),
+		.held_ms = opt_int(L, "held", 0), .lease_ms = opt_int(L, "lease", 15000),
+		.handing_off = opt_bool(L, "handing_off"), .handing_ms = opt_int(L, "handing", 0),
+		.service = opt_bool(L, "service"), .busy = opt_bool(L, "busy"),
+		.now = opt_int(L, "now", 0), .next_fire = opt_int(L, "next_fire", -1),
+		.after_next = opt_int(L, "after_next", -1), .handover_ms = opt_int(L, "handover", 0),
+	};
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_pushstring(L, what[handoff_decide(&in)]);
+	if (handoff_reason(&in))
+		lua_pushstring(L, handoff_reason(&in));
+	else
+		lua_pushnil(L);
+	return 2;
+}
+
 void lx_elect_lib(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
@@ -559,4 +610,6 @@ void lx_elect_lib(lua_State *L)
 	lua_pop(L, 1);
 	lua_pushcfunction(L, l_elector);
 	lua_setfield(L, -2, "elector");
+	lua_pushcfunction(L, l_handoff_decide);
+	lua_setfield(L, -2, "handoff_decide");
 }

@@ -410,7 +410,7 @@ static int check_run(struct store *s, const struct store_run *r)
 	if (!store_valid_outcome(r->outcome))
 		return store_fail(s, "run of \"%s\": outcome \"%s\" is not one of running, ok, failed, "
 		                  "timeout, lost, killed, skipped-overlap, skipped-paused, missed, manual, "
-		                  "control",
+		                  "control, handed-off, stopped",
 		                  r->job, r->outcome ? r->outcome : "(missing)");
 	if (r->scheduled_at < 0)
 		return store_fail(s, "run of \"%s\": scheduled_at must be >= 0 ms, got %lld", r->job,

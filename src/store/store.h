@@ -94,7 +94,7 @@ struct store_claim {
 #define STORE_RUNS_MAX 10000                     /* rows one read returns at most */
 /* "running": claimed or started, no end recorded yet. */
 #define STORE_OUTCOMES "running", "ok", "failed", "timeout", "lost", "killed", \
-	"skipped-overlap", "skipped-paused", "missed", "manual", "control"
+	"skipped-overlap", "skipped-paused", "missed", "manual", "control", "handed-off", "stopped"
 
 /* A row to write.  Strings are borrowed for the call. */
 struct store_run {
