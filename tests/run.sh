@@ -106,7 +106,7 @@ done
 # $new_secs and so goes to the lightest lane: add it here once measured.
 db_secs="
 ledger 192
-service_handoff 181
+service_handoff 230
 election 76
 store_conformance 47
 controls 60

@@ -153,5 +153,44 @@ for _, p in ipairs(R.list_of()) do
         return beat and L.now() - beat < STALE
       end, 5, 0.1), "the holder's worker does not beat at the end")
     end)
+
+    it("leash handoff moves it to the next replica in line once, and it stays there", function()
+      local tbl = ("svc_%d"):format(math.random(1, 1e8))
+      local d = L.dir {}
+      local out = d.out "worker"
+      d.write_job("worker", worker_src(out))
+      local cfgs = R.replica_configs(p, tbl, d, 3, { enabled = "true", lease = "4s", retry = "500ms" })
+      s = R.open(p, tbl, 2000)
+      for i = 1, 3 do procs[i] = R.start(cfgs[i], p.password) end
+      local function row()
+        for _, r in ipairs((s:list())) do
+          if r.name == "worker" then return r end
+        end
+      end
+      -- Settled where the placement puts it: the same holder for 3 s.
+      local settled = assert(L.wait_for(function()
+        local r = row()
+        if not r or r.owner == "" then return nil end
+        L.sleep(3)
+        local again = row()
+        return again.owner == r.owner and again.token == r.token and again
+      end, 30, 0.2), "worker never settled")
+      local code, text, err = L.leash({ "handoff", "-c", cfgs[1], "worker" },
+        { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } })
+      assert.equal(0, code, err)
+      assert.matches("handoff of worker asked", text)
+      local moved = assert(L.wait_for(function()
+        local r = row()
+        return r.owner ~= settled.owner and r.owner ~= "" and r
+      end, 10, 0.05), "worker did not move")
+      assert(L.wait_for(function()
+        return beats(out)[moved.owner .. " " .. moved.token]
+      end, 5, 0.05), "the service did not start on its new holder")
+      -- It stays: longer than the old holder's hold (lease + renew + 2 x retry).
+      L.sleep(4 + 4 / 3 + 1 + 2)
+      local now = row()
+      assert.equal(moved.owner, now.owner, "worker went back")
+      assert.equal(settled.token + 1, now.token, "worker moved more than once")
+    end)
   end)
 end
