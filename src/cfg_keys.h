@@ -59,8 +59,9 @@
 	  "the readable part of the owner id <replica>:<pid>:<8 random hex>; auto = the hostname") \
 	X(leash, log_format, INDEX, "text|json", "text", 0, 0, log_json, \
 	  "log line format") \
+	/* log_level's words are in the order of enum log_level. */ \
 	X(leash, log_level, INDEX, "debug|info|warn|error", "info", 0, 0, log_level, \
-	  "lowest level logged (the order of enum log_level)") \
+	  "lowest level logged") \
 	X(leash, grace, DURATION, NULL, "5s", 0, CFG_DURATION_MAX, grace_ms, \
 	  "time between SIGTERM and SIGKILL when a run is stopped") \
 	X(singleton, enabled, BOOL, NULL, "false", 0, 0, singleton, \
@@ -84,7 +85,7 @@
 	X(store, statement_timeout, DURATION, NULL, "5s", CFG_TIMEOUT_MIN, CFG_DURATION_MAX, \
 	  statement_timeout_ms, "time allowed for one statement") \
 	X(ledger, keep, DURATION, NULL, "14d", CFG_KEEP_MIN, CFG_KEEP_MAX, ledger_keep_ms, \
-	  "how long the run ledger keeps a row (at least 1d)") \
+	  "how long the run ledger keeps a row") \
 	X(ledger, keep_per_job, COUNT, NULL, "1000", 1, CFG_KEEP_PER_JOB_MAX, ledger_keep_per_job, \
 	  "the most rows the run ledger keeps per job (whichever of keep and this keeps fewer)") \
 	X(http, listen, LISTEN, NULL, "", 0, 0, http_listen, \
