@@ -5,7 +5,9 @@
 #   $(PREFIX)/share/leash/lua/leash/     its Lua modules; the binary finds them
 #                                        from its own location (src/lx.c), so
 #                                        they always move with PREFIX
-#   $(MANDIR)/man1/leash.1               the man page
+#   $(MANDIR)/man1/leash.1               the man pages (man/; leash.ini.5 is
+#   $(MANDIR)/man5/leash.ini.5           made by make man, see mk/man.mk)
+#   $(MANDIR)/man5/leash-job.5
 #   $(UNITDIR)/leash.service             the systemd unit (not enabled)
 #   $(SYSCONFDIR)/leash/leash.ini        example config  } only when missing:
 #   $(SYSCONFDIR)/leash/jobs/*.lua       example jobs    } never overwritten
@@ -33,15 +35,17 @@ inst_jobs    := $(notdir $(wildcard jobs/*.lua))
 # The packaged files name /usr/bin/leash, /etc/leash and the version; these
 # turn them into the paths of this install.
 inst_paths   := sed -e 's|/usr/bin/leash|$(inst_bindir)/leash|g' -e 's|/etc/leash/|$(inst_confdir)/|g'
-inst_man     := sed -e 's|^\(\.TH LEASH 1 [^ ]* "leash\)"|\1 $(VERSION)"|' -e 's|/etc/leash/|$(inst_confdir)/|g'
+inst_man     := sed -e 's|^\(\.TH [^ ]* [0-9] [^ ]* "leash\)"|\1 $(VERSION)"|' -e 's|/etc/leash/|$(inst_confdir)/|g'
+inst_pages   := man1/leash.1 man5/leash.ini.5 man5/leash-job.5
 
 install: $(BUILD)/leash
 	$(INSTALL) -d $(DESTDIR)$(inst_bindir) $(DESTDIR)$(inst_luadir)/leash \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(UNITDIR)
 	$(INSTALL) -m 755 $(BUILD)/leash $(DESTDIR)$(inst_bindir)/leash
 	$(INSTALL) -m 644 $(addprefix lua/leash/,$(inst_modules)) $(DESTDIR)$(inst_luadir)/leash/
-	$(inst_man) packaging/leash.1 > $(DESTDIR)$(MANDIR)/man1/leash.1
-	chmod 644 $(DESTDIR)$(MANDIR)/man1/leash.1
+	for p in $(inst_pages); do \
+		$(inst_man) man/$${p#*/} > $(DESTDIR)$(MANDIR)/$$p && chmod 644 $(DESTDIR)$(MANDIR)/$$p || exit 1; \
+	done
 	$(inst_paths) packaging/leash.service > $(DESTDIR)$(UNITDIR)/leash.service
 	chmod 644 $(DESTDIR)$(UNITDIR)/leash.service
 	$(INSTALL) -d $(DESTDIR)$(inst_confdir)
@@ -63,7 +67,7 @@ install: $(BUILD)/leash
 	fi
 
 uninstall:
-	rm -f $(DESTDIR)$(inst_bindir)/leash $(DESTDIR)$(MANDIR)/man1/leash.1 \
+	rm -f $(DESTDIR)$(inst_bindir)/leash $(addprefix $(DESTDIR)$(MANDIR)/,$(inst_pages)) \
 		$(DESTDIR)$(UNITDIR)/leash.service \
 		$(addprefix $(DESTDIR)$(inst_luadir)/leash/,$(inst_modules))
 	-rmdir $(DESTDIR)$(inst_luadir)/leash $(DESTDIR)$(inst_luadir) \
@@ -96,7 +100,7 @@ deb:
 	$(MAKE) --no-print-directory -o $(DEB_BUILD)/leash install BUILD=$(DEB_BUILD) DESTDIR=$(deb_root) PREFIX=/usr \
 		SYSCONFDIR=/etc MANDIR=/usr/share/man UNITDIR=/lib/systemd/system
 	strip --remove-section=.comment --remove-section=.note $(deb_root)/usr/bin/leash
-	gzip -9n $(deb_root)/usr/share/man/man1/leash.1
+	gzip -9n $(addprefix $(deb_root)/usr/share/man/,$(inst_pages))
 	$(INSTALL) -d $(deb_root)/usr/share/doc/leash $(deb_root)/DEBIAN
 	$(INSTALL) -m 644 packaging/deb/copyright $(deb_root)/usr/share/doc/leash/copyright
 	sed -e 's/@VERSION@/$(VERSION)/' -e "s/@DATE@/$$(date -u -R -d @$(deb_epoch))/" \

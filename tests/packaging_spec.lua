@@ -1,11 +1,10 @@
 -- packaging_spec: `make deb` and `make install` give a leash that works from
 -- its installed layout alone: the binary finds its Lua modules relative to
 -- itself (never LEASH_LUA_DIR, never the source tree), checks and runs the
--- installed example config and jobs, and the unit, man page and package
+-- installed example config and jobs, and the unit, man pages and package
 -- metadata are what an operator on Debian 12 expects.
 local config = require "leash.config"
 local duration = require "leash.duration"
-local jobmod = require "leash.job"
 
 local ROOT = os.getenv("LEASH_ROOT") or "."
 local TMP = assert(os.getenv("LEASH_TEST_TMP"), "run this spec through tests/run.sh")
@@ -74,6 +73,9 @@ end
 
 local VERSION = (read(ROOT .. "/VERSION") or ""):gsub("%s+$", "")
 local MODULES = ls(ROOT .. "/lua/leash", "%.lua$")
+-- The man pages, as installed under MANDIR (tests/docs_spec.lua checks
+-- what they say).
+local PAGES = { "man1/leash.1", "man5/leash.ini.5", "man5/leash-job.5" }
 local JOBS = ls(ROOT .. "/jobs", "%.lua$")
 local ARCH = select(2, run("dpkg --print-architecture")):gsub("%s+$", "")
 
@@ -202,7 +204,7 @@ describe("make deb", function()
     end
   end)
 
-  it("holds the binary, every Lua module, man page, unit, config, jobs and docs, owned by root", function()
+  it("holds the binary, every Lua module, man pages, unit, config, jobs and docs, owned by root", function()
     local code, out = run("dpkg-deb -c " .. q(deb))
     assert.are.equal(0, code)
     local files = {}
@@ -210,10 +212,11 @@ describe("make deb", function()
       local owner, path = line:match("^%S+ (%S+)%s+%d+ %S+ %S+ %.(/%S*)")
       if path then files[path] = owner end
     end
-    local want = { "/usr/bin/leash", "/usr/share/man/man1/leash.1.gz", "/lib/systemd/system/leash.service",
+    local want = { "/usr/bin/leash", "/lib/systemd/system/leash.service",
       "/etc/leash/leash.ini", "/usr/share/doc/leash/copyright", "/usr/share/doc/leash/changelog.gz" }
     for _, m in ipairs(MODULES) do want[#want + 1] = "/usr/share/leash/lua/leash/" .. m end
     for _, j in ipairs(JOBS) do want[#want + 1] = "/etc/leash/jobs/" .. j end
+    for _, p in ipairs(PAGES) do want[#want + 1] = "/usr/share/man/" .. p .. ".gz" end
     for _, path in ipairs(want) do
       assert.are.equal("root/root", files[path], path)
     end
@@ -301,16 +304,18 @@ describe("make deb", function()
     verify_unit(root .. "/lib/systemd/system/leash.service", root .. "/usr/bin/leash", root .. "/usr/share/man")
   end)
 
-  it("has a man page that renders without warnings and carries the version", function()
+  it("has man pages that render without warnings and carry the version", function()
     if not has("man") then
       pending("man is not installed")
       return
     end
-    local page = root .. "/usr/share/man/man1/leash.1.gz"
-    local code, out, err = run("MANWIDTH=80 man -l --warnings " .. q(page))
-    assert.are.equal(0, code, err)
-    assert.are.equal("", err)
-    assert.matches("leash " .. VERSION:gsub("%p", "%%%0"), out)
+    for _, p in ipairs(PAGES) do
+      local page = root .. "/usr/share/man/" .. p .. ".gz"
+      local code, out, err = run("MANWIDTH=80 man -l --warnings " .. q(page))
+      assert.are.equal(0, code, p .. ": " .. err)
+      assert.are.equal("", err, p)
+      assert.matches("leash " .. VERSION:gsub("%p", "%%%0"), out, nil, false, p)
+    end
   end)
 
   it("passes lintian without errors", function()
@@ -341,10 +346,10 @@ describe("make install", function()
     if made[1] == 0 then at.root, at.bin = dest, dest .. "/usr/bin/leash" end
   end)
 
-  it("puts the binary, every Lua module, the man page, unit, config and jobs in place", function()
+  it("puts the binary, every Lua module, the man pages, unit, config and jobs in place", function()
     assert.are.equal(0, made[1], made[2] .. made[3])
-    local want = { "/usr/bin/leash", "/usr/share/man/man1/leash.1", "/usr/lib/systemd/system/leash.service",
-      "/etc/leash/leash.ini" }
+    local want = { "/usr/bin/leash", "/usr/lib/systemd/system/leash.service", "/etc/leash/leash.ini" }
+    for _, p in ipairs(PAGES) do want[#want + 1] = "/usr/share/man/" .. p end
     for _, m in ipairs(MODULES) do want[#want + 1] = "/usr/share/leash/lua/leash/" .. m end
     for _, j in ipairs(JOBS) do want[#want + 1] = "/etc/leash/jobs/" .. j end
     for _, path in ipairs(want) do
@@ -392,78 +397,12 @@ describe("make install", function()
     assert.are.equal(0, (install(d, "/usr")))
     local code, out, err = run(("make -s -C %s uninstall DESTDIR=%s PREFIX=/usr"):format(q(ROOT), q(d)))
     assert.are.equal(0, code, out .. err)
-    for _, path in ipairs { "/usr/bin/leash", "/usr/share/man/man1/leash.1", "/usr/lib/systemd/system/leash.service",
-      "/usr/share/leash" } do
+    local gone = { "/usr/bin/leash", "/usr/lib/systemd/system/leash.service", "/usr/share/leash" }
+    for _, p in ipairs(PAGES) do gone[#gone + 1] = "/usr/share/man/" .. p end
+    for _, path in ipairs(gone) do
       assert.is_false(exists(d .. path), path)
     end
     assert.is_true(exists(d .. "/etc/leash/leash.ini"))
     for _, j in ipairs(JOBS) do assert.is_true(exists(d .. "/etc/leash/jobs/" .. j), j) end
-  end)
-end)
-
-describe("the man page", function()
-  local page = assert(read(ROOT .. "/packaging/leash.1"))
-
-  -- The lines of one section (.SH or .SS title) of the roff source.
-  local function section(title)
-    local out, inside = {}, false
-    for line in page:gmatch("[^\n]+") do
-      local t = line:match('^%.S[HS] "?(.-)"?$')
-      if t then inside = t == title
-      elseif inside then out[#out + 1] = line end
-    end
-    return table.concat(out, "\n") .. "\n"
-  end
-
-  it("has a SYNOPSIS that matches `leash help`", function()
-    if not has("man") then
-      pending("man is not installed")
-      return
-    end
-    local code, usage = leash(ROOT .. "/" .. BUILD .. "/leash", "help")
-    assert.are.equal(0, code)
-    local want = {}
-    for line in usage:gmatch("[^\n]+") do
-      want[#want + 1] = line:gsub("^usage:", ""):gsub("^%s+", ""):lower()
-    end
-    local code2, out = run("MANWIDTH=200 man -l " .. q(ROOT .. "/packaging/leash.1"))
-    assert.are.equal(0, code2)
-    local syn = out:match("SYNOPSIS\n(.-)\n%S")
-    local got = {}
-    for line in syn:gmatch("[^\n]+") do
-      got[#got + 1] = line:gsub("^%s+", ""):gsub("\226\136\146", "-"):gsub("\226\128\144", "-"):lower()
-    end
-    assert.are.same(want, got)
-  end)
-
-  it("documents every config key under its section, with its default", function()
-    for _, k in ipairs(config.KEYS) do
-      local sec, key, default = k.section, k.key, k.default
-      local body = section("[" .. sec .. "]")
-      local line = body:match("%.BR " .. key .. ' "[^\n]*')
-      assert.is_string(line, ("[%s] %s is not in the man page"):format(sec, key))
-      if default and default ~= "" then
-        assert.matches(default, line, 1, true, ("[%s] %s: default %s"):format(sec, key, default))
-      end
-    end
-  end)
-
-  it("documents every job key and every ctx field", function()
-    local jobs = section("JOB FILES")
-    for _, key in ipairs(jobmod.KEYS) do
-      assert.matches("\n%.B " .. key .. "\n", "\n" .. jobs, nil, false, key)
-    end
-    local ctx = require("leash.run").ctx({ name = "x" }, { replica = "r", token = 0, run_id = 1, scheduled_at = 0 })
-    local body = section("CTX")
-    for name in pairs(ctx) do
-      assert.matches("ctx." .. name, body, 1, true, "ctx." .. name)
-    end
-  end)
-
-  it("names the exit codes of run, status and check", function()
-    local body = section("EXIT STATUS")
-    assert.matches("%.B run\n0 after a clean stop; 2 when the config is bad", body)
-    assert.matches("%.B status\n0; 1 when the store is unreachable", body)
-    assert.matches("%.B check\n0 when all is good; 1 when problems were found; 2 when the config is bad", body)
   end)
 end)
