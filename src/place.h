@@ -7,9 +7,10 @@
  * jobs are walked in a fixed order (heavier first, then by a hash of the
  * name), each to its highest-scoring candidate (presence_score of job and
  * replica name, ties by the smaller owner id) that still has room: the
- * mean weight per replica rounded up plus a slack, and no more than leaves
- * every other replica its floor (the mean rounded down less the slack)
- * from the jobs still to walk.  A job that fits nowhere goes to its
+ * mean weight per replica rounded up plus a slack (none for 2 replicas, up
+ * to 8% of the mean from 10 on), and no more than leaves every other
+ * replica its floor (the mean rounded down less the slack) from the jobs
+ * still to walk.  A job that fits nowhere goes to its
  * least-loaded candidate (the higher score on a tie).  bench/spread_results.txt
  * has the figures behind the order and the slack.
  *
