@@ -97,6 +97,18 @@ void place_free(struct place *pl)
 	free(pl);
 }
 
+/* Whether rep i's jobs count in the union: it is live, and no live rep
+ * before it has the same list (the replicas whose jobs are mine share one). */
+static int adds_list(const struct place_rep *reps, size_t i)
+{
+	if (!reps[i].live)
+		return 0;
+	for (size_t s = 0; s < i; s++)
+		if (reps[s].live && reps[s].jobs == reps[i].jobs)
+			return 0;
+	return 1;
+}
+
 /* The union of the live reps' jobs into pl->jobs (names in pl->blob, the
  * owners after them). */
 static int gather(struct place *pl, const struct place_rep *reps, size_t n)
@@ -106,24 +118,16 @@ static int gather(struct place *pl, const struct place_rep *reps, size_t n)
 
 	for (size_t i = 0; i < n; i++) {
 		bytes += strlen(reps[i].owner) + 1;
-		/* Replicas that share one list (the same as mine) add it once. */
-		for (size_t s = 0; s < i && reps[i].live; s++)
-			if (reps[s].live && reps[s].jobs == reps[i].jobs)
-				goto next;
-		if (reps[i].live)
+		if (adds_list(reps, i))
 			total += reps[i].njobs;
-next:;
 	}
 	if (!(all = malloc((total ? total : 1) * sizeof *all)))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		for (size_t s = 0; s < i; s++)
-			if (reps[s].live && reps[s].jobs == reps[i].jobs)
-				goto skip;
-		if (reps[i].live)
-			for (size_t t = 0; t < reps[i].njobs; t++)
-				all[k++] = reps[i].jobs[t];
-skip:;
+		if (!adds_list(reps, i))
+			continue;
+		for (size_t t = 0; t < reps[i].njobs; t++)
+			all[k++] = reps[i].jobs[t];
 	}
 	qsort(all, k, sizeof *all, cmp_job);
 	pl->njobs = 0;
@@ -285,10 +289,11 @@ static int higher(const struct place *pl, size_t j, size_t i, int best)
 	return a != b ? a > b : strcmp(pl->owner[i], pl->owner[best]) < 0;
 }
 
-/* How much of replica i's floor a job of weight w placed there fills. */
-static long fills(long floor, long load, long w)
+/* How much of a replica's floor (least) a job of weight w placed there
+ * fills. */
+static long fills(long least, long load, long w)
 {
-	long gap = floor - load;
+	long gap = least - load;
 
 	return gap <= 0 ? 0 : gap < w ? gap : w;
 }
@@ -297,12 +302,14 @@ static long fills(long floor, long load, long w)
 static int walk(const struct place *pl, int x, int *map)
 {
 	size_t n = pl->n;
-	long *load = calloc(n ? 3 * n : 1, sizeof *load), *most = load + n, *floor = most + n;
+	long *load = calloc(n ? 3 * n : 1, sizeof *load), *most, *least;
 	long sum[2] = { 0, 0 }, reps[2] = { 0, 0 }, room[2] = { 0, 0 }, low[2] = { 0, 0 };
 	long need[2] = { 0, 0 }, left[2] = { 0, 0 };
 
 	if (!load)
 		return -1;
+	most = load + n;                /* the weight it defines: its load at most */
+	least = most + n;               /* its floor */
 	/* Each kind's mean, from its jobs' weights and its replicas. */
 	for (size_t j = 0; j < pl->njobs; j++) {
 		int c = kind(pl, j, x);
@@ -331,8 +338,8 @@ static int walk(const struct place *pl, int x, int *map)
 	for (size_t i = 0; i < n; i++) {
 		int c = pl->settled[i];
 
-		floor[i] = most[i] < low[c] ? most[i] : low[c];
-		need[c] += floor[i] > 0 ? floor[i] : 0;
+		least[i] = most[i] < low[c] ? most[i] : low[c];
+		need[c] += least[i] > 0 ? least[i] : 0;
 	}
 	for (size_t k = 0; k < pl->njobs; k++) {
 		size_t j = pl->order[k];
@@ -344,7 +351,7 @@ static int walk(const struct place *pl, int x, int *map)
 		/* The highest score with room that leaves the floors reachable. */
 		for (size_t i = 0; i < n; i++)
 			if (cand(pl, j, i, x, c) && load[i] + w <= room[c] &&
-			    need[c] - fills(floor[i], load[i], w) <= left[c] - w && higher(pl, j, i, best))
+			    need[c] - fills(least[i], load[i], w) <= left[c] - w && higher(pl, j, i, best))
 				best = (int)i;
 		/* Fits nowhere: the least loaded. */
 		if (best < 0)
@@ -353,7 +360,7 @@ static int walk(const struct place *pl, int x, int *map)
 				    (best < 0 || load[i] < load[best] ||
 				     (load[i] == load[best] && higher(pl, j, i, best))))
 					best = (int)i;
-		need[c] -= fills(floor[best], load[best], w);
+		need[c] -= fills(least[best], load[best], w);
 		left[c] -= w;
 		load[best] += w;
 		map[j] = best * 2 + c;

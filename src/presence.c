@@ -144,8 +144,7 @@ static char *place_key(const struct presence *p, const char *my_jobs, size_t *le
 		at += o;
 		k[at++] = (char)('0' + live + 2 * r->settled);
 		if (live && r->row.jobs) {
-			/* The split text: its names, each with its weight's
-			 * bytes, the \0s where the text had spaces or \n. */
+			/* Its jobs as read: each name, then its weight's bytes. */
 			for (size_t t = 0; t < r->njobs; t++) {
 				size_t l = strlen(r->jobs[t].name);
 				memcpy(k + at, r->jobs[t].name, l);
@@ -268,7 +267,6 @@ int presence_set(struct presence *p, struct store_replica *rows, size_t n, int64
 int presence_defines(const struct presence *p, size_t i, const char *job)
 {
 	const struct presence_rep *r = &p->reps[i];
-
 	struct place_job key = { job, 1 };
 
 	if (!r->row.jobs)
