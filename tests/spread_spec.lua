@@ -75,23 +75,23 @@ local function as_mapped(s)
   return at
 end
 
+-- How many jobs a different replica holds (or none does) in b than in a.
+-- A lease its holder took again (after an expiry on a busy machine) has
+-- a new token but did not move.
+local function moves(a, b)
+  local n = 0
+  for job, h in pairs(a) do if not b[job] or b[job].owner ~= h.owner then n = n + 1 end end
+  return n
+end
+
 -- Once no lease moved for a second: the placement then.
 local function steady(s)
   local last, since = placement(s), L.now()
   return L.wait_for(function()
     local now = placement(s)
-    for job, h in pairs(last) do
-      if not now[job] or now[job].token ~= h.token then last, since = now, L.now() end
-    end
+    if moves(last, now) > 0 then last, since = now, L.now() end
     return L.now() - since >= 1 and last
-  end, 8, 0.05)
-end
-
--- How many jobs changed holder (token) from a to b.
-local function moves(a, b)
-  local n = 0
-  for job, h in pairs(a) do if not b[job] or b[job].token ~= h.token then n = n + 1 end end
-  return n
+  end, 20, 0.05)
 end
 
 describe("[singleton] spread", function()
@@ -124,14 +124,14 @@ describe("spread end to end", function()
         local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
 
         -- Each holds 10 +- 1 (bench/spread_results.txt has how soon).
-        assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05),
           "never balanced: " .. require("pl.pretty").write(shares(placement(s))))
         print(("\n[%s] balanced after %.2fs"):format(p.provider, L.now() - t0))
         -- 10 +- 1 may leave the last hand-off still under way (slow under
         -- ASan): once no lease moved for a second, none moves any more,
         -- and every job is where the map says.
         local p0 = assert(steady(s), "the leases kept moving")
-        assert(L.wait_for(function() return as_mapped(s) end, 5, 0.05), "not where the map says")
+        assert(L.wait_for(function() return as_mapped(s) end, 30, 0.05), "not where the map says")
         -- leash status shows the three, each with a third, no drift.
         local code, out = L.leash({ "status", "-c", cfgs[1] },
           { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } })
@@ -142,8 +142,8 @@ describe("spread end to end", function()
         assert.is_nil(out:find("warning"), out)
         L.sleep(1)
         local steady0 = placement(s)
-        for job, h in pairs(p0) do
-          assert.same(h, steady0[job], job .. " moved after the balance")     -- no flapping
+        for job, h in pairs(p0) do                                        -- no flapping
+          assert.equal(h.owner, (steady0[job] or {}).owner, job .. " moved after the balance")
         end
 
         -- kill -9 of r3: its jobs go to r1 and r2, and a few of theirs
@@ -158,9 +158,9 @@ describe("spread end to end", function()
             if not at[job] or at[job].owner == owners[3] then return nil end
           end
           return at
-        end, 10, 0.05), "r3's jobs did not move")
+        end, 30, 0.05), "r3's jobs did not move")
         print(("[%s] r3's jobs taken %.2fs after its kill"):format(p.provider, L.now() - t1))
-        assert(L.wait_for(function() return as_mapped(s) end, 10, 0.05),
+        assert(L.wait_for(function() return as_mapped(s) end, 30, 0.05),
           "after the kill, not where the map of r1 and r2 says")
         local p1 = assert(steady(s), "the leases kept moving after the kill")
         local m1 = moves(steady0, p1)
@@ -169,9 +169,9 @@ describe("spread end to end", function()
         -- r3 again (a new process, the same name): exactly its jobs come back.
         procs[3] = start(cfgs[3], p.password)
         owners[3] = procs[3].owner
-        assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05),
           "never balanced again: " .. require("pl.pretty").write(shares(placement(s))))
-        assert(L.wait_for(function() return as_mapped(s) end, 10, 0.05),
+        assert(L.wait_for(function() return as_mapped(s) end, 30, 0.05),
           "after the restart, not where the map says")
         local p2 = assert(steady(s), "the leases kept moving after the restart")
         if os.getenv("SPREAD_DEBUG") then
@@ -230,7 +230,7 @@ describe("spread end to end", function()
         local s = open(p, tbl)
         for i = 1, 3 do procs[i] = start(cfgs[i], p.password) end
         local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
-        assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05), "never balanced")
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05), "never balanced")
         -- A job whose cursor is still NULL (no fire claimed yet) catches up
         -- nothing on a takeover, by design: the window opens once every
         -- job has claimed a fire.
@@ -245,7 +245,7 @@ describe("spread end to end", function()
           assert.equal(0, procs[i]:stop(10))
           procs[i] = start(cfgs[i], p.password)
           owners[i] = procs[i].owner
-          assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+          assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05),
             "not balanced after restarting r" .. i)
         end
         L.sleep(1.5)
