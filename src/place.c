@@ -16,10 +16,10 @@
  * it, and keeps room for the others down to the mean rounded down less
  * it.  The jobs a leave or a join moves beyond the replica's own share are
  * the overflow cascading down the walk, the longer the more replicas there
- * are: slack shortens it from about 10 replicas on, but only makes a small
- * cluster uneven (a 3 -> 2 leave of 30 jobs with 1 job of slack moved 16
- * in one name set of 1,000).  So none for 2 replicas, n - 2 % for n, 8%
- * from 10 on (within the 10% the shares may differ from the mean).
+ * are: slack shortens it from about 10 replicas on, but in a small cluster
+ * it only makes the shares uneven (and a job of slack in a 2-replica map
+ * can even add a move).  So none for 2 replicas, n - 2 % for n, 8% from 10
+ * on (within the 10% the shares may differ from the mean).
  * bench/place_bench.c varies it; bench/spread_results.txt has the figures. */
 static long place_slack_pct(long n)
 {

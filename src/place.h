@@ -5,14 +5,14 @@
  * live) and the jobs each defines, with their weights; the output is one
  * replica a job, the same on every replica that has the same inputs.  The
  * jobs are walked in a fixed order (heavier first, then by a hash of the
- * name), each to its highest-scoring candidate (presence_score of job and
+ * name), each to its highest-scoring candidate (place_score of job and
  * replica name, ties by the smaller owner id) that still has room: the
  * mean weight per replica rounded up plus a slack (none for 2 replicas, up
  * to 8% of the mean from 10 on), and no more than leaves every other
  * replica its floor (the mean rounded down less the slack) from the jobs
- * still to walk.  A job that fits nowhere goes to its
- * least-loaded candidate (the higher score on a tie).  bench/spread_results.txt
- * has the figures behind the order and the slack.
+ * still to walk.  A job that fits nowhere goes to its least-loaded
+ * candidate (the higher score on a tie).  bench/spread_results.txt has the
+ * figures behind the order and the slack.
  *
  * A job's candidates are the settled replicas that define it, else (none
  * settled does) the live ones that define it: the two kinds share no
@@ -38,7 +38,7 @@ struct place_job {
 
 struct place_rep {
 	const char *name, *owner;
-	const struct place_job *jobs;   /* sorted by name, no name twice */
+	const struct place_job *jobs;   /* sorted by name */
 	size_t njobs;
 	int live;                       /* live and not draining: may take jobs */
 	int settled;                    /* live, not draining, up for settle */
