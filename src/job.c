@@ -196,6 +196,9 @@ static struct job *from_table(lua_State *L)
 	free(kind);
 	j->missed_within_ms = field_int(L, t, "missed_within_ms");
 	j->missed_max = (int)field_int(L, t, "missed_max");
+	j->weight = (int)field_int(L, t, "weight");
+	if (j->weight < 1)
+		j->weight = 1;
 	lua_getfield(L, t, "on_failure");
 	lua_getfield(L, t, "on_recover");
 	j->hooks = (lua_isfunction(L, -2) ? JOB_ON_FAILURE : 0) |

@@ -41,6 +41,7 @@ struct job {
 	int64_t missed_within_ms;       /* older fires are never run */
 	int missed_max;                 /* missed = "all": at most this many */
 	unsigned hooks;                 /* JOB_ON_FAILURE | JOB_ON_RECOVER: the file has them */
+	int weight;                     /* its share of a replica under spread (place.h), 1+ */
 
 	/* Scheduling state, kept across reloads. */
 	int64_t next_fire_ms;           /* wall clock; periodic jobs */

@@ -1,42 +1,15 @@
-/* presence.c - rendezvous hashing over the live replicas, and the hand-off
- * decision. */
+/* presence.c - presence rows, the map made from them (place.h), and the
+ * hand-off decision. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "presence.h"
-
-#define FNV_OFFSET 0xcbf29ce484222325ULL
-#define FNV_PRIME 0x100000001b3ULL
-
-static uint64_t fnv(uint64_t h, const char *s)
-{
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= FNV_PRIME;
-	}
-	return h;
-}
-
-/* murmur3's finaliser: FNV alone leaves the high bits of similar names
- * alike, and rendezvous hashing compares whole values. */
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
 
 uint64_t presence_score(const char *job, const char *name)
 {
-	uint64_t h = fnv(FNV_OFFSET, job);
-
-	h ^= 0xff;                      /* a separator no name contains */
-	h *= FNV_PRIME;
-	return mix(fnv(h, name));
+	return place_score(job, name);
 }
 
 void presence_name_of(const char *owner, char *out, size_t len)
@@ -73,12 +46,13 @@ int presence_pick(const char *job, const struct presence_cand *c, size_t n)
 	return best;
 }
 
-static int cmp_str(const void *a, const void *b)
+static int cmp_job(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	return strcmp(((const struct place_job *)a)->name, ((const struct place_job *)b)->name);
 }
 
-void presence_free(struct presence *p)
+/* The rows go; the map and its key stay for the next presence_set. */
+static void drop_rows(struct presence *p)
 {
 	for (size_t i = 0; i < p->n; i++) {
 		free(p->reps[i].row.jobs);
@@ -90,39 +64,174 @@ void presence_free(struct presence *p)
 	p->me = -1;
 }
 
-/* Splits r->row.jobs in place into a sorted array of its lines. */
-static int split_jobs(struct presence_rep *r)
+void presence_free(struct presence *p)
+{
+	drop_rows(p);
+	place_free(p->place);
+	p->place = NULL;
+	free(p->key);
+	p->key = NULL;
+	p->keylen = 0;
+}
+
+/* A line's weight: the number after the name, 1 for none or anything but
+ * a whole number from 1 to PLACE_WEIGHT_MAX (a row of another version is
+ * read, never refused). */
+static int line_weight(const char *w)
+{
+	long v = 0;
+
+	if (!*w)
+		return 1;
+	for (; *w >= '0' && *w <= '9' && v <= PLACE_WEIGHT_MAX; w++)
+		v = v * 10 + (*w - '0');
+	return *w || v < 1 || v > PLACE_WEIGHT_MAX ? 1 : (int)v;
+}
+
+/* Splits a jobs text in place into its jobs, sorted by name (*out
+ * malloc'd). */
+static int split_jobs(char *s, struct place_job **out, size_t *n)
 {
 	size_t cap = 1;
-	char *s = r->row.jobs;
+	struct place_job *v;
 
 	for (char *c = s; *c; c++)
 		cap += *c == '\n';
-	if (!(r->jobs = malloc(cap * sizeof *r->jobs)))
+	if (!(v = malloc(cap * sizeof *v)))
 		return -1;
-	r->njobs = 0;
+	*n = 0;
 	for (char *line = s; *line;) {
-		char *nl = strchr(line, '\n');
+		char *nl = strchr(line, '\n'), *sp;
+
 		if (nl)
 			*nl = '\0';
+		if ((sp = strchr(line, ' ')))
+			*sp = '\0';
 		if (*line)
-			r->jobs[r->njobs++] = line;
+			v[(*n)++] = (struct place_job){ line, sp ? line_weight(sp + 1) : 1 };
 		if (!nl)
 			break;
 		line = nl + 1;
 	}
-	qsort(r->jobs, r->njobs, sizeof *r->jobs, cmp_str);
+	qsort(v, *n, sizeof *v, cmp_job);
+	*out = v;
 	return 0;
 }
 
+/* The map's inputs, in a string: each row's owner, whether live (and not
+ * draining) and settled, and a live row's jobs text ("\1" for NULL), then
+ * my jobs text.  The same string, the same map. */
+static char *place_key(const struct presence *p, const char *my_jobs, size_t *len)
+{
+	size_t need = 2 + (my_jobs ? strlen(my_jobs) : 0), at = 0;
+	char *k;
+
+	for (size_t i = 0; i < p->n; i++) {
+		const struct presence_rep *r = &p->reps[i];
+
+		need += strlen(r->row.owner) + 4;
+		for (size_t t = 0; r->row.jobs && t < r->njobs; t++)
+			need += strlen(r->jobs[t].name) + 1 + sizeof r->jobs[t].weight;
+	}
+	if (!(k = malloc(need)))
+		return NULL;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct presence_rep *r = &p->reps[i];
+		int live = r->live && !r->row.draining;
+		size_t o = strlen(r->row.owner) + 1;
+
+		memcpy(k + at, r->row.owner, o);
+		at += o;
+		k[at++] = (char)('0' + live + 2 * r->settled);
+		if (live && r->row.jobs) {
+			/* Its jobs as read: each name, then its weight's bytes. */
+			for (size_t t = 0; t < r->njobs; t++) {
+				size_t l = strlen(r->jobs[t].name);
+				memcpy(k + at, r->jobs[t].name, l);
+				at += l;
+				k[at++] = ' ';
+				memcpy(k + at, &r->jobs[t].weight, sizeof r->jobs[t].weight);
+				at += sizeof r->jobs[t].weight;
+			}
+		} else if (live) {
+			k[at++] = '\1';
+		}
+		k[at++] = '\0';
+	}
+	if (my_jobs) {
+		size_t l = strlen(my_jobs);
+		memcpy(k + at, my_jobs, l);
+		at += l;
+	} else {
+		k[at++] = '\1';
+	}
+	*len = at;
+	return k;
+}
+
+/* Makes the map again when its inputs changed since the last one. */
+static int place_again(struct presence *p, const char *my_jobs)
+{
+	struct place_rep *reps = NULL;
+	struct place_job *mine = NULL;
+	char *text = NULL, *key;
+	size_t len = 0, nmine = 0;
+	int rc = -1;
+
+	p->remade = 0;
+	if (!(key = place_key(p, my_jobs, &len)))
+		return -1;
+	if (p->place && len == p->keylen && memcmp(key, p->key, len) == 0) {
+		free(key);
+		return 0;
+	}
+	place_free(p->place);
+	p->place = NULL;
+	free(p->key);
+	p->key = key;
+	p->keylen = len;
+	if (my_jobs && (!(text = strdup(my_jobs)) || split_jobs(text, &mine, &nmine) < 0))
+		goto done;
+	/* A row that says "the same as mine" when mine is not known: no map,
+	 * every job by pure rendezvous. */
+	for (size_t i = 0; i < p->n && !my_jobs; i++)
+		if (!p->reps[i].row.jobs && p->reps[i].live) {
+			rc = 0;
+			goto done;
+		}
+	if (!(reps = calloc(p->n ? p->n : 1, sizeof *reps)))
+		goto done;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct presence_rep *r = &p->reps[i];
+
+		reps[i] = (struct place_rep){ r->name, r->row.owner, r->row.jobs ? r->jobs : mine,
+		                              r->row.jobs ? r->njobs : nmine,
+		                              r->live && !r->row.draining, r->settled };
+	}
+	if ((p->place = place_make(reps, p->n)))
+		rc = 0;
+	p->remade = 1;
+done:
+	if (rc < 0) {
+		free(p->key);           /* made again next time */
+		p->key = NULL;
+		p->keylen = 0;
+	}
+	free(reps);
+	free(mine);
+	free(text);
+	return rc;
+}
+
 int presence_set(struct presence *p, struct store_replica *rows, size_t n, int64_t now,
-                 const char *my_owner, int64_t live_ms, int64_t settle_ms)
+                 const char *my_owner, const char *my_jobs, int64_t live_ms, int64_t settle_ms)
 {
 	struct presence_rep *reps = calloc(n ? n : 1, sizeof *reps);
 
-	presence_free(p);
+	drop_rows(p);
 	if (!reps) {
 		store_free_replicas(rows, n);
+		presence_free(p);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -132,7 +241,7 @@ int presence_set(struct presence *p, struct store_replica *rows, size_t n, int64
 		presence_name_of(r->row.owner, r->name, sizeof r->name);
 		r->live = now - r->row.heartbeat < live_ms;
 		r->settled = r->live && !r->row.draining && now - r->row.started_at >= settle_ms;
-		if (r->row.jobs && split_jobs(r) < 0) {
+		if (r->row.jobs && split_jobs(r->row.jobs, &r->jobs, &r->njobs) < 0) {
 			for (size_t k = i + 1; k < n; k++)
 				free(rows[k].jobs);
 			free(rows);
@@ -148,30 +257,45 @@ int presence_set(struct presence *p, struct store_replica *rows, size_t n, int64
 	p->reps = reps;
 	p->n = n;
 	p->now = now;
+	if (place_again(p, my_jobs) < 0) {
+		presence_free(p);
+		return -1;
+	}
 	return 0;
 }
 
 int presence_defines(const struct presence *p, size_t i, const char *job)
 {
 	const struct presence_rep *r = &p->reps[i];
+	struct place_job key = { job, 1 };
 
 	if (!r->row.jobs)
 		return 1;
-	return bsearch(&job, r->jobs, r->njobs, sizeof *r->jobs, cmp_str) != NULL;
+	return bsearch(&key, r->jobs, r->njobs, sizeof *r->jobs, cmp_job) != NULL;
 }
 
 static int prefer_skip(const struct presence *p, const char *job, int skip, int *settled);
 
+/* The map's answer; pure rendezvous for a job it does not know. */
+static int placed(const struct presence *p, const char *job, int without, int *settled)
+{
+	int j = p->place ? place_find(p->place, job) : -1;
+
+	if (j < 0)
+		return prefer_skip(p, job, without, settled);
+	return place_at(p->place, j, without, settled);
+}
+
 int presence_prefer(const struct presence *p, const char *job, int *settled)
 {
-	return prefer_skip(p, job, -1, settled);
+	return placed(p, job, -1, settled);
 }
 
 int presence_runner_up(const struct presence *p, const char *job, int first)
 {
 	int settled;
 
-	return first < 0 ? -1 : prefer_skip(p, job, first, &settled);
+	return first < 0 ? -1 : placed(p, job, first, &settled);
 }
 
 static int prefer_skip(const struct presence *p, const char *job, int skip, int *settled)
@@ -225,6 +349,7 @@ int presence_safe_point(int service, int busy, int64_t now, int64_t next_fire,
 
 struct named {
 	const char *name, *digest;
+	int weight;
 };
 
 static int cmp_named(const void *a, const void *b)
@@ -232,19 +357,20 @@ static int cmp_named(const void *a, const void *b)
 	return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
 }
 
-int presence_jobs(const char *const *names, const char *const *digests, size_t n,
-                  char hash[STORE_HASH_MAX + 1], char **text)
+int presence_jobs(const char *const *names, const char *const *digests, const int *weights,
+                  size_t n, char hash[STORE_HASH_MAX + 1], char **text)
 {
 	struct named *v = malloc((n ? n : 1) * sizeof *v);
 	size_t len = 1, at = 0;
-	uint64_t h = FNV_OFFSET;
+	uint64_t h = HASH_FNV_OFFSET;
 	char *t;
 
 	if (!v)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		v[i] = (struct named){ names[i], digests && digests[i] ? digests[i] : "" };
-		len += strlen(names[i]) + 1;
+		v[i] = (struct named){ names[i], digests && digests[i] ? digests[i] : "",
+		                       weights ? weights[i] : 1 };
+		len += strlen(names[i]) + 1 + (v[i].weight != 1 ? 12 : 0);
 	}
 	qsort(v, n, sizeof *v, cmp_named);
 	if (!(t = malloc(len))) {
@@ -255,14 +381,14 @@ int presence_jobs(const char *const *names, const char *const *digests, size_t n
 		size_t k = strlen(v[i].name);
 		memcpy(t + at, v[i].name, k);
 		at += k;
+		if (v[i].weight != 1)
+			at += (size_t)snprintf(t + at, len - at, " %d", v[i].weight);
 		t[at++] = '\n';
-		h = fnv(h, v[i].name);
-		h = (h ^ 0xff) * FNV_PRIME;
-		h = fnv(h, v[i].digest);
-		h = (h ^ 0xfe) * FNV_PRIME;
+		h = hash_sep(hash_fnv(h, v[i].name), 0xff);
+		h = hash_sep(hash_fnv(h, v[i].digest), 0xfe);
 	}
 	t[at] = '\0';
-	snprintf(hash, STORE_HASH_MAX + 1, "%016llx", (unsigned long long)mix(h));
+	snprintf(hash, STORE_HASH_MAX + 1, "%016llx", (unsigned long long)hash_mix(h));
 	*text = t;
 	free(v);
 	return 0;

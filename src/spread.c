@@ -45,22 +45,25 @@ int spread_may_run(struct singleton *sg, const struct elect_job *ej)
 	return !ej->handing_off;
 }
 
-/* My jobs text and hash, from the elected jobs' names and file digests. */
+/* My jobs text and hash, from the elected jobs' names, file digests and
+ * weights. */
 static void make_jobs(struct singleton *sg)
 {
 	struct spread *sp = &sg->spread;
 	struct elector *el = &sg->el;
 	const char **names = malloc((el->n ? el->n : 1) * sizeof *names);
 	const char **digests = malloc((el->n ? el->n : 1) * sizeof *digests);
+	int *weights = malloc((el->n ? el->n : 1) * sizeof *weights);
 	char *text = NULL;
 
-	if (names && digests) {
+	if (names && digests && weights) {
 		for (size_t i = 0; i < el->n; i++) {
 			const struct job *j = el->jobs[i]->user;
 			names[i] = el->jobs[i]->name;
 			digests[i] = j ? j->digest : NULL;
+			weights[i] = j ? j->weight : 1;
 		}
-		if (presence_jobs(names, digests, el->n, sp->me.jobs_hash, &text) == 0) {
+		if (presence_jobs(names, digests, weights, el->n, sp->me.jobs_hash, &text) == 0) {
 			free(sp->me.jobs);
 			sp->me.jobs = text;
 			sp->njobs_seen = el->n;
@@ -69,6 +72,7 @@ static void make_jobs(struct singleton *sg)
 	}
 	free(names);
 	free(digests);
+	free(weights);
 }
 
 static void apply_one(struct singleton *sg, struct elect_job *ej)
@@ -166,7 +170,7 @@ static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows
 
 	sp->beat_due = now + sg->cfg->renew_ms;
 	sp->beat_ok = now;
-	if (presence_set(&sp->pres, rows, n, dbnow, sp->me.owner, sg->cfg->lease_ms,
+	if (presence_set(&sp->pres, rows, n, dbnow, sp->me.owner, sp->me.jobs, sg->cfg->lease_ms,
 	                 2 * sg->cfg->retry_ms) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "presence: out of memory");
 		return;

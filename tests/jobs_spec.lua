@@ -15,6 +15,7 @@ local FILES = {
   ["badcron.lua"] = 'return {\n  cron = "61 * * * *",\n  run = function() end,\n}\n',
   ["baddur.lua"] = 'return {\n  every = "3x",\n  run = function() end,\n}\n',
   ["negdur.lua"] = 'return {\n  every = "1s",\n  timeout = "-5s",\n  run = function() end,\n}\n',
+  ["heavy.lua"] = 'return {\n  every = "1s",\n  weight = 0,\n  run = function() end,\n}\n',
   ["notfn.lua"] = 'return {\n  every = "1s",\n  run = "echo hi",\n}\n',
   ["norun.lua"] = 'return {\n  every = "1s",\n}\n',
   ["Bad Name.lua"] = 'return { every = "1s", run = function() end }\n',
@@ -222,6 +223,19 @@ describe("leash.job.load", function()
       'J/t.lua:2: missed_max: only applies with missed = "all"')
     refused('return {\n missed = "all",\n missed_within = "1m", run = function() end }\n',
       "J/t.lua:2: missed: only applies to every and cron jobs", "J/t.lua:3: missed_within: only applies")
+  end)
+
+  it("weight: a whole number from 1 to 1000, 1 by default, for any kind of singleton job; file:line", function()
+    assert.equal(1, assert(load_src('return { every = "1m", run = function() end }\n')).weight)
+    assert.equal(5, assert(load_src('return { every = "1m", weight = 5, run = function() end }\n')).weight)
+    assert.equal(1000, assert(load_src('return { weight = 1000, run = function() end }\n')).weight)
+    assert.equal(1, assert(load_src('return { cron = "* * * * *", weight = 1, run = function() end }\n')).weight)
+    for _, v in ipairs { "0", "-1", "1001", "2.5", "1e3", '"5"', "true", "{}", "math.huge", "0/0" } do
+      refused(('return { every = "1m",\n weight = %s, run = function() end }\n'):format(v),
+        "J/t.lua:2: weight: ", "is not a whole number from 1 to 1000")
+    end
+    refused('return { every = "1m", singleton = false,\n weight = 2, run = function() end }\n',
+      "J/t.lua:2: weight: only applies to singleton jobs")
   end)
 
   it("the shortest period: every, or cron's finest field with more than one value", function()

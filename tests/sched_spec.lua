@@ -418,6 +418,12 @@ describe("the job table", function()
       assert.same({ { name = "tick", at = T0 + 3000 } }, o.advance(100))
     end)
 
+    it("a job's weight reaches the table (1 by default), for spread's presence row", function()
+      local o = table_of({ heavy = every("1s", "weight = 7,"), light = every("1s") }, { singleton = true })
+      assert.equal(7, o.s:jobs().heavy.weight)
+      assert.equal(1, o.s:jobs().light.weight)
+    end)
+
     it("singleton = false runs without the election", function()
       local o = table_of({ everywhere = every("1s", "singleton = false,") }, { singleton = true })
       o.take()

@@ -1,8 +1,10 @@
--- End to end: [singleton] spread with real `leash run` replicas (issue 12):
--- 3 replicas x 30 jobs every second share the leases evenly, a kill -9 moves
--- only the dead replica's share, its restart gets the same jobs back, and
--- the bodies' own records show no overlap through all of it.  Short leases
--- keep it fast: lease 600ms, retry 200ms (renew 200ms, settle 400ms).
+-- End to end: [singleton] spread with real `leash run` replicas (issues 12
+-- and 32): 3 replicas x 30 jobs every second share the leases evenly, a
+-- kill -9 moves the dead replica's share and at most half as many others
+-- (bounded loads), the holders end where the map made from the presence
+-- rows says, its restart gets exactly the same jobs back, and the bodies'
+-- own records show no overlap through all of it.  Short leases keep it
+-- fast: lease 600ms, retry 200ms (renew 200ms, settle 400ms).
 local L = require "e2e"
 local core = require "leash.core"
 local R = require "replicas"
@@ -52,6 +54,46 @@ end
 
 local start = R.start
 
+-- job -> replica name of a placement.
+local function names_of(at)
+  local t = {}
+  for job, h in pairs(at) do t[job] = h.owner:match("^[^:]*") end
+  return t
+end
+
+-- The placement the presence rows in the store call for (core.placement,
+-- as every replica computes it), when every lease is held where it says.
+local function as_mapped(s)
+  local rows, now = assert(s:replicas())
+  local p = core.placement()
+  p:set(rows, { now = now, live_ms = LEASE, settle_ms = 2 * RETRY })
+  local map, at = p:map(), placement(s)
+  if count(map) ~= NJOBS then return nil end
+  for job, o in pairs(map) do
+    if not at[job] or at[job].owner ~= o then return nil end
+  end
+  return at
+end
+
+-- How many jobs a different replica holds (or none does) in b than in a.
+-- A lease its holder took again (after an expiry on a busy machine) has
+-- a new token but did not move.
+local function moves(a, b)
+  local n = 0
+  for job, h in pairs(a) do if not b[job] or b[job].owner ~= h.owner then n = n + 1 end end
+  return n
+end
+
+-- Once no lease moved for a second: the placement then.
+local function steady(s)
+  local last, since = placement(s), L.now()
+  return L.wait_for(function()
+    local now = placement(s)
+    if moves(last, now) > 0 then last, since = now, L.now() end
+    return L.now() - since >= 1 and last
+  end, 20, 0.05)
+end
+
 describe("[singleton] spread", function()
   it("refuses a value that is not a boolean, with file and line", function()
     local d = L.dir { config = "[leash]\njobs = jobs\n[singleton]\nenabled = true\nspread = maybe\n" }
@@ -67,7 +109,7 @@ describe("spread end to end", function()
       local procs = {}
       after_each(function() R.stop_all(procs); procs = {} end)
 
-      it("3 replicas x 30 jobs: 10 each, kill -9 moves only its 10, a restart takes them back, no overlap", function()
+      it("3 replicas x 30 jobs: 10 each, kill -9 moves its 10 and at most 5 others, a restart takes them back, no overlap", function()
         local tbl = ("spread_%d"):format(math.random(1, 1e6))
         local d = L.dir { config = R.config(p, tbl) }
         local cfgs = R.replica_configs(p, tbl, d, 3,
@@ -81,74 +123,71 @@ describe("spread end to end", function()
         local t0 = L.now()
         local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
 
-        -- Within 3 x lease each holds 10 +- 1.
-        local p0 = assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+        -- Each holds 10 +- 1 (bench/spread_results.txt has how soon).
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05),
           "never balanced: " .. require("pl.pretty").write(shares(placement(s))))
-        local took = L.now() - t0
-        assert.is_true(took <= 3 * LEASE / 1000 + 0.3, ("balanced after %.2fs"):format(took))
-        -- leash status shows the three, each with about a third, no drift.
-        local code, out = L.leash({ "status", "-c", cfgs[1] },
-          { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } })
-        assert.equal(0, code, out)
-        for i = 1, 3 do
-          assert.matches(owners[i]:gsub("%p", "%%%0") .. "%s+%S+%s+%S+%s+live%s+%d+%s+3%d%%", out)
-        end
-        assert.is_nil(out:find("warning"), out)
+        print(("\n[%s] balanced after %.2fs"):format(p.provider, L.now() - t0))
         -- 10 +- 1 may leave the last hand-off still under way (slow under
-        -- ASan): once no lease moved for a second, none moves any more.
-        local last, since = placement(s), L.now()
-        p0 = assert(L.wait_for(function()
-          local now = placement(s)
-          for job, h in pairs(last) do
-            if not now[job] or now[job].token ~= h.token then last, since = now, L.now() end
+        -- ASan): once no lease moved for a second, none moves any more,
+        -- and every job is where the map says.
+        local p0 = assert(steady(s), "the leases kept moving")
+        assert(L.wait_for(function() return as_mapped(s) end, 30, 0.05), "not where the map says")
+        -- leash status shows the three, each with a third, no drift (asked
+        -- again while a stalled replica's leases lapse and come back).
+        local out
+        assert(L.wait_for(function()
+          local code
+          code, out = L.leash({ "status", "-c", cfgs[1] },
+            { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } })
+          if code ~= 0 then return nil end
+          for i = 1, 3 do
+            if not out:match(owners[i]:gsub("%p", "%%%0") .. "%s+%S+%s+%S+%s+live%s+%d+%s+3%d%%") then
+              return nil
+            end
           end
-          return L.now() - since >= 1 and last
-        end, 6, 0.05), "the leases kept moving")
+          return true
+        end, 30, 0.2), out)
+        assert.is_nil(out:find("warning"), out)
         L.sleep(1)
-        local steady = placement(s)
-        for job, h in pairs(p0) do
-          assert.same(h, steady[job], job .. " moved after the balance")      -- no flapping
+        local steady0 = placement(s)
+        for job, h in pairs(p0) do                                        -- no flapping
+          assert.equal(h.owner, (steady0[job] or {}).owner, job .. " moved after the balance")
         end
 
-        -- kill -9 of r3: its jobs go to r1 and r2, nothing else moves.
+        -- kill -9 of r3: its jobs go to r1 and r2, and a few of theirs
+        -- between them (the bound is 15 of 30 each now), no more.
         for _, pid in ipairs(R.tree(procs[3].pid)) do L.kill(pid, "KILL") end
         local t1 = L.now()
         local mine = {}
-        for job, h in pairs(steady) do if h.owner == owners[3] then mine[job] = true end end
-        local p1 = assert(L.wait_for(function()
+        for job, h in pairs(steady0) do if h.owner == owners[3] then mine[job] = true end end
+        assert(L.wait_for(function()
           local at = placement(s)
           for job in pairs(mine) do
             if not at[job] or at[job].owner == owners[3] then return nil end
           end
           return at
-        end, 10, 0.05), "r3's jobs did not move")
-        local moved_in = L.now() - t1
-        assert.is_true(moved_in <= (LEASE + RETRY) / 1000 + 1, ("moved after %.2fs"):format(moved_in))
-        for job, h in pairs(steady) do
-          if not mine[job] then assert.same(h, p1[job], job .. " moved though its holder lives") end
-        end
+        end, 30, 0.05), "r3's jobs did not move")
+        print(("[%s] r3's jobs taken %.2fs after its kill"):format(p.provider, L.now() - t1))
+        assert(L.wait_for(function() return as_mapped(s) end, 30, 0.05),
+          "after the kill, not where the map of r1 and r2 says")
+        local p1 = assert(steady(s), "the leases kept moving after the kill")
+        local m1 = moves(steady0, p1)
+        assert.is_true(m1 <= 15, m1 .. " jobs moved for r3's 10")
 
-        -- r3 again (a new process, the same name): about its 10 come back.
+        -- r3 again (a new process, the same name): exactly its jobs come back.
         procs[3] = start(cfgs[3], p.password)
         owners[3] = procs[3].owner
-        local p2 = assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05),
           "never balanced again: " .. require("pl.pretty").write(shares(placement(s))))
-        L.sleep(0.5)
-        p2 = placement(s)
-        local back, others = 0, 0
-        for job, h in pairs(p2) do
-          if h.owner == owners[3] then
-            back = back + 1
-            assert.is_true(mine[job], job .. " went to r3 though it was not r3's before")
-          elseif p1[job].token ~= h.token then
-            others = others + 1
-          end
-        end
-        if os.getenv("SPREAD_DEBUG") and (back < 9 or back > 11) then
+        assert(L.wait_for(function() return as_mapped(s) end, 30, 0.05),
+          "after the restart, not where the map says")
+        local p2 = assert(steady(s), "the leases kept moving after the restart")
+        if os.getenv("SPREAD_DEBUG") then
           for i = 1, 3 do io.stderr:write(procs[i]:log_text(), "\n----\n") end
         end
-        assert.is_true(back >= 9 and back <= 11, "back to r3: " .. back)
-        assert.equal(0, others)
+        assert.same(names_of(steady0), names_of(p2))
+        local m2 = moves(p1, p2)
+        assert.is_true(m2 <= 15, m2 .. " jobs moved for r3's return")
 
         s:close()
         R.stop_all(procs)
@@ -199,7 +238,7 @@ describe("spread end to end", function()
         local s = open(p, tbl)
         for i = 1, 3 do procs[i] = start(cfgs[i], p.password) end
         local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
-        assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05), "never balanced")
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05), "never balanced")
         -- A job whose cursor is still NULL (no fire claimed yet) catches up
         -- nothing on a takeover, by design: the window opens once every
         -- job has claimed a fire.
@@ -214,7 +253,7 @@ describe("spread end to end", function()
           assert.equal(0, procs[i]:stop(10))
           procs[i] = start(cfgs[i], p.password)
           owners[i] = procs[i].owner
-          assert(L.wait_for(function() return balanced(s, owners, 10) end, 10, 0.05),
+          assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05),
             "not balanced after restarting r" .. i)
         end
         L.sleep(1.5)

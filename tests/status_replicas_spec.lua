@@ -36,6 +36,11 @@ describe("leash status replicas", function()
     assert.matches("warning: replica r2:2:bb has 2 jobs", status.replicas_table(reps, {}, now, 15000))
   end)
 
+  it("reads a weighted job's line (\"name weight\") as its name", function()
+    local reps = { rep("r1:1:aa", { jobs = "a\nb 5\nc\n" }), rep("r2:2:bb", { hash = "bbbb", jobs = "a\nb\nc 2\nx\n" }) }
+    assert.same({ "replica r2:2:bb has 1 job the others lack: x" }, status.drift(reps, now, 15000))
+  end)
+
   it("warns when the same jobs are defined differently, and ignores dead replicas", function()
     local reps = { rep("r1:1:aa"), rep("r2:2:bb", { hash = "cccc" }) }
     assert.matches("define the same jobs differently", status.drift(reps, now, 15000)[1])

@@ -12,7 +12,7 @@ local M = {}
 
 -- The keys a job table may have.
 M.KEYS = { "every", "cron", "tz", "jitter", "overlap", "missed", "missed_within", "missed_max",
-  "timeout", "lease", "singleton", "run", "on_failure", "on_recover", "description" }
+  "timeout", "lease", "singleton", "weight", "run", "on_failure", "on_recover", "description" }
 local known = {}
 for _, k in ipairs(M.KEYS) do known[k] = true end
 
@@ -290,6 +290,16 @@ function M.load(path, name)
       job.singleton = t.singleton
     end
   end
+  if t.weight ~= nil then
+    local v = t.weight
+    if math.type(v) ~= "integer" or v < 1 or v > limits.weight_max then
+      bad("weight", "%s is not a whole number from 1 to %d", show(v), limits.weight_max)
+    elseif t.singleton == false then
+      bad("weight", "only applies to singleton jobs (a job on every replica is placed nowhere)")
+    else
+      job.weight = v
+    end
+  end
   if t.description ~= nil and type(t.description) ~= "string" then
     bad("description", "expected a string, got a %s", type(t.description))
   end
@@ -362,6 +372,7 @@ function M.load(path, name)
     job.missed_max = job.missed_max or M.MISSED_MAX_DEFAULT
   end
   job.offset_ms = job.offset_ms or 0
+  job.weight = job.weight or 1
   job.warnings = M.warnings(job, where)
   return job
 end

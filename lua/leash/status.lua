@@ -62,9 +62,10 @@ local function int(n) return ("%d"):format(n) end
 
 -- ---- replicas (presence rows, issue 12) ----
 
+-- A row's jobs text: a job a line, "name" or "name weight".
 local function jobset(r)
   local t = {}
-  for name in (r.jobs or ""):gmatch("[^\n]+") do t[name] = true end
+  for name in (r.jobs or ""):gmatch("[^\n ]+[^\n]*") do t[name:match("^%S+")] = true end
   return t
 end
 

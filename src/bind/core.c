@@ -9,6 +9,7 @@
 #include "bind/bind.h"
 #include "clock.h"
 #include "loop.h"
+#include "place.h"
 #include "store/store.h"
 
 
@@ -50,7 +51,7 @@ void lx_core_lib(lua_State *L)
 	lua_setfield(L, -2, "version");
 	/* The limits the C core enforces, so leash.config and leash.job
 	 * refuse exactly what would fail later. */
-	lua_createtable(L, 0, 4);
+	lua_createtable(L, 0, 5);
 	lua_pushinteger(L, STORE_NAME_MAX);
 	lua_setfield(L, -2, "name_max");
 	lua_pushinteger(L, STORE_DURATION_MAX);
@@ -59,6 +60,8 @@ void lx_core_lib(lua_State *L)
 	lua_setfield(L, -2, "ident_max");
 	lua_pushinteger(L, LOOP_REPLICA_MAX);
 	lua_setfield(L, -2, "replica_max");
+	lua_pushinteger(L, PLACE_WEIGHT_MAX);
+	lua_setfield(L, -2, "weight_max");
 	lua_setfield(L, -2, "limits");
 }
 

@@ -130,8 +130,8 @@ static int l_score(lua_State *L)
 	return 1;
 }
 
-/* core.presence_prefer(rows, now, me, live_ms, settle_ms, job) -> the
- * preferred owner (or nil) and whether it is settled. */
+/* core.presence_prefer(rows, now, me, live_ms, settle_ms, job [, my_jobs])
+ * -> the preferred owner (or nil) and whether it is settled. */
 static int l_prefer(lua_State *L)
 {
 	struct presence p = { .me = -1 };
@@ -150,7 +150,8 @@ static int l_prefer(lua_State *L)
 		lua_pop(L, 1);
 	}
 	if (presence_set(&p, rows, n, luaL_checkinteger(L, 2), luaL_optstring(L, 3, NULL),
-	                 luaL_checkinteger(L, 4), luaL_checkinteger(L, 5)) < 0)
+	                 luaL_optstring(L, 7, NULL), luaL_checkinteger(L, 4),
+	                 luaL_checkinteger(L, 5)) < 0)
 		return luaL_error(L, "out of memory");
 	w = presence_prefer(&p, luaL_checkstring(L, 6), &settled);
 	if (w < 0)
@@ -159,6 +160,123 @@ static int l_prefer(lua_State *L)
 		lua_pushstring(L, p.reps[w].row.owner);
 	lua_pushboolean(L, settled);
 	presence_free(&p);
+	return 2;
+}
+
+#define PLACEMENT_MT "leash.placement"
+
+static struct presence *check_placement(lua_State *L)
+{
+	return luaL_checkudata(L, 1, PLACEMENT_MT);
+}
+
+/* core.placement() -> an object that keeps its map across p:set calls, as
+ * spread keeps it across beats. */
+static int l_placement(lua_State *L)
+{
+	struct presence *p = lua_newuserdatauv(L, sizeof *p, 0);
+
+	memset(p, 0, sizeof *p);
+	p->me = -1;
+	luaL_setmetatable(L, PLACEMENT_MT);
+	return 1;
+}
+
+static int l_placement_gc(lua_State *L)
+{
+	presence_free(check_placement(L));
+	return 0;
+}
+
+/* p:set(rows, { now=, me=, live_ms=, settle_ms=, jobs= }) -> whether the
+ * map was made again (its inputs changed) */
+static int l_placement_set(lua_State *L)
+{
+	struct presence *p = check_placement(L);
+	struct store_replica *rows;
+	const char *me, *jobs;
+	size_t n;
+
+	luaL_checktype(L, 2, LUA_TTABLE);
+	luaL_checktype(L, 3, LUA_TTABLE);
+	n = lua_rawlen(L, 2);
+	lua_getfield(L, 3, "me");
+	me = lua_tostring(L, -1);
+	lua_getfield(L, 3, "jobs");
+	jobs = lua_tostring(L, -1);             /* both stay on the stack */
+	if (!(rows = calloc(n ? n : 1, sizeof *rows)))
+		return luaL_error(L, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, 2, (lua_Integer)i + 1);
+		row_from(L, lua_gettop(L), &rows[i], 1);
+		lua_pop(L, 1);
+	}
+	if (presence_set(p, rows, n, field_int(L, 3, "now", 0), me, jobs,
+	                 field_int(L, 3, "live_ms", 0), field_int(L, 3, "settle_ms", 0)) < 0)
+		return luaL_error(L, "out of memory");
+	lua_pushboolean(L, p->remade);
+	return 1;
+}
+
+static void push_owner(lua_State *L, const struct presence *p, int i)
+{
+	if (i < 0)
+		lua_pushnil(L);
+	else
+		lua_pushstring(L, p->reps[i].row.owner);
+}
+
+/* p:prefer(job) -> owner (or nil), settled */
+static int l_placement_prefer(lua_State *L)
+{
+	struct presence *p = check_placement(L);
+	int settled;
+
+	push_owner(L, p, presence_prefer(p, luaL_checkstring(L, 2), &settled));
+	lua_pushboolean(L, settled);
+	return 2;
+}
+
+/* p:runner_up(job) -> the owner it goes to without its preferred one, or nil */
+static int l_placement_runner_up(lua_State *L)
+{
+	struct presence *p = check_placement(L);
+	const char *job = luaL_checkstring(L, 2);
+	int settled;
+
+	push_owner(L, p, presence_runner_up(p, job, presence_prefer(p, job, &settled)));
+	return 1;
+}
+
+/* p:map([owner]) -> { [job] = owner }, { [owner] = load }: every job of the
+ * map, placed with every replica, or without the one named. */
+static int l_placement_map(lua_State *L)
+{
+	struct presence *p = check_placement(L);
+	const char *without = luaL_optstring(L, 2, NULL);
+	const struct place_job *jobs;
+	size_t n = p->place ? place_jobs(p->place, &jobs) : 0;
+	int x = -1;
+
+	for (size_t i = 0; without && i < p->n; i++)
+		if (strcmp(p->reps[i].row.owner, without) == 0)
+			x = (int)i;
+	lua_createtable(L, 0, (int)n);
+	lua_newtable(L);
+	for (size_t j = 0; j < n; j++) {
+		int settled, at = place_at(p->place, (int)j, x, &settled);
+
+		if (at < 0)
+			continue;
+		lua_pushstring(L, p->reps[at].row.owner);
+		lua_pushvalue(L, -1);
+		lua_setfield(L, -4, jobs[j].name);
+		lua_pushvalue(L, -1);
+		lua_gettable(L, -3);
+		lua_pushinteger(L, lua_tointeger(L, -1) + jobs[j].weight);
+		lua_remove(L, -2);
+		lua_settable(L, -3);
+	}
 	return 2;
 }
 
@@ -182,26 +300,30 @@ static int l_safe_point(lua_State *L)
 	return 1;
 }
 
-/* core.presence_jobs({ {name, digest}, ... }) -> hash, text */
+/* core.presence_jobs({ {name, digest [, weight]}, ... }) -> hash, text */
 static int l_jobs(lua_State *L)
 {
 	size_t n;
 	const char **names, **digests;
+	int *weights;
 	char hash[STORE_HASH_MAX + 1], *text;
 
 	luaL_checktype(L, 1, LUA_TTABLE);
 	n = lua_rawlen(L, 1);
 	names = lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
 	digests = lua_newuserdatauv(L, (n ? n : 1) * sizeof *digests, 0);
+	weights = lua_newuserdatauv(L, (n ? n : 1) * sizeof *weights, 0);
 	for (size_t i = 0; i < n; i++) {
 		lua_rawgeti(L, 1, (lua_Integer)i + 1);
 		lua_rawgeti(L, -1, 1);
 		lua_rawgeti(L, -2, 2);
-		names[i] = luaL_checkstring(L, -2);
-		digests[i] = lua_tostring(L, -1);
-		lua_pop(L, 3);
+		lua_rawgeti(L, -3, 3);
+		names[i] = luaL_checkstring(L, -3);
+		digests[i] = lua_tostring(L, -2);
+		weights[i] = (int)luaL_optinteger(L, -1, 1);
+		lua_pop(L, 4);
 	}
-	if (presence_jobs(names, digests, n, hash, &text) < 0)
+	if (presence_jobs(names, digests, weights, n, hash, &text) < 0)
 		return luaL_error(L, "out of memory");
 	lua_pushstring(L, hash);
 	lua_pushstring(L, text);
@@ -334,6 +456,14 @@ void lx_presence_lib(lua_State *L)
 		{ "presence_prefer", l_prefer },
 		{ "safe_point", l_safe_point },
 		{ "presence_jobs", l_jobs },
+		{ "placement", l_placement },
+		{ NULL, NULL },
+	};
+	static const luaL_Reg placement[] = {
+		{ "set", l_placement_set },
+		{ "prefer", l_placement_prefer },
+		{ "runner_up", l_placement_runner_up },
+		{ "map", l_placement_map },
 		{ NULL, NULL },
 	};
 	static const luaL_Reg methods[] = {
@@ -346,6 +476,13 @@ void lx_presence_lib(lua_State *L)
 	};
 
 	luaL_setfuncs(L, fns, 0);
+	if (luaL_newmetatable(L, PLACEMENT_MT)) {
+		luaL_newlib(L, placement);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_placement_gc);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_pop(L, 1);
 	/* The store's methods live in its metatable's __index (bind/store.c). */
 	if (luaL_getmetatable(L, "leash.store") == LUA_TTABLE &&
 	    lua_getfield(L, -1, "__index") == LUA_TTABLE)

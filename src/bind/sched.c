@@ -471,7 +471,7 @@ static int l_jobs(lua_State *L)
 	for (size_t i = 0; i < ls->s.njobs; i++) {
 		const struct job *j = ls->s.jobs[i];
 
-		lua_createtable(L, 0, 16);
+		lua_createtable(L, 0, 17);
 		lua_pushstring(L, kinds[j->kind]);
 		lua_setfield(L, -2, "kind");
 		lua_pushstring(L, j->describe);
@@ -487,6 +487,7 @@ static int l_jobs(lua_State *L)
 		SETINT("restart_at", j->restart_at);
 		SETINT("backoff_ms", j->backoff_ms);
 		SETINT("lease_ms", j->lease_ms);
+		SETINT("weight", j->weight);
 		lua_pushboolean(L, j->run != NULL);
 		lua_setfield(L, -2, "running");
 		SETINT("run_id", j->run ? j->run_id : 0);
