@@ -169,6 +169,17 @@ static char *place_key(const struct presence *p, const char *my_jobs, size_t *le
 	return k;
 }
 
+uint64_t presence_inputs(const struct presence *p)
+{
+	uint64_t h = HASH_FNV_OFFSET;
+
+	if (!p->key)
+		return 0;
+	for (size_t i = 0; i < p->keylen; i++)
+		h = hash_sep(h, (unsigned char)p->key[i]);
+	return hash_mix(h);
+}
+
 /* Makes the map again when its inputs changed since the last one. */
 static int place_again(struct presence *p, const char *my_jobs)
 {

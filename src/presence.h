@@ -74,6 +74,11 @@ struct presence {
 int presence_set(struct presence *, struct store_replica *rows, size_t n, int64_t now,
                  const char *my_owner, const char *my_jobs, int64_t live_ms, int64_t settle_ms);
 
+/* The map's inputs (who is live, settled or draining, and the jobs each
+ * defines) as one number, 0 before any: it changes when the membership
+ * does, and heartbeats never change it. */
+uint64_t presence_inputs(const struct presence *);
+
 /* 1 when replica i defines job (its jobs are mine, or list it). */
 int presence_defines(const struct presence *, size_t i, const char *job);
 

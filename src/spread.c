@@ -142,25 +142,6 @@ static int64_t beat_args(struct singleton *sg)
 	return prune;
 }
 
-/* What the placement is computed from, as one number: the replicas that
- * count (live and not draining), whether each is settled, and their jobs.
- * Heartbeats move every beat and do not count. */
-static uint64_t membership(const struct presence *p)
-{
-	uint64_t sig = 0x9e3779b97f4a7c15ULL;
-
-	for (size_t i = 0; i < p->n; i++) {
-		const struct presence_rep *r = &p->reps[i];
-
-		if (!r->live || r->row.draining)
-			continue;
-		/* A sum: the rows' order does not matter. */
-		sig += presence_score(r->row.owner, r->row.jobs_hash) ^
-		       presence_score(r->settled ? "settled" : "live", r->row.owner);
-	}
-	return sig;
-}
-
 /* A beat's answer, read at db time dbnow (boottime now): the preferences
  * and my drain follow it. */
 static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows, size_t n,
@@ -175,7 +156,7 @@ static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows
 		log_msg(LOG_ERROR, NULL, 0, "presence: out of memory");
 		return;
 	}
-	sp->sig = membership(&sp->pres);
+	sp->sig = presence_inputs(&sp->pres);
 	apply_preferences(sg);
 	drained(sg);
 }
