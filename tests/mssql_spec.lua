@@ -92,6 +92,34 @@ describe("mssql provider", function()
     s:close()
   end)
 
+  it("replicas opening a new table at once all open it, one column per ALTER TABLE", function()
+    -- 12 processes open the same new table at the same moment (each waits
+    -- for a start file): the schema steps go one replica after another, so
+    -- none meets a half-made table or one it tried to make too.
+    local t, dir = uniq("race_open"), os.getenv("LEASH_TEST_TMP") or "/tmp"
+    local go = ("%s/%s.go"):format(dir, t)
+    local cmds = {}
+    for i = 1, 12 do
+      cmds[i] = ("lua5.4 -e %q > '%s/%s.%d' 2>&1 &"):format(([[
+        local core, system, providers = require "leash.core", require "system", require "providers"
+        while not io.open(%q) do system.sleep(0.01) end
+        local s, err = core.open_store(providers.get("mssql", %q, { statement_timeout_ms = 20000 }))
+        if s then s:close() end
+        print(s and "ok" or err)]]):format(go, t), dir, t, i)
+    end
+    assert.is_true(os.execute(table.concat(cmds, " ") .. " sleep 0.5; touch '" .. go .. "'; wait"))
+    for i = 1, 12 do
+      local f = assert(io.open(("%s/%s.%d"):format(dir, t, i)))
+      assert.equal("ok", f:read("a"):gsub("%s+$", ""), "open " .. i)
+      f:close()
+    end
+    local s = assert(core.open_store(cfg({ table = t })))
+    assert.is_true((s:try_acquire("j", "A", 5000)))
+    assert.is_true(s:control("j", "pause", 4102444800000))
+    assert(s:record_runs({ { job = "j", scheduled_at = 1, owner = "A", token = 1, outcome = "ok" } }))
+    s:close()
+  end)
+
   it("a wrong password is a clear error within the connect timeout", function()
     local secs, s, err = timed(core.open_store, cfg({ password = base.password .. "x" }))
     assert.is_nil(s)
@@ -606,7 +634,7 @@ describe("mssql provider", function()
       assert.is_nil(line:find("e'rr", 1, true), kind)
     end
     f:close()
-    for _, k in ipairs({ "create", "create_runs", "check_runs", "claim_runs", "claim_all",
+    for _, k in ipairs({ "schema", "check_runs", "claim_runs", "claim_all",
                          "record_runs", "read_runs", "prune_runs", "renew_all", "acquire_all",
                          "release_all", "try_acquire" }) do
       assert.is_true(kinds[k], k)

@@ -60,9 +60,7 @@ struct ms_store {
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
-	char sql_controls[SQL_MAX], sql_health_col[SQL_MAX];
-	char sql_create[SQL_MAX], sql_upgrade[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
-	char sql_runs_create[2 * SQL_MAX], sql_runs_check[SQL_MAX];
+	char sql_acquire[SQL_MAX], sql_renew[SQL_MAX], sql_runs_check[SQL_MAX];
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 };
@@ -1821,7 +1819,6 @@ static int ms_drain(struct store *, const char *, const char *const *, size_t, i
 static int ms_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
                          int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
                          struct store_replica **, size_t *, int64_t *);
-static int ms_presence_setup(struct ms_store *);
 
 static const struct store_ops ms_ops = {
 	.name = "mssql",
@@ -1858,35 +1855,6 @@ static const struct store_ops ms_ops = {
 static void build_sql(struct ms_store *st)
 {
 	const char *t = st->table;
-
-	snprintf(st->sql_create, SQL_MAX,
-	    "/* leash:create */ IF OBJECT_ID(N'[%s]', N'U') IS NULL BEGIN BEGIN TRY "
-	    "CREATE TABLE [%s] ("
-	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "token BIGINT NOT NULL, acquired_at BIGINT NOT NULL, "
-	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_fire BIGINT NULL) "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;", t, t);
-
-	/* A table made before the fire cursor gets the column (NULL in every
-	 * row); 2705 is another replica adding it at the same moment. */
-	snprintf(st->sql_upgrade, SQL_MAX,
-	    "/* leash:add_last_fire */ IF COL_LENGTH(N'[%s]', N'last_fire') IS NULL "
-	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD last_fire BIGINT NULL; "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
-
-	/* The controls' columns (leash pause/trigger/handoff), the same way. */
-	snprintf(st->sql_controls, SQL_MAX,
-	    "/* leash:add_controls */ IF COL_LENGTH(N'[%s]', N'handoff_at') IS NULL "
-	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD paused_until BIGINT NULL, trigger_at BIGINT NULL, "
-	    "handoff_at BIGINT NULL; "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
-
-	/* The failure hooks' health column, the same way. */
-	snprintf(st->sql_health_col, SQL_MAX,
-	    "/* leash:add_health */ IF COL_LENGTH(N'[%s]', N'health') IS NULL "
-	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD health INT NULL; "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
 
 	/* Take it when free, expired or ours; insert when missing.  Between the
 	 * UPDATE and the INSERT another replica may insert first: its duplicate
@@ -1974,28 +1942,6 @@ static void build_sql(struct ms_store *st)
 	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire, "
 	    "paused_until FROM [%s] ORDER BY name;", t);
 
-	/* The ledger, with its indexes, in one transaction: a replica that
-	 * finds the table (2714: another made it first) finds its indexes too.
-	 * A job's rows newest first (read_runs, prune_runs' per-job cutoff) are
-	 * its range of the clustered key walked backwards. */
-	snprintf(st->sql_runs_create, sizeof st->sql_runs_create,
-	    "/* leash:create_runs */ SET XACT_ABORT ON; " ISO
-	    "IF OBJECT_ID(N'[%s_runs]', N'U') IS NULL BEGIN BEGIN TRY BEGIN TRANSACTION; "
-	    "CREATE TABLE [%s_runs] ("
-	    "job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "scheduled_at BIGINT NOT NULL, "
-	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "token BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, "
-	    "ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, "
-	    "exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, "
-	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, "
-	    "PRIMARY KEY (job, scheduled_at, owner)); "
-	    "CREATE INDEX [%s_runs_at] ON [%s_runs] (scheduled_at); "
-	    "CREATE INDEX [%s_runs_running] ON [%s_runs] (job, token) "
-	    "WHERE outcome = N'running'; "
-	    "COMMIT; END TRY BEGIN CATCH IF @@TRANCOUNT > 0 ROLLBACK; "
-	    "IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;", t, t, t, t, t, t);
-
 	/* The columns the store needs that the ledger table lacks, in order:
 	 * a table someone else made is refused, never altered. */
 	snprintf(st->sql_runs_check, SQL_MAX,
@@ -2005,6 +1951,75 @@ static void build_sql(struct ms_store *st)
 	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
 	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
 	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", t);
+}
+
+/* The tables, made when missing, and the columns older versions lack, added
+ * (NULL in every row): one batch, in one transaction that first takes an
+ * application lock on the table's name, so that replicas opening a new
+ * table at once make it one after another and each later one finds it
+ * made.  (Racing instead and catching "already there" is not enough: some
+ * engines report it under other numbers, or let no TRY...CATCH catch an
+ * ALTER TABLE's error.)  One column per ALTER TABLE ... ADD, as every
+ * engine takes it.  Whether a column is there is asked of sys.columns:
+ * inside a transaction Babelfish's COL_LENGTH answers from before it, blind
+ * to a column another replica added meanwhile.  The lock waits at most @wait ms, a little less than the
+ * statement timeout, so that a stuck holder makes a clear error.  The
+ * ledger's indexes are made with it, so a replica that finds the ledger
+ * finds its indexes too.  A job's rows newest first (read_runs,
+ * prune_runs' per-job cutoff) are its range of the clustered key walked
+ * backwards. */
+#define ADD_COLUMN(col, type) \
+	"IF NOT EXISTS (SELECT 1 FROM sys.columns WHERE object_id = OBJECT_ID(N'[%1$s]') " \
+	"AND name = N'" col "') ALTER TABLE [%1$s] ADD " col " " type " NULL; "
+static int make_schema(struct ms_store *st)
+{
+	const char *t = st->table;
+	struct param p[] = { { "@wait", NULL, st->cur_s * 1000 > 1000 ? st->cur_s * 1000 - 500 : 500 } };
+	char sql[4 * SQL_MAX];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:schema */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	    "BEGIN TRANSACTION; "
+	    "DECLARE @lock INT; "
+	    "EXEC @lock = sp_getapplock @Resource = N'leash:schema:%1$s', @LockMode = 'Exclusive', "
+	    "@LockOwner = 'Transaction', @LockTimeout = @wait; "
+	    "IF @lock < 0 THROW 51000, N'leash: the schema lock of table %1$s was not granted "
+	    "in time (another replica is making or changing the tables)', 1; "
+	    "IF OBJECT_ID(N'[%1$s]', N'U') IS NULL "
+	    "CREATE TABLE [%1$s] ("
+	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "token BIGINT NOT NULL, acquired_at BIGINT NOT NULL, "
+	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_fire BIGINT NULL, "
+	    "paused_until BIGINT NULL, trigger_at BIGINT NULL, handoff_at BIGINT NULL, "
+	    "health INT NULL) "
+	    "ELSE BEGIN "
+	    ADD_COLUMN("last_fire", "BIGINT") ADD_COLUMN("paused_until", "BIGINT")
+	    ADD_COLUMN("trigger_at", "BIGINT") ADD_COLUMN("handoff_at", "BIGINT")
+	    ADD_COLUMN("health", "INT")
+	    "END; "
+	    "IF OBJECT_ID(N'[%1$s_runs]', N'U') IS NULL BEGIN "
+	    "CREATE TABLE [%1$s_runs] ("
+	    "job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "scheduled_at BIGINT NOT NULL, "
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "token BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, "
+	    "ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, "
+	    "exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, "
+	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, "
+	    "PRIMARY KEY (job, scheduled_at, owner)); "
+	    "CREATE INDEX [%1$s_runs_at] ON [%1$s_runs] (scheduled_at); "
+	    "CREATE INDEX [%1$s_runs_running] ON [%1$s_runs] (job, token) "
+	    "WHERE outcome = N'running'; END; "
+	    "IF OBJECT_ID(N'[%1$s_replicas]', N'U') IS NULL "
+	    "CREATE TABLE [%1$s_replicas] ("
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "host " VC " NOT NULL, pid BIGINT NOT NULL, version NVARCHAR(32) NOT NULL, "
+	    "started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL, "
+	    "draining INT NOT NULL DEFAULT 0, jobs_hash NVARCHAR(32) NOT NULL, "
+	    "jobs NVARCHAR(MAX) NOT NULL); "
+	    "COMMIT;", t);
+	return call(st, sql, "@wait BIGINT", p, 1, NULL, NULL);
 }
 
 struct check_answer {
@@ -2078,12 +2093,7 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	st->cur_s = st->stmt_s;
 	snprintf(st->table, sizeof st->table, "%s", table);
 	build_sql(st);
-	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_controls, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_health_col, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_runs_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    check_runs(st) != STORE_OK || ms_presence_setup(st) != STORE_OK) {
+	if (make_schema(st) != STORE_OK || check_runs(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);
 		goto fail;
 	}
@@ -2110,23 +2120,6 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 /* ---- presence: <table>_replicas ---- */
 
 #define PRES_SQL_MAX 2048
-
-static int ms_presence_setup(struct ms_store *st)
-{
-	char sql[PRES_SQL_MAX];
-
-	snprintf(sql, sizeof sql,
-	    "/* leash:create_replicas */ IF OBJECT_ID(N'[%s_replicas]', N'U') IS NULL BEGIN "
-	    "BEGIN TRY CREATE TABLE [%s_replicas] ("
-	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-	    "host " VC " NOT NULL, pid BIGINT NOT NULL, version NVARCHAR(32) NOT NULL, "
-	    "started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL, "
-	    "draining INT NOT NULL DEFAULT 0, jobs_hash NVARCHAR(32) NOT NULL, "
-	    "jobs NVARCHAR(MAX) NOT NULL) "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;",
-	    st->table, st->table);
-	return call(st, sql, "", NULL, 0, NULL, NULL);
-}
 
 struct pres_answer {
 	struct store_replica *rows;

@@ -61,11 +61,10 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-def create(db, t, p, faults):
+def create(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (name TEXT PRIMARY KEY, '
                'owner TEXT NOT NULL, token INTEGER NOT NULL, acquired_at INTEGER NOT NULL, '
                'renewed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, last_fire INTEGER)')
-    return []
 
 
 def add_columns(db, t, names):
@@ -75,19 +74,17 @@ def add_columns(db, t, names):
     for c in names:
         if c not in cols:
             db.execute(f'ALTER TABLE "{t}" ADD COLUMN {c} INTEGER')
+
+
+def schema(db, t, p, faults):
+    """The batch that makes what is missing, under the schema lock (the
+    server's one write lock stands for it): the lease table and the columns
+    an older one lacks, the ledger with its indexes, the presence table."""
+    create(db, t)
+    add_columns(db, t, ("last_fire", "paused_until", "trigger_at", "handoff_at", "health"))
+    create_runs(db, t + "_runs")
+    create_replicas(db, t + "_replicas")
     return []
-
-
-def add_last_fire(db, t, p, faults):
-    return add_columns(db, t, ("last_fire",))
-
-
-def add_controls(db, t, p, faults):
-    return add_columns(db, t, ("paused_until", "trigger_at", "handoff_at"))
-
-
-def add_health(db, t, p, faults):
-    return add_columns(db, t, ("health",))
 
 
 def renewed(db, t, p, cols):
@@ -419,7 +416,7 @@ def packed_rows(stmt, p, key):
     return rows
 
 
-def create_runs(db, t, p, faults, stmt):
+def create_runs(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (job TEXT NOT NULL, scheduled_at INTEGER '
                'NOT NULL, owner TEXT NOT NULL, token INTEGER NOT NULL, claimed_at INTEGER, '
                'started_at INTEGER, ended_at INTEGER, outcome TEXT NOT NULL, exit_code INTEGER, '
@@ -428,7 +425,6 @@ def create_runs(db, t, p, faults, stmt):
     db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_at" ON "{t}" (scheduled_at)')
     db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_running" ON "{t}" (job, token) '
                "WHERE outcome = 'running'")
-    return []
 
 
 def check_runs(db, t, p, faults, stmt):
@@ -583,12 +579,11 @@ REPLICA_COLS = [("owner", "str"), ("host", "str"), ("pid", "int"), ("version", "
                 ("jobs_hash", "str"), ("has_jobs", "int"), ("jobs", "max")]
 
 
-def create_replicas(db, t, p, faults):
+def create_replicas(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (owner TEXT PRIMARY KEY, host TEXT NOT NULL, '
                'pid INTEGER NOT NULL, version TEXT NOT NULL, started_at INTEGER NOT NULL, '
                'heartbeat INTEGER NOT NULL, draining INTEGER NOT NULL DEFAULT 0, '
                'jobs_hash TEXT NOT NULL, jobs TEXT NOT NULL)')
-    return []
 
 
 def replica_rows(db, t, mine):
@@ -656,12 +651,9 @@ def replicas(db, t, p, faults):
 
 
 STATEMENTS = {
-    "create": create,
-    "add_last_fire": add_last_fire,
-    "add_controls": add_controls,
+    "schema": schema,
     "renew_ctl": renew_ctl,
     "control": control,
-    "add_health": add_health,
     "health": health,
     "try_acquire": try_acquire,
     "renew": renew,
@@ -675,14 +667,12 @@ STATEMENTS = {
     "floor_select": floor_select,       # the benchmark's floors
     "floor_create": floor_create,
     "floor_update": floor_update,
-    "create_runs": create_runs,         # the run ledger
-    "check_runs": check_runs,
+    "check_runs": check_runs,           # the run ledger
     "claim_runs": claim_runs,
     "record_runs": record_runs,
     "read_runs": read_runs,
     "prune_runs": prune_runs,
-    "create_replicas": create_replicas,     # presence
-    "beat": beat,
+    "beat": beat,                       # presence
     "leave": leave,
     "replicas": replicas,
     "drain": drain,
@@ -690,7 +680,7 @@ STATEMENTS = {
     "last_runs": last_runs,
 }
 # The statements whose function reads the statement's own text.
-READS_TEXT = {create_runs, check_runs, claim_runs, record_runs, read_runs, prune_runs,
+READS_TEXT = {check_runs, claim_runs, record_runs, read_runs, prune_runs,
               last_runs, unclaim_all}
 
 # ---------------------------------------------------------------- TDS encoding
