@@ -971,8 +971,8 @@ static int claims_batch(struct store *s, const char *owner, const struct store_c
 			    "; BEGIN TRANSACTION; "
 			    "UPDATE l SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END "
 			    "OUTPUT inserted.name INTO @r "
-			    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
-			    "WHERE l.owner = @owner AND l.token = c.token AND l.last_fire = c.fire; "
+			    "FROM [%s] AS l, @c AS c WHERE c.name = l.name "
+			    "AND l.owner = @owner AND l.token = c.token AND l.last_fire = c.fire; "
 			    "DELETE x FROM [%s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
 			    "INNER JOIN @r AS r ON r.name = c.name "
 			    "WHERE x.scheduled_at = c.fire AND x.owner = @owner "
@@ -981,8 +981,8 @@ static int claims_batch(struct store *s, const char *owner, const struct store_c
 		else
 			sl += (size_t)snprintf(sql + sl, sqlmax - sl,
 			    "; UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
-			    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
-			    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
+			    "FROM [%s] AS l, @c AS c WHERE c.name = l.name "
+			    "AND l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
 			    "AND (l.last_fire IS NULL OR l.last_fire < c.fire)", st->table);
 		snprintf(sql + sl, sqlmax - sl,
 		    "; SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
@@ -1337,8 +1337,8 @@ static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *own
 	app(b->sql, &b->sl, b->sqlmax,
 	    "BEGIN TRANSACTION; "
 	    "UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
-	    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
-	    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
+	    "FROM [%s] AS l, @c AS c WHERE c.name = l.name "
+	    "AND l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
 	    "AND (l.last_fire IS NULL OR l.last_fire < c.fire); ", t);
 	if (rows)
 		app(b->sql, &b->sl, b->sqlmax,
@@ -1346,9 +1346,8 @@ static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *own
 		    "ended_at = w.ended_at, outcome = w.outcome, exit_code = w.exit_code, "
 		    "exit_signal = w.exit_signal, duration_ms = w.duration_ms, error = w.error, "
 		    "actor = w.actor, recorded_at = @now "
-		    "FROM [%s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
-		    "INNER JOIN @r AS r ON r.name = c.name "
-		    "INNER JOIN @w AS w ON w.i = c.i AND w.scheduled_at = x.scheduled_at "
+		    "FROM [%s_runs] AS x, @c AS c, @r AS r, @w AS w WHERE c.name = x.job "
+		    "AND r.name = c.name AND w.i = c.i AND w.scheduled_at = x.scheduled_at "
 		    "AND w.owner = x.owner; "
 		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
 		    "SELECT c.name, w.scheduled_at, w.owner, w.token, @now, w.started_at, "
@@ -1506,8 +1505,8 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 		    "duration_ms = COALESCE(w.duration_ms, x.duration_ms), "
 		    "error = COALESCE(w.error, x.error), actor = COALESCE(w.actor, x.actor), "
 		    "recorded_at = @now "
-		    "FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) INNER JOIN @w AS w "
-		    "ON w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
+		    "FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK), @w AS w "
+		    "WHERE w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
 		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
 		    "SELECT w.job, w.scheduled_at, w.owner, w.token, w.claimed_at, w.started_at, "
 		    "w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
@@ -1730,8 +1729,8 @@ static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
 	    "PRIMARY KEY (job, scheduled_at, owner)); "
 	    "UPDATE TOP (@max) x SET outcome = N'lost', recorded_at = @now "
 	    "OUTPUT inserted.job, inserted.scheduled_at, inserted.owner INTO @lost "
-	    "FROM [%s_runs] AS x INNER JOIN [%s] AS l ON l.name = x.job "
-	    "WHERE x.outcome = N'running' AND x.token < l.token AND x.scheduled_at >= @cut; "
+	    "FROM [%s_runs] AS x, [%s] AS l WHERE l.name = x.job "
+	    "AND x.outcome = N'running' AND x.token < l.token AND x.scheduled_at >= @cut; "
 	    "SET @n = @@ROWCOUNT; "
 	    "IF @n < @max BEGIN "
 	    "DELETE TOP (@max - @n) FROM [%s_runs] WHERE scheduled_at < @cut; "
