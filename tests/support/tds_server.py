@@ -309,13 +309,12 @@ def floor_update(db, t, p, faults):
 
 # ---------------------------------------------------------------- the run ledger
 # The ledger statements bind their claims as VALUES tuples into the table
-# variable @c, and their rows packed: the distinct strings as VALUES tuples
-# into @s, every row's numbers in one parameter @v that the batch cuts apart
-# by SUBSTRING (packed_rows reads the offsets out of the statement).  The
-# functions below evaluate those (an integer literal, a parameter, or
-# NULLIF(@param, -1)) and then do what the batch does, in the one SQLite
-# transaction the batch runs in: an error (TSqlError) rolls all of it back,
-# as XACT_ABORT ON does.
+# variable @c, and their rows as VALUES tuples into @w, each value a
+# parameter (every distinct value bound once, however many rows use it), a
+# NULL, or an integer literal (a claim's number).  The functions below
+# evaluate those (table_rows) and then do what the batch does, in the one
+# SQLite transaction the batch runs in: an error (TSqlError) rolls all of it
+# back, as XACT_ABORT ON does.
 
 RUN_COLS = ["job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
             "outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor",
@@ -350,14 +349,12 @@ def split_items(s):
 
 
 def evaluate(item, p):
+    if item == "NULL":
+        return None
     if re.fullmatch(r"-?\d+", item):
         return int(item)
     if re.fullmatch(r"@\w+", item):
         return p[item]
-    m = re.fullmatch(r"NULLIF\((@\w+), (-?\d+)\)", item)
-    if m:
-        v = p[m.group(1)]
-        return None if v == int(m.group(2)) else v
     raise ValueError(f"cannot evaluate {item!r}")
 
 
@@ -388,34 +385,6 @@ def deadlock(faults, kind):
                         "transaction.")
 
 
-def packed_rows(stmt, p, key):
-    """The ledger rows of a batch: the distinct strings go into @s (VALUES tuples), the
-    numbers of every row into @v, each field CAST(SUBSTRING(@v, n.k * <row
-    width> + <offset>, <width>) AS BIGINT) AS <name> for row k below @rows; a
-    field named <x>_s is x's index in @s (none: NULL), and a field the INSERT
-    takes as NULLIF(f.<x>, -1) is NULL at -1."""
-    strings = {r["i"]: r["v"] for r in table_rows(stmt, "s", p, ("i",))}
-    fields = re.findall(r"CAST\(SUBSTRING\(@v, n\.k \* (\d+) \+ (\d+), (\d+)\) AS BIGINT\) "
-                        r"AS (\w+)", stmt)
-    nullable = set(re.findall(r"NULLIF\(f\.(\w+), -1\)", stmt))
-    rows, seen, v = [], set(), p["@v"]
-    for k in range(p["@rows"]):
-        row = {}
-        for width, off, n, name in fields:
-            at = k * int(width) + int(off) - 1
-            x = int(v[at:at + int(n)])
-            if name.endswith("_s"):
-                row[name[:-2]] = strings.get(x)
-            else:
-                row[name] = None if name in nullable and x == -1 else x
-        if tuple(row[c] for c in key) in seen:
-            raise TSqlError(2627, 14, "Violation of PRIMARY KEY constraint. Cannot insert "
-                            "duplicate key in object '@w'.")
-        seen.add(tuple(row[c] for c in key))
-        rows.append(row)
-    return rows
-
-
 def create_runs(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (job TEXT NOT NULL, scheduled_at INTEGER '
                'NOT NULL, owner TEXT NOT NULL, token INTEGER NOT NULL, claimed_at INTEGER, '
@@ -442,7 +411,7 @@ def claim_runs(db, t, p, faults, stmt):
     lease, runs = ledger_tables(stmt)
     owner, now = p["@owner"], now_ms()
     claims = table_rows(stmt, "c", p, ("name",))
-    rows = packed_rows(stmt, p, ("i", "scheduled_at", "owner")) if "@rows" in p else []
+    rows = table_rows(stmt, "w", p, ("i", "scheduled_at", "owner"))
     won = {}
     for c in sorted(claims, key=lambda c: c["name"].encode("utf-16-be", "surrogatepass")):
         cur = db.execute(f'UPDATE "{lease}" SET last_fire = ? WHERE name = ? AND owner = ? '
@@ -475,7 +444,7 @@ def record_runs(db, t, p, faults, stmt):
     _, runs = ledger_tables(stmt)
     now = now_ms()
     keep = RUN_COLS[4:7] + RUN_COLS[8:13]       # COALESCE(new, stored)
-    for w in packed_rows(stmt, p, ("job", "scheduled_at", "owner")):
+    for w in table_rows(stmt, "w", p, ("job", "scheduled_at", "owner")):
         sets = ", ".join(["token = ?", "outcome = ?", "recorded_at = ?"]
                          + [f"{k} = COALESCE(?, {k})" for k in keep])
         cur = db.execute(f'UPDATE "{runs}" SET {sets} WHERE job = ? AND scheduled_at = ? '
