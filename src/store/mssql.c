@@ -1941,27 +1941,30 @@ static void build_sql(struct ms_store *st)
 	/* Take it when free, expired or ours; insert when missing.  Between the
 	 * UPDATE and the INSERT another replica may insert first: its duplicate
 	 * key error (2627) ends only the INSERT, and the last SELECT then names
-	 * the holder. */
+	 * the holder.  @r only says whether this batch wrote the row; the answer
+	 * is read from the row: under a concurrent write Babelfish's OUTPUT
+	 * gives the values as computed before it waited for the other writer
+	 * (a token one too low), while the row has the ones it wrote.  Should
+	 * the lease pass to another between the UPDATE and that read, the
+	 * answer names the other. */
 	snprintf(st->sql_acquire, SQL_MAX,
 	    "/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
 	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT, last_fire BIGINT); "
-	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
+	    "DECLARE @r TABLE (name " VC " NOT NULL); "
+	    "UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET "
 	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
 	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
 	    "THEN acquired_at ELSE @now END, "
 	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.token, inserted.expires_at, inserted.last_fire INTO @r "
+	    "OUTPUT inserted.name INTO @r "
 	    "WHERE name = @name AND (owner = @owner OR expires_at <= @now); "
-	    "IF @@ROWCOUNT = 0 AND NOT EXISTS (SELECT 1 FROM [%s] WHERE name = @name) "
-	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.token, inserted.expires_at, inserted.last_fire INTO @r "
-	    "VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
-	    "IF EXISTS (SELECT 1 FROM @r) "
-	    "SELECT 1, @owner, token, expires_at, @now, last_fire FROM @r "
-	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
-	    "ISNULL(MAX(expires_at), 0), @now, MAX(last_fire) FROM [%s] WHERE name = @name;",
-	    t, t, t, t);
+	    "IF NOT EXISTS (SELECT 1 FROM @r) AND NOT EXISTS (SELECT 1 FROM [%1$s] WHERE name = @name) "
+	    "INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	    "OUTPUT inserted.name INTO @r VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
+	    "DECLARE @wrote INT = CASE WHEN EXISTS (SELECT 1 FROM @r) THEN 1 ELSE 0 END; "
+	    "SELECT CASE WHEN @wrote = 1 AND MAX(owner) = @owner THEN 1 ELSE 0 END, "
+	    "ISNULL(MAX(owner), N''), ISNULL(MAX(token), 0), ISNULL(MAX(expires_at), 0), @now, "
+	    "MAX(last_fire) FROM [%1$s] WHERE name = @name;", t);
 
 	/* acquire_all, around the INSERTs of its names into @names: the same
 	 * UPDATE for every listed row, then an INSERT for each name that still
@@ -1970,14 +1973,15 @@ static void build_sql(struct ms_store *st)
 	 * SELECT then shows held by the other.  Any other error is thrown.
 	 * @names is keyed by name first so that the UPDATE meets the rows in
 	 * key order whatever order the caller listed them in: two replicas
-	 * locking the same rows in opposite orders would deadlock. */
+	 * locking the same rows in opposite orders would deadlock.  @r only
+	 * names the rows this batch wrote; the answer is read from the rows, as
+	 * try_acquire's is. */
 	snprintf(st->sql_acq_head, sizeof st->sql_acq_head,
 	    "/* leash:acquire_all */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
 	    "DECLARE @now BIGINT = " NOW "; "
 	    "DECLARE @names TABLE (i INT NOT NULL UNIQUE, "
 	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL, PRIMARY KEY (name, i)); "
-	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-	    "token BIGINT NOT NULL, expires_at BIGINT NOT NULL); "
+	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
 	    "DECLARE @i INT = 0, @nm " VC ";");
 	snprintf(st->sql_acq_tail, sizeof st->sql_acq_tail,
 	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
@@ -1985,7 +1989,7 @@ static void build_sql(struct ms_store *st)
 	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
 	    "THEN acquired_at ELSE @now END, "
 	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name, inserted.token, inserted.expires_at INTO @r "
+	    "OUTPUT inserted.name INTO @r "
 	    "WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now); "
 	    "WHILE 1 = 1 BEGIN "
 	    "SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
@@ -1993,13 +1997,11 @@ static void build_sql(struct ms_store *st)
 	    "IF @@ROWCOUNT = 0 BREAK; "
 	    "BEGIN TRY "
 	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.name, inserted.token, inserted.expires_at INTO @r "
-	    "VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
+	    "OUTPUT inserted.name INTO @r VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
 	    "END TRY BEGIN CATCH IF ERROR_NUMBER() NOT IN (2627, 2601) THROW; END CATCH "
 	    "END; "
-	    "SELECT n.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, "
-	    "CASE WHEN r.name IS NULL THEN ISNULL(t.owner, N'') ELSE @owner END, "
-	    "COALESCE(r.token, t.token, 0), COALESCE(r.expires_at, t.expires_at, 0), @now, "
+	    "SELECT n.i, CASE WHEN r.name IS NOT NULL AND t.owner = @owner THEN 1 ELSE 0 END, "
+	    "ISNULL(t.owner, N''), ISNULL(t.token, 0), ISNULL(t.expires_at, 0), @now, "
 	    "t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
 	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
 
