@@ -6,6 +6,8 @@
 -- others run against the real T-SQL engine when there is one
 -- (LEASH_TEST_MSSQL_REAL, or a real LEASH_TEST_MSSQL), else the test server.
 local core = require "leash.core"
+local L = require "e2e"
+local R = require "replicas"
 local providers = require "providers"
 local system = require "system"
 
@@ -667,5 +669,105 @@ describe("mssql provider", function()
                          "release_all", "try_acquire" }) do
       assert.is_true(kinds[k], k)
     end
+  end)
+
+  -- The issue's "done when", on the real engine: three replicas with an
+  -- every-second job through a kill -9 of its holder, a pause, a resume, a
+  -- trigger and a drain of the next holder; then every scheduled second
+  -- from the first to the last has exactly one ledger row.  Each step waits
+  -- for the ledger or the lease row to show it (generous bounds, no
+  -- timings): the TDS test server's ledger spec does the same at length.
+  local it_real = providers.is_real(real) and it
+    or function(desc) pending(desc .. " (needs a real T-SQL engine)") end
+  it_real("three replicas through a kill -9, pause, resume, trigger and a drain: one ledger row a second", function()
+    local p = providers.get(real, "x")
+    local t = uniq("e2e")
+    local d = L.dir { prefix = "ms-e2e", jobs = { tick = 'return { every = "1s", run = function() end }' } }
+    local env = { env = { LEASH_TEST_MSSQL_PASSWORD = p.password } }
+    local cfgs, procs = {}, {}
+    for i = 1, 3 do
+      cfgs[i] = ("%s/r%d.ini"):format(d.dir, i)
+      L.write(cfgs[i], L.ini {
+        leash = { jobs = d.jobs, replica = "r" .. i, grace = "1s" },
+        singleton = { enabled = "true", lease = "6s", retry = "1s" },
+        store = { provider = "mssql", table = t, connect_timeout = "10s", statement_timeout = "10s" },
+        mssql = { host = p.host, port = tostring(p.port), user = p.user, database = p.database,
+                  password_env = "LEASH_TEST_MSSQL_PASSWORD" },
+      })
+    end
+    local s = assert(core.open_store(providers.get(real, t)))
+    -- the ledger's rows of tick, newest first (of an outcome, after a time)
+    local function rows(outcome, after)
+      local out = {}
+      for _, r in ipairs(assert(s:read_runs { job = "tick", limit = 10000 })) do
+        if (not outcome or r.outcome == outcome) and r.scheduled_at > (after or -1) then out[#out + 1] = r end
+      end
+      return out
+    end
+    local function holder()
+      for _, r in ipairs(assert(s:list())) do
+        if r.name == "tick" and r.owner ~= "" then return r end
+      end
+    end
+    local function wait(what, fn) assert(L.wait_for(fn, 90, 0.2), what) end
+    local function cli(...)
+      local code, out, err = L.leash({ ... }, env)
+      assert.equal(0, code, table.concat({ ... }, " ") .. ": " .. err)
+      return out
+    end
+    local ok, why = pcall(function()
+      for i = 1, 3 do procs[i] = R.start(cfgs[i], p.password) end
+      wait("no run", function() return #rows("ok") >= 3 end)
+      local h = holder()
+      for _, proc in ipairs(procs) do
+        if proc.owner == h.owner then
+          for _, pid in ipairs(R.tree(proc.pid)) do L.kill(pid, "KILL") end
+          proc:wait(10)
+        end
+      end
+      wait("no run after the kill", function()
+        local n = 0
+        for _, r in ipairs(rows("ok")) do
+          if r.owner ~= h.owner then n = n + 1 end
+        end
+        return n >= 3
+      end)
+      cli("pause", "-c", cfgs[1], "tick")
+      wait("no fire skipped while paused", function() return #rows("skipped-paused") > 0 end)
+      cli("resume", "-c", cfgs[2], "tick")
+      local resumed = rows("control")
+      wait("no run after the resume", function() return #rows("ok", resumed[1].scheduled_at) > 0 end)
+      cli("trigger", "-c", cfgs[3], "tick")
+      wait("no triggered run", function() return #rows("manual") > 0 end)
+      local drained = holder()
+      local name = drained.owner:match("^([^:]+)")
+      cli("drain", "-c", cfgs[1], name)
+      wait("the drained replica kept the job", function()
+        local r = holder()
+        return r and r.owner ~= drained.owner and r.token > drained.token
+      end)
+      cli("undrain", "-c", cfgs[1], name)
+      local last = rows()[1].scheduled_at
+      wait("no run after the drain", function() return #rows("ok", last) >= 2 end)
+      assert.matches("tick%s+every 1s", cli("status", "-c", cfgs[2]))
+      assert.matches("tick", cli("history", "-c", cfgs[3], "tick", "--limit", "5"))
+    end)
+    R.stop_all(procs)
+    assert(ok, why)
+    -- one row for each scheduled second (controls and the triggered run
+    -- aside), none twice, none left out, whoever held the job
+    local seconds = {}
+    for _, r in ipairs(rows()) do
+      if r.outcome ~= "control" and r.outcome ~= "manual" then
+        assert.equal(0, r.scheduled_at % 1000, "a fire off the second")
+        assert.is_nil(seconds[r.scheduled_at], ("second %d has two rows"):format(r.scheduled_at))
+        seconds[r.scheduled_at] = r.outcome
+      end
+    end
+    local first, last, n = math.huge, 0, 0
+    for at in pairs(seconds) do first, last, n = math.min(first, at), math.max(last, at), n + 1 end
+    assert.equal((last - first) // 1000 + 1, n, "a second without a row")
+    assert.is_true(n >= 10, "only " .. n .. " seconds")
+    s:close()
   end)
 end)
