@@ -6,6 +6,11 @@ PKGS="build-essential pkg-config liblua5.4-dev lua5.4 libinih-dev libpq-dev
 libsqlite3-dev sqlite3 freetds-dev freetds-bin lua-busted postgresql procps
 python3 tzdata faketime libmicrohttpd-dev curl chromium prometheus
 dpkg-dev lintian man-db systemd"
+# Babelfish beside the repository (../shared/babelfish: the suite's real T-SQL
+# engine, tests/support/services/30-babelfish.sh) needs these to run.
+if [ -d "$(dirname "$0")/../../shared/babelfish" ]; then
+	PKGS="$PKGS libossp-uuid16 libicu72 libxml2"
+fi
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -60,9 +60,7 @@ struct ms_store {
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
-	char sql_controls[SQL_MAX], sql_health_col[SQL_MAX];
-	char sql_create[SQL_MAX], sql_upgrade[SQL_MAX], sql_acquire[SQL_MAX], sql_renew[SQL_MAX];
-	char sql_runs_create[2 * SQL_MAX], sql_runs_check[SQL_MAX];
+	char sql_acquire[SQL_MAX], sql_renew[SQL_MAX], sql_runs_check[SQL_MAX];
 	char sql_release[SQL_MAX], sql_list[SQL_MAX];
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 };
@@ -890,6 +888,18 @@ fail:
 	return rc;
 }
 
+/* The UPDATE of the claims' leases (claim_all's, claim_runs'), formatted
+ * with the table name: a lease row takes its claim's fire when @owner holds
+ * it unexpired with the claim's token and its cursor is below the fire; the
+ * names it took go into @r.  An UPDATE ... OUTPUT names its target by the
+ * table's name, not in FROM: Babelfish refuses the target joined in FROM
+ * (INNER JOIN) and runs it, comma-joined, as a cross product with the whole
+ * table (the claims times the leases). */
+#define CLAIM_UPDATE \
+	"UPDATE [%1$s] SET last_fire = c.fire OUTPUT inserted.name INTO @r FROM @c AS c " \
+	"WHERE c.name = [%1$s].name AND [%1$s].owner = @owner AND [%1$s].token = c.token " \
+	"AND [%1$s].expires_at > @now AND ([%1$s].last_fire IS NULL OR [%1$s].last_fire < c.fire)"
+
 /* Rows of (i, ok, now), one per claim of the chunk. */
 struct claim_answer {
 	size_t at, k, rows;
@@ -971,21 +981,18 @@ static int claims_batch(struct store *s, const char *owner, const struct store_c
 		if (back)
 			sl += (size_t)snprintf(sql + sl, sqlmax - sl,
 			    "; BEGIN TRANSACTION; "
-			    "UPDATE l SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END "
-			    "OUTPUT inserted.name INTO @r "
-			    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
-			    "WHERE l.owner = @owner AND l.token = c.token AND l.last_fire = c.fire; "
-			    "DELETE x FROM [%s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
+			    "UPDATE [%1$s] SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END "
+			    "OUTPUT inserted.name INTO @r FROM @c AS c WHERE c.name = [%1$s].name "
+			    "AND [%1$s].owner = @owner AND [%1$s].token = c.token "
+			    "AND [%1$s].last_fire = c.fire; "
+			    "DELETE x FROM [%1$s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
 			    "INNER JOIN @r AS r ON r.name = c.name "
 			    "WHERE x.scheduled_at = c.fire AND x.owner = @owner "
 			    "AND x.outcome = 'running' AND x.started_at IS NULL; "
-			    "COMMIT", st->table, st->table);
+			    "COMMIT", st->table);
 		else
 			sl += (size_t)snprintf(sql + sl, sqlmax - sl,
-			    "; UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
-			    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
-			    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
-			    "AND (l.last_fire IS NULL OR l.last_fire < c.fire)", st->table);
+			    "; " CLAIM_UPDATE, st->table);
 		snprintf(sql + sl, sqlmax - sl,
 		    "; SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
 		    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;");
@@ -1083,9 +1090,8 @@ fail:
 
 /* ---- the run ledger ----
  *
- * Rows go into a table variable @w, packed (see PACK_WIDTH below: a NULL
- * time or code travels as -1 and becomes NULL through NULLIF, a NULL string
- * as index 0), then one UPDATE of the rows that exist and
+ * Rows go into a table variable @w (see ROW_VALUES below), then one UPDATE
+ * of the rows that exist and
  * one INSERT ... WHERE NOT EXISTS of the others, in a transaction with
  * XACT_ABORT ON: any error, and a cancel after a statement timeout, rolls
  * back the whole batch.  No MERGE (its races and bugs are well known) and
@@ -1126,9 +1132,9 @@ static void app(char *buf, size_t *len, size_t max, const char *fmt, ...)
 	*len = n < 0 ? max : *len + (size_t)n < max ? *len + (size_t)n : max;
 }
 
-static int batch_init(struct batch *b, size_t rows, int maxp)
+static int batch_init(struct batch *b, size_t sqlmax, int maxp)
 {
-	b->sqlmax = 2 * SQL_MAX + rows * 400;
+	b->sqlmax = sqlmax;
 	b->declmax = 64 + (size_t)maxp * 32;
 	b->maxp = maxp;
 	b->sql = malloc(b->sqlmax);
@@ -1156,128 +1162,202 @@ static void batch_reset(struct batch *b)
 }
 
 /* Binds one parameter @<tag><j> (a string of SQL type `type` when s is set,
- * else the BIGINT v) and appends its name to the text, inside NULLIF(, -1)
- * when nullable. */
+ * else the BIGINT v) and appends its name to the text. */
 static void bind_one(struct batch *b, const char *sep, char tag, size_t j, const char *type,
-                     const char *s, int64_t v, int nullable)
+                     const char *s, int64_t v)
 {
 	char *pn = b->names + (size_t)b->np * 8;
 
 	snprintf(pn, 8, "@%c%zu", tag, j);
 	b->p[b->np++] = (struct param){ pn, s, v };
 	app(b->decl, &b->dl, b->declmax, "%s%s %s", b->dl ? ", " : "", pn, s ? type : "BIGINT");
-	app(b->sql, &b->sl, b->sqlmax, nullable ? "%sNULLIF(%s, -1)" : "%s%s", sep, pn);
+	app(b->sql, &b->sl, b->sqlmax, "%s%s", sep, pn);
 }
 
-/* Both writers pack their rows so that hundreds fit SQL Server's 2,100
- * parameters in one batch: each distinct string of the batch is bound once
- * (@s1.., NVARCHAR(1024), into the table variable @s), and every row's
- * numbers go in one NVARCHAR(MAX) parameter @v, PACK_FIELDS fields of
- * PACK_WIDTH characters a row (a string field is its index in @s, 0 for
- * NULL), cut apart by SUBSTRING and CAST to BIGINT over a numbers CTE. */
-#define PACK_WIDTH 20           /* characters of one number: INT64_MIN fits */
-#define PACK_FIELDS 13
-#define PACK_ROWS 5000          /* rows per batch (the numbers CTE has 10,000) */
-#define PACK_STRINGS (PARAM_BUDGET - 8)         /* distinct strings per record_runs batch */
-#define STR_SLOTS 4096          /* > 2 * PACK_STRINGS: the batch's string table */
+/* Both writers put their rows into @w with multi-row VALUES lists (at most
+ * ROWS_MAX rows an INSERT), each value a parameter bound once per batch
+ * however many rows share it: the distinct strings as @s<k> (NVARCHAR(1024)),
+ * the distinct numbers as @v<k> (BIGINT), a NULL as the word NULL.  The
+ * batch's text grows with its rows and nothing in it is read more than once,
+ * so the cost is linear in the rows.  A batch ends where the next row could
+ * need more parameters than SQL Server's 2,100 allow. */
+#define ROW_VALUES 13           /* values in a row: the most it can add to the pool */
+#define BATCH_ROWS 5000         /* rows per batch, whatever they share */
+#define POOL_CAP PARAM_BUDGET   /* distinct values per batch */
+#define POOL_SLOTS 4096         /* > 2 * POOL_CAP: each kind's hash table */
+#define ROW_TEXT 128            /* a row's text at most: a lead and 12 references */
+/* @w's columns after the lead, in the order of a row's values. */
+#define W_NAMES "scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
+	"exit_code, exit_signal, duration_ms, error, actor"
 
-/* The distinct strings of one batch: an open-addressing table of indexes
- * (1-based) into strs; pos[i] is strs[i]'s slot, so that the strings added
- * last can be taken back (no earlier string's probe runs through them). */
-struct strset {
-	const char *strs[PACK_STRINGS];
-	int pos[PACK_STRINGS];
-	int slot[STR_SLOTS];
+/* The distinct values of one kind: an open-addressing table of 1-based
+ * indexes; pos[i] is value i's slot, so that the values added last can be
+ * taken back (no earlier value's probe runs through them). */
+struct valset {
 	int n;
+	int pos[POOL_CAP];
+	int slot[POOL_SLOTS];
 };
 
-static int64_t str_index(struct strset *ss, const char *v)
+/* The distinct values of one batch.  mark_s/mark_v: the counts to go back to
+ * (pool_undo). */
+struct pool {
+	struct valset s, v;
+	const char *strs[POOL_CAP];
+	int64_t nums[POOL_CAP];
+	int mark_s, mark_v;
+};
+
+static void pool_clear(struct pool *pl)
+{
+	memset(pl->s.slot, 0, sizeof pl->s.slot);
+	memset(pl->v.slot, 0, sizeof pl->v.slot);
+	pl->s.n = pl->v.n = 0;
+}
+
+static int pool_size(const struct pool *pl)
+{
+	return pl->s.n + pl->v.n;
+}
+
+static void pool_mark(struct pool *pl)
+{
+	pl->mark_s = pl->s.n;
+	pl->mark_v = pl->v.n;
+}
+
+/* Takes back the values added since pool_mark(). */
+static void pool_undo(struct pool *pl)
+{
+	while (pl->s.n > pl->mark_s)
+		pl->s.slot[pl->s.pos[--pl->s.n]] = 0;
+	while (pl->v.n > pl->mark_v)
+		pl->v.slot[pl->v.pos[--pl->v.n]] = 0;
+}
+
+/* String v's index (1-based), added when missing; 0 for NULL ("" too:
+ * db-lib sends it as NULL).  The caller keeps room for it (POOL_CAP). */
+static int pool_str(struct pool *pl, const char *v)
 {
 	uint32_t h = 2166136261u;
 	size_t at;
 
 	if (!v || !*v)
-		return 0;               /* NULL ("" too: db-lib sends it as NULL) */
+		return 0;
 	for (const char *c = v; *c; c++)
 		h = (h ^ (unsigned char)*c) * 16777619u;
-	for (at = h % STR_SLOTS; ss->slot[at]; at = (at + 1) % STR_SLOTS)
-		if (strcmp(ss->strs[ss->slot[at] - 1], v) == 0)
-			return ss->slot[at];
-	ss->strs[ss->n] = v;
-	ss->pos[ss->n++] = (int)at;
-	ss->slot[at] = ss->n;
-	return ss->n;
+	for (at = h % POOL_SLOTS; pl->s.slot[at]; at = (at + 1) % POOL_SLOTS)
+		if (strcmp(pl->strs[pl->s.slot[at] - 1], v) == 0)
+			return pl->s.slot[at];
+	pl->strs[pl->s.n] = v;
+	pl->s.pos[pl->s.n++] = (int)at;
+	pl->s.slot[at] = pl->s.n;
+	return pl->s.n;
 }
 
-static void strset_clear(struct strset *ss)
+/* Number v's index (1-based), added when missing; 0 for -1 when nullable
+ * (STORE_NO_TIME, STORE_NO_CODE: NULL). */
+static int pool_num(struct pool *pl, int64_t v, int nullable)
 {
-	memset(ss->slot, 0, sizeof ss->slot);
-	ss->n = 0;
+	uint64_t h = (uint64_t)v * 0x9E3779B97F4A7C15u;
+	size_t at;
+
+	if (nullable && v == -1)
+		return 0;
+	for (at = (size_t)(h >> 40) % POOL_SLOTS; pl->v.slot[at]; at = (at + 1) % POOL_SLOTS)
+		if (pl->nums[pl->v.slot[at] - 1] == v)
+			return pl->v.slot[at];
+	pl->nums[pl->v.n] = v;
+	pl->v.pos[pl->v.n++] = (int)at;
+	pl->v.slot[at] = pl->v.n;
+	return pl->v.n;
 }
 
-/* Takes back the strings added after the first n. */
-static void strset_undo(struct strset *ss, int n)
+/* Row r's values in @w's order after its lead (claim_runs: the claim's
+ * number, record_runs: the job), as pool indexes, adding those missing:
+ * s[] strings (owner, outcome, error, actor), v[] numbers (scheduled_at,
+ * token, claimed_at, started_at, ended_at, exit_code, exit_signal,
+ * duration_ms); 0 is NULL.  A claim's rows carry no claimed_at: the batch
+ * writes its @now. */
+struct row_refs {
+	int job, s[4], v[8];
+};
+
+static void pool_row(struct pool *pl, const struct store_run *r, int claim,
+                     struct row_refs *ref)
 {
-	while (ss->n > n)
-		ss->slot[ss->pos[--ss->n]] = 0;
+	ref->job = claim ? 0 : pool_str(pl, r->job);
+	ref->s[0] = pool_str(pl, r->owner);
+	ref->s[1] = pool_str(pl, r->outcome);
+	ref->s[2] = pool_str(pl, r->error);
+	ref->s[3] = pool_str(pl, r->actor);
+	ref->v[0] = pool_num(pl, r->scheduled_at, 0);
+	ref->v[1] = pool_num(pl, r->token, 0);
+	ref->v[2] = pool_num(pl, claim ? STORE_NO_TIME : r->claimed_at, 1);
+	ref->v[3] = pool_num(pl, r->started_at, 1);
+	ref->v[4] = pool_num(pl, r->ended_at, 1);
+	ref->v[5] = pool_num(pl, r->exit_code, 1);
+	ref->v[6] = pool_num(pl, r->exit_signal, 1);
+	ref->v[7] = pool_num(pl, r->duration_ms, 1);
 }
 
-/* Packs row r: its lead (record_runs: the job's string; claim_runs: the
- * claim's number in the batch), then the rest.  At most 5 new strings. */
-static void pack_row(struct strset *ss, char *v, size_t *vl, size_t vmax,
-                     const struct store_run *r, int64_t claim)
+/* Appends "@<tag><i>", or NULL for 0. */
+static void app_ref(struct batch *b, char tag, int i)
 {
-	int64_t f[PACK_FIELDS] = {
-		claim >= 0 ? claim : str_index(ss, r->job), str_index(ss, r->owner),
-		str_index(ss, r->outcome), str_index(ss, r->error), str_index(ss, r->actor),
-		r->scheduled_at, r->token, claim >= 0 ? STORE_NO_TIME : r->claimed_at,
-		r->started_at, r->ended_at, r->exit_code, r->exit_signal, r->duration_ms,
-	};
-
-	for (int i = 0; i < PACK_FIELDS; i++)
-		app(v, vl, vmax, "%20lld", (long long)f[i]);
+	if (i)
+		app(b->sql, &b->sl, b->sqlmax, ", @%c%d", tag, i);
+	else
+		app(b->sql, &b->sl, b->sqlmax, ", NULL");
 }
 
-/* The fields of @v, in order, as the batch names them: a name ending in
- * _s is an index into @s. */
-#define PACK(i, name) "CAST(SUBSTRING(@v, n.k * 260 + " #i ", 20) AS BIGINT) AS " name
-#define PACK_TAIL \
-	PACK(21, "owner_s") ", " PACK(41, "outcome_s") ", " \
-	PACK(61, "error_s") ", " PACK(81, "actor_s") ", " PACK(101, "scheduled_at") ", " \
-	PACK(121, "token") ", " PACK(141, "claimed_at") ", " PACK(161, "started_at") ", " \
-	PACK(181, "ended_at") ", " PACK(201, "exit_code") ", " PACK(221, "exit_signal") ", " \
-	PACK(241, "duration_ms")
-/* f's columns as @w takes them (after the lead), and the joins that turn
- * string indexes back into strings. */
-#define PACK_SELECT "f.scheduled_at, so.v, f.token, NULLIF(f.claimed_at, -1), " \
-	"NULLIF(f.started_at, -1), NULLIF(f.ended_at, -1), su.v, NULLIF(f.exit_code, -1), " \
-	"NULLIF(f.exit_signal, -1), NULLIF(f.duration_ms, -1), se.v, sa.v FROM f " \
-	"INNER JOIN @s AS so ON so.i = f.owner_s INNER JOIN @s AS su ON su.i = f.outcome_s " \
-	"LEFT JOIN @s AS se ON se.i = f.error_s LEFT JOIN @s AS sa ON sa.i = f.actor_s"
-#define W_NAMES "scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
-	"exit_code, exit_signal, duration_ms, error, actor"
-
-/* Binds @v, @rows and the strings, and appends "DECLARE @s ...; INSERT INTO
- * @s ...; WITH ... f AS (...) " (the caller's INSERT INTO @w follows). */
-static void app_packed(struct batch *b, const struct strset *ss, const char *v, size_t rows,
-                       const char *lead)
+/* Appends row r's tuple, the j-th (0-based) of the batch's rows: its lead
+ * (the claim's number when claim > 0, else the job), then W_NAMES' values;
+ * every ROWS_MAX rows a new INSERT INTO @w begins.  Its values are in the
+ * pool already, so looking them up adds none. */
+static void app_row(struct batch *b, struct pool *pl, const struct store_run *r, size_t claim,
+                    size_t j)
 {
-	app(b->decl, &b->dl, b->declmax, "%s@v NVARCHAR(MAX), @rows BIGINT", b->dl ? ", " : "");
-	b->p[b->np++] = (struct param){ "@v", v, 0 };
-	b->p[b->np++] = (struct param){ "@rows", NULL, (int64_t)rows };
-	app(b->sql, &b->sl, b->sqlmax, "DECLARE @s TABLE (i INT NOT NULL PRIMARY KEY, v " EC " NULL); ");
-	for (int i = 0; i < ss->n; i++) {
-		app(b->sql, &b->sl, b->sqlmax, "%s(%d", i % ROWS_MAX ? ", " :
-		    i ? "; INSERT INTO @s (i, v) VALUES " : "INSERT INTO @s (i, v) VALUES ", i + 1);
-		bind_one(b, ", ", 's', (size_t)i + 1, EC, ss->strs[i], 0, 0);
-		app(b->sql, &b->sl, b->sqlmax, ")");
+	struct row_refs ref;
+
+	pool_row(pl, r, claim > 0, &ref);
+	if (j % ROWS_MAX == 0)
+		app(b->sql, &b->sl, b->sqlmax, "%sINSERT INTO @w (%s, " W_NAMES ") VALUES ",
+		    j ? "; " : "", claim ? "i" : "job");
+	else
+		app(b->sql, &b->sl, b->sqlmax, ", ");
+	if (claim)
+		app(b->sql, &b->sl, b->sqlmax, "(%zu", claim);
+	else
+		app(b->sql, &b->sl, b->sqlmax, "(@s%d", ref.job);
+	app_ref(b, 'v', ref.v[0]);      /* scheduled_at */
+	app_ref(b, 's', ref.s[0]);      /* owner */
+	for (int k = 1; k <= 4; k++)    /* token, claimed_at, started_at, ended_at */
+		app_ref(b, 'v', ref.v[k]);
+	app_ref(b, 's', ref.s[1]);      /* outcome */
+	for (int k = 5; k <= 7; k++)    /* exit_code, exit_signal, duration_ms */
+		app_ref(b, 'v', ref.v[k]);
+	app_ref(b, 's', ref.s[2]);      /* error */
+	app_ref(b, 's', ref.s[3]);      /* actor */
+	app(b->sql, &b->sl, b->sqlmax, ")");
+}
+
+/* Binds the pool's values: @s<k> and @v<k>. */
+static void bind_pool(struct batch *b, const struct pool *pl)
+{
+	for (int i = 0; i < pl->s.n; i++) {
+		char *pn = b->names + (size_t)b->np * 8;
+
+		snprintf(pn, 8, "@s%d", i + 1);
+		b->p[b->np++] = (struct param){ pn, pl->strs[i], 0 };
+		app(b->decl, &b->dl, b->declmax, "%s%s " EC, b->dl ? ", " : "", pn);
 	}
-	app(b->sql, &b->sl, b->sqlmax,
-	    "%sWITH d AS (SELECT x FROM (VALUES (0), (0), (0), (0), (0), (0), (0), (0), (0), "
-	    "(0)) AS t (x)), "
-	    "n AS (SELECT TOP (@rows) ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1 AS k "
-	    "FROM d AS a CROSS JOIN d AS b CROSS JOIN d AS c CROSS JOIN d AS e), "
-	    "f AS (SELECT %s, " PACK_TAIL " FROM n) ", ss->n ? "; " : "", lead);
+	for (int i = 0; i < pl->v.n; i++) {
+		char *pn = b->names + (size_t)b->np * 8;
+
+		snprintf(pn, 8, "@v%d", i + 1);
+		b->p[b->np++] = (struct param){ pn, NULL, pl->nums[i] };
+		app(b->decl, &b->dl, b->declmax, "%s%s BIGINT", b->dl ? ", " : "", pn);
+	}
 }
 
 /* claim_runs: the runs of each claim, in their order, as indexes into runs
@@ -1302,12 +1382,38 @@ static int group_runs(const struct store_run *runs, size_t nruns, size_t n, size
 	return 0;
 }
 
-/* One claim_runs batch: claims [c0, c1), their rows packed in v. */
+/* Adds claim c's rows to the pool of a batch that has nclaims claims with
+ * it; 0 when they fit the batch's parameters (1 + 3 a claim + the pool),
+ * else -1 with the pool as it was. */
+static int pool_claim(struct pool *pl, const struct store_run *runs, const size_t *first,
+                      const size_t *order, size_t c, size_t nclaims)
+{
+	struct row_refs ref;
+
+	pool_mark(pl);
+	for (size_t q = first[c]; q < first[c + 1]; q++) {
+		if (pool_size(pl) + ROW_VALUES > POOL_CAP) {
+			pool_undo(pl);
+			return -1;
+		}
+		pool_row(pl, &runs[order[q]], 1, &ref);
+	}
+	if (1 + 3 * nclaims + (size_t)pool_size(pl) > PARAM_BUDGET) {
+		pool_undo(pl);
+		return -1;
+	}
+	return 0;
+}
+
+/* One claim_runs batch: claims [c0, c1) with their rows (rows of them),
+ * whose values are in the pool. */
 static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *owner,
                            const struct store_claim *claims, size_t c0, size_t c1,
-                           const struct strset *ss, const char *v, size_t rows)
+                           struct pool *pl, const struct store_run *runs, const size_t *first,
+                           const size_t *order, size_t rows)
 {
 	const char *t = st->table;
+	size_t j = 0;
 
 	batch_reset(b);
 	app(b->sql, &b->sl, b->sqlmax,
@@ -1325,32 +1431,26 @@ static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *own
 	b->p[b->np++] = (struct param){ "@owner", owner, 0 };
 	for (size_t c = c0; c < c1; c++) {
 		app(b->sql, &b->sl, b->sqlmax, "%s(%zu", c > c0 ? ", " : "", c - c0 + 1);
-		bind_one(b, ", ", 'n', c - c0 + 1, VC, claims[c].name, 0, 0);
-		bind_one(b, ", ", 't', c - c0 + 1, "", NULL, claims[c].token, 0);
-		bind_one(b, ", ", 'f', c - c0 + 1, "", NULL, claims[c].fire, 0);
+		bind_one(b, ", ", 'n', c - c0 + 1, VC, claims[c].name, 0);
+		bind_one(b, ", ", 't', c - c0 + 1, "", NULL, claims[c].token);
+		bind_one(b, ", ", 'f', c - c0 + 1, "", NULL, claims[c].fire);
 		app(b->sql, &b->sl, b->sqlmax, ")");
 	}
 	app(b->sql, &b->sl, b->sqlmax, "; ");
-	if (rows) {
-		app_packed(b, ss, v, rows, PACK(1, "i"));
-		app(b->sql, &b->sl, b->sqlmax,
-		    "INSERT INTO @w (i, " W_NAMES ") SELECT f.i, " PACK_SELECT "; ");
-	}
-	app(b->sql, &b->sl, b->sqlmax,
-	    "BEGIN TRANSACTION; "
-	    "UPDATE l SET last_fire = c.fire OUTPUT inserted.name INTO @r "
-	    "FROM [%s] AS l INNER JOIN @c AS c ON c.name = l.name "
-	    "WHERE l.owner = @owner AND l.token = c.token AND l.expires_at > @now "
-	    "AND (l.last_fire IS NULL OR l.last_fire < c.fire); ", t);
+	for (size_t c = c0; c < c1; c++)
+		for (size_t q = first[c]; q < first[c + 1]; q++)
+			app_row(b, pl, &runs[order[q]], c - c0 + 1, j++);
+	bind_pool(b, pl);
+	app(b->sql, &b->sl, b->sqlmax, "%sBEGIN TRANSACTION; ", rows ? "; " : "");
+	app(b->sql, &b->sl, b->sqlmax, CLAIM_UPDATE "; ", t);
 	if (rows)
 		app(b->sql, &b->sl, b->sqlmax,
 		    "UPDATE x SET token = w.token, claimed_at = @now, started_at = w.started_at, "
 		    "ended_at = w.ended_at, outcome = w.outcome, exit_code = w.exit_code, "
 		    "exit_signal = w.exit_signal, duration_ms = w.duration_ms, error = w.error, "
 		    "actor = w.actor, recorded_at = @now "
-		    "FROM [%s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
-		    "INNER JOIN @r AS r ON r.name = c.name "
-		    "INNER JOIN @w AS w ON w.i = c.i AND w.scheduled_at = x.scheduled_at "
+		    "FROM [%s_runs] AS x, @c AS c, @r AS r, @w AS w WHERE c.name = x.job "
+		    "AND r.name = c.name AND w.i = c.i AND w.scheduled_at = x.scheduled_at "
 		    "AND w.owner = x.owner; "
 		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
 		    "SELECT c.name, w.scheduled_at, w.owner, w.token, @now, w.started_at, "
@@ -1366,8 +1466,8 @@ static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *own
 	    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;");
 }
 
-/* Batches of claims with their rows: at most CLAIM_CHUNK claims, PACK_ROWS
- * rows and PARAM_BUDGET parameters (3 a claim, 1 a distinct string) each, a
+/* Batches of claims with their rows: at most CLAIM_CHUNK claims, BATCH_ROWS
+ * rows and PARAM_BUDGET parameters (3 a claim, 1 a distinct value) each, a
  * claim never apart from its rows.  The wrapper counted the first batch;
  * each further one is counted here. */
 static int ms_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
@@ -1377,66 +1477,50 @@ static int ms_claim_runs(struct store *s, const char *owner, const struct store_
 	struct ms_store *st = (struct ms_store *)s;
 	size_t *first = malloc((n + 1) * sizeof *first);
 	size_t *order = malloc((nruns ? nruns : 1) * sizeof *order);
-	struct strset *ss = malloc(sizeof *ss);
-	size_t vmax = (nruns < PACK_ROWS ? nruns : PACK_ROWS) * PACK_WIDTH * PACK_FIELDS + 1;
-	char *v = malloc(vmax);
+	struct pool *pl = malloc(sizeof *pl);
 	struct batch b = { 0 };
 	int rc = STORE_ERR;
 
 	for (size_t i = 0; i < n; i++)
 		ok[i] = 0;
-	if (!first || !order || !ss || !v || group_runs(runs, nruns, n, first, order) < 0 ||
-	    batch_init(&b, CLAIM_CHUNK, PARAM_BUDGET + 1) < 0 ||
-	    !(b.sql = realloc(b.sql, b.sqlmax = 4 * SQL_MAX + CLAIM_CHUNK * 48 +
-	                                        PARAM_BUDGET * 32))) {
+	if (!first || !order || !pl || group_runs(runs, nruns, n, first, order) < 0 ||
+	    batch_init(&b, 4 * SQL_MAX + CLAIM_CHUNK * 48 + BATCH_ROWS * ROW_TEXT,
+	               PARAM_BUDGET + 1) < 0) {
 		store_fail(s, "mssql: out of memory");
 		goto fail;
 	}
 	/* A claim whose rows cannot ride with it in one batch is refused before
 	 * any batch goes: no chunk is claimed when the call cannot be whole. */
 	for (size_t c = 0; c < n; c++) {
-		size_t vl = 0;
-
-		strset_clear(ss);
-		for (size_t q = first[c]; q < first[c + 1] && q - first[c] <= PACK_ROWS &&
-		     ss->n + 5 <= PACK_STRINGS; q++)
-			pack_row(ss, v, &vl, vmax, &runs[order[q]], 1);
-		if (first[c + 1] - first[c] > PACK_ROWS || 1 + 3 + ss->n > PARAM_BUDGET - 2 ||
-		    ss->n + 5 > PACK_STRINGS) {
+		pool_clear(pl);
+		if (first[c + 1] - first[c] > BATCH_ROWS ||
+		    pool_claim(pl, runs, first, order, c, 1) < 0) {
 			store_fail(s, "mssql %s:%d: claim_runs: the claim of \"%s\" carries %zu rows "
-			           "(with their strings, more than one batch of SQL Server's 2,100 "
+			           "(with their values, more than one batch of SQL Server's 2,100 "
 			           "parameters holds)", st->host, st->port, claims[c].name,
 			           first[c + 1] - first[c]);
 			goto fail;
 		}
 	}
 	for (size_t c0 = 0, batches = 0; c0 < n; batches++) {
-		size_t c1 = c0, rows = 0, vl = 0;
+		size_t c1 = c0, rows = 0;
 		struct claim_answer a = { c0, 0, 0, 0, ok, 0 };
 
-		strset_clear(ss);
+		pool_clear(pl);
 		while (c1 < n && c1 - c0 < CLAIM_CHUNK) {
-			size_t k = first[c1 + 1] - first[c1], vl0 = vl;
-			int n0 = ss->n;
+			size_t k = first[c1 + 1] - first[c1];
 
-			if (rows + k > PACK_ROWS)
-				break;
-			for (size_t q = first[c1]; q < first[c1 + 1] && ss->n + 5 <= PACK_STRINGS; q++)
-				pack_row(ss, v, &vl, vmax, &runs[order[q]], (int64_t)(c1 - c0 + 1));
-			if (1 + 3 * (c1 - c0 + 1) + 2 + (size_t)ss->n > PARAM_BUDGET ||
-			    ss->n + 5 > PACK_STRINGS) {
-				strset_undo(ss, n0);    /* this claim goes with the next batch */
-				vl = vl0;
-				break;
-			}
+			if (rows + k > BATCH_ROWS ||
+			    pool_claim(pl, runs, first, order, c1, c1 - c0 + 1) < 0)
+				break;          /* this claim goes with the next batch */
 			rows += k;
 			c1++;
 		}
 		if (batches > 0)
 			s->calls++;
 		a.k = c1 - c0;
-		claim_runs_sql(st, &b, owner, claims, c0, c1, ss, v, rows);
-		if (b.sl >= b.sqlmax || vl >= vmax) {           /* app() cut it */
+		claim_runs_sql(st, &b, owner, claims, c0, c1, pl, runs, first, order, rows);
+		if (b.sl >= b.sqlmax) {         /* app() cut it */
 			store_fail(s, "mssql: claim_runs: batch text too long");
 			goto fail;
 		}
@@ -1458,33 +1542,30 @@ fail:
 	batch_free(&b);
 	free(first);
 	free(order);
-	free(ss);
-	free(v);
+	free(pl);
 	return rc;
 }
 
-/* record_runs: as many rows per batch as PACK_ROWS and PACK_STRINGS allow
- * (the wrapper refused a key listed twice, so @w's key holds). */
+/* record_runs: as many rows per batch as BATCH_ROWS and the parameters
+ * allow (the wrapper refused a key listed twice, so @w's key holds). */
 static int ms_record_runs(struct store *s, const struct store_run *rows, size_t m)
 {
 	struct ms_store *st = (struct ms_store *)s;
 	struct batch b = { 0 };
-	struct strset *ss = malloc(sizeof *ss);
-	size_t vmax = (m < PACK_ROWS ? m : PACK_ROWS) * PACK_WIDTH * PACK_FIELDS + 1;
-	char *v = malloc(vmax);
+	struct pool *pl = malloc(sizeof *pl);
 	int rc = STORE_ERR;
 
-	if (!ss || !v || batch_init(&b, 0, PARAM_BUDGET) < 0 ||
-	    !(b.sql = realloc(b.sql, b.sqlmax = 4 * SQL_MAX + PACK_STRINGS * 32))) {
+	if (!pl || batch_init(&b, 4 * SQL_MAX + BATCH_ROWS * ROW_TEXT, PARAM_BUDGET) < 0) {
 		store_fail(s, "mssql: out of memory");
 		goto fail;
 	}
 	for (size_t at = 0, batches = 0; at < m; batches++) {
-		size_t k = 0, vl = 0;
+		size_t k = 0;
+		struct row_refs ref;
 
-		strset_clear(ss);
-		while (at + k < m && k < PACK_ROWS && ss->n + 5 <= PACK_STRINGS)
-			pack_row(ss, v, &vl, vmax, &rows[at + k++], -1);
+		pool_clear(pl);
+		while (at + k < m && k < BATCH_ROWS && pool_size(pl) + ROW_VALUES <= POOL_CAP)
+			pool_row(pl, &rows[at + k++], 0, &ref);
 		if (batches > 0)
 			s->calls++;
 		batch_reset(&b);
@@ -1494,11 +1575,11 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 		    "DECLARE @w TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 		    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 		    W_COLS ", PRIMARY KEY (job, scheduled_at, owner)); ");
-		app_packed(&b, ss, v, k, PACK(1, "job_s"));
+		for (size_t j = 0; j < k; j++)
+			app_row(&b, pl, &rows[at + j], 0, j);
+		bind_pool(&b, pl);
 		app(b.sql, &b.sl, b.sqlmax,
-		    "INSERT INTO @w (job, " W_NAMES ") SELECT sj.v, " PACK_SELECT " "
-		    "INNER JOIN @s AS sj ON sj.i = f.job_s; "
-		    "BEGIN TRANSACTION; "
+		    "; BEGIN TRANSACTION; "
 		    "UPDATE x SET token = w.token, outcome = w.outcome, "
 		    "claimed_at = COALESCE(w.claimed_at, x.claimed_at), "
 		    "started_at = COALESCE(w.started_at, x.started_at), "
@@ -1508,8 +1589,8 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 		    "duration_ms = COALESCE(w.duration_ms, x.duration_ms), "
 		    "error = COALESCE(w.error, x.error), actor = COALESCE(w.actor, x.actor), "
 		    "recorded_at = @now "
-		    "FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) INNER JOIN @w AS w "
-		    "ON w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
+		    "FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK), @w AS w "
+		    "WHERE w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
 		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
 		    "SELECT w.job, w.scheduled_at, w.owner, w.token, w.claimed_at, w.started_at, "
 		    "w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
@@ -1517,7 +1598,7 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 		    "WHERE NOT EXISTS (SELECT 1 FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
 		    "WHERE x.job = w.job AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
 		    "COMMIT;", st->table, st->table, st->table);
-		if (b.sl >= b.sqlmax || vl >= vmax) {           /* app() cut it */
+		if (b.sl >= b.sqlmax) {         /* app() cut it */
 			store_fail(s, "mssql: record_runs: batch text too long");
 			goto fail;
 		}
@@ -1528,8 +1609,7 @@ static int ms_record_runs(struct store *s, const struct store_run *rows, size_t 
 	rc = STORE_OK;
 fail:
 	batch_free(&b);
-	free(ss);
-	free(v);
+	free(pl);
 	return rc;
 }
 
@@ -1717,7 +1797,6 @@ static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
                          size_t max_rows, int64_t *changed)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	const char *t = st->table;
 	struct param p[] = { { "@keep", NULL, keep_ms }, { "@per_job", NULL, keep_per_job },
 	                     { "@max", NULL, (int64_t)max_rows } };
 	char sql[3 * SQL_MAX];
@@ -1730,18 +1809,19 @@ static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
 	    "DECLARE @lost TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 	    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 	    "PRIMARY KEY (job, scheduled_at, owner)); "
-	    "UPDATE TOP (@max) x SET outcome = N'lost', recorded_at = @now "
+	    "UPDATE TOP (@max) [%1$s_runs] SET outcome = N'lost', recorded_at = @now "
 	    "OUTPUT inserted.job, inserted.scheduled_at, inserted.owner INTO @lost "
-	    "FROM [%s_runs] AS x INNER JOIN [%s] AS l ON l.name = x.job "
-	    "WHERE x.outcome = N'running' AND x.token < l.token AND x.scheduled_at >= @cut; "
+	    "FROM [%1$s] AS l WHERE l.name = [%1$s_runs].job "
+	    "AND [%1$s_runs].outcome = N'running' AND [%1$s_runs].token < l.token "
+	    "AND [%1$s_runs].scheduled_at >= @cut; "
 	    "SET @n = @@ROWCOUNT; "
 	    "IF @n < @max BEGIN "
-	    "DELETE TOP (@max - @n) FROM [%s_runs] WHERE scheduled_at < @cut; "
+	    "DELETE TOP (@max - @n) FROM [%1$s_runs] WHERE scheduled_at < @cut; "
 	    "SET @n = @n + @@ROWCOUNT; END; "
 	    "IF @n < @max BEGIN "
-	    "DELETE TOP (@max - @n) x FROM [%s_runs] AS x INNER JOIN "
-	    "(SELECT l.name, k.scheduled_at, k.owner FROM [%s] AS l CROSS APPLY "
-	    "(SELECT r.scheduled_at, r.owner FROM [%s_runs] AS r WHERE r.job = l.name "
+	    "DELETE TOP (@max - @n) x FROM [%1$s_runs] AS x INNER JOIN "
+	    "(SELECT l.name, k.scheduled_at, k.owner FROM [%1$s] AS l CROSS APPLY "
+	    "(SELECT r.scheduled_at, r.owner FROM [%1$s_runs] AS r WHERE r.job = l.name "
 	    "ORDER BY r.scheduled_at DESC, r.owner DESC "
 	    "OFFSET @per_job - 1 ROWS FETCH NEXT 1 ROWS ONLY) AS k) AS cut "
 	    "ON x.job = cut.name AND (x.scheduled_at < cut.scheduled_at "
@@ -1750,7 +1830,7 @@ static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
 	    "AND NOT EXISTS (SELECT 1 FROM @lost AS d WHERE d.job = x.job "
 	    "AND d.scheduled_at = x.scheduled_at AND d.owner = x.owner); "
 	    "SET @n = @n + @@ROWCOUNT; END; "
-	    "SELECT @n;", t, t, t, t, t, t);
+	    "SELECT @n;", st->table);
 	if (call(st, sql, "@keep BIGINT, @per_job BIGINT, @max BIGINT", p, 3, count_row, &n) !=
 	    STORE_OK)
 		return STORE_ERR;
@@ -1821,7 +1901,6 @@ static int ms_drain(struct store *, const char *, const char *const *, size_t, i
 static int ms_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
                          int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
                          struct store_replica **, size_t *, int64_t *);
-static int ms_presence_setup(struct ms_store *);
 
 static const struct store_ops ms_ops = {
 	.name = "mssql",
@@ -1859,59 +1938,33 @@ static void build_sql(struct ms_store *st)
 {
 	const char *t = st->table;
 
-	snprintf(st->sql_create, SQL_MAX,
-	    "/* leash:create */ IF OBJECT_ID(N'[%s]', N'U') IS NULL BEGIN BEGIN TRY "
-	    "CREATE TABLE [%s] ("
-	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "token BIGINT NOT NULL, acquired_at BIGINT NOT NULL, "
-	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_fire BIGINT NULL) "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;", t, t);
-
-	/* A table made before the fire cursor gets the column (NULL in every
-	 * row); 2705 is another replica adding it at the same moment. */
-	snprintf(st->sql_upgrade, SQL_MAX,
-	    "/* leash:add_last_fire */ IF COL_LENGTH(N'[%s]', N'last_fire') IS NULL "
-	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD last_fire BIGINT NULL; "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
-
-	/* The controls' columns (leash pause/trigger/handoff), the same way. */
-	snprintf(st->sql_controls, SQL_MAX,
-	    "/* leash:add_controls */ IF COL_LENGTH(N'[%s]', N'handoff_at') IS NULL "
-	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD paused_until BIGINT NULL, trigger_at BIGINT NULL, "
-	    "handoff_at BIGINT NULL; "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
-
-	/* The failure hooks' health column, the same way. */
-	snprintf(st->sql_health_col, SQL_MAX,
-	    "/* leash:add_health */ IF COL_LENGTH(N'[%s]', N'health') IS NULL "
-	    "BEGIN BEGIN TRY ALTER TABLE [%s] ADD health INT NULL; "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2705 THROW; END CATCH END;", t, t);
-
 	/* Take it when free, expired or ours; insert when missing.  Between the
 	 * UPDATE and the INSERT another replica may insert first: its duplicate
 	 * key error (2627) ends only the INSERT, and the last SELECT then names
-	 * the holder. */
+	 * the holder.  @r only says whether this batch wrote the row; the answer
+	 * is read from the row: under a concurrent write Babelfish's OUTPUT
+	 * gives the values as computed before it waited for the other writer
+	 * (a token one too low), while the row has the ones it wrote.  Should
+	 * the lease pass to another between the UPDATE and that read, the
+	 * answer names the other. */
 	snprintf(st->sql_acquire, SQL_MAX,
 	    "/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
 	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @r TABLE (token BIGINT, expires_at BIGINT, last_fire BIGINT); "
-	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
+	    "DECLARE @r TABLE (name " VC " NOT NULL); "
+	    "UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET "
 	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
 	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
 	    "THEN acquired_at ELSE @now END, "
 	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.token, inserted.expires_at, inserted.last_fire INTO @r "
+	    "OUTPUT inserted.name INTO @r "
 	    "WHERE name = @name AND (owner = @owner OR expires_at <= @now); "
-	    "IF @@ROWCOUNT = 0 AND NOT EXISTS (SELECT 1 FROM [%s] WHERE name = @name) "
-	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.token, inserted.expires_at, inserted.last_fire INTO @r "
-	    "VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
-	    "IF EXISTS (SELECT 1 FROM @r) "
-	    "SELECT 1, @owner, token, expires_at, @now, last_fire FROM @r "
-	    "ELSE SELECT 0, ISNULL(MAX(owner), ''), ISNULL(MAX(token), 0), "
-	    "ISNULL(MAX(expires_at), 0), @now, MAX(last_fire) FROM [%s] WHERE name = @name;",
-	    t, t, t, t);
+	    "IF NOT EXISTS (SELECT 1 FROM @r) AND NOT EXISTS (SELECT 1 FROM [%1$s] WHERE name = @name) "
+	    "INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	    "OUTPUT inserted.name INTO @r VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
+	    "DECLARE @wrote INT = CASE WHEN EXISTS (SELECT 1 FROM @r) THEN 1 ELSE 0 END; "
+	    "SELECT CASE WHEN @wrote = 1 AND MAX(owner) = @owner THEN 1 ELSE 0 END, "
+	    "ISNULL(MAX(owner), N''), ISNULL(MAX(token), 0), ISNULL(MAX(expires_at), 0), @now, "
+	    "MAX(last_fire) FROM [%1$s] WHERE name = @name;", t);
 
 	/* acquire_all, around the INSERTs of its names into @names: the same
 	 * UPDATE for every listed row, then an INSERT for each name that still
@@ -1920,14 +1973,15 @@ static void build_sql(struct ms_store *st)
 	 * SELECT then shows held by the other.  Any other error is thrown.
 	 * @names is keyed by name first so that the UPDATE meets the rows in
 	 * key order whatever order the caller listed them in: two replicas
-	 * locking the same rows in opposite orders would deadlock. */
+	 * locking the same rows in opposite orders would deadlock.  @r only
+	 * names the rows this batch wrote; the answer is read from the rows, as
+	 * try_acquire's is. */
 	snprintf(st->sql_acq_head, sizeof st->sql_acq_head,
 	    "/* leash:acquire_all */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
 	    "DECLARE @now BIGINT = " NOW "; "
 	    "DECLARE @names TABLE (i INT NOT NULL UNIQUE, "
 	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL, PRIMARY KEY (name, i)); "
-	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-	    "token BIGINT NOT NULL, expires_at BIGINT NOT NULL); "
+	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
 	    "DECLARE @i INT = 0, @nm " VC ";");
 	snprintf(st->sql_acq_tail, sizeof st->sql_acq_tail,
 	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
@@ -1935,7 +1989,7 @@ static void build_sql(struct ms_store *st)
 	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
 	    "THEN acquired_at ELSE @now END, "
 	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name, inserted.token, inserted.expires_at INTO @r "
+	    "OUTPUT inserted.name INTO @r "
 	    "WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now); "
 	    "WHILE 1 = 1 BEGIN "
 	    "SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
@@ -1943,13 +1997,11 @@ static void build_sql(struct ms_store *st)
 	    "IF @@ROWCOUNT = 0 BREAK; "
 	    "BEGIN TRY "
 	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.name, inserted.token, inserted.expires_at INTO @r "
-	    "VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
+	    "OUTPUT inserted.name INTO @r VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
 	    "END TRY BEGIN CATCH IF ERROR_NUMBER() NOT IN (2627, 2601) THROW; END CATCH "
 	    "END; "
-	    "SELECT n.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, "
-	    "CASE WHEN r.name IS NULL THEN ISNULL(t.owner, N'') ELSE @owner END, "
-	    "COALESCE(r.token, t.token, 0), COALESCE(r.expires_at, t.expires_at, 0), @now, "
+	    "SELECT n.i, CASE WHEN r.name IS NOT NULL AND t.owner = @owner THEN 1 ELSE 0 END, "
+	    "ISNULL(t.owner, N''), ISNULL(t.token, 0), ISNULL(t.expires_at, 0), @now, "
 	    "t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
 	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
 
@@ -1974,28 +2026,6 @@ static void build_sql(struct ms_store *st)
 	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire, "
 	    "paused_until FROM [%s] ORDER BY name;", t);
 
-	/* The ledger, with its indexes, in one transaction: a replica that
-	 * finds the table (2714: another made it first) finds its indexes too.
-	 * A job's rows newest first (read_runs, prune_runs' per-job cutoff) are
-	 * its range of the clustered key walked backwards. */
-	snprintf(st->sql_runs_create, sizeof st->sql_runs_create,
-	    "/* leash:create_runs */ SET XACT_ABORT ON; " ISO
-	    "IF OBJECT_ID(N'[%s_runs]', N'U') IS NULL BEGIN BEGIN TRY BEGIN TRANSACTION; "
-	    "CREATE TABLE [%s_runs] ("
-	    "job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "scheduled_at BIGINT NOT NULL, "
-	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "token BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, "
-	    "ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, "
-	    "exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, "
-	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, "
-	    "PRIMARY KEY (job, scheduled_at, owner)); "
-	    "CREATE INDEX [%s_runs_at] ON [%s_runs] (scheduled_at); "
-	    "CREATE INDEX [%s_runs_running] ON [%s_runs] (job, token) "
-	    "WHERE outcome = N'running'; "
-	    "COMMIT; END TRY BEGIN CATCH IF @@TRANCOUNT > 0 ROLLBACK; "
-	    "IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;", t, t, t, t, t, t);
-
 	/* The columns the store needs that the ledger table lacks, in order:
 	 * a table someone else made is refused, never altered. */
 	snprintf(st->sql_runs_check, SQL_MAX,
@@ -2005,6 +2035,75 @@ static void build_sql(struct ms_store *st)
 	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
 	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
 	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", t);
+}
+
+/* The tables, made when missing, and the columns older versions lack, added
+ * (NULL in every row): one batch, in one transaction that first takes an
+ * application lock on the table's name, so that replicas opening a new
+ * table at once make it one after another and each later one finds it
+ * made.  (Racing instead and catching "already there" is not enough: some
+ * engines report it under other numbers, or let no TRY...CATCH catch an
+ * ALTER TABLE's error.)  One column per ALTER TABLE ... ADD, as every
+ * engine takes it.  Whether a column is there is asked of sys.columns:
+ * inside a transaction Babelfish's COL_LENGTH answers from before it, blind
+ * to a column another replica added meanwhile.  The lock waits at most @wait ms, a little less than the
+ * statement timeout, so that a stuck holder makes a clear error.  The
+ * ledger's indexes are made with it, so a replica that finds the ledger
+ * finds its indexes too.  A job's rows newest first (read_runs,
+ * prune_runs' per-job cutoff) are its range of the clustered key walked
+ * backwards. */
+#define ADD_COLUMN(col, type) \
+	"IF NOT EXISTS (SELECT 1 FROM sys.columns WHERE object_id = OBJECT_ID(N'[%1$s]') " \
+	"AND name = N'" col "') ALTER TABLE [%1$s] ADD " col " " type " NULL; "
+static int make_schema(struct ms_store *st)
+{
+	const char *t = st->table;
+	struct param p[] = { { "@wait", NULL, st->cur_s * 1000 > 1000 ? st->cur_s * 1000 - 500 : 500 } };
+	char sql[4 * SQL_MAX];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:schema */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	    "BEGIN TRANSACTION; "
+	    "DECLARE @lock INT; "
+	    "EXEC @lock = sp_getapplock @Resource = N'leash:schema:%1$s', @LockMode = 'Exclusive', "
+	    "@LockOwner = 'Transaction', @LockTimeout = @wait; "
+	    "IF @lock < 0 THROW 51000, N'leash: the schema lock of table %1$s was not granted "
+	    "in time (another replica is making or changing the tables)', 1; "
+	    "IF OBJECT_ID(N'[%1$s]', N'U') IS NULL "
+	    "CREATE TABLE [%1$s] ("
+	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "token BIGINT NOT NULL, acquired_at BIGINT NOT NULL, "
+	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_fire BIGINT NULL, "
+	    "paused_until BIGINT NULL, trigger_at BIGINT NULL, handoff_at BIGINT NULL, "
+	    "health INT NULL) "
+	    "ELSE BEGIN "
+	    ADD_COLUMN("last_fire", "BIGINT") ADD_COLUMN("paused_until", "BIGINT")
+	    ADD_COLUMN("trigger_at", "BIGINT") ADD_COLUMN("handoff_at", "BIGINT")
+	    ADD_COLUMN("health", "INT")
+	    "END; "
+	    "IF OBJECT_ID(N'[%1$s_runs]', N'U') IS NULL BEGIN "
+	    "CREATE TABLE [%1$s_runs] ("
+	    "job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "scheduled_at BIGINT NOT NULL, "
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	    "token BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, "
+	    "ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, "
+	    "exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, "
+	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, "
+	    "PRIMARY KEY (job, scheduled_at, owner)); "
+	    "CREATE INDEX [%1$s_runs_at] ON [%1$s_runs] (scheduled_at); "
+	    "CREATE INDEX [%1$s_runs_running] ON [%1$s_runs] (job, token) "
+	    "WHERE outcome = N'running'; END; "
+	    "IF OBJECT_ID(N'[%1$s_replicas]', N'U') IS NULL "
+	    "CREATE TABLE [%1$s_replicas] ("
+	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
+	    "host " VC " NOT NULL, pid BIGINT NOT NULL, version NVARCHAR(32) NOT NULL, "
+	    "started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL, "
+	    "draining INT NOT NULL DEFAULT 0, jobs_hash NVARCHAR(32) NOT NULL, "
+	    "jobs NVARCHAR(MAX) NOT NULL); "
+	    "COMMIT;", t);
+	return call(st, sql, "@wait BIGINT", p, 1, NULL, NULL);
 }
 
 struct check_answer {
@@ -2078,12 +2177,7 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	st->cur_s = st->stmt_s;
 	snprintf(st->table, sizeof st->table, "%s", table);
 	build_sql(st);
-	if (call(st, st->sql_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_upgrade, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_controls, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_health_col, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    call(st, st->sql_runs_create, "", NULL, 0, NULL, NULL) != STORE_OK ||
-	    check_runs(st) != STORE_OK || ms_presence_setup(st) != STORE_OK) {
+	if (make_schema(st) != STORE_OK || check_runs(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);
 		goto fail;
 	}
@@ -2110,23 +2204,6 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 /* ---- presence: <table>_replicas ---- */
 
 #define PRES_SQL_MAX 2048
-
-static int ms_presence_setup(struct ms_store *st)
-{
-	char sql[PRES_SQL_MAX];
-
-	snprintf(sql, sizeof sql,
-	    "/* leash:create_replicas */ IF OBJECT_ID(N'[%s_replicas]', N'U') IS NULL BEGIN "
-	    "BEGIN TRY CREATE TABLE [%s_replicas] ("
-	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-	    "host " VC " NOT NULL, pid BIGINT NOT NULL, version NVARCHAR(32) NOT NULL, "
-	    "started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL, "
-	    "draining INT NOT NULL DEFAULT 0, jobs_hash NVARCHAR(32) NOT NULL, "
-	    "jobs NVARCHAR(MAX) NOT NULL) "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() <> 2714 THROW; END CATCH END;",
-	    st->table, st->table);
-	return call(st, sql, "", NULL, 0, NULL, NULL);
-}
 
 struct pres_answer {
 	struct store_replica *rows;

@@ -1,8 +1,17 @@
--- The lease-store providers the conformance spec runs against, built from
--- the environment that tests/support/services/ exported:
---   sqlite    always (a file under $LEASH_TEST_TMP)
---   postgres  when LEASH_TEST_PG_CONNINFO is set
---   mssql     when LEASH_TEST_MSSQL is set ("host:port:user:password:database")
+-- The lease-store providers the specs run against, built from the
+-- environment that tests/support/services/ exported:
+--   sqlite      always (a file under $LEASH_TEST_TMP)
+--   postgres    when LEASH_TEST_PG_CONNINFO is set
+--   mssql       when LEASH_TEST_MSSQL is set ("host:port:user:password:database"):
+--               the TDS test server (with LEASH_TEST_TDS_CTL), or a real
+--               SQL Server named by hand
+--   mssql-real  when LEASH_TEST_MSSQL_REAL is set: a real T-SQL engine
+--               (tests/support/services/30-babelfish.sh starts Babelfish)
+-- M.list has the first three, for the specs that run leash end to end (the
+-- TDS test server answers those fast and can be faulted); M.proof_list adds
+-- mssql-real, for the specs that prove the provider's T-SQL (the
+-- conformance specs).  Each entry's key (its provider's name, or
+-- "mssql-real") finds it again: M.get(key, ...).
 -- M.missing lists providers that are expected but not configured (postgres
 -- is expected in CI, or when this host has PostgreSQL 15's initdb, or when
 -- LEASH_TEST_REQUIRE names it): the spec fails on them instead of skipping.
@@ -54,10 +63,17 @@ elseif expected("postgres") then
   M.missing[#M.missing + 1] = "postgres (LEASH_TEST_PG_CONNINFO is not set; tests/support/services/10-postgres.sh did not run)"
 end
 
+-- A real T-SQL engine (LEASH_TEST_MSSQL without the TDS test server's
+-- control file, LEASH_TEST_TDS_CTL, or LEASH_TEST_MSSQL_REAL) parses the
+-- first statements of each new connection slowly (Babelfish: 0.4-1 s each,
+-- more on a busy machine), so its statement timeout is generous; the test
+-- server's stays short, for the specs that time its faults.
+M.MSSQL_REAL_TIMEOUT_MS = 30000
 local ms = os.getenv("LEASH_TEST_MSSQL")
 if ms and ms ~= "" then
   local cfg, err = M.parse_mssql(ms)
   if cfg then
+    cfg.real = (os.getenv("LEASH_TEST_TDS_CTL") or "") == ""
     M.list[#M.list + 1] = cfg
   else
     M.missing[#M.missing + 1] = "mssql (" .. err .. ")"
@@ -66,15 +82,39 @@ elseif expected("mssql") then
   M.missing[#M.missing + 1] = "mssql (LEASH_TEST_MSSQL is not set)"
 end
 
--- A copy of provider `name`'s config with the given table and timeouts.
-function M.get(name, table_name, extra)
-  for _, p in ipairs(M.list) do
-    if p.provider == name then
+M.proof_list = {}
+for i, p in ipairs(M.list) do M.proof_list[i] = p end
+local real = os.getenv("LEASH_TEST_MSSQL_REAL")
+if real and real ~= "" then
+  local cfg, err = M.parse_mssql(real)
+  if cfg then
+    cfg.key, cfg.real = "mssql-real", true
+    M.real = cfg
+    M.proof_list[#M.proof_list + 1] = cfg
+  else
+    M.missing[#M.missing + 1] = "mssql-real (LEASH_TEST_MSSQL_REAL: " .. err .. ")"
+  end
+end
+
+-- Whether the provider keyed `key` is a real T-SQL engine.
+function M.is_real(key)
+  for _, p in ipairs(M.proof_list) do
+    if (p.key or p.provider) == key then return p.real == true end
+  end
+  return false
+end
+
+-- A copy of the config of the provider keyed `key` with the given table and
+-- timeouts (a store's options: the list's own fields left out).
+function M.get(key, table_name, extra)
+  for _, p in ipairs(M.proof_list) do
+    if (p.key or p.provider) == key then
       local c = {}
       for k, v in pairs(p) do c[k] = v end
+      c.key, c.real = nil, nil
       c.table = table_name
       c.connect_timeout_ms = 5000
-      c.statement_timeout_ms = 5000
+      c.statement_timeout_ms = p.real and M.MSSQL_REAL_TIMEOUT_MS or 5000
       for k, v in pairs(extra or {}) do c[k] = v end
       return c
     end

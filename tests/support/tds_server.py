@@ -61,11 +61,10 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-def create(db, t, p, faults):
+def create(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (name TEXT PRIMARY KEY, '
                'owner TEXT NOT NULL, token INTEGER NOT NULL, acquired_at INTEGER NOT NULL, '
                'renewed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, last_fire INTEGER)')
-    return []
 
 
 def add_columns(db, t, names):
@@ -75,19 +74,17 @@ def add_columns(db, t, names):
     for c in names:
         if c not in cols:
             db.execute(f'ALTER TABLE "{t}" ADD COLUMN {c} INTEGER')
+
+
+def schema(db, t, p, faults):
+    """The batch that makes what is missing, under the schema lock (the
+    server's one write lock stands for it): the lease table and the columns
+    an older one lacks, the ledger with its indexes, the presence table."""
+    create(db, t)
+    add_columns(db, t, ("last_fire", "paused_until", "trigger_at", "handoff_at", "health"))
+    create_runs(db, t + "_runs")
+    create_replicas(db, t + "_replicas")
     return []
-
-
-def add_last_fire(db, t, p, faults):
-    return add_columns(db, t, ("last_fire",))
-
-
-def add_controls(db, t, p, faults):
-    return add_columns(db, t, ("paused_until", "trigger_at", "handoff_at"))
-
-
-def add_health(db, t, p, faults):
-    return add_columns(db, t, ("health",))
 
 
 def renewed(db, t, p, cols):
@@ -312,13 +309,12 @@ def floor_update(db, t, p, faults):
 
 # ---------------------------------------------------------------- the run ledger
 # The ledger statements bind their claims as VALUES tuples into the table
-# variable @c, and their rows packed: the distinct strings as VALUES tuples
-# into @s, every row's numbers in one parameter @v that the batch cuts apart
-# by SUBSTRING (packed_rows reads the offsets out of the statement).  The
-# functions below evaluate those (an integer literal, a parameter, or
-# NULLIF(@param, -1)) and then do what the batch does, in the one SQLite
-# transaction the batch runs in: an error (TSqlError) rolls all of it back,
-# as XACT_ABORT ON does.
+# variable @c, and their rows as VALUES tuples into @w, each value a
+# parameter (every distinct value bound once, however many rows use it), a
+# NULL, or an integer literal (a claim's number).  The functions below
+# evaluate those (table_rows) and then do what the batch does, in the one
+# SQLite transaction the batch runs in: an error (TSqlError) rolls all of it
+# back, as XACT_ABORT ON does.
 
 RUN_COLS = ["job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
             "outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor",
@@ -353,14 +349,12 @@ def split_items(s):
 
 
 def evaluate(item, p):
+    if item == "NULL":
+        return None
     if re.fullmatch(r"-?\d+", item):
         return int(item)
     if re.fullmatch(r"@\w+", item):
         return p[item]
-    m = re.fullmatch(r"NULLIF\((@\w+), (-?\d+)\)", item)
-    if m:
-        v = p[m.group(1)]
-        return None if v == int(m.group(2)) else v
     raise ValueError(f"cannot evaluate {item!r}")
 
 
@@ -391,35 +385,7 @@ def deadlock(faults, kind):
                         "transaction.")
 
 
-def packed_rows(stmt, p, key):
-    """The ledger rows of a batch: the distinct strings go into @s (VALUES tuples), the
-    numbers of every row into @v, each field CAST(SUBSTRING(@v, n.k * <row
-    width> + <offset>, <width>) AS BIGINT) AS <name> for row k below @rows; a
-    field named <x>_s is x's index in @s (none: NULL), and a field the INSERT
-    takes as NULLIF(f.<x>, -1) is NULL at -1."""
-    strings = {r["i"]: r["v"] for r in table_rows(stmt, "s", p, ("i",))}
-    fields = re.findall(r"CAST\(SUBSTRING\(@v, n\.k \* (\d+) \+ (\d+), (\d+)\) AS BIGINT\) "
-                        r"AS (\w+)", stmt)
-    nullable = set(re.findall(r"NULLIF\(f\.(\w+), -1\)", stmt))
-    rows, seen, v = [], set(), p["@v"]
-    for k in range(p["@rows"]):
-        row = {}
-        for width, off, n, name in fields:
-            at = k * int(width) + int(off) - 1
-            x = int(v[at:at + int(n)])
-            if name.endswith("_s"):
-                row[name[:-2]] = strings.get(x)
-            else:
-                row[name] = None if name in nullable and x == -1 else x
-        if tuple(row[c] for c in key) in seen:
-            raise TSqlError(2627, 14, "Violation of PRIMARY KEY constraint. Cannot insert "
-                            "duplicate key in object '@w'.")
-        seen.add(tuple(row[c] for c in key))
-        rows.append(row)
-    return rows
-
-
-def create_runs(db, t, p, faults, stmt):
+def create_runs(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (job TEXT NOT NULL, scheduled_at INTEGER '
                'NOT NULL, owner TEXT NOT NULL, token INTEGER NOT NULL, claimed_at INTEGER, '
                'started_at INTEGER, ended_at INTEGER, outcome TEXT NOT NULL, exit_code INTEGER, '
@@ -428,7 +394,6 @@ def create_runs(db, t, p, faults, stmt):
     db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_at" ON "{t}" (scheduled_at)')
     db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_running" ON "{t}" (job, token) '
                "WHERE outcome = 'running'")
-    return []
 
 
 def check_runs(db, t, p, faults, stmt):
@@ -446,7 +411,7 @@ def claim_runs(db, t, p, faults, stmt):
     lease, runs = ledger_tables(stmt)
     owner, now = p["@owner"], now_ms()
     claims = table_rows(stmt, "c", p, ("name",))
-    rows = packed_rows(stmt, p, ("i", "scheduled_at", "owner")) if "@rows" in p else []
+    rows = table_rows(stmt, "w", p, ("i", "scheduled_at", "owner"))
     won = {}
     for c in sorted(claims, key=lambda c: c["name"].encode("utf-16-be", "surrogatepass")):
         cur = db.execute(f'UPDATE "{lease}" SET last_fire = ? WHERE name = ? AND owner = ? '
@@ -479,7 +444,7 @@ def record_runs(db, t, p, faults, stmt):
     _, runs = ledger_tables(stmt)
     now = now_ms()
     keep = RUN_COLS[4:7] + RUN_COLS[8:13]       # COALESCE(new, stored)
-    for w in packed_rows(stmt, p, ("job", "scheduled_at", "owner")):
+    for w in table_rows(stmt, "w", p, ("job", "scheduled_at", "owner")):
         sets = ", ".join(["token = ?", "outcome = ?", "recorded_at = ?"]
                          + [f"{k} = COALESCE(?, {k})" for k in keep])
         cur = db.execute(f'UPDATE "{runs}" SET {sets} WHERE job = ? AND scheduled_at = ? '
@@ -583,12 +548,11 @@ REPLICA_COLS = [("owner", "str"), ("host", "str"), ("pid", "int"), ("version", "
                 ("jobs_hash", "str"), ("has_jobs", "int"), ("jobs", "max")]
 
 
-def create_replicas(db, t, p, faults):
+def create_replicas(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (owner TEXT PRIMARY KEY, host TEXT NOT NULL, '
                'pid INTEGER NOT NULL, version TEXT NOT NULL, started_at INTEGER NOT NULL, '
                'heartbeat INTEGER NOT NULL, draining INTEGER NOT NULL DEFAULT 0, '
                'jobs_hash TEXT NOT NULL, jobs TEXT NOT NULL)')
-    return []
 
 
 def replica_rows(db, t, mine):
@@ -656,12 +620,9 @@ def replicas(db, t, p, faults):
 
 
 STATEMENTS = {
-    "create": create,
-    "add_last_fire": add_last_fire,
-    "add_controls": add_controls,
+    "schema": schema,
     "renew_ctl": renew_ctl,
     "control": control,
-    "add_health": add_health,
     "health": health,
     "try_acquire": try_acquire,
     "renew": renew,
@@ -675,14 +636,12 @@ STATEMENTS = {
     "floor_select": floor_select,       # the benchmark's floors
     "floor_create": floor_create,
     "floor_update": floor_update,
-    "create_runs": create_runs,         # the run ledger
-    "check_runs": check_runs,
+    "check_runs": check_runs,           # the run ledger
     "claim_runs": claim_runs,
     "record_runs": record_runs,
     "read_runs": read_runs,
     "prune_runs": prune_runs,
-    "create_replicas": create_replicas,     # presence
-    "beat": beat,
+    "beat": beat,                       # presence
     "leave": leave,
     "replicas": replicas,
     "drain": drain,
@@ -690,7 +649,7 @@ STATEMENTS = {
     "last_runs": last_runs,
 }
 # The statements whose function reads the statement's own text.
-READS_TEXT = {create_runs, check_runs, claim_runs, record_runs, read_runs, prune_runs,
+READS_TEXT = {check_runs, claim_runs, record_runs, read_runs, prune_runs,
               last_runs, unclaim_all}
 
 # ---------------------------------------------------------------- TDS encoding
