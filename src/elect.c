@@ -197,6 +197,14 @@ done:
 	free(ctl);
 }
 
+/* Whether a next in line behind the preferred holder tries at every retry:
+ * only where no release event would wake it (PostgreSQL's NOTIFY does, at
+ * no statement's cost). */
+static int polls_behind(struct elector *el, const struct elect_job *j)
+{
+	return j->next_in_line == ELECT_BEHIND_HOLDER && !(el->store && store_event_fd(el->store) >= 0);
+}
+
 /* Spread: a follower another replica is preferred for waits for
  * not_before, unless it is next in line and the holder's lease ran out. */
 static int held_back(struct elector *el, struct elect_job *j, int64_t t)
@@ -204,7 +212,7 @@ static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 	if (el->draining || j->hold_until > t)
 		return 1;
 	return j->other_preferred && j->not_before > t &&
-	       !(j->next_in_line && (j->wake_at <= t || j->next_in_line == ELECT_BEHIND_HOLDER));
+	       !(j->next_in_line && (j->wake_at <= t || polls_behind(el, j)));
 }
 
 /* Tries, in one statement, every due follower with this lease duration. */
@@ -352,7 +360,7 @@ static int64_t next_wake(struct elector *el)
 		else if (j->hold_until > min64(j->next_try, j->wake_at))
 			next = min64(next, j->hold_until);
 		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at) &&
-		         j->next_in_line != ELECT_BEHIND_HOLDER)
+		         !polls_behind(el, j))
 			next = min64(next, j->next_in_line ? min64(j->wake_at, j->not_before)
 			                                   : j->not_before);
 		else

@@ -45,7 +45,8 @@ struct elect_job {
 	                                 * I try at its lease's expiry, as without spread;
 	                                 * ELECT_BEHIND_HOLDER: and the preferred one holds
 	                                 * it, so a release is a leash handoff or a stop
-	                                 * for me to take: I try at every retry */
+	                                 * for me to take: I try at every retry (at its
+	                                 * release event, where the store has them) */
 	int64_t not_before;
 	int handing_off;                /* holder: the lease goes to the preferred replica */
 	int64_t gained_at;              /* holder: when it took the lease (elector clock) */
