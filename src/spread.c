@@ -196,6 +196,8 @@ static int holding(struct singleton *sg)
 
 int64_t spread_due(struct singleton *sg)
 {
+	if (sg->spread.stopping)
+		return INT64_MAX;       /* no beat, no hand-off: the loop only waits for the runs */
 	if (sg->spread.turn_now)
 		return clock_boot_ms();
 	return sg->spread.beat_due + (holding(sg) ? sg->cfg->renew_ms / 2 : 0);
