@@ -54,14 +54,20 @@ for _, p in ipairs(R.list_of()) do
       R.stop_all(procs)
     end)
 
-    it("runs somewhere at every moment through kill -9, SIGTERM and restarts, and a fresh cluster is OK", function()
+    -- Three replica configs with spread on and the worker service; s opened.
+    local function cluster(lease)
       local tbl = ("svc_%d"):format(math.random(1, 1e8))
       local d = L.dir {}
       local out = d.out "worker"
       d.write_job("worker", worker_src(out))
       local cfgs = R.replica_configs(p, tbl, d, 3,
-        { enabled = "true", lease = LEASE .. "ms", retry = RETRY .. "ms" })
+        { enabled = "true", lease = lease, retry = RETRY .. "ms" })
       s = R.open(p, tbl, 2000)
+      return tbl, out, cfgs
+    end
+
+    it("runs somewhere at every moment through kill -9, SIGTERM and restarts, and a fresh cluster is OK", function()
+      local tbl, out, cfgs = cluster(LEASE .. "ms")
       local t0 = L.now()
       local held_since, bad, samples, holders = {}, {}, 0, {}
 
@@ -155,12 +161,7 @@ for _, p in ipairs(R.list_of()) do
     end)
 
     it("leash handoff moves it to the next replica in line once, and it stays there", function()
-      local tbl = ("svc_%d"):format(math.random(1, 1e8))
-      local d = L.dir {}
-      local out = d.out "worker"
-      d.write_job("worker", worker_src(out))
-      local cfgs = R.replica_configs(p, tbl, d, 3, { enabled = "true", lease = "4s", retry = "500ms" })
-      s = R.open(p, tbl, 2000)
+      local _, out, cfgs = cluster("4s")
       for i = 1, 3 do procs[i] = R.start(cfgs[i], p.password) end
       local function row()
         for _, r in ipairs((s:list())) do
