@@ -63,6 +63,9 @@ describe("mssql provider", function()
   local target = real
   local base = assert(providers.get(real, "x"))
   local tbl = uniq("ms")
+  -- A lease that must outlast a spec's slowest steps: on a real engine
+  -- under a busy CI, thousands of names or a reconnect take many seconds.
+  local LONG = 600000
 
   local function cfg(extra)
     local c = { connect_timeout_ms = 2000,
@@ -94,13 +97,13 @@ describe("mssql provider", function()
 
   it("opens, creates its table and answers", function()
     local s = assert(core.open_store(cfg()))
-    local ok, info = s:try_acquire("first", "A", 5000)
+    local ok, info = s:try_acquire("first", "A", LONG)
     assert.is_true(ok)
-    assert.equal(5000, info.expires_at - info.now)
+    assert.equal(LONG, info.expires_at - info.now)
     s:close()
     -- opening again finds the table
     s = assert(core.open_store(cfg()))
-    assert.is_false((s:try_acquire("first", "B", 5000)))
+    assert.is_false((s:try_acquire("first", "B", LONG)))
     s:close()
   end)
 
@@ -298,14 +301,14 @@ describe("mssql provider", function()
     local s = assert(core.open_store(cfg()))
     local names = { "a'b", "a''b", "c\\", "\\'", "d\"e", "x\\' OR 1=1 --", "@n1", "N'x'" }
     for _, n in ipairs(names) do
-      assert.is_true((s:try_acquire(n, "O'\\", 5000)), n)
+      assert.is_true((s:try_acquire(n, "O'\\", LONG)), n)
     end
-    local acq = assert(s:acquire_all("O'\\", names, 5000))
-    local got = assert(s:renew_all("O'\\", names, 5000))
+    local acq = assert(s:acquire_all("O'\\", names, LONG))
+    local got = assert(s:renew_all("O'\\", names, LONG))
     for _, n in ipairs(names) do
       assert.is_true(acq[n].ok, n)
       assert.equal(1, got[n], n)
-      assert.is_true((s:renew(n, "O'\\", 5000)), n)
+      assert.is_true((s:renew(n, "O'\\", LONG)), n)
       assert.is_true((s:release(n, "O'\\")), n)
     end
     local rows = assert(s:list())
@@ -322,13 +325,13 @@ describe("mssql provider", function()
     local names, held = {}, {}
     for i = 1, 4500 do names[i] = ("many-%04d"):format(i) end
     for _, i in ipairs({ 1, 2000, 2001, 4000, 4500 }) do
-      assert.is_true((s:try_acquire(names[i], "A", 10000)))
+      assert.is_true((s:try_acquire(names[i], "A", LONG)))
       held[names[i]] = 1
     end
-    assert.is_true((s:try_acquire("many-other", "B", 10000)))
+    assert.is_true((s:try_acquire("many-other", "B", LONG)))
     names[#names + 1] = "many-other"
     names[#names + 1] = names[2001]           -- listed twice
-    local got = assert(s:renew_all("A", names, 10000))
+    local got = assert(s:renew_all("A", names, LONG))
     assert.same(held, got)
     s:close()
   end)
@@ -338,10 +341,10 @@ describe("mssql provider", function()
     local names = {}
     for i = 1, 4500 do names[i] = ("acq-%04d"):format(i) end
     for _, i in ipairs({ 1, 1000, 1001, 2000, 2001, 4500 }) do
-      assert.is_true((s:try_acquire(names[i], "B", 10000)))
+      assert.is_true((s:try_acquire(names[i], "B", LONG)))
     end
     names[#names + 1] = names[2001]           -- listed twice
-    local got = assert(s:acquire_all("A", names, 10000))
+    local got = assert(s:acquire_all("A", names, LONG))
     local n = 0
     for name, g in pairs(got) do
       n = n + 1
@@ -359,12 +362,11 @@ describe("mssql provider", function()
   -- contract; these are SQL Server's own edges: atomic batches, chunks under
   -- the 2,100 parameters, the statement timeout, and text in bound.
 
-  -- A lease held by A on a fresh name, and its token.
-  -- (A long lease: a spec takes hundreds, a few ms each on a real engine,
-  -- and claims with the first ones at the end.)
+  -- A lease held by A on a fresh name, and its token (LONG: a spec takes
+  -- hundreds, and claims with the first ones at the end).
   local function held(s, prefix)
     local n = uniq(prefix)
-    local ok, info = s:try_acquire(n, "A", 600000)
+    local ok, info = s:try_acquire(n, "A", LONG)
     assert.is_true(ok, info)
     return n, info.token
   end
