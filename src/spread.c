@@ -265,9 +265,12 @@ static void decision_of(struct singleton *sg, struct elect_job *ej, int64_t now,
 	in->now = wall;
 	in->next_fire = in->service ? -1 : j->next_fire_ms;
 	in->after_next = -1;
-	if (!in->service && !in->busy && in->next_fire >= 0 && in->next_fire - wall <= handover)
-		in->after_next = job_next_fire(sg->sched->L, j, in->next_fire);
 	in->handover_ms = handover;
+	/* The fire after the next (a Lua call) only matters at a safe point:
+	 * not for the held jobs that stay, every turn. */
+	if (handoff_reason(in) && !in->service && !in->busy && in->next_fire >= 0 &&
+	    in->next_fire - wall <= handover)
+		in->after_next = job_next_fire(sg->sched->L, j, in->next_fire);
 }
 
 /* A hand-off for reason why, as the log says it: its service stopped
@@ -276,14 +279,9 @@ static void say_handoff(struct singleton *sg, const struct job *j, const char *w
 {
 	int pref = strcmp(why, "preferred") == 0;
 
-	if (stop)
-		log_msg(LOG_INFO, j->name, 0, "handing off %s%s%s: stopping the service",
-		        pref ? "to " : "(", pref ? preferred_owner(sg, j->name) : why,
-		        pref ? " (preferred)" : ")");
-	else
-		log_msg(LOG_INFO, j->name, 0, "handing the lease off %s%s%s",
-		        pref ? "to " : "(", pref ? preferred_owner(sg, j->name) : why,
-		        pref ? " (preferred)" : ")");
+	log_msg(LOG_INFO, j->name, 0, "handing %s %s%s%s%s", stop ? "off" : "the lease off",
+	        pref ? "to " : "(", pref ? preferred_owner(sg, j->name) : why,
+	        pref ? " (preferred)" : ")", stop ? ": stopping the service" : "");
 }
 
 static void hand_off(struct singleton *sg)

@@ -6,6 +6,7 @@
 #define LEASH_BIND_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <lua.h>
 
 struct store;
@@ -31,6 +32,9 @@ void lx_push_replicas(lua_State *L, const struct store_replica *rows, size_t n);
 /* The store behind a leash.store userdata at idx, or NULL when the value is
  * not one (or it was closed). */
 struct store *lx_test_store(lua_State *L, int idx);
+
+/* Field k of the table at index t as an integer, dflt when it is not one. */
+int64_t lx_field_int(lua_State *L, int t, const char *k, int64_t dflt);
 
 /* The strings of the Lua list at index i (anchored there; NULL for a
  * non-string), in a userdata pushed on the stack. */

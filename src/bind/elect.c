@@ -534,16 +534,6 @@ static int l_gc(lua_State *L)
 	return 0;
 }
 
-static int64_t opt_int(lua_State *L, const char *k, int64_t dflt)
-{
-	int64_t v;
-
-	lua_getfield(L, 1, k);
-	v = lua_isnil(L, -1) ? dflt : (int64_t)luaL_checkinteger(L, -1);
-	lua_pop(L, 1);
-	return v;
-}
-
 static int opt_bool(lua_State *L, const char *k)
 {
 	int v;
@@ -563,18 +553,19 @@ static int l_handoff_decide(lua_State *L)
 {
 	static const char *const what[] = { "keep", "wait", "stop", "release", "cancel",
 	                                    "abandon" };
-	struct handoff_in in = {
+	struct handoff_in in;
+
+	luaL_checktype(L, 1, LUA_TTABLE);
+	in = (struct handoff_in){
 		.manual = opt_bool(L, "manual"), .draining = opt_bool(L, "draining"),
 		.other = opt_bool(L, "other"), .fresh = opt_bool(L, "fresh"),
 		.moved = opt_bool(L, "moved"), .pinned = opt_bool(L, "pinned"),
-		.held_ms = opt_int(L, "held", 0), .lease_ms = opt_int(L, "lease", 15000),
-		.handing_off = opt_bool(L, "handing_off"), .handing_ms = opt_int(L, "handing", 0),
+		.held_ms = lx_field_int(L, 1, "held", 0), .lease_ms = lx_field_int(L, 1, "lease", 15000),
+		.handing_off = opt_bool(L, "handing_off"), .handing_ms = lx_field_int(L, 1, "handing", 0),
 		.service = opt_bool(L, "service"), .busy = opt_bool(L, "busy"),
-		.now = opt_int(L, "now", 0), .next_fire = opt_int(L, "next_fire", -1),
-		.after_next = opt_int(L, "after_next", -1), .handover_ms = opt_int(L, "handover", 0),
+		.now = lx_field_int(L, 1, "now", 0), .next_fire = lx_field_int(L, 1, "next_fire", -1),
+		.after_next = lx_field_int(L, 1, "after_next", -1), .handover_ms = lx_field_int(L, 1, "handover", 0),
 	};
-
-	luaL_checktype(L, 1, LUA_TTABLE);
 	lua_pushstring(L, what[handoff_decide(&in)]);
 	if (handoff_reason(&in))
 		lua_pushstring(L, handoff_reason(&in));

@@ -27,7 +27,7 @@ static void field_str(lua_State *L, int t, const char *k, char *dst, size_t size
 	lua_pop(L, 1);
 }
 
-static int64_t field_int(lua_State *L, int t, const char *k, int64_t dflt)
+int64_t lx_field_int(lua_State *L, int t, const char *k, int64_t dflt)
 {
 	int isint;
 	lua_Integer v;
@@ -48,9 +48,9 @@ static void row_from(lua_State *L, int t, struct store_replica *r, int copy_jobs
 	field_str(L, t, "version", r->version, sizeof r->version);
 	field_str(L, t, "jobs_hash", r->jobs_hash, sizeof r->jobs_hash);
 	field_str(L, t, "name", r->name, sizeof r->name);
-	r->pid = field_int(L, t, "pid", 0);
-	r->started_at = field_int(L, t, "started_at", 0);
-	r->heartbeat = field_int(L, t, "heartbeat", 0);
+	r->pid = lx_field_int(L, t, "pid", 0);
+	r->started_at = lx_field_int(L, t, "started_at", 0);
+	r->heartbeat = lx_field_int(L, t, "heartbeat", 0);
 	lua_getfield(L, t, "draining");
 	r->draining = lua_toboolean(L, -1);
 	lua_pop(L, 1);
@@ -211,8 +211,8 @@ static int l_placement_set(lua_State *L)
 		row_from(L, lua_gettop(L), &rows[i], 1);
 		lua_pop(L, 1);
 	}
-	if (presence_set(p, rows, n, field_int(L, 3, "now", 0), me, jobs,
-	                 field_int(L, 3, "live_ms", 0), field_int(L, 3, "settle_ms", 0)) < 0)
+	if (presence_set(p, rows, n, lx_field_int(L, 3, "now", 0), me, jobs,
+	                 lx_field_int(L, 3, "live_ms", 0), lx_field_int(L, 3, "settle_ms", 0)) < 0)
 		return luaL_error(L, "out of memory");
 	lua_pushboolean(L, p->remade);
 	return 1;
@@ -293,10 +293,10 @@ static int l_safe_point(lua_State *L)
 	lua_getfield(L, 1, "busy");
 	busy = lua_toboolean(L, -1);
 	lua_pop(L, 2);
-	lua_pushstring(L, what[presence_safe_point(service, busy, field_int(L, 1, "now", 0),
-	                                           field_int(L, 1, "next_fire", -1),
-	                                           field_int(L, 1, "after_next", -1),
-	                                           field_int(L, 1, "handover", 0))]);
+	lua_pushstring(L, what[presence_safe_point(service, busy, lx_field_int(L, 1, "now", 0),
+	                                           lx_field_int(L, 1, "next_fire", -1),
+	                                           lx_field_int(L, 1, "after_next", -1),
+	                                           lx_field_int(L, 1, "handover", 0))]);
 	return 1;
 }
 
