@@ -32,6 +32,9 @@ return {
 ]]):format(hooked))
     end
     local proc = L.spawn(d)
+    -- A failed assertion must not leave the replica running (it would load
+    -- every later spec on the machine with 40 failing jobs a second).
+    finally(function() if proc:alive() then proc:stop(10) end end)
     -- At most 16 changes are recorded a loop turn; the rest at their next run.
     assert(L.wait_for(function() return #L.lines(hooked) >= 40 end, 8),
       "only " .. #L.lines(hooked) .. " of 40 on_failure hooks ran")
@@ -68,6 +71,9 @@ return {
 ]]):format(mode, hooked))
     L.write(mode, "fail\n")
     local proc = L.spawn(d)
+    -- A failed assertion must not leave the replica running (it would load
+    -- every later spec on the machine with 40 failing jobs a second).
+    finally(function() if proc:alive() then proc:stop(10) end end)
     assert(L.wait_for(function() return #L.lines(hooked) >= 1 end, 5), "on_failure never ran")
     L.sleep(2.2)
     assert.equal(1, #L.lines(hooked), "one on_failure for three failing runs")
