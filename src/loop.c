@@ -200,11 +200,18 @@ static void reap_children(struct loop *lp)
 	int status;
 	pid_t pid;
 
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		if (!http_reaped(&lp->http, pid, status) && !spawn_reaped(pid, status))
-			for (struct run *r = lp->runs; r; r = r->next)
-				if (r->pid == pid)
-					runner_exited(r, status);
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		struct run *r;
+
+		if (http_reaped(&lp->http, pid, status) || spawn_reaped(pid, status))
+			continue;
+		for (r = lp->runs; r && r->pid != pid; r = r->next)
+			;
+		if (r)
+			runner_exited(r, status);
+		else
+			runner_reaped_unknown(pid, status);
+	}
 }
 
 /* Runs whose child exited and whose pipes are drained: logged, handed back

@@ -238,12 +238,59 @@ static void start_pending(struct run *r, pid_t pid)
 	say_started(r, &r->info, r->info.token);
 }
 
+/* Exits reaped before their answers came (runner_reaped_unknown), a ring:
+ * an answer comes within SPAWN_ANSWER_MS or never, and by then the ring has
+ * not gone round unless a thousand children of nobody's died meanwhile. */
+#define EARLY_MAX 1024
+#define EARLY_MS 5000
+static struct early {
+	pid_t pid;
+	int status;
+	int64_t at;                     /* monotonic ms */
+} early[EARLY_MAX];
+static unsigned early_next;
+
+void runner_reaped_unknown(pid_t pid, int status)
+{
+	early[early_next++ % EARLY_MAX] = (struct early){ pid, status, clock_mono_ms() };
+}
+
+/* Whether pid died before its answer came (and then forgets it). */
+static int died_early(pid_t pid, int *status)
+{
+	int64_t now = clock_mono_ms();
+
+	for (unsigned i = 0; i < EARLY_MAX; i++) {
+		struct early *e = &early[i];
+
+		if (e->pid == pid && now - e->at <= EARLY_MS) {
+			*status = e->status;
+			e->pid = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* The spawner's answer to a run's ask, prepared or started soon (spawn.h). */
 static void answered(void *tag, pid_t pid, const int fd[3], const int go[2])
 {
 	struct run *r = tag;
+	int status;
 
 	r->asked = 0;
+	if (pid && died_early(pid, &status)) {
+		/* Reaped already: no child to start or to wait for, as if the
+		 * spawner had forked none (its pipes go). */
+		log_msg(LOG_INFO, r->job ? r->job->name : NULL, 0, "the process forked ahead "
+		        "(pid %d) died before the spawner's answer came (status %d): another "
+		        "is forked", (int)pid, status);
+		for (int i = 0; i < RUN_STREAMS; i++)
+			close(fd[i]);
+		close(go[0]);
+		close(go[1]);
+		pid = 0;
+	}
 	if (pid) {
 		take_child(r, pid, fd, go);
 		metrics_note_fork(1);

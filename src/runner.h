@@ -178,6 +178,11 @@ void runner_push_fence(struct run *, int64_t stop_ms);
 /* Marks the child exited when pid is its pid. */
 void runner_exited(struct run *, int status);
 
+/* An exit the loop reaped that was no run's: maybe a child the spawner
+ * forked whose answer has not come yet (it died before: self-fenced while
+ * the answer waited).  Kept a while, so that the answer finds it. */
+void runner_reaped_unknown(pid_t pid, int status);
+
 /* 1 once the child has exited and its pipes are drained; then logs the
  * result and the caller frees it with runner_free. */
 int runner_done(struct run *);
