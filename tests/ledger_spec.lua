@@ -192,10 +192,10 @@ for _, p in ipairs(R.list_of()) do
       assert.is_true(catchups >= 5, "only " .. catchups .. " catch-up runs in ten kills")
     end)
 
-    it("SIGTERM between a fire's claim and its start gives the fire back: the next holder runs it", function()
+    it("SIGTERM about a fire's claim and start: the fire runs once, here or on the next holder, or ends stopped", function()
       setup('every = "1s"', "all", "2s", "100ms")
       for _ = 1, 2 do procs[#procs + 1] = spawn(d) end
-      local given, stopped = 0, {}
+      local stopped = {}
       for _ = 1, 5 do
         local h = running_holder()
         -- A claim goes out 5 ms or more before its fire: stop 3 ms before.
@@ -204,7 +204,6 @@ for _, p in ipairs(R.list_of()) do
         L.sleep(fire - 0.003 - L.now())
         assert.equal(0, h:stop(10))
         stopped[#stopped + 1] = math.floor(fire * 1000 + 0.5)
-        if h:grep("given back: leash is stopping")[1] then given = given + 1 end
         respawn(h)
       end
       local n = #bodies(out)
@@ -225,9 +224,10 @@ for _, p in ipairs(R.list_of()) do
         -- Run, or started just before the stop and killed with the other bodies.
         assert(ran[t] or rowed[t].outcome == "stopped", ("the fire %d at a stop never ran"):format(t))
       end
-      -- The stops came between a claim and its fire at least once (the
-      -- others, on a loaded machine, before the claim or after the start).
-      assert(given >= 1, ("no stop of %d fell between a claim and its fire"):format(#stopped))
+      -- Whether a stop fell between a claim and its fire is the machine's
+      -- timing, not asserted: the giving back is specced on the fake clock
+      -- (sched_spec "given back: leash is stopping"); here every fire,
+      -- wherever the stop fell, ran once or ended stopped, none missed.
     end)
 
     it("a cron fire that falls while its holder is dead runs once, as a catch-up, on the new holder", function()
