@@ -71,12 +71,14 @@ describe("a lease too short for the machine", function()
   -- promise where the machine is slow.
   it("a child that died before its answer came holds up neither its job nor the stop", function()
     local p = run_300("400ms", 5)
-    assert.equal(0, p:stop(10), "leash did not stop within 10 s")
-    -- An empty body's run cannot be going for three fires in a row.
-    local skips = {}
-    for run in p:log_text():gmatch("run (%d+) is still going") do
-      skips[run] = (skips[run] or 0) + 1
-      assert(skips[run] < 3, ("run %s was still going at three fires: it never ended"):format(run))
+    assert.equal(0, p:stop(30), "leash did not stop within 30 s")
+    -- Every run a fire was skipped for ended, and the log says how (a
+    -- busy machine may keep an empty body going a while; never for good).
+    local text = p:log_text()
+    for run in text:gmatch("run (%d+) is still going") do
+      local ended = text:find("run " .. run .. "%] finished in") or text:find("run " .. run .. "%] failed after")
+        or text:find("run " .. run .. "%] stopped")
+      assert(ended, ("run %s, still going at a fire, never ended"):format(run))
     end
   end)
 end)
