@@ -12,25 +12,29 @@ PREFIX  ?= /usr/local
 BUILD   ?= build
 export LEASH_BUILD := $(BUILD)
 
-# Every .c under src/ is part of the core; main.c only goes into the binary.
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/store/*.c src/bind/*.c))
+# Every .c under src/ is part of the core; main.c and the commands (src/cmd/)
+# only go into the binary.  src/README.md says which folder holds what.
+SRC_DIRS := src/ $(sort $(dir $(wildcard src/*/*.c src/*/*/*.c)))
+CORE_SRC := $(filter-out src/main.c src/cmd/%,$(wildcard $(addsuffix *.c,$(SRC_DIRS))))
+CMD_SRC  := src/main.c $(wildcard src/cmd/*.c)
+HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 PIC_OBJ  := $(CORE_SRC:%.c=$(BUILD)/pic/%.o)
 
 all: $(BUILD)/leash $(BUILD)/lua/leash/core.so
 
-$(BUILD)/leash: $(BUILD)/obj/src/main.o $(CORE_OBJ)
+$(BUILD)/leash: $(CMD_SRC:%.c=$(BUILD)/obj/%.o) $(CORE_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/lua/leash/core.so: $(PIC_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -o $@ $^ $(DBLIBS)
 
-$(BUILD)/obj/%.o: %.c $(wildcard src/*.h src/store/*.h src/bind/*.h) VERSION
+$(BUILD)/obj/%.o: %.c $(HEADERS) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
 
-$(BUILD)/pic/%.o: %.c $(wildcard src/*.h src/store/*.h src/bind/*.h) VERSION
+$(BUILD)/pic/%.o: %.c $(HEADERS) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fPIC -DLEASH_LUA_MODULE -c -o $@ $<
 

@@ -1,5 +1,5 @@
 -- bench/order_bench.lua: at a crowded instant, do the runs of the jobs that
--- fire again soonest begin first?  (The instant tally, src/child.c.)
+-- fire again soonest begin first?  (The instant tally, src/launch/child.c.)
 -- 40 jobs every 2 s and 3 every 1 s on one replica (SQLite): every other
 -- second all 43 fire at once, and each body notes when it began.  Per
 -- instant it prints how many 2 s jobs began before the last 1 s job (in the

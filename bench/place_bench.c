@@ -1,4 +1,4 @@
-/* bench/place_bench.c - placement (src/place.c) from made-up replicas and
+/* bench/place_bench.c - placement (src/cluster/place.c) from made-up replicas and
  * job names alone: the shares, the jobs a leave or a join moves, and what a
  * map costs, for the slack and walk orders one could choose.  It includes
  * place.c itself, with the slack a variable and the walk's order set here,
@@ -26,7 +26,7 @@ static long bench_slack(long n)
 	return bench_fixed >= 0 ? bench_fixed : place_slack_pct(n);
 }
 #define PLACE_SLACK_PCT(n) bench_slack(n)
-#include "../src/place.c"
+#include "../src/cluster/place.c"
 
 enum order { ORDER_HASH, ORDER_NAME, ORDER_PREFERENCE, ORDER_FLAT };
 static const char *const order_names[] = { "hash", "name", "preference", "flat hash" };

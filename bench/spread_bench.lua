@@ -1,6 +1,6 @@
 -- bench/spread_bench.lua: [singleton] spread on PostgreSQL, R replicas (3 and
 -- 10) x 1,000 jobs (every 1h, so only the election works), placed by
--- rendezvous hashing with bounded loads (src/place.c).  First, from the map
+-- rendezvous hashing with bounded loads (src/cluster/place.c).  First, from the map
 -- alone (core.placement over made-up rows of the same replicas and jobs):
 --   shares (min/max jobs a replica), jobs moved by the last replica's leave
 --   and by its join back (ideal: 1000/R), and what it costs a replica: a

@@ -11,7 +11,7 @@
  * one CPU (pid % n, the set back at the wake), reads the clock, appends one
  * line to a shared file (open, write, close: what bench/common.lua's
  * lateness job does in Lua) and exits at nice 19 after a yield: what leash's
- * runs forked ahead do around their start (src/child.c), with no Lua and no
+ * runs forked ahead do around their start (src/launch/child.c), with no Lua and no
  * parent to report to.  START_FLOOR_PLAIN=1: without the pinning and the
  * yield (a plain fork and sleep).  Prints the lateness p50 / p90 / p99 / max
  * in ms over all starts, and each second's median, so that leash's figures

@@ -3,7 +3,7 @@
 # Where things go (DESTDIR is prepended to every path):
 #   $(PREFIX)/bin/leash                  the binary
 #   $(PREFIX)/share/leash/lua/leash/     its Lua modules; the binary finds them
-#                                        from its own location (src/lx.c), so
+#                                        from its own location (src/core/lx.c), so
 #                                        they always move with PREFIX
 #   $(MANDIR)/man1/leash.1               the man pages (man/; leash.ini.5 is
 #   $(MANDIR)/man5/leash.ini.5           made by make man, see mk/man.mk)
@@ -83,7 +83,7 @@ DEB_FILE  := $(DEB_OUT)/leash_$(VERSION)_$(DEB_ARCH).deb
 deb_root  := $(DEB_BUILD)/debian/leash
 # Libraries loaded with dlopen() on first use, which dpkg-shlibdeps cannot
 # see: src/store/postgres.c loads libpq.so.5, src/store/mssql.c FreeTDS's libsybdb.so.5,
-# src/store/sqlite.c libsqlite3.so.0, src/httpd.c (the HTTP server process)
+# src/store/sqlite.c libsqlite3.so.0, src/web/httpd.c (the HTTP server process)
 # libmicrohttpd.so.12.
 deb_dlopen := libpq5, libsybdb5, libsqlite3-0, libmicrohttpd12
 deb_flags  = $(shell DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get $(1))

@@ -1,7 +1,7 @@
 # mk/man.mk - make man: man/leash.ini.5 from its template and the config keys.
 #
 # leash.1 and leash-job.5 are written by hand; leash.ini.5 is made by
-# tools/man.lua from man/leash.ini.5.in and src/cfg_keys.h (read through the
+# tools/man.lua from man/leash.ini.5.in and src/core/cfg_keys.h (read through the
 # built leash.core), and committed, so that installing needs no Lua step.
 # tests/docs_spec.lua fails while the committed page is not what this makes.
 

@@ -5,7 +5,7 @@
 # BENCH_SPREAD_JOBS=1000 BENCH_WINDOW=20).  bench/spread_results.txt holds runs.
 PLACE_SETS ?= 100
 
-$(BUILD)/bench/place_bench: bench/place_bench.c src/place.c src/place.h src/hash.h
+$(BUILD)/bench/place_bench: bench/place_bench.c src/cluster/place.c src/cluster/place.h src/core/hash.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -o $@ bench/place_bench.c -lm
 

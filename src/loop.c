@@ -6,7 +6,7 @@
  * sleeps in epoll_wait() until the nearest deadline or until a descriptor is
  * ready: signals arrive through a signalfd, runs' output through pipes,
  * release events through the store's socket, the spawner's answers through
- * its own (src/spawn.c).  The epoll set lives across turns: a run's pipes
+ * its own (src/launch/prefork/spawn.c).  The epoll set lives across turns: a run's pipes
  * join it when it is forked and leave as they close, so a turn neither
  * rebuilds nor polls the pipes of every run going.  Then it dispatches, reaps
  * children, finishes the runs that ended and drops removed jobs.  It knows
@@ -29,17 +29,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "child.h"
-#include "clock.h"
-#include "http.h"
-#include "log.h"
+#include "launch/child.h"
+#include "core/clock.h"
+#include "web/http.h"
+#include "core/log.h"
 #include "loop.h"
-#include "lx.h"
-#include "hooks.h"
-#include "runner.h"
-#include "sched.h"
-#include "singleton.h"
-#include "spawn.h"
+#include "core/lx.h"
+#include "cluster/hooks.h"
+#include "launch/runner.h"
+#include "plan/sched.h"
+#include "cluster/singleton.h"
+#include "launch/prefork/spawn.h"
 
 struct loop {
 	lua_State *L;
@@ -72,7 +72,7 @@ void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 		int64_t t = clock_boot_ms() * 1000003;
 		memcpy(rnd, &t, sizeof rnd);
 	}
-	snprintf(out, len, "%.*s:%d:%02x%02x%02x%02x", LOOP_REPLICA_MAX, name, (int)getpid(),
+	snprintf(out, len, "%.*s:%d:%02x%02x%02x%02x", STORE_REPLICA_MAX, name, (int)getpid(),
 	         rnd[0], rnd[1], rnd[2], rnd[3]);
 }
 

@@ -4,7 +4,7 @@
 
 #include <lua.h>
 
-#include "cfg.h"
+#include "core/cfg.h"
 
 /* Runs the scheduler until SIGTERM or SIGINT.  Returns the process exit
  * code: 0 after a clean stop. */
@@ -14,10 +14,8 @@ int loop_run(lua_State *L, const struct cfg *cfg);
  * [leash] replica, or the hostname when that is "auto".  Unique per process
  * whatever the config says, so two replicas sharing a config, or a process
  * restarted while its predecessor's lease runs, never hold a lease as one.
- * The name is at most LOOP_REPLICA_MAX bytes (leash.config refuses longer),
+ * The name is at most STORE_REPLICA_MAX bytes (leash.config refuses longer),
  * so the whole id fits the store's STORE_NAME_MAX. */
-#define LOOP_OWNER_SUFFIX_MAX 17        /* ":" pid (pid_max is at most 2^22) ":" 8 hex */
-#define LOOP_REPLICA_MAX (STORE_NAME_MAX - LOOP_OWNER_SUFFIX_MAX)
 void loop_owner_id(const struct cfg *cfg, char *out, size_t len);
 
 #endif

@@ -10,7 +10,7 @@
 --   its page on a free port, not 9187, which others may hold.
 -- * The man pages against the sources of truth: leash(1)'s commands and
 --   options against `leash help`; leash.ini(5) is what tools/man.lua makes
---   of src/cfg_keys.h; leash-job(5)'s keys and ctx fields against
+--   of src/core/cfg_keys.h; leash-job(5)'s keys and ctx fields against
 --   leash.job and leash.run, its defaults and bounds against what
 --   leash.job accepts and refuses; a bound two pages share agrees; each
 --   page renders without a groff warning.
@@ -504,7 +504,7 @@ end)
 describe("leash.ini(5)", function()
   local man = dofile(ROOT .. "/tools/man.lua")
 
-  it("is what tools/man.lua makes of its template and src/cfg_keys.h (make man)", function()
+  it("is what tools/man.lua makes of its template and src/core/cfg_keys.h (make man)", function()
     local want, errors = man.render(read(ROOT .. "/man/leash.ini.5.in"), "man/leash.ini.5.in")
     assert.is_nil(errors and table.concat(errors, "\n"))
     assert.are.equal(want, read(ROOT .. "/man/leash.ini.5"), "man/leash.ini.5 is stale: run make man")

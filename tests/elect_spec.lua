@@ -1,4 +1,4 @@
--- The election state machine (src/elect.c) through leash.core.elector, with
+-- The election state machine (src/cluster/elect.c) through leash.core.elector, with
 -- an injected clock and a fake store written here: every transition.
 local core = require "leash.core"
 

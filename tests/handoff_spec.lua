@@ -1,4 +1,4 @@
--- The hand-off decision (src/handoff.c) through leash.core.handoff_decide,
+-- The hand-off decision (src/cluster/handoff.c) through leash.core.handoff_decide,
 -- with made-up inputs and times: the races of issue 32 item 1, each a line.
 local core = require "leash.core"
 

@@ -1,4 +1,4 @@
--- /metrics (src/metrics.c): the text checked by promtool and by a strict
+-- /metrics (src/core/metrics.c): the text checked by promtool and by a strict
 -- reader of our own, and its values.  First the job table on a fake clock
 -- (leash.core.sched) with core.metrics() in-process; then real `leash run`
 -- processes whose probe job renders the metrics in its run's child: the

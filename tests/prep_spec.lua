@@ -1,5 +1,5 @@
--- End to end: a fire's process is forked ahead of the fire (src/sched.c's
--- prepare, src/runner.c's runner_prepare) and waits, doing nothing, until
+-- End to end: a fire's process is forked ahead of the fire (src/plan/sched.c's
+-- prepare, src/launch/runner.c's runner_prepare) and waits, doing nothing, until
 -- the fire starts it; real `leash run` processes, singleton mode off.  When
 -- the forks ahead happen is sched_spec's ("forking ahead", on a fake clock);
 -- here: that the waiting process is the run, that nothing of it runs before

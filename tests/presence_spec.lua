@@ -1,5 +1,5 @@
 -- Rendezvous hashing, the preferred holder over presence rows, and the
--- hand-off decision (src/presence.c), through leash.core: pure functions,
+-- hand-off decision (src/cluster/presence.c), through leash.core: pure functions,
 -- made-up rows and an injected clock, no store and no process.
 local core = require "leash.core"
 
@@ -172,7 +172,7 @@ describe("presence_jobs", function()
   end)
 end)
 
--- Placement (src/place.c through core.placement): rendezvous hashing with
+-- Placement (src/cluster/place.c through core.placement): rendezvous hashing with
 -- bounded loads over made-up rows, 100 random name sets a size, each from
 -- its own seed so that a failure names the set that broke.
 describe("placement", function()

@@ -1,4 +1,4 @@
--- The job table (src/sched.c) on a fake clock, through leash.core.sched:
+-- The job table (src/plan/sched.c) on a fake clock, through leash.core.sched:
 -- fire times, jitter, overlap (skip, queue, replace), services' backoff,
 -- reloads and the election's gate, in milliseconds.  Runs are not processes here: a start is an event
 -- and the spec ends a run when it likes.  What only real processes show

@@ -1,4 +1,4 @@
--- End to end: the spawner (src/spawn.c), the copy of leash that forks the
+-- End to end: the spawner (src/launch/prefork/spawn.c), the copy of leash that forks the
 -- processes of fires ahead; real `leash run` processes, singleton mode off.
 -- That a fire's process forked ahead is the fire's run is prep_spec's; here:
 -- who forks it and who its parent is, that leash does without a spawner
@@ -309,7 +309,7 @@ return { every = "1s", run = function(ctx) assert(#kept == 100000) end }]])
     -- Each run counts its own page faults over the same work (formatting,
     -- a table, os.date: heap pages to copy, code never run before).  The
     -- job's first run forked ahead learns; the ones after it fault those
-    -- pages in while they wait (src/warm.c), so the work faults far less.
+    -- pages in while they wait (src/launch/prefork/warm.c), so the work faults far less.
     -- (Before, every run faulted alike: 83, 83, 83...)
     local d = L.dir { config = { leash = { grace = "1s" } } }
     local out = d.out "faults"

@@ -2,7 +2,7 @@
 --
 -- For leash.ini(5): each line '.\" @key SECTION.KEY' of the template becomes
 -- that key's entry, its kind, default, bounds and meaning taken from the
--- keys the code defines (src/cfg_keys.h, through leash.core.config_keys and
+-- keys the code defines (src/core/cfg_keys.h, through leash.core.config_keys and
 -- leash.core.limits); the lines after it follow as they are.  A key of the
 -- code that the template does not place goes to the end of its section
 -- (.SS "[section]"), so a new key needs no edit here to be documented; a
@@ -89,7 +89,7 @@ function M.render(template, name)
     table.insert(left[k.section], id)
   end
   local out, errors, done, section, seen = {}, {}, {}, nil, {}
-  out[1] = (".\\\" Made by tools/man.lua from %s and src/cfg_keys.h: edit those, then make man."):format(name)
+  out[1] = (".\\\" Made by tools/man.lua from %s and src/core/cfg_keys.h: edit those, then make man."):format(name)
   local function flush()
     if not section then return end
     for _, id in ipairs(left[section] or {}) do
@@ -108,7 +108,7 @@ function M.render(template, name)
     if id then
       local k = by_id[id]
       if not k then
-        errors[#errors + 1] = ("%s:%d: @key %s: no such key in src/cfg_keys.h"):format(name, n, id)
+        errors[#errors + 1] = ("%s:%d: @key %s: no such key in src/core/cfg_keys.h"):format(name, n, id)
       elseif done[id] then
         errors[#errors + 1] = ("%s:%d: @key %s: placed twice"):format(name, n, id)
       elseif k.section ~= section then

@@ -10,7 +10,7 @@ local limits = core.limits
 
 local M = {}
 
--- Every key once, from the C core's list (src/cfg_keys.h): { section=, key=,
+-- Every key once, from the C core's list (src/core/cfg_keys.h): { section=, key=,
 -- kind=, words=, default=, min=, max=, field=, meaning= }.  Kinds: "path"
 -- (relative to the config file), "string", "ident", "replica", "word" and
 -- "index" (one of words), "bool", "port", "duration" (ms), "count" (an

@@ -21,7 +21,7 @@
 --  * load makes text chunks in the file's environment;
 --  * collectgarbage only counts, collects and steps while loading.
 -- M.run runs a function under the budget: a fixed number of instructions
--- and bytes that no Lua code can catch, clear or reset (see src/budget.c).
+-- and bytes that no Lua code can catch, clear or reset (see src/core/budget.c).
 -- The budget counts Lua instructions: a single C library call that loops
 -- without allocating is not counted: string.rep of "" and table.move are
 -- bounded here, and so are string patterns (by the steps they could take).

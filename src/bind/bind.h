@@ -11,6 +11,7 @@
 
 struct store;
 struct store_job_runs;
+struct lease_row;
 
 /* Pushes the leash.core module table (what require "leash.core" returns). */
 int luaopen_leash_core(lua_State *L);
@@ -27,6 +28,8 @@ void lx_metrics_lib(lua_State *L);      /* bind/metrics.c: the /metrics text, in
 
 /* Pushes presence rows as a list of tables (bind/presence.c). */
 struct store_replica;
+/* Pushes a list of lease rows as list() returns them to Lua. */
+void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n);
 void lx_push_replicas(lua_State *L, const struct store_replica *rows, size_t n);
 
 /* The store behind a leash.store userdata at idx, or NULL when the value is

@@ -5,9 +5,9 @@
 
 #include <lauxlib.h>
 
-#include "cfg.h"
+#include "core/cfg.h"
 #include "bind/bind.h"
-#include "lx.h"
+#include "core/lx.h"
 
 static void push_str(lua_State *L, char *const *v)
 {

@@ -7,9 +7,8 @@
 #include <lualib.h>
 
 #include "bind/bind.h"
-#include "clock.h"
-#include "loop.h"
-#include "place.h"
+#include "core/clock.h"
+#include "cluster/place.h"
 #include "store/store.h"
 
 
@@ -58,7 +57,7 @@ void lx_core_lib(lua_State *L)
 	lua_setfield(L, -2, "duration_max_ms");
 	lua_pushinteger(L, STORE_IDENT_MAX);
 	lua_setfield(L, -2, "ident_max");
-	lua_pushinteger(L, LOOP_REPLICA_MAX);
+	lua_pushinteger(L, STORE_REPLICA_MAX);
 	lua_setfield(L, -2, "replica_max");
 	lua_pushinteger(L, PLACE_WEIGHT_MAX);
 	lua_setfield(L, -2, "weight_max");

@@ -10,7 +10,7 @@
 #include <lauxlib.h>
 
 #include "bind/bind.h"
-#include "child.h"
+#include "launch/child.h"
 
 /* core.lease_left(): seconds until the body will be stopped; math.huge when
  * nothing will stop it. */

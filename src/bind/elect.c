@@ -7,10 +7,10 @@
 
 #include <lauxlib.h>
 
-#include "elect.h"
-#include "handoff.h"
+#include "cluster/elect.h"
+#include "cluster/handoff.h"
 #include "bind/bind.h"
-#include "lx.h"
+#include "core/lx.h"
 
 #define ELECTOR_MT "leash.elector"
 

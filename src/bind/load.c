@@ -11,8 +11,8 @@
 #include <lauxlib.h>
 
 #include "bind/bind.h"
-#include "budget.h"
-#include "job.h"
+#include "core/budget.h"
+#include "plan/job.h"
 
 static int l_read_job(lua_State *L)
 {

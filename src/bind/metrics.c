@@ -14,7 +14,7 @@
 #include <lauxlib.h>
 
 #include "bind/bind.h"
-#include "metrics.h"
+#include "core/metrics.h"
 
 #define MJOB_MT "leash.metrics_job"
 

@@ -8,7 +8,7 @@
 #include <lauxlib.h>
 
 #include "bind/bind.h"
-#include "presence.h"
+#include "cluster/presence.h"
 #include "store/store.h"
 
 /* Copies field k; a value too long for dst is cut to "" plus one byte

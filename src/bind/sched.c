@@ -49,8 +49,8 @@
 #include <lauxlib.h>
 
 #include "bind/bind.h"
-#include "log.h"
-#include "sched.h"
+#include "core/log.h"
+#include "plan/sched.h"
 
 #define SCHED_MT "leash.sched"
 

@@ -8,8 +8,43 @@
 #include <sqlite3.h>
 
 #include "bind/bind.h"
-#include "lx.h"
+#include "core/lx.h"
 #include "store/store.h"
+
+/* A lease row as Lua sees it (leash.core, status, the page). */
+static void push_row(lua_State *L, const struct lease_row *r)
+{
+	lua_createtable(L, 0, 7);
+	lua_pushstring(L, r->name);
+	lua_setfield(L, -2, "name");
+	lua_pushstring(L, r->owner);
+	lua_setfield(L, -2, "owner");
+	lua_pushinteger(L, r->token);
+	lua_setfield(L, -2, "token");
+	lua_pushinteger(L, r->acquired_at);
+	lua_setfield(L, -2, "acquired_at");
+	lua_pushinteger(L, r->renewed_at);
+	lua_setfield(L, -2, "renewed_at");
+	lua_pushinteger(L, r->expires_at);
+	lua_setfield(L, -2, "expires_at");
+	if (r->last_fire >= 0) {                /* nil: no fire claimed yet */
+		lua_pushinteger(L, r->last_fire);
+		lua_setfield(L, -2, "last_fire");
+	}
+	if (r->paused_until >= 0) {             /* nil: not paused (leash pause) */
+		lua_pushinteger(L, r->paused_until);
+		lua_setfield(L, -2, "paused_until");
+	}
+}
+
+void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)
+{
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		push_row(L, &rows[k]);
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+}
 
 #define STORE_MT "leash.store"
 

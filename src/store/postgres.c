@@ -27,7 +27,7 @@
 
 #include <libpq-fe.h>
 
-#include "clock.h"
+#include "core/clock.h"
 #include "store/store.h"
 
 #define NOW "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"

@@ -4,13 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "core/metrics.h"
 #include "store/store.h"
 
 /* Every provider call goes through here: timed and counted for /metrics.
  * call_t0 is set before the call is evaluated (the comma is a sequence
  * point); calls never nest. */
 static int64_t call_t0;
+_Static_assert(METRICS_NAME_MAX == STORE_NAME_MAX, "metrics keeps whole job names");
+
 #define TIMED(op, call) (call_t0 = metrics_clock(), \
 	metrics_note_store(METRICS_OP_##op, call_t0, (call)))
 

@@ -22,6 +22,10 @@
 #include <stdint.h>
 
 #define STORE_NAME_MAX 200                       /* bytes, names and owners */
+/* An owner is the replica's name, ":" pid (pid_max is at most 2^22) ":" 8
+ * hex (src/loop.c's loop_owner_id): a replica's name leaves room for that. */
+#define STORE_OWNER_SUFFIX_MAX 17
+#define STORE_REPLICA_MAX (STORE_NAME_MAX - STORE_OWNER_SUFFIX_MAX)
 #define STORE_DURATION_MAX (24LL * 3600 * 1000)  /* ms */
 #define STORE_IDENT_MAX 54                       /* bytes, the table name: the store
                                                  * adds "_runs" and "_replicas" to it,
@@ -548,5 +552,10 @@ struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n
 /* For providers: formats into s->err and returns STORE_ERR. */
 int store_fail(struct store *, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+struct cfg;
+/* Fills the store options from the config.  Returns 0, or -1 with the reason
+ * (a password variable that is not set) in err. */
+int store_opts_from(const struct cfg *c, struct store_opts *o, char *err, size_t errlen);
 
 #endif

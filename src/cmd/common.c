@@ -1,0 +1,97 @@
+/* cmd/common.c - what every command shares: the usage, the config and
+ * the Lua state, `leash run` and the HTTP process it starts. */
+#include <getopt.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <sqlite3.h>
+
+#include "bind/bind.h"
+#include "core/cfg.h"
+#include "web/http.h"
+#include "core/clock.h"
+#include "plan/job.h"
+#include "core/log.h"
+#include "loop.h"
+#include "core/lx.h"
+#include "cluster/presence.h"
+#include "launch/runner.h"
+#include "store/store.h"
+#include "web/view.h"
+#include "cmd/cmd.h"
+
+const char cmd_usage[] =
+	"usage: leash run [-c FILE]\n"
+	"       leash status [-c FILE] [--json] [--leases] [-w|--watch] [--check [--fail N]]\n"
+	"       leash history [-c FILE] [JOB] [--since D] [--limit N] [--json]\n"
+	"       leash check [-c FILE] [--next N]\n"
+	"       leash pause [-c FILE] JOB [--for D]\n"
+	"       leash resume [-c FILE] JOB\n"
+	"       leash trigger [-c FILE] JOB\n"
+	"       leash handoff [-c FILE] JOB\n"
+	"       leash drain [-c FILE] REPLICA [--until-restart]\n"
+	"       leash undrain [-c FILE] REPLICA\n"
+	"       leash version\n";
+
+/* Everything a command needs: the Lua state and the checked config. */
+int cmd_setup(const char *path, lua_State **L, struct cfg *c)
+{
+	char err[8192];
+	const char *file = cfg_locate(path);
+
+	*L = lx_new(luaopen_leash_core, err, sizeof err);
+	if (!*L) {
+		fprintf(stderr, "leash: %s\n", err);
+		return -1;
+	}
+	if (cfg_load(*L, file, c, err, sizeof err) < 0) {
+		fprintf(stderr, "%s\n", err);
+		lua_close(*L);
+		*L = NULL;
+		return -1;
+	}
+	log_setup(c->log_json, c->log_level);
+	return 0;
+}
+
+/* -c FILE, then fn with the Lua state and the checked config: `leash run`,
+ * and `leash _http`, the HTTP server process that `leash run` starts
+ * (http.c) and nothing else does (not in the cmd_usage). */
+int cmd_with_config(int argc, char **argv, int (*fn)(lua_State *, const struct cfg *))
+{
+	const char *path = NULL;
+	struct cfg c;
+	lua_State *L;
+	int opt, rc;
+
+	while ((opt = getopt(argc, argv, "c:")) != -1) {
+		if (opt != 'c') {
+			fputs(cmd_usage, stderr);
+			return EXIT_CONFIG;
+		}
+		path = optarg;
+	}
+	if (cmd_setup(path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	rc = fn(L, &c);
+	cfg_free(&c);
+	lua_close(L);
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	return cmd_with_config(argc, argv, loop_run);
+}
+
+int cmd_http(int argc, char **argv)
+{
+	return cmd_with_config(argc, argv, httpd_serve);
+}

@@ -1,0 +1,227 @@
+/* cmd/control.c - the controls: pause, resume, trigger, handoff (a row in the store each replica reads). */
+#include <getopt.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <sqlite3.h>
+
+#include "bind/bind.h"
+#include "core/cfg.h"
+#include "web/http.h"
+#include "core/clock.h"
+#include "plan/job.h"
+#include "core/log.h"
+#include "loop.h"
+#include "core/lx.h"
+#include "cluster/presence.h"
+#include "launch/runner.h"
+#include "store/store.h"
+#include "web/view.h"
+#include "cmd/cmd.h"
+
+/* Who runs the command, for the ledger: user@host. */
+static void actor_of(char *out, size_t len)
+{
+	const char *user = getenv("USER");
+	struct passwd *pw;
+	char host[256] = "";
+
+	if ((!user || !*user) && (pw = getpwuid(getuid())))
+		user = pw->pw_name;
+	if (gethostname(host, sizeof host - 1) < 0 || !host[0])
+		snprintf(host, sizeof host, "localhost");
+	snprintf(out, len, "%.80s@%.100s", user && *user ? user : "?", host);
+}
+
+/* Whether jobs/NAME.lua exists (a job only this host's jobs/ knows). */
+static int local_job(const struct cfg *c, const char *job)
+{
+	char file[4096];
+
+	if (strchr(job, '/') || job[0] == '.')
+		return 0;
+	snprintf(file, sizeof file, "%s/%s.lua", c->jobs, job);
+	return access(file, F_OK) == 0;
+}
+
+/* The ledger's "control" row of a control on job at db time at: owner and
+ * actor user@host, the action (text) in the error column.  0, or -1 with
+ * the reason printed. */
+int cmd_record_control(struct store *s, const char *cmd, const char *job, int64_t at,
+                       int64_t token, const char *text)
+{
+	char actor[STORE_NAME_MAX + 1];
+	struct store_run r = {
+		.job = job, .scheduled_at = at, .owner = actor, .token = token,
+		.claimed_at = STORE_NO_TIME, .started_at = STORE_NO_TIME,
+		.ended_at = STORE_NO_TIME, .outcome = "control", .exit_code = STORE_NO_CODE,
+		.exit_signal = STORE_NO_CODE, .duration_ms = STORE_NO_TIME, .error = text,
+		.actor = actor,
+	};
+
+	actor_of(actor, sizeof actor);
+	if (store_record_runs(s, &r, 1) == STORE_OK)
+		return 0;
+	fprintf(stderr, "leash %s: done, but not recorded in the run ledger: %s\n", cmd, s->err);
+	return -1;
+}
+
+/* A control's store, from the checked config c: NULL with the reason
+ * printed and *rc the exit code when singleton mode is off or it cannot
+ * be opened. */
+struct store *cmd_control_store(const char *cmd, const struct cfg *c, int *rc)
+{
+	char err[STORE_ERR_MAX + 256];
+	struct store_opts o;
+	struct store *s;
+
+	*rc = EXIT_PROBLEMS;
+	if (!c->singleton) {
+		fprintf(stderr, "leash %s: singleton mode is off in %s ([singleton] enabled = false): "
+		        "there is no store to keep controls in\n", cmd, c->file);
+		return NULL;
+	}
+	if (store_opts_from(c, &o, err, sizeof err) < 0) {
+		fprintf(stderr, "leash %s: %s\n", cmd, err);
+		*rc = EXIT_CONFIG;
+		return NULL;
+	}
+	if (!(s = store_open(c->provider, &o, err, sizeof err)))
+		fprintf(stderr, "leash %s: cannot open the %s store: %s\n", cmd, c->provider, err);
+	return s;
+}
+
+/* One control on JOB: written to its lease row, and recorded in the run
+ * ledger as a "control" row (owner and actor user@host, error the action). */
+static int control(int argc, char **argv, const char *cmd, int what)
+{
+	static const struct option longopts[] = {
+		{ "for", required_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL, *job = NULL, *dur = NULL;
+	struct store *s = NULL;
+	struct lease_row *rows = NULL, *row = NULL;
+	struct cfg c;
+	lua_State *L;
+	char err[STORE_ERR_MAX + 256], text[160], at[32];
+	size_t n = 0;
+	int64_t now = 0, at_db = 0, for_ms = 0, until = 0;
+	int opt, rc = EXIT_PROBLEMS, held;
+
+	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			path = optarg;
+		} else if (opt == 'f' && what == STORE_CTL_PAUSE) {
+			dur = optarg;
+		} else {
+			fputs(cmd_usage, stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	if (optind < argc)
+		job = argv[optind++];
+	if (!job || optind < argc) {
+		fprintf(stderr, "leash %s: %s\n%s", cmd, job ? "one JOB only" : "which JOB?", cmd_usage);
+		return EXIT_CONFIG;
+	}
+	if (cmd_setup(path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	if (dur) {
+		lua_pushstring(L, dur);
+		if (lx_callmod(L, "leash.duration", "parse", 1, 2) != LUA_OK)
+			goto lua_fail;
+		if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) <= 0) {
+			fprintf(stderr, "leash %s: --for: %s\n", cmd, lua_isstring(L, -1)
+			        ? lua_tostring(L, -1) : "a pause must last more than 0s");
+			rc = EXIT_CONFIG;
+			goto done;
+		}
+		for_ms = lua_tointeger(L, -2);
+		lua_settop(L, 0);
+	}
+	if (!(s = cmd_control_store(cmd, &c, &rc)))
+		goto done;
+	if (store_list(s, &rows, &n, &now) != STORE_OK) {
+		fprintf(stderr, "leash %s: cannot read the leases of the %s store: %s\n", cmd,
+		        c.provider, s->err);
+		goto done;
+	}
+	for (size_t i = 0; i < n && !row; i++)
+		if (strcmp(rows[i].name, job) == 0)
+			row = &rows[i];
+	if (!row && !local_job(&c, job)) {
+		fprintf(stderr, "leash %s: no job %s in the store or in %s/\n", cmd, job, c.jobs);
+		goto done;
+	}
+	held = row && row->owner[0] && row->expires_at > now;
+	if ((what == STORE_CTL_TRIGGER || what == STORE_CTL_HANDOFF) && !held) {
+		fprintf(stderr, "leash %s: no replica holds %s now: nothing to %s\n", cmd, job, cmd);
+		goto done;
+	}
+	if (what == STORE_CTL_PAUSE)
+		until = for_ms ? now + for_ms : STORE_PAUSED_FOREVER;
+	rc = store_control(s, job, what, until, &at_db);
+	if (rc != STORE_OK) {
+		fprintf(stderr, "leash %s: %s\n", cmd, rc == STORE_NO ? "the job's lease row is gone"
+		        : s->err);
+		rc = EXIT_PROBLEMS;
+		goto done;
+	}
+	rc = EXIT_PROBLEMS;
+	if (what == STORE_CTL_PAUSE && for_ms)
+		snprintf(text, sizeof text, "pause for %s (until %s)", dur,
+		         clock_iso(at, sizeof at, until, 1));
+	else
+		snprintf(text, sizeof text, "%s", cmd);
+	if (cmd_record_control(s, cmd, job, at_db, row ? row->token : 0, text) < 0)
+		goto done;
+	if (what == STORE_CTL_PAUSE)
+		printf("paused %s%s%s: %s\n", job, for_ms ? " until " : "",
+		       for_ms ? clock_iso(at, sizeof at, until, 1) : "",
+		       held ? "its holder skips its fires from its next renew" : "no replica holds it now");
+	else if (what == STORE_CTL_RESUME)
+		printf("resumed %s\n", job);
+	else if (what == STORE_CTL_TRIGGER)
+		printf("triggered %s: %s runs it once at its next renew\n", job, row->owner);
+	else
+		printf("handoff of %s asked: %s releases it at its next safe point\n", job, row->owner);
+	rc = 0;
+	goto done;
+lua_fail:
+	fprintf(stderr, "leash %s: %s\n", cmd, lx_report(L, err, sizeof err));
+done:
+	if (s)
+		store_close(s);
+	free(rows);
+	cfg_free(&c);
+	lua_close(L);
+	return rc;
+}
+
+int cmd_pause(int argc, char **argv)
+{
+	return control(argc, argv, "pause", STORE_CTL_PAUSE);
+}
+
+int cmd_resume(int argc, char **argv)
+{
+	return control(argc, argv, "resume", STORE_CTL_RESUME);
+}
+
+int cmd_trigger(int argc, char **argv)
+{
+	return control(argc, argv, "trigger", STORE_CTL_TRIGGER);
+}
+
+int cmd_handoff(int argc, char **argv)
+{
+	return control(argc, argv, "handoff", STORE_CTL_HANDOFF);
+}

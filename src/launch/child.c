@@ -1,0 +1,937 @@
+/* child.c - everything after fork(): the run's child, its self-fencing
+ * timers, and the primitives ctx is built on. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch/child.h"
+#include "core/clock.h"
+#include "plan/job.h"
+#include "core/lx.h"
+#include "launch/runner.h"
+#include "launch/prefork/warm.h"
+
+static int log_fd = -1;                 /* the log-record pipe, in a child */
+
+void child_fence_sigset(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, CHILD_FENCE_SIGNAL);
+	sigaddset(set, CHILD_FENCE_KILL_SIGNAL);
+}
+
+/* Builds ctx and calls leash.run.main(job, ctx); its answer is the exit code. */
+/* The child's heap is the parent's, shared copy-on-write: a collection
+ * would touch every page of it and copy the lot (the parent's 10 MB with a
+ * thousand jobs, per child: most of a burst's cost).  So the collector waits
+ * until the body has grown the heap by CHILD_GC_GROWTH_KB of its own, checked
+ * every CHILD_GC_CHECK instructions; short runs never collect. */
+#define CHILD_GC_GROWTH_KB 16384
+#define CHILD_GC_CHECK 100000
+
+static int gc_base_kb;
+
+/* A process forked ahead whose body is over exits once the others of its
+ * instant have started, or this long after its fire (see exit_after_peers). */
+#define CHILD_EXIT_WAIT_MS 50
+/* A run that ends closer than this to its job's next fire exits at once,
+ * at its own priority. */
+#define CHILD_EXIT_NEAR_MS 250
+
+/* A start waits at most this long after its fire for the fires of its
+ * instant whose jobs fire again sooner (see wait_go). */
+#define CHILD_TURN_WAIT_MS 50
+
+static void gc_hook(lua_State *L, lua_Debug *ar)
+{
+	(void)ar;
+	if (lua_gc(L, LUA_GCCOUNT) - gc_base_kb > CHILD_GC_GROWTH_KB) {
+		lua_gc(L, LUA_GCRESTART);
+		lua_sethook(L, NULL, 0, 0);
+	}
+}
+
+static void hold_gc(lua_State *L)
+{
+	lua_gc(L, LUA_GCSTOP);
+	gc_base_kb = lua_gc(L, LUA_GCCOUNT);
+	lua_sethook(L, gc_hook, LUA_MASKCOUNT, CHILD_GC_CHECK);
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v, int64_t none)
+{
+	if (v == none)
+		return;
+	lua_pushinteger(L, v);
+	lua_setfield(L, -2, k);
+}
+
+/* A failure hook's info.hook (its name) and info.run (the ledger fields of
+ * the run that changed the job's health; times in ms on the wall clock). */
+static void push_report(lua_State *L, const struct run_report *h)
+{
+	lua_pushstring(L, h->hook);
+	lua_setfield(L, -2, "hook");
+	lua_createtable(L, 0, 10);
+	lua_getfield(L, -3, "name");
+	lua_setfield(L, -2, "job");
+	set_int(L, "scheduled_at", h->scheduled_ms, 0);
+	set_int(L, "token", h->token, 0);
+	set_int(L, "started_at", h->started_ms, 0);
+	set_int(L, "ended_at", h->ended_ms, 0);
+	set_int(L, "duration_ms", h->ended_ms - h->started_ms, -1);
+	set_int(L, "exit_code", h->exit_code, -1);
+	set_int(L, "exit_signal", h->exit_signal, -1);
+	lua_pushstring(L, h->outcome);
+	lua_setfield(L, -2, "outcome");
+	if (h->error[0]) {
+		lua_pushstring(L, h->error);
+		lua_setfield(L, -2, "error");
+	}
+	lua_setfield(L, -2, "run");
+}
+
+/* Pushes the job's table and the info table leash.run builds ctx from. */
+static void push_info(lua_State *L, const struct job *job, const struct run_info *info, long id)
+{
+	lua_rawgeti(L, LUA_REGISTRYINDEX, job->ref);
+	lua_createtable(L, 0, 5);
+	lua_pushstring(L, info->replica);
+	lua_setfield(L, -2, "replica");
+	lua_pushinteger(L, info->token);
+	lua_setfield(L, -2, "token");
+	lua_pushinteger(L, id);
+	lua_setfield(L, -2, "run_id");
+	if (info->scheduled_ms)
+		lua_pushinteger(L, info->scheduled_ms / 1000);
+	else
+		lua_pushnil(L);
+	lua_setfield(L, -2, "scheduled_at");
+	lua_pushboolean(L, info->catchup);
+	lua_setfield(L, -2, "catchup");
+	lua_pushboolean(L, info->manual);
+	lua_setfield(L, -2, "manual");
+	if (info->hook)
+		push_report(L, info->hook);
+}
+
+/* A child forked ahead builds ctx while it waits (job, info on the stack;
+ * ctx, or nil when that failed, pushed): the start then only sets what came
+ * with it, and the run's first instructions find their pages copied. */
+static void prebuild_ctx(lua_State *L)
+{
+	lua_pushvalue(L, -2);
+	lua_pushvalue(L, -2);
+	if (lx_callmod(L, "leash.run", "ctx", 2, 1) != LUA_OK || !lua_istable(L, -1)) {
+		lua_pop(L, 1);
+		lua_pushnil(L);
+	}
+}
+
+/* What the start says, in info and in the prebuilt ctx (job, info, ctx on
+ * the stack). */
+static void set_started(lua_State *L, int64_t token, long id)
+{
+	for (int at = -2; at <= -1; at++) {
+		if (!lua_istable(L, at))
+			continue;
+		lua_pushinteger(L, token);
+		lua_setfield(L, at - 1, "token");
+		lua_pushinteger(L, id);
+		lua_setfield(L, at - 1, "run_id");
+	}
+}
+
+/* Calls leash.run.main(job, info, ctx) (job, info, ctx or nil on the
+ * stack); its answer is the exit code. */
+static int run_body(lua_State *L)
+{
+	int ok = 0;
+
+	if (lx_callmod(L, "leash.run", "main", 3, 1) == LUA_OK) {
+		ok = lua_toboolean(L, -1);
+	} else {
+		char err[4096];
+		fprintf(stderr, "%s\n", lx_report(L, err, sizeof err));
+	}
+	return ok ? 0 : 1;
+}
+
+static void fence_off(void);
+
+static rlim_t nofile_soft = RLIM_INFINITY;       /* RLIM_INFINITY: as inherited */
+
+void child_nofile(rlim_t soft)
+{
+	nofile_soft = soft;
+}
+
+/* ---- starting a child forked ahead ----
+ *
+ * Its struct child_go comes through its own pipe, but the child does not
+ * sleep on the pipe: a write would wake it there and then, and the children
+ * of a burst, started one by one, would take the parent's CPU before the
+ * parent had started the rest.  They sleep on one futex word in memory
+ * shared by all (mapped before the first of them is forked); the parent
+ * writes every start of a turn, then wakes them all at once.
+ *
+ * A start may also be written ahead of the fire, once its claim is in (see
+ * runner_go_ahead): the child then wakes itself at the fire's time, on its
+ * own timer, and reads it; the parent, whose turn at that instant may wait
+ * behind other processes' runs, wakes nobody.  So a child never reads its
+ * pipe before its fire's time: until it has, the parent can take the start
+ * back (read it out of the pipe itself), and whichever of the two reads it
+ * decides whether the fire started.
+ */
+
+/* The same memory holds, for each instant whose fires' processes wait, how
+ * many have not begun their body yet, so that one whose body is over can
+ * put its exit off until they all have (see exit_after_peers), and the same
+ * by class (see fire_class), so that the fires whose next is nearest begin
+ * first (see wait_go).  An instant's word is its fire's time in ms <<
+ * INSTANT_BITS | how many wait; a word left older than INSTANT_STALE_MS
+ * (its last ones killed while waiting) is taken again.  A class's word
+ * carries its instant's time too: one naming another is an older
+ * instant's, left by processes killed while waiting, and counts none. */
+#define CHILD_INSTANTS 128
+#define INSTANT_BITS 20
+#define INSTANT_WAITING (((uint64_t)1 << INSTANT_BITS) - 1)
+#define INSTANT_STALE_MS 60000
+#define INSTANT_CLASSES 16
+
+struct instant {
+	uint64_t word;
+	uint32_t started;               /* bumped (a futex) when none waits */
+	uint64_t class[INSTANT_CLASSES];
+	uint32_t turn[INSTANT_CLASSES]; /* a class's, bumped (a futex) when its turn comes */
+};
+
+struct go_shared {
+	uint32_t word;                  /* the futex word starts wake */
+	struct instant instant[CHILD_INSTANTS];
+};
+
+static struct go_shared *shared;
+static int go_written;                  /* the parent: starts not woken yet */
+
+int child_go_init(void)
+{
+	void *p;
+
+	if (shared)
+		return 0;
+	p = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	shared = p;
+	return 0;
+}
+
+/* ns from now until the wall clock reaches at_ms (<= 0: it has).  A
+ * relative wait: what the process's clock says (faketime's, in tests) is
+ * what counts, not the kernel's own wall clock. */
+static int64_t ns_until(int64_t at_ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (at_ms - (int64_t)ts.tv_sec * 1000) * 1000000 - ts.tv_nsec;
+}
+
+int child_go_send(int fd, const struct child_go *go, int64_t ahead_of)
+{
+	/* Whole: an empty pipe, and less than PIPE_BUF. */
+	if (write(fd, go, sizeof *go) != (ssize_t)sizeof *go)
+		return -1;
+	/* Ahead, unless the time came while it was written: the child may
+	 * have looked already. */
+	if (!ahead_of || ns_until(ahead_of) <= 0)
+		go_written = 1;
+	return 0;
+}
+
+int child_go_take_back(int rfd)
+{
+	struct child_go go;
+
+	/* Whole or nothing, like the child's read (one write, < PIPE_BUF). */
+	return read(rfd, &go, sizeof go) == (ssize_t)sizeof go ? 0 : -1;
+}
+
+void child_go_wake(void)
+{
+	if (!go_written)
+		return;
+	go_written = 0;
+	__atomic_add_fetch(&shared->word, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &shared->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A child forked ahead waits on one CPU of those it may use (by its pid),
+ * and may use them all again once started.  Woken at once, the children
+ * of a burst would otherwise queue on the CPU most of them last ran on (the
+ * kernel finds no idle one after the first few wake-ups) while the other
+ * runs the exits.  *was: the set to go back to; 0, or -1 when left alone. */
+static int wait_on_one_cpu(cpu_set_t *was)
+{
+	cpu_set_t one;
+	int n, k;
+
+	if (sched_getaffinity(0, sizeof *was, was) < 0 || (n = CPU_COUNT(was)) < 2)
+		return -1;
+	k = (int)(getpid() % n);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, was) || k-- > 0)
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		return sched_setaffinity(0, sizeof one, &one);
+	}
+	return -1;
+}
+
+/* A fire's class, by how far its job's next fire is (period_ms; <= 0: none):
+ * 0 for a second or less, k for 2^k seconds or more, up to
+ * INSTANT_CLASSES - 1.  A burst of a thousand starts takes tens of ms on
+ * two cores, whatever their order: a job that fires every second loses a
+ * few per cent of its period waiting there, one that fires every minute
+ * or hour next to nothing, so the former go first (earliest deadline
+ * first, the deadline being the next fire). */
+static int fire_class(int64_t period_ms)
+{
+	int k = 0;
+
+	if (period_ms <= 0)
+		return INSTANT_CLASSES - 1;
+	for (int64_t s = period_ms / 1000; s > 1 && k < INSTANT_CLASSES - 1; s >>= 1)
+		k++;
+	return k;
+}
+
+/* Adds n (1 or -1) to the tally at *w of instant key, taking a word left
+ * by an older instant as none; returns the tally before. */
+static uint64_t tally_add(uint64_t *w, uint64_t key, int n)
+{
+	uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED), was;
+
+	do {
+		was = (v & ~INSTANT_WAITING) == key ? v & INSTANT_WAITING : 0;
+		if (n < 0 && !was)
+			return 0;
+	} while (!__atomic_compare_exchange_n(w, &v, key | (was + (uint64_t)(int64_t)n), 0,
+	                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+	return was;
+}
+
+/* A process forked ahead of its fire at at_ms, of class k, joins its
+ * instant's tallies of those waiting: NULL when every tally is another
+ * instant's.  Every process of an instant looks at the tallies in the
+ * same order (from a slot hashed from at_ms) and, where it finds a stale
+ * one, takes it for the instant or, when another process took it first,
+ * looks again at what that one wrote: so two first processes of an
+ * instant meet in one tally (unless a slot before it goes stale between
+ * them, a minute after its own instant).  (Scanning from the first slot
+ * and moving on from a lost race, the second of two took another stale
+ * tally, and the instant was split: a 2 s job's process, counting only
+ * its own half, did not wait for a 1 s job's.) */
+static struct instant *instant_join(int64_t at_ms, int k)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+	const uint64_t stale = (uint64_t)(clock_wall_ms() - INSTANT_STALE_MS) << INSTANT_BITS;
+	const unsigned h = (unsigned)(((uint64_t)at_ms * 0x9E3779B97F4A7C15ULL) >> 32) % CHILD_INSTANTS;
+
+	for (int i = 0; i < CHILD_INSTANTS; i++) {
+		struct instant *t = &shared->instant[(h + (unsigned)i) % CHILD_INSTANTS];
+		uint64_t w = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
+
+		for (;;) {
+			int ours = (w & ~INSTANT_WAITING) == key;
+
+			if (!ours && w >= stale)
+				break;          /* another live instant's: the next slot */
+			if (__atomic_compare_exchange_n(&t->word, &w, ours ? w + 1 : key | 1, 0,
+			                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				tally_add(&t->class[k], key, 1);
+				return t;
+			}
+			/* w now holds what the winner wrote: look at it again. */
+		}
+	}
+	return NULL;
+}
+
+/* The lowest class at t's instant (key) with processes that have not begun
+ * their body, or INSTANT_CLASSES when none has. */
+static int first_class(struct instant *t, uint64_t key)
+{
+	for (int i = 0; i < INSTANT_CLASSES; i++) {
+		uint64_t w = __atomic_load_n(&t->class[i], __ATOMIC_ACQUIRE);
+
+		if ((w & ~INSTANT_WAITING) == key && (w & INSTANT_WAITING))
+			return i;
+	}
+	return INSTANT_CLASSES;
+}
+
+/* Wakes two of class k's processes sleeping for their turn; each of them
+ * that goes wakes two more (see wait_go).  Not all at once: a process that
+ * wakes forty is run over by them (the kernel runs one just woken first),
+ * and its body, the last of the class before, begins milliseconds late. */
+static void pass_turn(struct instant *t, int k)
+{
+	syscall(SYS_futex, &t->turn[k], FUTEX_WAKE, 2, NULL, NULL, 0);
+}
+
+/* It waits no more: its body begins, or it is not to start.  The last of
+ * its class gives the turn to the next class, when none below waits. */
+static void instant_leave(struct instant *t, int64_t at_ms, int k)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+	int next;
+
+	if (!t)
+		return;
+	if (tally_add(&t->class[k], key, -1) == 1 && (next = first_class(t, key)) > k &&
+	    next < INSTANT_CLASSES) {
+		__atomic_add_fetch(&t->turn[next], 1, __ATOMIC_RELEASE);
+		pass_turn(t, next);
+	}
+	if ((__atomic_fetch_sub(&t->word, 1, __ATOMIC_ACQ_REL) & INSTANT_WAITING) == 1) {
+		__atomic_add_fetch(&t->started, 1, __ATOMIC_RELEASE);
+		syscall(SYS_futex, &t->started, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
+}
+
+/* A child forked ahead of its fire at at_ms (wall clock): waits for its
+ * start (fd non-blocking), read no earlier than at_ms.  Of class k at its
+ * instant's tally t (or NULL), it lets those of lower classes begin first:
+ * while any of them has not, it does not read, and sleeps on its class's
+ * turn (not woken at the fire by its own timer) until the last of them
+ * passes the turn on (see instant_leave), but never past CHILD_TURN_WAIT_MS
+ * after the fire (one killed while waiting, a start come late).  It sleeps
+ * there as SCHED_BATCH, which the kernel does not let preempt a running
+ * process on waking.  0 with *go filled, or -1 when the parent closed the
+ * pipe instead (the fire will not start here) or is gone. */
+static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms,
+                   struct instant *t, int k)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+	const struct sched_param none = { 0 };
+	int batch = 0, gated = 0;
+
+	/* Its own wake-up at the fire, to the µs (not the 50 µs slack). */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+	for (;;) {
+		uint32_t turn = t ? __atomic_load_n(&t->turn[k], __ATOMIC_ACQUIRE) : 0;
+		uint32_t seen = __atomic_load_n(&shared->word, __ATOMIC_SEQ_CST);
+		int64_t left = ns_until(at_ms);
+		int64_t gate = t ? ns_until(at_ms + CHILD_TURN_WAIT_MS) : 0;
+		uint32_t *word = &shared->word;
+		struct timespec wait = { 1, 0 };
+
+		if (gate > 0 && first_class(t, key) < k) {
+			if (!batch)
+				batch = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
+			gated = 1;
+			word = &t->turn[k];
+			seen = turn;
+			left = gate;
+		} else if (gated) {
+			gated = 0;
+			pass_turn(t, k);        /* its turn came: two more of its class */
+			continue;
+		} else if (left <= 0) {
+			ssize_t n = read(fd, go, sizeof *go);
+
+			if (n == (ssize_t)sizeof *go)
+				break;
+			if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+				return -1;      /* closed (or cut short: the parent died writing) */
+		}
+		if (left > 0 && left < 1000000000) {
+			wait.tv_sec = 0;
+			wait.tv_nsec = (long)left;
+		}
+		/* Woken at the fire, by a start written late (maybe another's),
+		 * its turn, a signal, or after a second to see whether the
+		 * parent is still there. */
+		if (syscall(SYS_futex, word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
+		    errno == ETIMEDOUT && getppid() != parent)
+			return -1;
+	}
+	close(fd);
+	if (batch)
+		sched_setscheduler(0, SCHED_OTHER, &none);
+	prctl(PR_SET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);   /* the body's: the default */
+	return 0;
+}
+
+/* A run's body is over; tearing down its copy of the spawner's address
+ * space (a fifth of a millisecond; half of the CPU of a busy second's
+ * processes from when the first bodies were over until the last started)
+ * waits, sleeping, until the others of its fire's instant have started,
+ * and never past CHILD_EXIT_WAIT_MS after the fire: every fire of a job is
+ * a second or more after the last, so no next fire meets a run still
+ * exiting from this. */
+static void exit_after_peers(struct instant *t, int64_t at_ms)
+{
+	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
+
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&t->started, __ATOMIC_ACQUIRE);
+		uint64_t w = __atomic_load_n(&t->word, __ATOMIC_ACQUIRE);
+		int64_t left = ns_until(at_ms + CHILD_EXIT_WAIT_MS);
+		struct timespec wait = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
+
+		if ((w & ~INSTANT_WAITING) != key || !(w & INSTANT_WAITING) || left <= 0)
+			return;
+		syscall(SYS_futex, &t->started, FUTEX_WAIT, seen, &wait, NULL, 0);
+	}
+}
+
+void child_pipes_close(int fds[][2], int go[2])
+{
+	int e = errno;
+
+	for (int i = 0; i < RUN_STREAMS; i++)
+		for (int k = 0; k < 2; k++)
+			if (fds[i][k] >= 0) {
+				close(fds[i][k]);
+				fds[i][k] = -1;
+			}
+	for (int k = 0; go && k < 2; k++)
+		if (go[k] >= 0) {
+			close(go[k]);
+			go[k] = -1;
+		}
+	errno = e;
+}
+
+int child_pipes(int fds[][2], int go[2])
+{
+	for (int i = 0; i < RUN_STREAMS; i++)
+		fds[i][0] = fds[i][1] = -1;
+	if (go)
+		go[0] = go[1] = -1;
+	for (int i = 0; i < RUN_STREAMS; i++)
+		if (pipe2(fds[i], O_CLOEXEC) < 0)
+			goto fail;
+	if (go && pipe2(go, O_CLOEXEC) < 0)
+		goto fail;
+	return 0;
+fail:
+	child_pipes_close(fds, go);
+	return -1;
+}
+
+static int64_t timeout_stop(const struct job *job, const struct run_info *info)
+{
+	int64_t ms = info->timeout_ms ? info->timeout_ms : job->timeout_ms;
+
+	return ms ? clock_boot_ms() + ms : 0;
+}
+
+void child_main(lua_State *L, const struct job *job, const struct run_info *info, long id,
+                int fds[][2], int go)
+{
+	pid_t parent = getppid();
+	sigset_t fence;
+	int devnull, code, learn = 0, class = 0;
+	int64_t next_ms;
+	struct instant *peers = NULL;
+
+	setpgid(0, 0);
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+	/* The fence signals stay blocked (as the parent had them at fork)
+	 * until their handlers are in place: a deadline push that arrives
+	 * now waits instead of killing the run with its default action. */
+	child_fence_sigset(&fence);
+	sigprocmask(SIG_SETMASK, &fence, NULL);
+
+	/* The go pipe out of the way of the dup2s below (above fd 4). */
+	if (go >= 0)
+		go = fcntl(go, F_DUPFD_CLOEXEC, 5);
+	devnull = open("/dev/null", O_RDONLY);
+	if (devnull >= 0)
+		dup2(devnull, STDIN_FILENO);
+	dup2(fds[0][1], STDOUT_FILENO);
+	dup2(fds[1][1], STDERR_FILENO);
+	dup2(fds[2][1], 3);
+	/* dup2 drops close-on-exec: put it back, or every program ctx.exec
+	 * starts inherits the log-record pipe (and one that lingers keeps the
+	 * run from ending). */
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	if (go >= 0) {
+		dup3(go, 4, O_CLOEXEC);
+		go = 4;
+		fcntl(go, F_SETFL, O_NONBLOCK);
+	}
+	/* Whatever else the parent had open (the database socket above all)
+	 * is not the child's. */
+	syscall(SYS_close_range, go >= 0 ? 5U : 4U, ~0U, 0U);
+	log_fd = 3;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (nofile_soft != RLIM_INFINITY) {
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+			rl.rlim_cur = nofile_soft;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+
+	if (child_fence(info->fence_stop_ms, info->fence_slack_ms,
+	                go >= 0 ? 0 : timeout_stop(job, info)) < 0)
+		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
+	sigemptyset(&fence);
+	sigprocmask(SIG_SETMASK, &fence, NULL);
+
+	hold_gc(L);
+	push_info(L, job, info, id);
+	next_ms = job_next_fire(L, job, info->scheduled_ms);
+	if (go >= 0) {
+		/* Forked ahead of the fire: nothing runs until it starts. */
+		struct child_go g;
+		cpu_set_t cpus;
+		int pinned;
+
+		/* Counted in its instant first: a later class at the fire
+		 * waits for it even while it is still warming up. */
+		class = fire_class(next_ms < 0 ? -1 : next_ms - info->scheduled_ms);
+		peers = instant_join(info->scheduled_ms, class);
+		prebuild_ctx(L);
+		pinned = wait_on_one_cpu(&cpus) == 0;
+		learn = warm_up(job, ns_until(info->scheduled_ms));
+		if (wait_go(go, &g, parent, info->scheduled_ms, peers, class) < 0) {
+			instant_leave(peers, info->scheduled_ms, class);
+			_exit(0);
+		}
+		if (pinned)
+			sched_setaffinity(0, sizeof cpus, &cpus);
+		set_started(L, g.token, g.run_id);
+		child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
+		instant_leave(peers, info->scheduled_ms, class);
+	} else {
+		lua_pushnil(L);
+	}
+	code = run_body(L);
+	fflush(NULL);
+	/* The run is over; tearing down a copy of the parent's address space
+	 * is not (a third of a millisecond): it yields to the runs starting
+	 * now, so a burst's bodies start one after the other, not each after
+	 * the previous one's exit.  (Lowering the priority alone does not give
+	 * the CPU up.)  First the body's end is made final: the log-record
+	 * pipe closes (the parent stops no run whose records ended, see
+	 * runner_stop) and no signal can turn the exit code into a death. */
+	{
+		sigset_t all;
+
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, NULL);
+	}
+	close(STDOUT_FILENO);
+	close(STDERR_FILENO);
+	close(3);
+	fence_off();
+	/* Unless its job's next fire is near: the run is not over for the
+	 * overlap rule until this process is gone, and one at the lowest
+	 * priority on busy CPUs took 40-60 ms to be, its next fire skipped. */
+	if (next_ms < 0 || next_ms - clock_wall_ms() >= CHILD_EXIT_NEAR_MS) {
+		setpriority(PRIO_PROCESS, 0, 19);
+		if (peers)
+			exit_after_peers(peers, info->scheduled_ms);
+		sched_yield();
+	}
+	if (learn)
+		warm_learn(job);
+	_exit(code);
+}
+
+/* ---- self-fencing ----
+ *
+ * Two timers on CLOCK_BOOTTIME, both re-armed whenever the parent pushes the
+ * deadline forward.  At the kill time the first delivers a signal whose
+ * handler SIGKILLs the child's whole process group, so programs started by
+ * ctx.exec die with it; a moment later the second delivers SIGKILL to the
+ * child itself, which works even when the child is stopped and cannot run
+ * a handler (its exec'd children then get SIGKILL through PR_SET_PDEATHSIG).
+ */
+
+#define FENCE_BACKSTOP_MS 20
+
+static timer_t fence_group_timer, fence_timer;
+static volatile sig_atomic_t fence_armed;
+static volatile int64_t fence_stop_ms;  /* boottime: the parent stops the body here */
+static int64_t fence_slack_ms;           /* and the child kills itself this much later */
+static int64_t run_stop_ms;              /* boottime: the run's own timeout, 0 = none */
+
+static void arm(int64_t stop_ms)
+{
+	struct itimerspec its = { 0 };
+	int64_t kill_ms = stop_ms + fence_slack_ms;
+
+	its.it_value.tv_sec = kill_ms / 1000;
+	its.it_value.tv_nsec = (kill_ms % 1000) * 1000000;
+	timer_settime(fence_group_timer, TIMER_ABSTIME, &its, NULL);   /* async-signal-safe */
+	kill_ms += FENCE_BACKSTOP_MS;
+	its.it_value.tv_sec = kill_ms / 1000;
+	its.it_value.tv_nsec = (kill_ms % 1000) * 1000000;
+	timer_settime(fence_timer, TIMER_ABSTIME, &its, NULL);
+}
+
+static void on_fence_kill(int sig)
+{
+	(void)sig;
+	kill(0, SIGKILL);               /* the child's process group, itself included */
+}
+
+static void on_fence_push(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	if (!fence_armed)
+		return;
+	fence_stop_ms = (int64_t)(intptr_t)si->si_value.sival_ptr;
+	arm(fence_stop_ms);
+}
+
+int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms)
+{
+	struct sigevent sev = { 0 };
+	struct sigaction sa = { 0 };
+
+	run_stop_ms = timeout_stop_ms;
+	sa.sa_sigaction = on_fence_push;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(CHILD_FENCE_SIGNAL, &sa, NULL) < 0)
+		return -1;
+	if (stop_ms <= 0)
+		return 0;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_fence_kill;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(CHILD_FENCE_KILL_SIGNAL, &sa, NULL) < 0)
+		return -1;
+	sev.sigev_notify = SIGEV_SIGNAL;
+	sev.sigev_signo = CHILD_FENCE_KILL_SIGNAL;
+	if (timer_create(CLOCK_BOOTTIME, &sev, &fence_group_timer) < 0)
+		return -1;
+	sev.sigev_signo = SIGKILL;
+	if (timer_create(CLOCK_BOOTTIME, &sev, &fence_timer) < 0)
+		return -1;
+	fence_slack_ms = slack_ms;
+	fence_stop_ms = stop_ms;
+	arm(stop_ms);
+	fence_armed = 1;
+	return 0;
+}
+
+void child_fence_start(int64_t stop_ms, int64_t timeout_stop_ms)
+{
+	sigset_t set, old;
+
+	run_stop_ms = timeout_stop_ms;
+	if (!stop_ms)
+		return;
+	/* A push may come meanwhile: one of the two wins, both are current. */
+	child_fence_sigset(&set);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	if (fence_armed && stop_ms != fence_stop_ms) {
+		fence_stop_ms = stop_ms;
+		arm(stop_ms);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The body is over: nothing to fence any more (a deadline now would kill
+ * a process that only exits). */
+static void fence_off(void)
+{
+	if (!fence_armed)
+		return;
+	fence_armed = 0;
+	timer_delete(fence_group_timer);
+	timer_delete(fence_timer);
+}
+
+double child_left_s(void)
+{
+	int64_t stop = 0, now = clock_boot_ms();
+
+	if (fence_armed)
+		stop = fence_stop_ms;
+	if (run_stop_ms && (!stop || run_stop_ms < stop))
+		stop = run_stop_ms;
+	if (!stop)
+		return HUGE_VAL;
+	return stop > now ? (stop - now) / 1000.0 : 0.0;
+}
+
+/* ---- log records, sleep ---- */
+
+void child_log(const char *rec, size_t n)
+{
+	int fd = log_fd >= 0 ? log_fd : STDERR_FILENO;
+
+	/* One write per record: a pipe keeps writes up to PIPE_BUF whole. */
+	for (size_t off = 0; off < n;) {
+		ssize_t w = write(fd, rec + off, n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
+}
+
+void child_sleep(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- exec ---- */
+
+/* Reads what is there: 0 at EOF, 1 when more may come, -1 out of memory. */
+static int drain(int fd, struct child_buf *g)
+{
+	char chunk[4096];
+
+	for (;;) {
+		ssize_t r = read(fd, chunk, sizeof chunk);
+		if (r > 0) {
+			if (g->n + (size_t)r > g->cap) {
+				size_t cap = (g->cap ? g->cap * 2 : 8192) + (size_t)r;
+				char *nb = realloc(g->b, cap);
+				if (!nb)
+					return -1;
+				g->b = nb;
+				g->cap = cap;
+			}
+			memcpy(g->b + g->n, chunk, (size_t)r);
+			g->n += (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		return 1;                       /* EAGAIN: more later */
+	}
+}
+
+static __attribute__((noreturn)) void exec_child(char **argv, pid_t parent, int out, int err)
+{
+	sigset_t none;
+	const char *why;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Dies with the run, however the run ends (self-fencing too). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	dup2(out, STDOUT_FILENO);
+	dup2(err, STDERR_FILENO);
+	fcntl(STDOUT_FILENO, F_SETFL, 0);
+	fcntl(STDERR_FILENO, F_SETFL, 0);
+	execvp(argv[0], argv);
+	why = strerror(errno);
+	if (write(STDERR_FILENO, argv[0], strlen(argv[0])) < 0 || write(STDERR_FILENO, ": ", 2) < 0 ||
+	    write(STDERR_FILENO, why, strlen(why)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+int child_exec(char **argv, double timeout_s, struct child_buf *go, struct child_buf *ge)
+{
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, status = 0;
+	int64_t deadline, kill_at = 0;
+	int open_out = 1, open_err = 1, timed_out = 0, exited = 0;
+	pid_t pid, parent = getpid();
+
+	if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(err, O_CLOEXEC | O_NONBLOCK) < 0)
+		goto fail;
+	pid = fork();
+	if (pid < 0)
+		goto fail;
+	if (pid == 0)
+		exec_child(argv, parent, out[1], err[1]);
+	close(out[1]);
+	close(err[1]);
+	deadline = timeout_s > 0 ? clock_mono_ms() + (int64_t)(timeout_s * 1000) : 0;
+	while (!exited || open_out || open_err) {
+		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
+		int wait_ms = 50;
+		int64_t now = clock_mono_ms();
+
+		if (!exited && waitpid(pid, &status, WNOHANG) == pid)
+			exited = 1;
+		if (exited) {
+			/* All it wrote before exiting is in the pipes; a grandchild
+			 * that kept them open does not hold us up. */
+			if (open_out)
+				drain(out[0], go);
+			if (open_err)
+				drain(err[0], ge);
+			break;
+		}
+		if (deadline && now >= deadline && !timed_out) {
+			timed_out = 1;
+			kill(pid, SIGTERM);
+			kill_at = now + 1000;
+		}
+		if (kill_at && now >= kill_at) {
+			kill(pid, SIGKILL);
+			kill_at = 0;
+		}
+		if (deadline && !timed_out && deadline - now < wait_ms)
+			wait_ms = (int)(deadline - now);
+		p[0].fd = open_out ? out[0] : -1;
+		p[1].fd = open_err ? err[0] : -1;
+		if (poll(p, 2, wait_ms < 0 ? 0 : wait_ms) > 0) {
+			if (open_out && p[0].revents && drain(out[0], go) == 0)
+				open_out = 0;
+			if (open_err && p[1].revents && drain(err[0], ge) == 0)
+				open_err = 0;
+		}
+	}
+	close(out[0]);
+	close(err[0]);
+	if (timed_out)
+		return 124;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+fail:
+	{
+		int e = errno;
+		for (int i = 0; i < 2; i++) {
+			if (out[i] >= 0)
+				close(out[i]);
+			if (err[i] >= 0)
+				close(err[i]);
+		}
+		errno = e;
+		return -1;
+	}
+}

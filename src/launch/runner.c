@@ -1,0 +1,730 @@
+/* runner.c - the parent's side of a run: fork, carry the child's output to
+ * the log, stop it, reap it.  What the child does is child.c's.
+ *
+ * The child is the leader of its own process group, so stopping a run also
+ * stops whatever its ctx.exec started.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "launch/child.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/lx.h"
+#include "core/metrics.h"
+#include "launch/runner.h"
+#include "launch/prefork/spawn.h"
+#include "store/store.h"
+
+static long next_run_id;
+static int watch_fd = -1;
+static unsigned going;                  /* runs started and not yet freed */
+/* The runs runner_go started since the last runner_wake, whose "started"
+ * lines wait until their children are woken. */
+static struct run **unsaid;
+static size_t nunsaid, unsaid_cap;
+
+/* The run's go pipe is done with (started, or never to be). */
+static void close_go(struct run *r)
+{
+	if (r->go_fd >= 0)
+		close(r->go_fd);
+	if (r->go_rfd >= 0)
+		close(r->go_rfd);
+	r->go_fd = r->go_rfd = -1;
+}
+
+void runner_watch(int epfd)
+{
+	watch_fd = epfd;
+}
+
+static void close_stream(struct run *r, enum run_stream i)
+{
+	if (i == RUN_RECORDS && !r->ended_ms && !r->armed) {
+		r->ended_ms = clock_mono_ms();
+		r->ended_wall = clock_wall_ms();
+	}
+	if (watch_fd >= 0)
+		epoll_ctl(watch_fd, EPOLL_CTL_DEL, r->fd[i], NULL);
+	close(r->fd[i]);
+	r->fd[i] = -1;
+}
+
+/* A child of r's: its pipes' parent ends (rfd) and its go pipe's ends
+ * (go[0] read, go[1] write; NULL for a run started at once) join the run. */
+static void take_child(struct run *r, pid_t pid, const int rfd[RUN_STREAMS], const int go[2])
+{
+	setpgid(pid, pid);              /* also here, so a kill right away finds the group */
+	r->pid = pid;
+	if (go) {
+		r->go_rfd = go[0];
+		r->go_fd = go[1];
+		fcntl(go[0], F_SETFL, O_NONBLOCK);     /* (the child's end too: one pipe end) */
+		fcntl(go[1], F_SETFL, O_NONBLOCK);
+	}
+	for (int i = 0; i < RUN_STREAMS; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->ref[i] };
+
+		r->fd[i] = rfd[i];
+		r->ref[i] = (struct run_stream_ref){ r, i };
+		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
+		if (watch_fd >= 0)
+			epoll_ctl(watch_fd, EPOLL_CTL_ADD, r->fd[i], &ev);
+	}
+}
+
+/* The run's error, its first RUN_ERROR_MAX bytes; the first one stays. */
+static void set_error(struct run *r, const char *s)
+{
+	size_t n = strnlen(s, RUN_ERROR_MAX);
+
+	if (r->error || !(r->error = malloc(n + 1)))
+		return;
+	memcpy(r->error, s, n);
+	r->error[n] = '\0';
+}
+
+static struct run *new_run(struct job *job, const struct run_info *info, int go)
+{
+	struct run *r = calloc(1, sizeof *r);
+
+	if (!r)
+		return NULL;
+	r->job = job;
+	r->armed = go;
+	r->go_fd = r->go_rfd = -1;
+	r->fence_ms = info->fence_stop_ms;
+	for (int i = 0; i < RUN_STREAMS; i++)
+		r->fd[i] = -1;
+	return r;
+}
+
+/* Forks r's child (r new, or started and waiting for one); go: whether it
+ * waits for runner_go.  0, or -1 with errno. */
+static int fork_child(lua_State *L, struct run *r, const struct run_info *info, int go)
+{
+	int fds[RUN_STREAMS][2], gofds[2] = { -1, -1 };
+	int rfd[RUN_STREAMS];
+	pid_t pid;
+
+	if (child_pipes(fds, go ? gofds : NULL) < 0 || (go && child_go_init() < 0))
+		goto fail;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		goto fail;
+	if (pid == 0)
+		child_main(L, r->job, info, r->id, fds, gofds[0]);
+	for (int i = 0; i < RUN_STREAMS; i++) {
+		close(fds[i][1]);
+		rfd[i] = fds[i][0];
+	}
+	take_child(r, pid, rfd, go ? gofds : NULL);
+	metrics_note_fork(0);
+	return 0;
+fail:
+	child_pipes_close(fds, gofds);
+	return -1;
+}
+
+/* Forks the child of a new run; go: whether it waits for runner_go. */
+static struct run *spawn(lua_State *L, struct job *job, const struct run_info *info, int go)
+{
+	struct run *r = new_run(job, info, go);
+
+	if (r && !go)
+		r->id = ++next_run_id;
+	if (r && fork_child(L, r, info, go) == 0)
+		return r;
+	log_msg(LOG_ERROR, job->name, 0, "cannot %s a run: %s", go ? "prepare" : "start",
+	        strerror(errno));
+	free(r);
+	return NULL;
+}
+
+/* The log says the run started (its child is there). */
+static void say_started(struct run *r, const struct run_info *info, int64_t token)
+{
+	struct job *job = r->job;
+
+	if (info->hook)
+		log_msg(LOG_INFO, job->name, r->id, "%s hook started pid=%d", info->hook->hook,
+		        (int)r->pid);
+	else if (token)
+		log_msg(LOG_INFO, job->name, r->id, "started pid=%d token=%lld", (int)r->pid,
+		        (long long)token);
+	else
+		log_msg(LOG_INFO, job->name, r->id, "started pid=%d", (int)r->pid);
+}
+
+/* The run is under way from now: its clocks. */
+static void begin_clocks(struct run *r, const struct run_info *info)
+{
+	struct job *job = r->job;
+
+	going++;
+	r->grace_ms = info->grace_ms;
+	r->fence_ms = info->fence_stop_ms;
+	r->started_ms = clock_mono_ms();
+	r->hook = info->hook != NULL;
+	if (info->timeout_ms || job->timeout_ms)
+		r->timeout_at = r->started_ms + (info->timeout_ms ? info->timeout_ms : job->timeout_ms);
+}
+
+/* The run is under way from now: its clocks, and the log says so. */
+static void begin(struct run *r, const struct run_info *info)
+{
+	begin_clocks(r, info);
+	say_started(r, info, info->token);
+}
+
+struct run *runner_start(lua_State *L, struct job *job, const struct run_info *info)
+{
+	struct run *r = spawn(L, job, info, 0);
+
+	if (r)
+		begin(r, info);
+	return r;
+}
+
+static lua_State *soon_L;               /* runner_start_soon's, for a fork here */
+
+/* A run started before its child came, and the child came (pid), or none
+ * will (0: forked here, now). */
+static void start_pending(struct run *r, pid_t pid)
+{
+	struct child_go go = { .token = r->info.token, .fence_stop_ms = r->fence_ms,
+	                       .run_id = r->id };
+
+	r->go_pending = 0;
+	if (r->stop_reason[0] || r->kill_at) {
+		/* Stopped before its body could start: it never does. */
+		if (pid)
+			runner_kill(r);
+		else {
+			r->exited = 1;
+			r->status = SIGKILL;
+		}
+		return;
+	}
+	if (!pid) {
+		if (fork_child(soon_L, r, &r->info, 0) < 0) {
+			const char *e = strerror(errno);
+			char why[128];
+
+			log_msg(LOG_ERROR, r->job->name, r->id, "cannot start a run: %s", e);
+			snprintf(why, sizeof why, "cannot start: %s", e);
+			set_error(r, why);
+			r->exited = 1;
+			r->status = 1 << 8;
+			return;
+		}
+	} else if (child_go_send(r->go_fd, &go, 0) < 0) {
+		runner_kill(r);         /* gone already: its exit tells */
+	}
+	close_go(r);
+	say_started(r, &r->info, r->info.token);
+}
+
+/* Exits reaped before their answers came (runner_reaped_unknown), a ring:
+ * an answer comes within SPAWN_ANSWER_MS or never, and by then the ring has
+ * not gone round unless a thousand children of nobody's died meanwhile. */
+#define EARLY_MAX 1024
+#define EARLY_MS 5000
+static struct early {
+	pid_t pid;
+	int status;
+	int64_t at;                     /* monotonic ms */
+} early[EARLY_MAX];
+static unsigned early_next;
+
+void runner_reaped_unknown(pid_t pid, int status)
+{
+	early[early_next++ % EARLY_MAX] = (struct early){ pid, status, clock_mono_ms() };
+}
+
+/* Whether pid died before its answer came (and then forgets it). */
+static int died_early(pid_t pid, int *status)
+{
+	int64_t now = clock_mono_ms();
+
+	for (unsigned i = 0; i < EARLY_MAX; i++) {
+		struct early *e = &early[i];
+
+		if (e->pid == pid && now - e->at <= EARLY_MS) {
+			*status = e->status;
+			e->pid = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The spawner's answer to a run's ask, prepared or started soon (spawn.h). */
+static void answered(void *tag, pid_t pid, const int fd[3], const int go[2])
+{
+	struct run *r = tag;
+	int status;
+
+	r->asked = 0;
+	if (pid && died_early(pid, &status)) {
+		/* Reaped already: no child to start or to wait for, as if the
+		 * spawner had forked none (its pipes go). */
+		log_msg(LOG_INFO, r->job ? r->job->name : NULL, 0, "the process forked ahead "
+		        "(pid %d) died before the spawner's answer came (status %d): another "
+		        "is forked", (int)pid, status);
+		for (int i = 0; i < RUN_STREAMS; i++)
+			close(fd[i]);
+		close(go[0]);
+		close(go[1]);
+		pid = 0;
+	}
+	if (pid) {
+		take_child(r, pid, fd, go);
+		metrics_note_fork(1);
+		/* A push of the lease's deadline while it was asked for. */
+		if (r->fence_ms && r->fence_ms != r->go_fence_ms)
+			runner_push_fence(r, r->fence_ms);
+	}
+	if (r->go_pending) {
+		start_pending(r, pid);
+		return;
+	}
+	if (!pid) {
+		/* No child (the spawner's fork failed, or it went): the run is
+		 * over before it was one, quietly, and the fire forks its own. */
+		r->exited = 1;
+		r->lost = 1;
+		return;
+	}
+	if (!r->job)
+		runner_discard(r);      /* discarded while it was asked for */
+}
+
+/* Asks the spawner for r's child (spawn_ask's answer). */
+static int ask(lua_State *L, struct run *r, const struct run_info *info)
+{
+	int rc = spawn_ask(L, r->job, info, r, answered);
+
+	if (rc == 0) {
+		r->asked = 1;
+		r->go_fence_ms = info->fence_stop_ms;
+	}
+	return rc;
+}
+
+struct run *runner_start_soon(lua_State *L, struct job *job, const struct run_info *info)
+{
+	struct run *r = new_run(job, info, 0);
+
+	if (!r || ask(L, r, info) != 0) {
+		free(r);
+		return NULL;
+	}
+	soon_L = L;
+	r->go_pending = 1;
+	r->info = *info;
+	r->id = ++next_run_id;
+	begin_clocks(r, info);
+	return r;
+}
+
+struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info *info,
+                           int *later)
+{
+	struct run *r = new_run(job, info, 1);
+
+	*later = 0;
+	if (!r) {
+		log_msg(LOG_ERROR, job->name, 0, "cannot prepare a run: %s", strerror(errno));
+		return NULL;
+	}
+	switch (ask(L, r, info)) {
+	case 0:
+		return r;
+	case 1:
+		*later = 1;
+		free(r);
+		return NULL;
+	}
+	free(r);
+	return spawn(L, job, info, 1);
+}
+
+int runner_go_ahead(struct run *r, const struct run_info *info)
+{
+	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
+
+	if (!r->armed || r->exited || r->asked || r->ahead || r->go_rfd < 0)
+		return -1;
+	go.run_id = next_run_id + 1;
+	if (child_go_send(r->go_fd, &go, info->scheduled_ms) < 0)
+		return -1;
+	r->id = ++next_run_id;
+	r->ahead = 1;
+	r->go_fence_ms = info->fence_stop_ms;
+	return 0;
+}
+
+int runner_take_back(struct run *r)
+{
+	if (!r->ahead)
+		return 0;
+	if (child_go_take_back(r->go_rfd) < 0)
+		return -1;
+	r->ahead = 0;
+	return 0;
+}
+
+int runner_go(struct run *r, const struct run_info *info)
+{
+	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
+	int ahead = r->ahead;
+
+	if (ahead) {
+		/* Its start is with it already: it went at the fire by
+		 * itself (gone since, maybe: its exit is the run's end). */
+		r->ahead = 0;
+	} else {
+		if (r->asked)
+			spawn_wait(r);
+		if (!r->armed || r->exited || r->asked)
+			return -1;
+		go.run_id = next_run_id + 1;
+		if (child_go_send(r->go_fd, &go, 0) < 0)
+			return -1;
+		r->id = ++next_run_id;
+	}
+	close_go(r);
+	r->armed = 0;
+	begin_clocks(r, info);
+	/* A renewal since the start went ahead: the child's deadline too. */
+	if (ahead && r->fence_ms != r->go_fence_ms)
+		runner_push_fence(r, r->fence_ms);
+	/* Logged after the wake: a burst's children do not wait for the
+	 * parent to write a line for each of them. */
+	if (nunsaid == unsaid_cap) {
+		size_t cap = unsaid_cap ? 2 * unsaid_cap : 64;
+		struct run **p = realloc(unsaid, cap * sizeof *p);
+
+		if (!p) {
+			say_started(r, info, info->token);
+			return 0;
+		}
+		unsaid = p;
+		unsaid_cap = cap;
+	}
+	unsaid[nunsaid++] = r;
+	r->unsaid = 1;
+	return 0;
+}
+
+/* The "started" line of a run runner_go started. */
+static void say_now(struct run *r)
+{
+	struct run_info info = { .token = r->token };
+
+	r->unsaid = 0;
+	say_started(r, &info, r->token);
+}
+
+void runner_wake(void)
+{
+	child_go_wake();
+	spawn_flush();
+	for (size_t i = 0; i < nunsaid; i++)
+		if (unsaid[i])
+			say_now(unsaid[i]);
+	nunsaid = 0;
+}
+
+void runner_discard(struct run *r)
+{
+	r->job = NULL;
+	if (r->asked)
+		return;         /* its child goes when the answer comes */
+	close_go(r);
+	if (!r->exited && r->pid > 0)
+		kill(r->pid, SIGKILL);
+}
+
+/* A ctx.log record: level, message, then key/value pairs, tab-separated
+ * with \\, \t and \n escaped (lua/leash/run.lua writes them). */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (char *p = s; *p; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			*w++ = *p == 't' ? '\t' : *p == 'n' ? '\n' : *p;
+		} else {
+			*w++ = *p;
+		}
+	}
+	*w = '\0';
+}
+
+static void log_record(struct run *r, char *line)
+{
+	const char *parts[66];
+	size_t n = 0;
+	int lv;
+	char *save = NULL;
+
+	for (char *tok = strtok_r(line, "\t", &save); tok && n < 65;
+	     tok = strtok_r(NULL, "\t", &save)) {
+		unescape(tok);
+		parts[n++] = tok;
+	}
+	if (n < 2 || (lv = log_level_parse(parts[0])) < 0) {
+		log_msg(LOG_WARN, r->job->name, r->id, "%s", n ? parts[0] : "");
+		return;
+	}
+	if (lv == LOG_ERROR && strncmp(parts[1], "run failed: ", 12) == 0)
+		set_error(r, parts[1] + 12);
+	log_rec(lv, r->job->name, r->id, parts[1], parts + 2, (n - 2) / 2);
+}
+
+static void emit(struct run *r, enum run_stream i, char *line)
+{
+	static const char *const out[] = { "stream", "stdout" };
+	static const char *const err[] = { "stream", "stderr" };
+
+	if (i == RUN_RECORDS)
+		log_record(r, line);
+	else
+		log_rec(i == RUN_STDOUT ? LOG_INFO : LOG_WARN, r->job->name, r->id, line,
+		        i == RUN_STDOUT ? out : err, 1);
+}
+
+/* After a read: the partial line left in buf waits in lb (in a buffer of
+ * its own, taken only while one waits), or lb's buffer goes. */
+static void keep(struct run *r, enum run_stream i, char *buf)
+{
+	struct linebuf *lb = &r->lb[i];
+
+	if (lb->n && buf != lb->b) {
+		if (!(lb->b = malloc(RUN_LINE_MAX))) {
+			buf[lb->n] = '\0';     /* no room to wait: logged as it is */
+			emit(r, i, buf);
+			lb->n = 0;
+			return;
+		}
+		memcpy(lb->b, buf, lb->n);
+	} else if (!lb->n && lb->b) {
+		free(lb->b);
+		lb->b = NULL;
+	}
+}
+
+void runner_read(struct run *r, enum run_stream i)
+{
+	static char scratch[RUN_LINE_MAX];      /* the parent has one thread */
+	struct linebuf *lb = &r->lb[i];
+
+	for (;;) {
+		char *buf = lb->b ? lb->b : scratch;
+		ssize_t got = read(r->fd[i], buf + lb->n, RUN_LINE_MAX - 1 - lb->n);
+		char *start, *nl;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			if (got == 0 || errno != EAGAIN) {
+				if (lb->n) {    /* a last line without newline */
+					buf[lb->n] = '\0';
+					emit(r, i, buf);
+					lb->n = 0;
+				}
+				keep(r, i, buf);
+				close_stream(r, i);
+			}
+			return;
+		}
+		lb->n += (size_t)got;
+		buf[lb->n] = '\0';
+		start = buf;
+		while ((nl = memchr(start, '\n', lb->n - (size_t)(start - buf)))) {
+			*nl = '\0';
+			emit(r, i, start);
+			start = nl + 1;
+		}
+		lb->n -= (size_t)(start - buf);
+		memmove(buf, start, lb->n);
+		if (lb->n == RUN_LINE_MAX - 1) {    /* a line too long: log it in pieces */
+			buf[lb->n] = '\0';
+			emit(r, i, buf);
+			lb->n = 0;
+		}
+		keep(r, i, buf);
+	}
+}
+
+void runner_stop(struct run *r, enum run_stop why, const char *reason)
+{
+	/* ended_ms: its records ended, so the body is over and its exit code
+	 * set (child_main closes that pipe then); the process is only going. */
+	if (r->exited || r->kill_at || r->ended_ms)
+		return;
+	/* Copied: a reason may be built on the caller's stack ("replaced by
+	 * the fire at T"). */
+	snprintf(r->stop_reason, sizeof r->stop_reason, "%s", reason);
+	r->stop_why = why;
+	r->kill_at = clock_mono_ms() + r->grace_ms;
+	log_msg(LOG_WARN, r->job->name, r->id, "stopping (%s): SIGTERM, SIGKILL in %lldms",
+	        reason, (long long)r->grace_ms);
+	if (r->pid > 0)
+		kill(-r->pid, SIGTERM);
+}
+
+int64_t runner_tick(struct run *r, int64_t now)
+{
+	if (r->exited || r->ended_ms)
+		return INT64_MAX;       /* (its body is over, see runner_stop) */
+	if (r->kill_at) {
+		if (now >= r->kill_at) {
+			runner_kill(r);
+			r->kill_at = INT64_MAX;  /* sent; nothing more to do */
+			return INT64_MAX;
+		}
+		return r->kill_at;
+	}
+	if (r->timeout_at) {
+		if (now >= r->timeout_at) {
+			runner_stop(r, RUN_STOP_TIMEOUT, "timeout");
+			return r->kill_at;
+		}
+		return r->timeout_at;
+	}
+	return INT64_MAX;
+}
+
+void runner_push_fence(struct run *r, int64_t stop_ms)
+{
+	union sigval v;
+
+	if (r->exited || r->pid <= 0)
+		return;
+	v.sival_ptr = (void *)(intptr_t)stop_ms;
+	sigqueue(r->pid, CHILD_FENCE_SIGNAL, v);
+}
+
+void runner_exited(struct run *r, int status)
+{
+	r->exited = 1;
+	r->status = status;
+	/* Whatever the body started dies with it. */
+	runner_kill(r);
+}
+
+void runner_kill(struct run *r)
+{
+	if (r->pid > 0)         /* (0: a prepared run whose child is still asked for) */
+		kill(-r->pid, SIGKILL);
+}
+
+int runner_done(struct run *r)
+{
+	return r->exited && r->fd[0] < 0 && r->fd[1] < 0 && r->fd[2] < 0;
+}
+
+const char *runner_outcome(const struct run *r, int *code, int *sig)
+{
+	*code = *sig = STORE_NO_CODE;
+	if (WIFEXITED(r->status))
+		*code = WEXITSTATUS(r->status);
+	else if (WIFSIGNALED(r->status))
+		*sig = WTERMSIG(r->status);
+	switch (r->stop_reason[0] ? r->stop_why : 0) {
+	case RUN_STOP_TIMEOUT: return "timeout";
+	case RUN_STOP_LOST: return "lost";
+	case RUN_STOP_HANDOFF: return "handed-off";
+	case RUN_STOP_STOPPED: return "stopped";
+	}
+	if (*code == 0)
+		return r->manual ? "manual" : "ok";
+	return *code > 0 ? "failed" : "killed";
+}
+
+int64_t runner_ran_ms(const struct run *r)
+{
+	return (r->ended_ms ? r->ended_ms : clock_mono_ms()) - r->started_ms;
+}
+
+int64_t runner_ended_wall(const struct run *r)
+{
+	return r->ended_wall ? r->ended_wall : clock_wall_ms();
+}
+
+void runner_report(struct run *r, int *failed)
+{
+	double secs = runner_ran_ms(r) / 1000.0;
+	int st = r->status, code, sig;
+
+	if (!r->hook)           /* a failure hook is no run of its job */
+		metrics_note_run(r->job->metrics, runner_outcome(r, &code, &sig), runner_ran_ms(r),
+		                 runner_ended_wall(r));
+	*failed = 1;
+	if (r->stop_reason[0] && r->stop_why == RUN_STOP_HANDOFF) {
+		*failed = JOB_RUN_STOPPED;
+		log_msg(LOG_INFO, r->job->name, r->id, "stopped for a hand-off (%s) after %.3fs",
+		        r->stop_reason, secs);
+	} else if (r->stop_reason[0] && r->stop_why == RUN_STOP_STOPPED) {
+		*failed = JOB_RUN_STOPPED;
+		log_msg(LOG_INFO, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,
+		        secs);
+	} else if (r->stop_reason[0]) {
+		log_msg(LOG_WARN, r->job->name, r->id, "stopped (%s) after %.3fs", r->stop_reason,
+		        secs);
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+		*failed = 0;
+		log_msg(LOG_INFO, r->job->name, r->id, "finished in %.3fs", secs);
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 1) {
+		log_msg(LOG_ERROR, r->job->name, r->id, "failed after %.3fs: the body raised an error",
+		        secs);
+	} else if (WIFEXITED(st)) {
+		log_msg(LOG_ERROR, r->job->name, r->id, "failed after %.3fs: exit status %d", secs,
+		        WEXITSTATUS(st));
+	} else if (WIFSIGNALED(st)) {
+		log_msg(LOG_ERROR, r->job->name, r->id, "failed after %.3fs: killed by signal %d (%s)",
+		        secs, WTERMSIG(st), strsignal(WTERMSIG(st)));
+	}
+}
+
+void runner_free(struct run *r)
+{
+	if (r->unsaid) {
+		say_now(r);
+		for (size_t i = 0; i < nunsaid; i++)
+			if (unsaid[i] == r)
+				unsaid[i] = NULL;
+	}
+	for (int i = 0; i < RUN_STREAMS; i++) {
+		if (r->fd[i] >= 0)
+			close_stream(r, i);
+		free(r->lb[i].b);
+	}
+	close_go(r);
+	if (!r->armed)
+		going--;
+	free(r->error);
+	free(r);
+}
+
+unsigned runner_going(void)
+{
+	return going;
+}

@@ -1,0 +1,109 @@
+/* job.h - the jobs a replica knows: loaded from jobs/NAME.lua by leash.job. */
+#ifndef LEASH_JOB_H
+#define LEASH_JOB_H
+
+#include <stdint.h>
+#include <lua.h>
+
+enum job_kind { JOB_EVERY, JOB_CRON, JOB_SERVICE };
+
+/* What a fire does while the previous run still goes (leash.job OVERLAP). */
+enum job_overlap { JOB_SKIP, JOB_QUEUE, JOB_REPLACE };
+
+/* Which of the fires nobody ran a new holder runs (leash.job MISSED). */
+enum job_missed { JOB_MISSED_ONCE, JOB_MISSED_SKIP, JOB_MISSED_ALL };
+
+/* How a run ended for the job table (runner_report, sched_run_ended): a
+ * failure (1), a clean end (0), or stopped by leash on purpose (a hand-off,
+ * a shutdown, a replacing fire), which is no failure. */
+#define JOB_RUN_STOPPED (-1)
+
+/* The failure hooks a job file defines. */
+enum { JOB_ON_FAILURE = 1, JOB_ON_RECOVER = 2 };
+
+struct run;
+struct run_report;
+struct metrics_job;
+
+struct job {
+	char *name, *file;
+	int ref;                        /* registry ref to the normalised Lua table */
+	enum job_kind kind;
+	int singleton;                  /* 1 unless the file says singleton = false */
+	int64_t timeout_ms;             /* 0: none */
+	int64_t lease_ms;               /* 0: [singleton] lease, renew and margin */
+	int64_t renew_ms, margin_ms;    /* with lease_ms: derived by leash.config.timing */
+	char *describe;                 /* "every 30s", for the log */
+	char *digest;                   /* of the file's text: tells an edit on reload */
+	enum job_overlap overlap;       /* periodic jobs; a service ignores it */
+	char *warnings;                 /* leash.job's warnings, one a line, or NULL */
+	enum job_missed missed;         /* periodic jobs: catch-up on taking the lease */
+	int64_t missed_within_ms;       /* older fires are never run */
+	int missed_max;                 /* missed = "all": at most this many */
+	unsigned hooks;                 /* JOB_ON_FAILURE | JOB_ON_RECOVER: the file has them */
+	int weight;                     /* its share of a replica under spread (place.h), 1+ */
+
+	/* Scheduling state, kept across reloads. */
+	int64_t next_fire_ms;           /* wall clock; periodic jobs */
+	int64_t restart_at;             /* monotonic; services */
+	int64_t backoff_ms;             /* services */
+	struct run *run;                /* the current run, or NULL */
+	struct run *prep;               /* a process forked ahead for the fire at
+	                                 * prep_ms (sched.c), or NULL */
+	int64_t prep_ms;                /* the fire last forked ahead for (or tried) */
+	int prep_ahead;                 /* prep has its start already (go_ahead) */
+	int64_t pending_ms;             /* a fire waiting for that run to end
+	                                 * (queue, replace), or 0 */
+	long run_id;                    /* its id */
+	/* Fires of a job that claims them (singleton mode). */
+	int64_t want_ms;                /* to claim and start when no run goes (a
+	                                 * catch-up, or one whose claim erred), or 0 */
+	int want_catchup;               /* want_ms is a catch-up fire */
+	int paused_logged;              /* singleton: the pause the log last told */
+	int manual_wait;                /* a trigger (leash trigger) waits for the run
+	                                 * to end (overlap queue, replace) */
+	int64_t retry_at;               /* wall clock: an erred claim's next try */
+	int64_t claimed_ms;             /* claimed ahead of its time: starts then, or 0 */
+	int64_t backlog_ms;             /* missed = "all": the next catch-up fire, or 0 */
+	int64_t backlog_until;          /* the catch-up's fires are before this */
+	int backlog_left;               /* how many more (backlog_ms included) */
+	int run_catchup;                /* run is a catch-up run (a missed fire) */
+	int64_t seed_ms;                /* a new job's first cursor, to write on taking
+	                                 * the lease (singleton.c), or -1 */
+	int removed;                    /* gone from jobs/: dropped once idle */
+	void *elect;                    /* election state, when singleton mode is on */
+	int follow_logged;              /* "following: held by X" said since it last held */
+	/* Failure hooks (src/cluster/hooks.c). */
+	int health;                     /* as the store last said: 0 ok, 1 failing, -1 unknown */
+	struct run *hook_run;           /* the hook's child going, or NULL */
+	struct run_report *hook_wait;   /* the next hook to start once it ended, or NULL */
+	struct metrics_job *metrics;    /* its /metrics record (moves to a reload's copy) */
+};
+
+/* Reads the job file at path into a fresh buffer (*src, *len; the caller
+ * frees it).  Refuses, before reading anything, a path that is not a regular
+ * file (a FIFO, a device, a directory, a symlink to one) or is larger than
+ * max bytes; a FIFO never blocks the call.  0, or -1 with the reason (no
+ * file name) in err. */
+int job_read(const char *path, size_t max, char **src, size_t *len, char *err, size_t errlen);
+
+/* Lists the .lua files of dir and loads each file through leash.job.  For each good
+ * file calls good(arg, job) with a fresh struct job (the callee owns it);
+ * for each problem calls bad(arg, file, message).  Returns the number of
+ * files seen, or -1 when dir cannot be read (message through bad). */
+int job_load_dir(lua_State *L, const char *dir,
+                 void (*good)(void *arg, struct job *),
+                 void (*bad)(void *arg, const char *file, const char *msg), void *arg);
+
+/* How many struct jobs were made or freed so far: while it stays the same,
+ * every struct job (and its Lua table) the process has is one it had then
+ * (src/launch/prefork/spawn.c forks from a copy taken at one count). */
+uint64_t job_changes(void);
+
+/* The next fire time strictly after after_ms, or -1 for a service or on
+ * error (then logged). */
+int64_t job_next_fire(lua_State *L, const struct job *, int64_t after_ms);
+
+void job_free(lua_State *L, struct job *);
+
+#endif

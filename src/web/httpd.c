@@ -1,0 +1,512 @@
+/* httpd.c - `leash _http`: the HTTP server process (see http.h for why a
+ * process of its own).
+ *
+ * libmicrohttpd parses HTTP (there is no parser of ours) with a thread per
+ * connection, so a request that waits for the store holds only its own
+ * thread.  It is loaded with dlopen() here, in the server, so that the
+ * parent maps neither it nor gnutls behind it.  The main thread reads the
+ * parent's snapshots; /metrics and /healthz answer from the latest one and
+ * never touch the store.  /api/status and /api/history read the store
+ * through this process's own connection, one request at a time (the Lua
+ * state and the connection are not shared between threads), each call
+ * bounded by [store] statement_timeout and connect_timeout.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* C11's threads, not pthread.h: that one includes <sched.h>, which -Isrc
+ * finds as src/plan/sched.h. */
+#include <threads.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "core/clock.h"
+#include "web/http.h"
+#include "core/metrics.h"
+#include "core/log.h"
+#include "core/lx.h"
+#include "web/view.h"
+
+/* Limits against a client that floods, hangs or sends a 10 MB line:
+ * connections in all and per address, memory per connection (the request
+ * line and headers must fit: a longer one is refused with 414 or 431),
+ * seconds a connection may stay idle or trickle. */
+#define HTTPD_CONN_MAX 64
+#define HTTPD_PER_IP_MAX 32
+#define HTTPD_CONN_MEMORY (32 * 1024)
+#define HTTPD_TIMEOUT_S 10
+#define HTTPD_STACK (512 * 1024)
+/* /healthz: the loop sends a snapshot every HTTP_PUSH_MS; this many ms
+ * without one and it is taken as stuck. */
+#define HTTPD_LOOP_STALE_MS 5000
+
+#define MHD_FUNCS(X) \
+	X(MHD_start_daemon) \
+	X(MHD_stop_daemon) \
+	X(MHD_create_response_from_buffer) \
+	X(MHD_add_response_header) \
+	X(MHD_queue_response) \
+	X(MHD_destroy_response) \
+	X(MHD_lookup_connection_value)
+
+static struct {
+#define X(f) __typeof__(f) *f;
+	MHD_FUNCS(X)
+#undef X
+} mhd;
+
+static struct {
+	const struct cfg *cfg;
+	const char *token;              /* NULL: no [http] token_env */
+	char *page;                     /* leash.web's page */
+	size_t page_len;
+	/* The store's side: one request at a time. */
+	mtx_t store_mu;
+	lua_State *L;
+	struct store *store;
+	struct view_jobs jobs;
+	int jobs_loaded;
+	unsigned jobs_reloads;
+	/* The parent's latest snapshot. */
+	mtx_t snap_mu;
+	int have_snap;
+	struct http_snap snap;
+	int metrics_attached;           /* the parent's mapping on HTTP_METRICS_FD */
+} S;
+
+static int load_mhd(char *err, size_t errlen)
+{
+	void *h = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		snprintf(err, errlen, "cannot load libmicrohttpd.so.12: %s; install libmicrohttpd12",
+		         dlerror());
+		return -1;
+	}
+#define X(f) \
+	if (!(mhd.f = (__typeof__(mhd.f))dlsym(h, #f))) { \
+		snprintf(err, errlen, "libmicrohttpd.so.12 has no %s(); install libmicrohttpd12", #f); \
+		return -1; \
+	}
+	MHD_FUNCS(X)
+#undef X
+	return 0;
+}
+
+/* ---- responses ---- */
+
+enum kind { TEXT, JSON, HTML, METRICS };
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, enum kind kind,
+                               const char *body, size_t len)
+{
+	static const char *const types[] = {
+		[TEXT] = "text/plain; charset=utf-8",
+		[JSON] = "application/json",
+		[HTML] = "text/html; charset=utf-8",
+		[METRICS] = "text/plain; version=0.0.4; charset=utf-8",
+	};
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = mhd.MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	mhd.MHD_add_response_header(r, "Content-Type", types[kind]);
+	mhd.MHD_add_response_header(r, "Cache-Control", "no-store");
+	mhd.MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	mhd.MHD_add_response_header(r, "X-Frame-Options", "DENY");
+	mhd.MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	/* The page's style and script are inline and it fetches only from
+	 * here: nothing else may load, whatever a job's name holds. */
+	if (kind == HTML)
+		mhd.MHD_add_response_header(r, "Content-Security-Policy",
+		                            "default-src 'none'; script-src 'unsafe-inline'; "
+		                            "style-src 'unsafe-inline'; connect-src 'self'; "
+		                            "img-src data:; frame-ancestors 'none'; "
+		                            "base-uri 'none'; form-action 'none'");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		mhd.MHD_add_response_header(r, "Allow", "GET, HEAD");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		mhd.MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"leash\"");
+	ret = mhd.MHD_queue_response(conn, status, r);
+	mhd.MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const char *s)
+{
+	return respond(conn, status, TEXT, s, strlen(s));
+}
+
+/* {"error":"msg"} through leash.status's one JSON string writer; the store
+ * lock is held (the Lua state is used). */
+static enum MHD_Result json_error(struct MHD_Connection *conn, unsigned status, const char *msg)
+{
+	static const char unprintable[] = "{\"error\":\"(unprintable)\"}\n";
+	int top = lua_gettop(S.L);
+	enum MHD_Result ret;
+
+	lua_pushstring(S.L, msg);
+	if (lx_callmod(S.L, "leash.status", "json_string", 1, 1) == LUA_OK) {
+		/* Whole, however long the escaping made it. */
+		const char *js = lua_pushfstring(S.L, "{\"error\":%s}\n", lua_tostring(S.L, -1));
+		ret = respond(conn, status, JSON, js, strlen(js));
+	} else {
+		ret = respond(conn, status, JSON, unprintable, sizeof unprintable - 1);
+	}
+	lua_settop(S.L, top);
+	return ret;
+}
+
+/* The text on top of the Lua stack, with a newline as the commands print it. */
+static enum MHD_Result json_top(struct MHD_Connection *conn)
+{
+	size_t n;
+	const char *s = lua_tolstring(S.L, -1, &n);
+	char *body = malloc(n + 1);
+	enum MHD_Result ret;
+
+	if (!body)
+		return MHD_NO;
+	memcpy(body, s, n);
+	body[n] = '\n';
+	ret = respond(conn, MHD_HTTP_OK, JSON, body, n + 1);
+	free(body);
+	return ret;
+}
+
+/* ---- the snapshot's endpoints ---- */
+
+static enum MHD_Result get_metrics(struct MHD_Connection *conn)
+{
+	enum MHD_Result ret;
+	size_t len;
+	char *body;
+
+	/* Rendered here, from the parent's live counters: nothing asked of
+	 * the loop.  (Each request renders its own copy: renders may run in
+	 * several threads at once, each only reading the mapping.) */
+	if (!S.metrics_attached)
+		return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "the scheduler's metrics are not "
+		            "shared with the server (no metrics descriptor)\n");
+	if (!(body = metrics_render(&len)))
+		return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+	ret = respond(conn, MHD_HTTP_OK, METRICS, body, len);
+	free(body);
+	return ret;
+}
+
+static enum MHD_Result get_healthz(struct MHD_Connection *conn)
+{
+	int64_t now = clock_boot_ms();
+	char why[256] = "";
+
+	mtx_lock(&S.snap_mu);
+	if (!S.have_snap)
+		snprintf(why, sizeof why, "no word from the scheduler's loop yet");
+	else if (now - S.snap.turn_at > HTTPD_LOOP_STALE_MS)
+		snprintf(why, sizeof why, "the scheduler's loop has not turned for %.1fs",
+		         (now - S.snap.turn_at) / 1000.0);
+	else if (S.snap.singleton && S.snap.answered_at < 0)
+		snprintf(why, sizeof why, "the lease store has not answered yet");
+	else if (S.snap.singleton && now - S.snap.answered_at > S.snap.lease_ms)
+		snprintf(why, sizeof why, "the lease store has not answered for %.1fs (the lease is "
+		         "%.1fs)", (now - S.snap.answered_at) / 1000.0, S.snap.lease_ms / 1000.0);
+	mtx_unlock(&S.snap_mu);
+	if (why[0]) {
+		strcat(why, "\n");
+		return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, why);
+	}
+	return text(conn, MHD_HTTP_OK, "ok\n");
+}
+
+/* ---- the store's endpoints ---- */
+
+/* Takes the store lock, waiting at most as long as one request could hold
+ * it; 0, or -1 (busy). */
+static int store_lock(void)
+{
+	struct timespec ts;
+	int64_t wait_ms = S.cfg->connect_timeout_ms + 2 * S.cfg->statement_timeout_ms + 1000;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(wait_ms / 1000);
+	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return mtx_timedlock(&S.store_mu, &ts) == 0 ? 0 : -1;
+}
+
+/* The store connection and the jobs, fresh enough; the lock is held.
+ * Returns 0, or -1 with the reason in err. */
+static int store_ready(char *err, size_t errlen)
+{
+	unsigned reloads;
+	char oerr[STORE_ERR_MAX + 64];
+
+	mtx_lock(&S.snap_mu);
+	reloads = S.snap.reloads;
+	mtx_unlock(&S.snap_mu);
+	/* The parent reloads jobs/ on SIGHUP, and so does the server. */
+	if (!S.jobs_loaded || reloads != S.jobs_reloads) {
+		view_jobs_free(&S.jobs);
+		view_jobs_load(&S.jobs, S.L, S.cfg->jobs);
+		S.jobs_loaded = 1;
+		S.jobs_reloads = reloads;
+	}
+	if (!S.store) {
+		struct store_opts o;
+
+		if (store_opts_from(S.cfg, &o, err, errlen) < 0)
+			return -1;
+		S.store = store_open(S.cfg->provider, &o, oerr, sizeof oerr);
+		if (!S.store) {
+			snprintf(err, errlen, "cannot open the %s store: %s", S.cfg->provider, oerr);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* After a failed read the connection is dropped: the next request opens
+ * a new one. */
+static void store_failed(void)
+{
+	if (S.store)
+		store_close(S.store);
+	S.store = NULL;
+}
+
+static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
+{
+	char err[STORE_ERR_MAX + 512];
+	enum MHD_Result ret;
+	int top;
+
+	static const char no_store[] = VIEW_NO_STORE_JSON "\n";
+	static const char no_ledger[] =
+		"{\"error\":\"singleton mode is off: there is no store and so no run ledger\"}\n";
+
+	if (!S.cfg->singleton && history)
+		return respond(conn, MHD_HTTP_NOT_FOUND, JSON, no_ledger, sizeof no_ledger - 1);
+	if (!S.cfg->singleton)
+		return respond(conn, MHD_HTTP_OK, JSON, no_store, sizeof no_store - 1);
+	if (store_lock() < 0)
+		return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "busy: another request is reading the store\n");
+	top = lua_gettop(S.L);
+	if (store_ready(err, sizeof err) < 0) {
+		ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
+	} else if (!history) {
+		if (view_jobs(S.L, S.cfg, S.store, &S.jobs, VIEW_JSON, 1, err, sizeof err) < 0) {
+			store_failed();
+			ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
+		} else {
+			ret = json_top(conn);
+		}
+	} else {
+		const char *job = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "job");
+		const char *since = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "since");
+		const char *limit = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
+		int64_t since_at;
+		size_t lim;
+		int rc;
+
+		rc = view_history_args(S.L, job && *job ? job : NULL, since && *since ? since : NULL,
+		                       limit && *limit ? limit : NULL, &since_at, &lim, err, sizeof err);
+		if (rc != 0)
+			ret = json_error(conn, rc > 0 ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
+			                 err);
+		else if (view_history(S.L, S.cfg, S.store, job && *job ? job : NULL, since_at, lim, 1,
+		                      err, sizeof err) < 0) {
+			store_failed();
+			ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
+		} else {
+			ret = json_top(conn);
+		}
+	}
+	lua_settop(S.L, top);
+	mtx_unlock(&S.store_mu);
+	return ret;
+}
+
+/* ---- requests ---- */
+
+/* Whether the request brings the token (in time independent of where a
+ * wrong one differs). */
+static int authorized(struct MHD_Connection *conn)
+{
+	const char *h, *tok;
+	size_t n, want;
+	unsigned char diff = 0;
+
+	if (!S.token)
+		return 1;
+	h = mhd.MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!h || strncmp(h, "Bearer ", 7) != 0)
+		return 0;
+	tok = h + 7;
+	n = strlen(tok);
+	want = strlen(S.token);
+	if (n != want)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(tok[i] ^ S.token[i]);
+	return diff == 0;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_len, void **state)
+{
+	static int seen;
+
+	(void)cls;
+	(void)version;
+	(void)upload;
+	/* Answered on the first call; a body that follows is not read. */
+	if (*state) {
+		*upload_len = 0;
+		return MHD_YES;
+	}
+	*state = &seen;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+		            "method not allowed: this server is read-only (GET and HEAD)\n");
+	/* The page holds no data (its script fetches the API, with the
+	 * token), so a browser can open it without a header. */
+	if (strcmp(url, "/") == 0)
+		return respond(conn, MHD_HTTP_OK, HTML, S.page, S.page_len);
+	if (!authorized(conn))
+		return text(conn, MHD_HTTP_UNAUTHORIZED,
+		            "unauthorized: send Authorization: Bearer <the token of [http] token_env>\n");
+	if (strcmp(url, "/metrics") == 0)
+		return get_metrics(conn);
+	if (strcmp(url, "/healthz") == 0)
+		return get_healthz(conn);
+	if (strcmp(url, "/api/status") == 0)
+		return get_api(conn, 0);
+	if (strcmp(url, "/api/history") == 0)
+		return get_api(conn, 1);
+	return text(conn, MHD_HTTP_NOT_FOUND,
+	            "not found (/, /metrics, /healthz, /api/status, /api/history)\n");
+}
+
+/* ---- the parent's snapshots ---- */
+
+/* Reads exactly len bytes; 1, or 0 at end of file or on an error. */
+static int read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 0;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 1;
+}
+
+/* Until the parent is gone: each snapshot replaces the last. */
+static void read_snapshots(void)
+{
+	struct http_snap head;
+
+	while (read_full(HTTP_SNAP_FD, &head, sizeof head)) {
+		char *rest;
+
+		if (head.magic != HTTP_SNAP_MAGIC) {
+			log_msg(LOG_ERROR, NULL, 0, "http: a snapshot from the scheduler is garbled");
+			return;
+		}
+		/* Whatever follows the head (nothing today) is read past. */
+		rest = malloc((size_t)head.len + 1);
+		if (!rest || !read_full(HTTP_SNAP_FD, rest, head.len)) {
+			free(rest);
+			return;
+		}
+		free(rest);
+		mtx_lock(&S.snap_mu);
+		S.snap = head;
+		S.have_snap = 1;
+		mtx_unlock(&S.snap_mu);
+	}
+}
+
+int httpd_serve(lua_State *L, const struct cfg *c)
+{
+	struct MHD_Daemon *d;
+	char err[1024];
+	size_t n;
+	const char *page;
+
+	if (fcntl(HTTP_LISTEN_FD, F_GETFD) < 0 || fcntl(HTTP_SNAP_FD, F_GETFD) < 0) {
+		fprintf(stderr, "leash _http: only `leash run` starts the HTTP server\n");
+		return 2;
+	}
+	S.cfg = c;
+	S.L = L;
+	S.metrics_attached = fcntl(HTTP_METRICS_FD, F_GETFD) >= 0 &&
+	                     metrics_attach(HTTP_METRICS_FD) == 0;
+	if (!S.metrics_attached)
+		log_msg(LOG_WARN, NULL, 0, "http: no metrics descriptor from the scheduler: /metrics "
+		        "answers 503");
+	if (mtx_init(&S.store_mu, mtx_timed) != thrd_success ||
+	    mtx_init(&S.snap_mu, mtx_plain) != thrd_success)
+		return 1;
+	if (c->http_token_env[0]) {
+		S.token = getenv(c->http_token_env);
+		if (!S.token || !*S.token) {
+			log_msg(LOG_ERROR, NULL, 0, "http: [http] token_env: %s is not set",
+			        c->http_token_env);
+			return 2;
+		}
+	}
+	if (lx_require(L, "leash.web") != LUA_OK) {
+		log_msg(LOG_ERROR, NULL, 0, "http: %s", lx_report(L, err, sizeof err));
+		return 1;
+	}
+	lua_getfield(L, -1, "page");
+	page = lua_tolstring(L, -1, &n);
+	S.page = page ? malloc(n) : NULL;
+	if (!S.page)
+		return 1;
+	memcpy(S.page, page, n);
+	S.page_len = n;
+	lua_settop(L, 0);
+	if (load_mhd(err, sizeof err) < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "http: %s", err);
+		return 1;
+	}
+	/* Several threads accept on it: none may block there. */
+	fcntl(HTTP_LISTEN_FD, F_SETFL, fcntl(HTTP_LISTEN_FD, F_GETFL) | O_NONBLOCK);
+	d = mhd.MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	                         MHD_USE_POLL, 0, NULL, NULL, handle, NULL,
+	                         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)HTTP_LISTEN_FD,
+	                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTPD_CONN_MAX,
+	                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTPD_PER_IP_MAX,
+	                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTPD_CONN_MEMORY,
+	                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTPD_TIMEOUT_S,
+	                         MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTPD_STACK,
+	                         MHD_OPTION_END);
+	if (!d) {
+		log_msg(LOG_ERROR, NULL, 0, "http: libmicrohttpd would not start on %s", c->http_listen);
+		return 1;
+	}
+	read_snapshots();
+	/* The parent is gone: so is the server, without waiting for its
+	 * clients. */
+	_exit(0);
+}
