@@ -116,7 +116,8 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 	/* A fire nothing was forked ahead for: the spawner forks it while the
 	 * loop goes on (a regular fire; catch-ups, triggers and services fork
 	 * here). */
-	if (!r && scheduled_ms && !catchup && (r = runner_start_soon(lp->L, j, &info)))
+	if (!r && scheduled_ms && !catchup && lp->cfg->prefork &&
+	    (r = runner_start_soon(lp->L, j, &info)))
 		add_run(lp, r);
 	if (!r && (r = runner_start(lp->L, j, &info)))
 		add_run(lp, r);
@@ -525,12 +526,14 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		env.unclaim = singleton_unclaim;
 		env.paused = singleton_paused;
 	}
-	env.prepare = prepare_run;
-	env.prep_cost_us = prep_cost;
+	if (cfg->prefork) {             /* [leash] prefork = false: each run forks at its start */
+		env.prepare = prepare_run;
+		env.prep_cost_us = prep_cost;
+		env.go_ahead = go_ahead_run;
+		env.take_back = take_back_run;
+	}
 	env.body_over = body_over;
 	env.discard = discard_run;
-	env.go_ahead = go_ahead_run;
-	env.take_back = take_back_run;
 	lp.hooks = (struct hooks){ .L = L, .replica = lp.owner, .grace_ms = cfg->grace_ms,
 	                           .runs = &lp.runs };
 	if (cfg->singleton) {

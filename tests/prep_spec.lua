@@ -80,6 +80,32 @@ describe("a fire's process forked ahead", function()
     assert.is_nil(p:log_text():find("died before it", 1, true))
   end)
 
+  it("is not there with [leash] prefork = false: each fire forks its run at its time, and runs", function()
+    local d = L.dir { config = { leash = { grace = "1s", prefork = "false" } } }
+    local out = d.out "tick"
+    d.write_job("tick", recording(out))
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    assert(p:wait_log("started pid=", 5), p:log_text())
+    -- 25 ms before whole seconds: any child there is a run of a fire that
+    -- fell before the look (late on a loaded machine), never a later one's.
+    local seen = {}
+    for _ = 1, 4 do
+      L.sleep_to_second(0.975)
+      local t0 = L.now()
+      for _, c in ipairs(waiting_children(p.pid)) do seen[c] = t0 end
+    end
+    L.sleep(1.2)
+    local got = runs(out)
+    assert.is_true(#got >= 4, ("only %d runs\n%s"):format(#got, p:log_text()))
+    for _, r in ipairs(got) do
+      assert.is_true(r.now >= r.at, "nothing of the body ran before the fire")
+      if seen[r.pid] then
+        assert.is_true(r.at <= seen[r.pid] * 1000, ("pid %d, seen before the fire %d, ran it"):format(r.pid, r.at))
+      end
+    end
+  end)
+
   it("in singleton mode gets its start once the fire is claimed, and goes at the fire by itself", function()
     -- leash is stopped (SIGSTOP, its runs' processes are not) from 1 to 3
     -- ms before a fire to 300 ms after it, six times: when the stop came
@@ -154,22 +180,22 @@ end }]]):format(out))
     local p = L.spawn(d)
     finally(function() p:stop(10) end)
     assert(p:wait_log("started pid=", 5), p:log_text())
-    local waited = 0
+    -- A child seen may not have pinned itself yet, or be a late run of the
+    -- fire before (a loaded machine): one seen on one CPU is the promise.
+    local waited, pinned = 0, 0
     for _ = 1, 3 do
       L.sleep_to_second(0.975)
       for _, c in ipairs(waiting_children(p.pid)) do
         local list = cpus(c)
         if list and not L.read("/proc/" .. c .. "/comm"):find("spawner", 1, true) then
           waited = waited + 1
-          if many then
-            assert.matches("^%d+$", list, "a waiting process is on one CPU")
-          else
-            assert.equal(all, list)
-          end
+          if list:match("^%d+$") then pinned = pinned + 1 end
+          if not many then assert.equal(all, list) end
         end
       end
     end
     assert.is_true(waited >= 2, "no process seen waiting")
+    if many then assert.is_true(pinned >= 1, "no waiting process seen on one CPU") end
     L.sleep(1.2)
     local bodies = L.lines(out)
     assert.is_true(#bodies >= 3, #bodies .. " runs")

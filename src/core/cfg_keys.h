@@ -63,6 +63,9 @@
 	  "lowest level logged") \
 	X(leash, grace, DURATION, NULL, "5s", 0, CFG_DURATION_MAX, grace_ms, \
 	  "time between SIGTERM and SIGKILL when a run is stopped") \
+	X(leash, prefork, BOOL, NULL, "true", 0, 0, prefork, \
+	  "fork a fire's process ahead of the fire, in a spawner process (src/launch/prefork/): " \
+	  "starts on time under bursts; false forks each run at its start, nothing else changes") \
 	X(singleton, enabled, BOOL, NULL, "false", 0, 0, singleton, \
 	  "elect one replica per job through the lease store") \
 	X(singleton, lease, DURATION, NULL, "15s", CFG_LEASE_MIN, CFG_DURATION_MAX, lease_ms, \
