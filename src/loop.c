@@ -54,7 +54,16 @@ struct loop {
 	unsigned ended;                 /* runs ended since the heap was last trimmed */
 	int sigfd;
 	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
+	int epfd;                       /* the event set (core/events.h) */
+	int evfd;                       /* the store's socket in it, -1: none */
+	ino_t evino;                    /* and its inode (a reconnect may reuse the number) */
+	int64_t started_ms;
+	/* What the event set hands the signalfd's, the store's and the
+	 * spawner's events to (the runs' streams have theirs). */
+	struct watch sig_w, store_w, spawner_w;
 };
+
+#define LOOP_OF(w, member) ((struct loop *)((char *)(w) - offsetof(struct loop, member)))
 
 void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 {
@@ -341,79 +350,26 @@ static int on_signal(struct loop *lp)
 	return other;
 }
 
-/* What the loop's epoll events point at besides runs' streams. */
-static char on_sigfd, on_store, on_spawner;
-
-static int watch(int epfd, int fd, void *what)
+static int on_sigfd(struct watch *w)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = what };
-
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+	return on_signal(LOOP_OF(w, sig_w));
 }
 
-/* epoll_wait until wait_ms from now, to the wall clock's ms: the job table
- * counts in whole ms read at some point of the current one, so "1 ms" from
- * 11:59:59.999.6 is a fire at 12:00:00.000, which epoll_wait's ms would
- * make 0.6 ms late (on average every fire half a millisecond).  Never
- * earlier than the ms the caller read plus wait_ms; at most 1 ms earlier
- * than wait_ms from now. */
-static int wait_events(int epfd, struct epoll_event *ev, int n, int64_t wait_ms)
+/* The store's notices (PostgreSQL's NOTIFY: a lease released). */
+static int on_store(struct watch *w)
 {
-	static int plain;               /* epoll_pwait2 is missing (before Linux 5.11) */
-	struct timespec now, left;
-	int64_t ns;
-	int rc;
-
-	if (wait_ms <= 0 || wait_ms > 60000 || plain || clock_gettime(CLOCK_REALTIME, &now) < 0)
-		return epoll_wait(epfd, ev, n, wait_ms > INT_MAX ? INT_MAX : wait_ms < 0 ? 0
-		                  : (int)wait_ms);
-	ns = wait_ms * 1000000 - now.tv_nsec % 1000000;
-	left.tv_sec = ns / 1000000000;
-	left.tv_nsec = ns % 1000000000;
-	rc = epoll_pwait2(epfd, ev, n, &left, NULL);
-	if (rc < 0 && errno == ENOSYS) {
-		plain = 1;
-		return wait_events(epfd, ev, n, wait_ms);
-	}
-	return rc;
+	singleton_events(&LOOP_OF(w, store_w)->sg);
+	return 1;
 }
 
-/* One epoll_wait's events, handled: -1 when it failed, else whether one of
- * them wants the job table's turn at once (a signal but SIGCHLD, the
- * store's events), not only runs' output and ends or the spawner's answers
- * (a run that waited for its child starts as it comes). */
-static int take_events(struct loop *lp, int epfd, int64_t wait_ms)
+/* The spawner's answers: a run that waited for its child starts as it
+ * comes. */
+static int on_spawner(struct watch *w)
 {
-	struct epoll_event ev[64];
-	int n = wait_events(epfd, ev, sizeof ev / sizeof *ev, wait_ms);
-	int sig = 0, store = 0, spawner = 0, other = 0;
-
-	if (n < 0 && errno != EINTR) {
-		log_msg(LOG_ERROR, NULL, 0, "epoll_wait: %s", strerror(errno));
-		return -1;
-	}
-	for (int i = 0; i < n; i++) {
-		void *what = ev[i].data.ptr;
-
-		if (what == &on_sigfd)
-			sig = 1;
-		else if (what == &on_store)
-			store = 1;
-		else if (what == &on_spawner)
-			spawner = 1;
-		else
-			runner_read(((struct run_stream_ref *)what)->run,
-			            ((struct run_stream_ref *)what)->stream);
-	}
-	if (spawner) {
-		spawn_collect();
-		runner_wake();
-	}
-	if (store)
-		singleton_events(&lp->sg);
-	if (sig)
-		other = on_signal(lp);
-	return store || other || n < 0;
+	(void)w;
+	spawn_collect();
+	runner_wake();
+	return 0;
 }
 
 /* The turn's walk over the job table and the runs waits at most this long
@@ -454,195 +410,218 @@ static void block_signals(sigset_t *mask)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-int loop_run(lua_State *L, const struct cfg *cfg)
+/* The job table's environment: what it asks of the runs and, in
+ * singleton mode, of the election. */
+static void set_env(struct loop *lp, struct sched_env *env)
 {
-	struct loop lp = { .L = L, .cfg = cfg, .sigfd = -1 };
-	struct sched_env env = {
-		.arg = &lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
-		.adopt = adopt_run,
+	*env = (struct sched_env){
+		.arg = lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
+		.adopt = adopt_run, .body_over = body_over, .discard = discard_run,
 	};
-	int epfd, evfd = -1;             /* the store's socket in the epoll set */
-	ino_t evino = 0;
+	if (lp->cfg->prefork) {         /* [leash] prefork = false: each run forks at its start */
+		env->prepare = prepare_run;
+		env->prep_cost_us = prep_cost;
+		env->go_ahead = go_ahead_run;
+		env->take_back = take_back_run;
+	}
+	if (!lp->cfg->singleton)
+		return;
+	env->elect_arg = &lp->sg;
+	env->takes_part = singleton_takes_part;
+	env->may_run = singleton_may_run;
+	env->enter = singleton_enter;
+	env->leave = singleton_leave;
+	env->stale = singleton_stale;
+	env->claim = singleton_claim;
+	env->account = singleton_account;
+	env->unclaim = singleton_unclaim;
+	env->paused = singleton_paused;
+}
+
+/* Everything leash run needs before its first turn: signals, the event
+ * set, the HTTP server's socket, the store, the job table.  0, or the
+ * exit code with the reason logged (and everything opened closed again). */
+static int loop_open(struct loop *lp)
+{
+	const struct cfg *cfg = lp->cfg;
+	struct sched_env env;
 	sigset_t mask;
-	int64_t started_ms;
-	int rc = 1;
+	char err[512];
 
 	block_signals(&mask);
 	/* What a run's ctx.exec leaves behind is reparented here and reaped by
 	 * the same waitpid(-1) loop, never left as a zombie. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	raise_nofile();
-	lp.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (lp.sigfd < 0 || epfd < 0 || watch(epfd, lp.sigfd, &on_sigfd) < 0) {
+	lp->sig_w.fn = on_sigfd;
+	lp->store_w.fn = on_store;
+	lp->spawner_w.fn = on_spawner;
+	lp->evfd = -1;
+	lp->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	lp->epfd = events_open();
+	if (lp->sigfd < 0 || lp->epfd < 0 || events_add(lp->epfd, lp->sigfd, &lp->sig_w) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "signalfd, epoll: %s", strerror(errno));
-		if (lp.sigfd >= 0)
-			close(lp.sigfd);
-		if (epfd >= 0)
-			close(epfd);
+		if (lp->sigfd >= 0)
+			close(lp->sigfd);
+		if (lp->epfd >= 0)
+			close(lp->epfd);
 		return 1;
 	}
-	runner_watch(epfd);
-	spawn_watch(epfd, &on_spawner);
+	runner_watch(lp->epfd);
+	spawn_watch(lp->epfd, &lp->spawner_w);
 	/* A long-lived parent: large buffers (a renew_all of 1,000 names and its
 	 * answer) go to mmap and back to the system when freed, and the heap
 	 * keeps no slack at its top. */
 	mallopt(M_MMAP_THRESHOLD, 32 * 1024);
 	mallopt(M_TOP_PAD, 0);
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024);
-	started_ms = clock_mono_ms();
-	loop_owner_id(cfg, lp.owner, sizeof lp.owner);
+	lp->started_ms = clock_mono_ms();
+	loop_owner_id(cfg, lp->owner, sizeof lp->owner);
 	/* The socket first: a port in use stops leash before any job runs. */
-	{
-		char err[512];
-
-		if (http_open(&lp.http, cfg, err, sizeof err) < 0) {
-			log_msg(LOG_ERROR, NULL, 0, "%s", err);
-			runner_watch(-1);
-			close(epfd);
-			close(lp.sigfd);
-			return 2;
-		}
+	if (http_open(&lp->http, cfg, err, sizeof err) < 0 ||
+	    (cfg->singleton && singleton_init(&lp->sg, cfg, &lp->sched, lp->owner, err,
+	                                      sizeof err) < 0)) {
+		log_msg(LOG_ERROR, NULL, 0, "%s", err);
+		http_close(&lp->http);
+		runner_watch(-1);
+		close(lp->epfd);
+		close(lp->sigfd);
+		return 2;
 	}
+	set_env(lp, &env);
+	lp->hooks = (struct hooks){ .L = lp->L, .replica = lp->owner, .grace_ms = cfg->grace_ms,
+	                            .runs = &lp->runs };
 	if (cfg->singleton) {
-		char err[512];
-
-		if (singleton_init(&lp.sg, cfg, &lp.sched, lp.owner, err, sizeof err) < 0) {
-			log_msg(LOG_ERROR, NULL, 0, "%s", err);
-			http_close(&lp.http);
-			runner_watch(-1);
-			close(epfd);
-			close(lp.sigfd);
-			return 2;
-		}
-		env.elect_arg = &lp.sg;
-		env.takes_part = singleton_takes_part;
-		env.may_run = singleton_may_run;
-		env.enter = singleton_enter;
-		env.leave = singleton_leave;
-		env.stale = singleton_stale;
-		env.claim = singleton_claim;
-		env.account = singleton_account;
-		env.unclaim = singleton_unclaim;
-		env.paused = singleton_paused;
+		lp->hooks.record = singleton_health;
+		lp->hooks.arg = &lp->sg;
 	}
-	if (cfg->prefork) {             /* [leash] prefork = false: each run forks at its start */
-		env.prepare = prepare_run;
-		env.prep_cost_us = prep_cost;
-		env.go_ahead = go_ahead_run;
-		env.take_back = take_back_run;
-	}
-	env.body_over = body_over;
-	env.discard = discard_run;
-	lp.hooks = (struct hooks){ .L = L, .replica = lp.owner, .grace_ms = cfg->grace_ms,
-	                           .runs = &lp.runs };
-	if (cfg->singleton) {
-		lp.hooks.record = singleton_health;
-		lp.hooks.arg = &lp.sg;
-	}
-	sched_init(&lp.sched, L, cfg->jobs, &env);
+	sched_init(&lp->sched, lp->L, cfg->jobs, &env);
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
-	        LEASH_VERSION, lp.owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
+	        LEASH_VERSION, lp->owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
 	/* Loaded once here, so each forked run finds it compiled. */
-	if (lx_require(L, "leash.run") != LUA_OK) {
-		char err[4096];
-		log_msg(LOG_ERROR, NULL, 0, "%s", lx_report(L, err, sizeof err));
+	if (lx_require(lp->L, "leash.run") != LUA_OK) {
+		char msg[4096];
+		log_msg(LOG_ERROR, NULL, 0, "%s", lx_report(lp->L, msg, sizeof msg));
 	} else {
-		lua_pop(L, 1);
+		lua_pop(lp->L, 1);
 	}
-	sched_load(&lp.sched, 0);
+	sched_load(&lp->sched, 0);
+	return 0;
+}
 
-	for (;;) {
-		/* What is due first, then the election (unless a fire is
-		 * imminent), then what the election just allowed. */
-		int64_t turn_ms = clock_mono_ms();
-		int64_t wait_ms = due(&lp);
+/* The HTTP server's snapshot (never while a fire is imminent); returns the
+ * wait, less what the snapshot took, and no longer than the server asks. */
+static int64_t http_snapshot(struct loop *lp, int64_t wait_ms)
+{
+	const struct cfg *cfg = lp->cfg;
+	struct http_live live = {
+		.answered_at = cfg->singleton ? lp->sg.answered_at : -1,
+		.lease_ms = cfg->lease_ms, .singleton = cfg->singleton, .reloads = lp->reloads,
+	};
+	int64_t t0 = clock_mono_ms();
+	int64_t http_in = http_turn(&lp->http, &live, wait_ms);
 
+	wait_ms -= clock_mono_ms() - t0;
+	if (http_in < wait_ms)
+		wait_ms = http_in;
+	return wait_ms < 0 ? 0 : wait_ms;
+}
+
+/* The store's socket in the event set: it changes when the store
+ * reconnects, maybe under the same number (told apart by its inode; the
+ * old one left the set as it closed). */
+static void watch_store(struct loop *lp)
+{
+	int fd = lp->cfg->singleton ? singleton_event_fd(&lp->sg) : -1;
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		lp->evfd = -1;
+	} else if (fd != lp->evfd || st.st_ino != lp->evino) {
+		if (events_add(lp->epfd, fd, &lp->store_w) == 0 || errno == EEXIST) {
+			lp->evfd = fd;
+			lp->evino = st.st_ino;
+		}
+	}
+}
+
+/* One turn: what is due first, then the election (unless a fire is
+ * imminent), then what the election just allowed; then the events until
+ * what is due next.  1: stopped (every run over), 0: go on, -1: the wait
+ * failed. */
+static int loop_turn(struct loop *lp)
+{
+	int64_t turn_ms = clock_mono_ms(), now, batch_end;
+	int64_t wait_ms = due(lp);
+	int urgent;
+
+	if (lp->cfg->singleton) {
+		int64_t elect_in = singleton_turn(&lp->sg, wait_ms);
+		int64_t again = due(lp);    /* measured after the store calls */
+		for (struct run *r = lp->runs; r; r = r->next)
+			singleton_push_fence(&lp->sg, r);
+		wait_ms = elect_in < again ? elect_in : again;
+	}
+	if (lp->stopping && !lp->runs)
+		return 1;
+	wait_ms = http_snapshot(lp, wait_ms);
+	watch_store(lp);
+	runner_wake();          /* what else started this turn */
+	/* Runs' output and ends: more of them until the batch's end (and
+	 * never past what is due). */
+	now = clock_mono_ms();
+	batch_end = turn_ms + LOOP_BATCH_MS;
+	urgent = events_wait(lp->epfd, wait_ms);
+	if (batch_end > now + wait_ms)
+		batch_end = now + wait_ms;
+	while (urgent == 0 && (now = clock_mono_ms()) < batch_end)
+		urgent = events_wait(lp->epfd, batch_end - now);
+	if (urgent < 0)
+		return -1;
+	finish_done_runs(lp);
+	sched_drop_removed(&lp->sched);
+	trim_after_burst(lp);
+	return 0;
+}
+
+/* The end: after a clean stop (rc 0) the ledger gets what it still lacks
+ * and what is held is released in one batch; then every job leaves the
+ * election, which only forgets it.  Otherwise no store calls. */
+static int loop_close(struct loop *lp, int rc)
+{
+	const struct cfg *cfg = lp->cfg;
+
+	if (rc == 0) {
+		sched_stopped(&lp->sched);
 		if (cfg->singleton) {
-			int64_t elect_in = singleton_turn(&lp.sg, wait_ms);
-			int64_t again = due(&lp);   /* measured after the store calls */
-			for (struct run *r = lp.runs; r; r = r->next)
-				singleton_push_fence(&lp.sg, r);
-			wait_ms = elect_in < again ? elect_in : again;
+			singleton_flush(&lp->sg);
+			singleton_release_all(&lp->sg);
 		}
-		if (lp.stopping && !lp.runs)
-			break;
-		{
-			/* The server's snapshot (never while a fire is imminent). */
-			struct http_live live = {
-				.answered_at = cfg->singleton ? lp.sg.answered_at : -1,
-				.lease_ms = cfg->lease_ms, .singleton = cfg->singleton,
-				.reloads = lp.reloads,
-			};
-			int64_t t0 = clock_mono_ms();
-			int64_t http_in = http_turn(&lp.http, &live, wait_ms);
-
-			/* What the snapshot took comes off the sleep. */
-			wait_ms -= clock_mono_ms() - t0;
-			if (http_in < wait_ms)
-				wait_ms = http_in;
-			if (wait_ms < 0)
-				wait_ms = 0;
-		}
-		{
-			/* The store's socket changes when it reconnects, maybe
-			 * under the same number: told apart by its inode.  The
-			 * old one left the epoll set as it closed. */
-			int fd = cfg->singleton ? singleton_event_fd(&lp.sg) : -1;
-			struct stat st;
-
-			if (fd < 0 || fstat(fd, &st) < 0) {
-				evfd = -1;
-			} else if (fd != evfd || st.st_ino != evino) {
-				if (watch(epfd, fd, &on_store) == 0 || errno == EEXIST) {
-					evfd = fd;
-					evino = st.st_ino;
-				}
-			}
-		}
-		runner_wake();          /* what else started this turn */
-		{
-			int64_t now = clock_mono_ms(), batch_end = turn_ms + LOOP_BATCH_MS;
-			int urgent = take_events(&lp, epfd, wait_ms);
-
-			/* Runs' output and ends: more of them until the batch's end
-			 * (and never past what is due). */
-			if (batch_end > now + wait_ms)
-				batch_end = now + wait_ms;
-			while (urgent == 0 && (now = clock_mono_ms()) < batch_end)
-				urgent = take_events(&lp, epfd, batch_end - now);
-			if (urgent < 0)
-				goto done;
-		}
-		finish_done_runs(&lp);
-		sched_drop_removed(&lp.sched);
-		trim_after_burst(&lp);
+	} else {
+		lp->sched.env.leave = NULL;
 	}
-	/* The ledger gets what it still lacks, what is held is released in
-	 * one batch; then every job leaves the election, which only forgets it. */
-	sched_stopped(&lp.sched);
-	if (cfg->singleton) {
-		singleton_flush(&lp.sg);
-		singleton_release_all(&lp.sg);
-	}
-	sched_free(&lp.sched);
+	sched_free(&lp->sched);
 	if (cfg->singleton)
-		singleton_free(&lp.sg, clock_mono_ms() - started_ms);
-	log_msg(LOG_INFO, NULL, 0, "stopped");
-	rc = 0;
-	goto done;
-done:
-	if (rc != 0) {
-		lp.sched.env.leave = NULL;      /* no store calls on the way out */
-		sched_free(&lp.sched);
-		if (cfg->singleton)
-			singleton_free(&lp.sg, clock_mono_ms() - started_ms);
-	}
+		singleton_free(&lp->sg, clock_mono_ms() - lp->started_ms);
+	if (rc == 0)
+		log_msg(LOG_INFO, NULL, 0, "stopped");
 	spawn_stop();
 	spawn_watch(-1, NULL);
-	http_close(&lp.http);
+	http_close(&lp->http);
 	runner_watch(-1);
-	close(epfd);
-	close(lp.sigfd);
+	close(lp->epfd);
+	close(lp->sigfd);
 	return rc;
+}
+
+int loop_run(lua_State *L, const struct cfg *cfg)
+{
+	struct loop lp = { .L = L, .cfg = cfg, .sigfd = -1, .epfd = -1 };
+	int rc = loop_open(&lp);
+
+	if (rc != 0)
+		return rc;
+	while ((rc = loop_turn(&lp)) == 0)
+		;
+	return loop_close(&lp, rc > 0 ? 0 : 1);
 }

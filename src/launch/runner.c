@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,9 +56,18 @@ static void close_stream(struct run *r, enum run_stream i)
 		r->ended_wall = clock_wall_ms();
 	}
 	if (watch_fd >= 0)
-		epoll_ctl(watch_fd, EPOLL_CTL_DEL, r->fd[i], NULL);
+		events_forget(watch_fd, r->fd[i]);
 	close(r->fd[i]);
 	r->fd[i] = -1;
+}
+
+/* Output or an end on one of a run's streams: carried to the log. */
+static int on_stream(struct watch *w)
+{
+	struct run_stream_ref *ref = (struct run_stream_ref *)w;
+
+	runner_read(ref->run, ref->stream);
+	return 0;
 }
 
 /* A child of r's: its pipes' parent ends (rfd) and its go pipe's ends
@@ -75,13 +83,11 @@ static void take_child(struct run *r, pid_t pid, const int rfd[RUN_STREAMS], con
 		fcntl(go[1], F_SETFL, O_NONBLOCK);
 	}
 	for (int i = 0; i < RUN_STREAMS; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->ref[i] };
-
 		r->fd[i] = rfd[i];
-		r->ref[i] = (struct run_stream_ref){ r, i };
+		r->ref[i] = (struct run_stream_ref){ { on_stream }, r, i };
 		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
 		if (watch_fd >= 0)
-			epoll_ctl(watch_fd, EPOLL_CTL_ADD, r->fd[i], &ev);
+			events_add(watch_fd, r->fd[i], &r->ref[i].w);
 	}
 }
 

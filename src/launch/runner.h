@@ -2,6 +2,7 @@
 #ifndef LEASH_RUNNER_H
 #define LEASH_RUNNER_H
 
+#include "core/events.h"
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -55,8 +56,9 @@ struct linebuf {
 	size_t n;
 };
 
-/* What an epoll event on one of a run's streams points at. */
+/* One of a run's streams as the loop's event set knows it. */
 struct run_stream_ref {
+	struct watch w;                 /* first: the event set's pointer */
 	struct run *run;
 	enum run_stream stream;
 };
@@ -107,9 +109,8 @@ struct run {
 	struct run *next;
 };
 
-/* The epoll instance every run's streams are added to (and taken out of
- * before they close), with struct run_stream_ref pointers as their data;
- * -1: none. */
+/* The event set (core/events.h) every run's streams are added to (and
+ * taken out of before they close); -1: none. */
 void runner_watch(int epfd);
 
 /* Forks a child that runs job's body with a ctx built from info.  NULL with

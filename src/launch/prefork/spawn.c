@@ -39,7 +39,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
-#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -389,9 +388,9 @@ static int64_t cost_us;                 /* the spawner's pace per child, lately 
 static int64_t sent_us[SPAWN_ASKS_MAX]; /* when each ask went to the spawner */
 static int64_t answered_us;             /* when the last answers came */
 static int watch_epfd = -1;
-static void *watch_what;
+static struct watch *watch_what;
 
-void spawn_watch(int epfd, void *what)
+void spawn_watch(int epfd, struct watch *what)
 {
 	watch_epfd = epfd;
 	watch_what = what;
@@ -413,7 +412,7 @@ static void forget(void)
 {
 	if (sock >= 0) {
 		if (watch_epfd >= 0)
-			epoll_ctl(watch_epfd, EPOLL_CTL_DEL, sock, NULL);
+			events_forget(watch_epfd, sock);
 		close(sock);
 	}
 	sock = -1;
@@ -473,11 +472,8 @@ static int start(lua_State *L, const char *replica_of_all)
 	sock = sv[0];
 	spid = pid;
 	forked_at = job_changes();
-	if (watch_epfd >= 0) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = watch_what };
-
-		epoll_ctl(watch_epfd, EPOLL_CTL_ADD, sock, &ev);
-	}
+	if (watch_epfd >= 0)
+		events_add(watch_epfd, sock, watch_what);
 	log_msg(LOG_DEBUG, NULL, 0, "spawner started pid=%d", (int)pid);
 	return 0;
 }

@@ -17,9 +17,9 @@
  * not fork it or is gone. */
 typedef void spawn_answered(void *tag, pid_t pid, const int fd[3], const int go[2]);
 
-/* Where the spawner's socket goes (the loop's epoll set, with what as its
- * event's data.ptr: then spawn_collect); -1: nowhere. */
-void spawn_watch(int epfd, void *what);
+/* Where the spawner's socket goes: the loop's event set (core/events.h),
+ * its events to what (which calls spawn_collect); -1: nowhere. */
+void spawn_watch(int epfd, struct watch *what);
 
 /* Asks the spawner to fork, ahead of its fire, the child of a run of job
  * with info (as runner_prepare's); the answer comes to answered, with tag,
