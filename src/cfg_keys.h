@@ -64,6 +64,8 @@
 	  "lowest level logged") \
 	X(leash, grace, DURATION, NULL, "5s", 0, CFG_DURATION_MAX, grace_ms, \
 	  "time between SIGTERM and SIGKILL when a run is stopped") \
+	X(leash, load_timeout, DURATION, NULL, "1s", 10, 60000, load_timeout_ms, \
+	  "how long loading one job file may take, then it is a load error") \
 	X(singleton, enabled, BOOL, NULL, "false", 0, 0, singleton, \
 	  "elect one replica per job through the lease store") \
 	X(singleton, lease, DURATION, NULL, "15s", CFG_LEASE_MIN, CFG_DURATION_MAX, lease_ms, \

@@ -189,7 +189,7 @@ static int cmd_check(int argc, char **argv)
 	}
 	if (setup(path, &ck.L, &c) < 0)
 		return EXIT_CONFIG;
-	seen = job_load_dir(ck.L, c.jobs, check_good, check_bad, &ck);
+	seen = job_load_dir(ck.L, c.jobs, c.load_timeout_ms, check_good, check_bad, &ck);
 	if (seen == 0) {
 		printf("%s: no job files (a job is a NAME.lua file there)\n", c.jobs);
 		ck.problems++;
@@ -235,7 +235,7 @@ static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, l
 		return EXIT_CONFIG;
 	}
 	if (view != VIEW_LEASES && view != VIEW_LEASES_JSON)
-		view_jobs_load(&d, L, c->jobs);
+		view_jobs_load(&d, L, c->jobs, c->load_timeout_ms);
 	for (;;) {
 		int top = lua_gettop(L), got = -1;
 
