@@ -297,6 +297,11 @@ struct job_check {
 /* A load that left this much more heap is collected at once: garbage of
  * eight files of 30 MB each is 296 MB otherwise (issue 37). */
 #define LOAD_GC_BYTES (4 * 1024 * 1024)
+/* What a loaded job may keep in the scheduler's heap (its table, its
+ * functions and their upvalues): the load's budget bounds what it makes
+ * while loading, this what stays, in the scheduler and every run forked from
+ * it.  A file's own text is at most 1 MiB. */
+#define LOAD_KEEP_BYTES (8 * 1024 * 1024)
 
 static size_t heap_bytes(lua_State *L)
 {
@@ -320,8 +325,23 @@ static int load_one(lua_State *L, int mod, const char *path, const char *name, i
 	else
 		lua_pushnil(L);
 	rc = lx_pcall(L, 4, 2);
-	if (heap_bytes(L) > before + LOAD_GC_BYTES)
+	if (heap_bytes(L) > before + LOAD_GC_BYTES) {
+		size_t held;
+
 		lua_gc(L, LUA_GCCOLLECT);
+		held = heap_bytes(L) > before ? heap_bytes(L) - before : 0;
+		if (rc == LUA_OK && held > LOAD_KEEP_BYTES && lua_istable(L, -2)) {
+			lua_pop(L, 2);
+			lua_pushnil(L);
+			lua_createtable(L, 1, 0);
+			lua_pushfstring(L, "%s: the job keeps %d MiB after loading, more than the %d MiB "
+			                "a job may keep (what it kept is referred to by its functions: "
+			                "build large data in run(ctx))", path,
+			                (int)(held / (1024 * 1024)), LOAD_KEEP_BYTES / (1024 * 1024));
+			lua_rawseti(L, -2, 1);
+			lua_gc(L, LUA_GCCOLLECT);
+		}
+	}
 	return rc;
 }
 

@@ -36,6 +36,7 @@
 #include "loop.h"
 #include "lx.h"
 #include "hooks.h"
+#include "job.h"
 #include "runner.h"
 #include "sched.h"
 #include "singleton.h"
@@ -50,7 +51,10 @@ struct loop {
 	struct run *runs;
 	struct hooks hooks;
 	struct http http;               /* [http] listen: the server process */
-	unsigned reloads;               /* SIGHUPs so far, for the server */
+	unsigned reloads;               /* reloads done so far, for the server */
+	struct job_check *check;        /* a reload's check of jobs/ going, or NULL */
+	int reload_again;               /* a SIGHUP came while it went */
+	int epfd;
 	unsigned ended;                 /* runs ended since the heap was last trimmed */
 	int sigfd;
 	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
@@ -203,7 +207,8 @@ static void reap_children(struct loop *lp)
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct run *r;
 
-		if (http_reaped(&lp->http, pid, status) || spawn_reaped(pid, status))
+		if (http_reaped(&lp->http, pid, status) || spawn_reaped(pid, status) ||
+		    job_check_reaped(lp->check, pid, status))
 			continue;
 		for (r = lp->runs; r && r->pid != pid; r = r->next)
 			;
@@ -297,6 +302,42 @@ static int64_t due(struct loop *lp)
 	return tick_runs(lp, ms);
 }
 
+/* What the loop's epoll events point at besides runs' streams. */
+static char on_sigfd, on_store, on_spawner, on_check;
+
+/* A reload checks jobs/ in a forked process while the loop goes on
+ * (src/job.c), then takes the files in. */
+static void reload_start(struct loop *lp)
+{
+	lp->reload_again = 0;
+	lp->check = job_check_start(lp->L, lp->cfg->jobs, lp->cfg->load_timeout_ms, lp->epfd,
+	                            &on_check);
+	if (!lp->check)
+		log_msg(LOG_ERROR, NULL, 0, "reloading %s: out of memory", lp->cfg->jobs);
+}
+
+/* The reload's turn: ms until it wants another, INT64_MAX when none goes;
+ * 0 too when it just ended (the job table's turn, at once). */
+static int64_t reload_turn(struct loop *lp)
+{
+	int64_t left;
+
+	if (!lp->check)
+		return INT64_MAX;
+	if ((left = job_check_turn(lp->check)) >= 0)
+		return left;
+	sched_load_checked(&lp->sched, 1, lp->check);
+	job_check_free(lp->check);
+	lp->check = NULL;
+	lp->reloads++;
+	if (lp->reload_again) {
+		log_msg(LOG_INFO, NULL, 0, "reloading %s again: a SIGHUP came meanwhile",
+		        lp->cfg->jobs);
+		reload_start(lp);
+	}
+	return 0;
+}
+
 /* Whether a signal but SIGCHLD came. */
 static int on_signal(struct loop *lp)
 {
@@ -311,8 +352,10 @@ static int on_signal(struct loop *lp)
 			break;
 		case SIGHUP:
 			log_msg(LOG_INFO, NULL, 0, "SIGHUP: reloading %s", lp->cfg->jobs);
-			sched_load(&lp->sched, 1);
-			lp->reloads++;
+			if (lp->check)
+				lp->reload_again = 1;
+			else if (!lp->stopping)
+				reload_start(lp);
 			break;
 		case SIGTERM:
 		case SIGINT:
@@ -326,6 +369,8 @@ static int on_signal(struct loop *lp)
 			}
 			lp->stopping = 1;
 			lp->sched.stopping = 1;
+			job_check_free(lp->check);      /* the reload is dropped */
+			lp->check = NULL;
 			log_msg(LOG_INFO, NULL, 0, "%s: stopping", strsignal(si.ssi_signo));
 			/* (The processes forked ahead go with the job table's
 			 * next turn; those still asked for, now: a spawner that
@@ -339,9 +384,6 @@ static int on_signal(struct loop *lp)
 	}
 	return other;
 }
-
-/* What the loop's epoll events point at besides runs' streams. */
-static char on_sigfd, on_store, on_spawner;
 
 static int watch(int epfd, int fd, void *what)
 {
@@ -385,7 +427,7 @@ static int take_events(struct loop *lp, int epfd, int64_t wait_ms)
 {
 	struct epoll_event ev[64];
 	int n = wait_events(epfd, ev, sizeof ev / sizeof *ev, wait_ms);
-	int sig = 0, store = 0, spawner = 0, other = 0;
+	int sig = 0, store = 0, spawner = 0, other = 0, check = 0;
 
 	if (n < 0 && errno != EINTR) {
 		log_msg(LOG_ERROR, NULL, 0, "epoll_wait: %s", strerror(errno));
@@ -400,6 +442,8 @@ static int take_events(struct loop *lp, int epfd, int64_t wait_ms)
 			store = 1;
 		else if (what == &on_spawner)
 			spawner = 1;
+		else if (what == &on_check)
+			check = 1;
 		else
 			runner_read(((struct run_stream_ref *)what)->run,
 			            ((struct run_stream_ref *)what)->stream);
@@ -412,6 +456,8 @@ static int take_events(struct loop *lp, int epfd, int64_t wait_ms)
 		singleton_events(&lp->sg);
 	if (sig)
 		other = on_signal(lp);
+	if (check || lp->check)
+		other |= reload_turn(lp) == 0;
 	return store || other || n < 0;
 }
 
@@ -455,7 +501,7 @@ static void block_signals(sigset_t *mask)
 
 int loop_run(lua_State *L, const struct cfg *cfg)
 {
-	struct loop lp = { .L = L, .cfg = cfg, .sigfd = -1 };
+	struct loop lp = { .L = L, .cfg = cfg, .sigfd = -1, .epfd = -1 };
 	struct sched_env env = {
 		.arg = &lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
 		.adopt = adopt_run,
@@ -481,6 +527,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 			close(epfd);
 		return 1;
 	}
+	lp.epfd = epfd;
 	runner_watch(epfd);
 	spawn_watch(epfd, &on_spawner);
 	/* A long-lived parent: large buffers (a renew_all of 1,000 names and its
@@ -538,6 +585,7 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 		lp.hooks.arg = &lp.sg;
 	}
 	sched_init(&lp.sched, L, cfg->jobs, &env);
+	lp.sched.load_timeout_ms = cfg->load_timeout_ms;
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
 	        LEASH_VERSION, lp.owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
 	/* Loaded once here, so each forked run finds it compiled. */
@@ -572,12 +620,16 @@ int loop_run(lua_State *L, const struct cfg *cfg)
 				.reloads = lp.reloads,
 			};
 			int64_t t0 = clock_mono_ms();
-			int64_t http_in = http_turn(&lp.http, &live, wait_ms);
+			int64_t http_in = http_turn(&lp.http, &live, wait_ms), reload_in;
 
 			/* What the snapshot took comes off the sleep. */
 			wait_ms -= clock_mono_ms() - t0;
 			if (http_in < wait_ms)
 				wait_ms = http_in;
+			/* A reload's checking process: its deadline. */
+			reload_in = reload_turn(&lp);
+			if (reload_in < wait_ms)
+				wait_ms = reload_in;
 			if (wait_ms < 0)
 				wait_ms = 0;
 		}
@@ -635,6 +687,7 @@ done:
 		if (cfg->singleton)
 			singleton_free(&lp.sg, clock_mono_ms() - started_ms);
 	}
+	job_check_free(lp.check);
 	spawn_stop();
 	spawn_watch(-1, NULL);
 	http_close(&lp.http);
