@@ -37,6 +37,7 @@
 #include "core/lx.h"
 #include "cluster/hooks.h"
 #include "launch/runner.h"
+#include "plan/job.h"
 #include "plan/sched.h"
 #include "cluster/singleton.h"
 #include "launch/prefork/spawn.h"
@@ -50,7 +51,9 @@ struct loop {
 	struct run *runs;
 	struct hooks hooks;
 	struct http http;               /* [http] listen: the server process */
-	unsigned reloads;               /* SIGHUPs so far, for the server */
+	unsigned reloads;               /* reloads done so far, for the server */
+	struct job_check *check;        /* a reload's check of jobs/ going, or NULL */
+	int reload_again;               /* a SIGHUP came while it went */
 	unsigned ended;                 /* runs ended since the heap was last trimmed */
 	int sigfd;
 	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
@@ -60,7 +63,7 @@ struct loop {
 	int64_t started_ms;
 	/* What the event set hands the signalfd's, the store's and the
 	 * spawner's events to (the runs' streams have theirs). */
-	struct watch sig_w, store_w, spawner_w;
+	struct watch sig_w, store_w, spawner_w, check_w;
 };
 
 #define LOOP_OF(w, member) ((struct loop *)((char *)(w) - offsetof(struct loop, member)))
@@ -213,7 +216,8 @@ static void reap_children(struct loop *lp)
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct run *r;
 
-		if (http_reaped(&lp->http, pid, status) || spawn_reaped(pid, status))
+		if (http_reaped(&lp->http, pid, status) || spawn_reaped(pid, status) ||
+		    job_check_reaped(lp->check, pid, status))
 			continue;
 		for (r = lp->runs; r && r->pid != pid; r = r->next)
 			;
@@ -307,6 +311,39 @@ static int64_t due(struct loop *lp)
 	return tick_runs(lp, ms);
 }
 
+/* A reload checks jobs/ in a forked process while the loop goes on
+ * (src/plan/job.c), then takes the files in. */
+static void reload_start(struct loop *lp)
+{
+	lp->reload_again = 0;
+	lp->check = job_check_start(lp->L, lp->cfg->jobs, lp->cfg->load_timeout_ms, lp->epfd,
+	                            &lp->check_w);
+	if (!lp->check)
+		log_msg(LOG_ERROR, NULL, 0, "reloading %s: out of memory", lp->cfg->jobs);
+}
+
+/* The reload's turn: ms until it wants another, INT64_MAX when none goes;
+ * 0 too when it just ended (the job table's turn, at once). */
+static int64_t reload_turn(struct loop *lp)
+{
+	int64_t left;
+
+	if (!lp->check)
+		return INT64_MAX;
+	if ((left = job_check_turn(lp->check)) >= 0)
+		return left;
+	sched_load_checked(&lp->sched, 1, lp->check);
+	job_check_free(lp->check);
+	lp->check = NULL;
+	lp->reloads++;
+	if (lp->reload_again) {
+		log_msg(LOG_INFO, NULL, 0, "reloading %s again: a SIGHUP came meanwhile",
+		        lp->cfg->jobs);
+		reload_start(lp);
+	}
+	return 0;
+}
+
 /* Whether a signal but SIGCHLD came. */
 static int on_signal(struct loop *lp)
 {
@@ -321,8 +358,10 @@ static int on_signal(struct loop *lp)
 			break;
 		case SIGHUP:
 			log_msg(LOG_INFO, NULL, 0, "SIGHUP: reloading %s", lp->cfg->jobs);
-			sched_load(&lp->sched, 1);
-			lp->reloads++;
+			if (lp->check)
+				lp->reload_again = 1;
+			else if (!lp->stopping)
+				reload_start(lp);
 			break;
 		case SIGTERM:
 		case SIGINT:
@@ -336,6 +375,8 @@ static int on_signal(struct loop *lp)
 			}
 			lp->stopping = 1;
 			lp->sched.stopping = 1;
+			job_check_free(lp->check);      /* the reload is dropped */
+			lp->check = NULL;
 			log_msg(LOG_INFO, NULL, 0, "%s: stopping", strsignal(si.ssi_signo));
 			/* (The processes forked ahead go with the job table's
 			 * next turn; those still asked for, now: a spawner that
@@ -360,6 +401,12 @@ static int on_store(struct watch *w)
 {
 	singleton_events(&LOOP_OF(w, store_w)->sg);
 	return 1;
+}
+
+/* What the reload's checking process said. */
+static int on_check(struct watch *w)
+{
+	return reload_turn(LOOP_OF(w, check_w)) == 0;
 }
 
 /* The spawner's answers: a run that waited for its child starts as it
@@ -456,6 +503,7 @@ static int loop_open(struct loop *lp)
 	lp->sig_w.fn = on_sigfd;
 	lp->store_w.fn = on_store;
 	lp->spawner_w.fn = on_spawner;
+	lp->check_w.fn = on_check;
 	lp->evfd = -1;
 	lp->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	lp->epfd = events_open();
@@ -496,6 +544,7 @@ static int loop_open(struct loop *lp)
 		lp->hooks.arg = &lp->sg;
 	}
 	sched_init(&lp->sched, lp->L, cfg->jobs, &env);
+	lp->sched.load_timeout_ms = cfg->load_timeout_ms;
 	log_msg(LOG_INFO, NULL, 0, "leash %s starting: replica %s, config %s, jobs %s, singleton %s",
 	        LEASH_VERSION, lp->owner, cfg->file, cfg->jobs, cfg->singleton ? "on" : "off");
 	/* Loaded once here, so each forked run finds it compiled. */
@@ -509,7 +558,8 @@ static int loop_open(struct loop *lp)
 	return 0;
 }
 
-/* The HTTP server's snapshot (never while a fire is imminent); returns the
+/* The HTTP server's snapshot (never while a fire is imminent) and the
+ * reload's check of jobs/, beside the loop; returns the
  * wait, less what the snapshot took, and no longer than the server asks. */
 static int64_t http_snapshot(struct loop *lp, int64_t wait_ms)
 {
@@ -519,11 +569,15 @@ static int64_t http_snapshot(struct loop *lp, int64_t wait_ms)
 		.lease_ms = cfg->lease_ms, .singleton = cfg->singleton, .reloads = lp->reloads,
 	};
 	int64_t t0 = clock_mono_ms();
-	int64_t http_in = http_turn(&lp->http, &live, wait_ms);
+	int64_t http_in = http_turn(&lp->http, &live, wait_ms), reload_in;
 
 	wait_ms -= clock_mono_ms() - t0;
 	if (http_in < wait_ms)
 		wait_ms = http_in;
+	/* A reload's checking process: its deadline. */
+	reload_in = reload_turn(lp);
+	if (reload_in < wait_ms)
+		wait_ms = reload_in;
 	return wait_ms < 0 ? 0 : wait_ms;
 }
 
@@ -605,6 +659,7 @@ static int loop_close(struct loop *lp, int rc)
 		singleton_free(&lp->sg, clock_mono_ms() - lp->started_ms);
 	if (rc == 0)
 		log_msg(LOG_INFO, NULL, 0, "stopped");
+	job_check_free(lp->check);
 	spawn_stop();
 	spawn_watch(-1, NULL);
 	http_close(&lp->http);

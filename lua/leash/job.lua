@@ -17,10 +17,13 @@ local known = {}
 for _, k in ipairs(M.KEYS) do known[k] = true end
 
 -- What loading one file may take.  Its top level and the copy of the table
--- it returns run under one budget of instructions and bytes of memory (see
--- leash.sandbox); the file is not read at all when it is larger.
+-- it returns run under one budget of instructions, bytes of memory (its net
+-- growth, and every byte allocated) and time (see leash.sandbox; the
+-- caller gives the time, [leash] load_timeout); the file is not read at all
+-- when it is larger.
 M.LOAD_BUDGET = 10000000
 M.LOAD_MEMORY = 64 * 1024 * 1024
+M.LOAD_ALLOCATED = 4 * M.LOAD_MEMORY
 M.FILE_MAX = 1024 * 1024
 
 -- A job's name is its lease's name in the store.
@@ -150,11 +153,19 @@ local function relocate(msg, path)
   return msg
 end
 
--- The message for a file whose top level did not return normally.
-local function load_error(path, kind, line, v)
+-- The message for a file whose top level did not return normally (kind
+-- "timeout": the checking process ran out of time, see src/plan/job.c).
+local HINT = "the file should only build and return the job table"
+function M.load_error(path, kind, line, v)
   local where = line and ("%s:%d"):format(path, line) or path
-  local hint = "the file should only build and return the job table"
-  if kind == "instructions" then
+  local hint = HINT
+  if kind == "time" or kind == "timeout" then
+    return ("%s: loading took more than %s ([leash] load_timeout); %s")
+      :format(where, duration.format(v), hint)
+  elseif kind == "allocated" then
+    return ("%s: loading allocated more than %d MiB in all; %s")
+      :format(where, M.LOAD_ALLOCATED // (1024 * 1024), hint)
+  elseif kind == "instructions" then
     return ("%s: loading ran more than %d instructions (a loop at the top level?); %s")
       :format(where, M.LOAD_BUDGET, hint)
   elseif kind == "memory" then
@@ -181,26 +192,34 @@ end
 -- is short; parsing a huge one would take the time the budget saves).
 local VALUE_MAX = 256
 
--- Loads and checks one file.  Returns the normalised job, or nil and a list
--- of messages, each starting with "file:line:" (or "file:").  A good job's
--- `warnings` lists what `leash check` points out without failing
--- ("file:line: key: warning: ...").
-function M.load(path, name)
+-- Loads and checks one file within timeout_ms (0 or nil: no bound).
+-- Returns the normalised job, or nil and a list of messages, each starting
+-- with "file:line:" (or "file:").  A good job's `warnings` lists what `leash
+-- check` points out without failing ("file:line: key: warning: ...").
+-- digest: the text must be the one a checking process passed (src/plan/job.c).
+function M.load(path, name, timeout_ms, digest)
   if not M.valid_name(name) then
     return nil, { ("%s: %q is not a valid job name (use %s)"):format(path, name, M.NAME_RULE) }
   end
   local src, err = core.read_job(path, M.FILE_MAX)
   if not src then return nil, { ("%s: %s"):format(path, err) } end
+  if digest and M.digest(src) ~= digest then
+    return nil, { ("%s: changed while it was being checked: not loaded (load it again: "
+      .. "SIGHUP)"):format(path) }
+  end
   local chunkname = "@" .. path
   local ok, what, t, fields, unknown, n_unknown = sandbox.run(chunkname,
-    { instructions = M.LOAD_BUDGET, bytes = M.LOAD_MEMORY }, function()
+    { instructions = M.LOAD_BUDGET, bytes = M.LOAD_MEMORY, allocated = M.LOAD_ALLOCATED,
+      ms = timeout_ms }, function()
       local chunk, lerr = load(src, chunkname, "t", sandbox.env())
       if not chunk then return "syntax", lerr end
       local r = chunk()
       if type(r) ~= "table" then return "value", r end
       return "table", r, snapshot(r)
     end)
-  if not ok then return nil, { load_error(path, what, t, fields) } end
+  if not ok then
+    return nil, { M.load_error(path, what, t, what == "time" and timeout_ms or fields) }
+  end
   if what == "syntax" then return nil, { relocate(t, path) } end
   if what ~= "table" then
     return nil, { ("%s: the file returned %s, expected a table such as "

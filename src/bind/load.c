@@ -2,9 +2,12 @@
  * scheduler: read it with bounds, run its top level under a budget.
  *
  *   core.read_job(path, max)   -> text | nil, reason
- *   core.budget_run(fn, chunkname, instructions, bytes)
- *       -> true, fn's results | false, "error"|"instructions"|"memory", line|nil, value
- *   core.budget_charge()       charge a new coroutine's first tick to the running budget
+ *   core.budget_run(fn, chunkname, instructions, bytes [, allocated [, ms]])
+ *       -> true, fn's results | false, "error"|"instructions"|"memory"|"allocated"|"time",
+ *          line|nil, value
+ *       (allocated: every byte allocated, freed or not; ms: from now; 0 or nil: no bound)
+ *   core.budget_charge([0])    charge a new coroutine's first tick to the running budget
+ *                              (0: only look at the deadline)
  */
 #include <stdlib.h>
 
@@ -12,6 +15,7 @@
 
 #include "bind/bind.h"
 #include "core/budget.h"
+#include "core/clock.h"
 #include "plan/job.h"
 
 static int l_read_job(lua_State *L)
@@ -38,6 +42,8 @@ static int l_budget_run(lua_State *L)
 		[BUDGET_ERROR] = "error",
 		[BUDGET_INSTRUCTIONS] = "instructions",
 		[BUDGET_MEMORY] = "memory",
+		[BUDGET_ALLOCATED] = "allocated",
+		[BUDGET_TIME] = "time",
 	};
 	struct budget_limits lim;
 	int line, status;
@@ -46,6 +52,12 @@ static int l_budget_run(lua_State *L)
 	lim.chunkname = luaL_checkstring(L, 2);
 	lim.instructions = (long)luaL_checkinteger(L, 3);
 	lim.bytes = (size_t)luaL_checkinteger(L, 4);
+	lim.allocated = (size_t)luaL_optinteger(L, 5, 0);
+	{
+		lua_Integer ms = luaL_optinteger(L, 6, 0);
+
+		lim.deadline_ms = ms > 0 ? clock_mono_ms() + ms : 0;
+	}
 	lua_settop(L, 4);
 	/* chunkname stays at index 2 for as long as the budget reads it. */
 	lua_pushvalue(L, 1);
@@ -67,7 +79,7 @@ static int l_budget_run(lua_State *L)
 
 static int l_budget_charge(lua_State *L)
 {
-	budget_charge(L, BUDGET_TICK);
+	budget_charge(L, luaL_optinteger(L, 1, BUDGET_TICK) == 0 ? 0 : BUDGET_TICK);
 	return 0;
 }
 

@@ -114,7 +114,7 @@ int cmd_check(int argc, char **argv)
 	}
 	if (cmd_setup(path, &ck.L, &c) < 0)
 		return EXIT_CONFIG;
-	seen = job_load_dir(ck.L, c.jobs, check_good, check_bad, &ck);
+	seen = job_load_dir(ck.L, c.jobs, c.load_timeout_ms, check_good, check_bad, &ck);
 	if (seen == 0) {
 		printf("%s: no job files (a job is a NAME.lua file there)\n", c.jobs);
 		ck.problems++;

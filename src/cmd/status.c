@@ -44,7 +44,7 @@ static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, l
 		return EXIT_CONFIG;
 	}
 	if (view != VIEW_LEASES && view != VIEW_LEASES_JSON)
-		view_jobs_load(&d, L, c->jobs);
+		view_jobs_load(&d, L, c->jobs, c->load_timeout_ms);
 	for (;;) {
 		int top = lua_gettop(L), got = -1;
 

@@ -13,20 +13,32 @@
  * allocation that grows fails (frees always pass).  Not every refusal is
  * retried after an emergency collection (lauxlib's buffers are not), so
  * garbage not yet collected counts: the bound is on what the call made.
+ * Every byte allocated also counts against a second bound, freed or not: a
+ * loop that allocates and collects makes no net growth, yet takes time.
+ *
+ * The deadline (monotonic) is looked at in the hook, on each allocation of
+ * BUDGET_BIG bytes or more, and by budget_charge; past it the budget is over
+ * as for instructions.
  */
 #include <string.h>
 
 #include <lauxlib.h>
 
 #include "core/budget.h"
+#include "core/clock.h"
+
+/* An allocation this large looks at the deadline (a clock read is ~20 ns). */
+#define BUDGET_BIG (64 * 1024)
 
 static struct {
 	int active;
-	int over;                       /* 0, BUDGET_INSTRUCTIONS or BUDGET_MEMORY */
+	int over;                       /* 0 or the budget_status that ended it */
 	int line;                       /* where it went over or the error was raised */
 	const char *chunkname;
 	long left;                      /* instructions */
 	long long grown, max_bytes;     /* net heap growth, bytes */
+	long long allocated, max_allocated;     /* every byte allocated; 0: no bound */
+	int64_t deadline;               /* clock_mono_ms; 0: none */
 	lua_State *L;                   /* the thread that made the call */
 	lua_Alloc alloc;                /* the state's own allocator */
 	void *alloc_ud;
@@ -61,6 +73,11 @@ static void raise_over(lua_State *L)
 	lua_error(L);
 }
 
+static int late(void)
+{
+	return b.deadline && clock_mono_ms() >= b.deadline;
+}
+
 static void hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
@@ -70,9 +87,9 @@ static void hook(lua_State *L, lua_Debug *ar)
 	}
 	if (!b.over) {
 		b.left -= BUDGET_TICK;
-		if (b.left >= 0 && !b.over)
+		if (b.left >= 0 && !late())
 			return;
-		go_over(L, BUDGET_INSTRUCTIONS);
+		go_over(L, b.left < 0 ? BUDGET_INSTRUCTIONS : BUDGET_TIME);
 	} else if (!b.line) {
 		b.line = chunk_line(L);         /* gone over in the allocator */
 	}
@@ -84,8 +101,8 @@ void budget_charge(lua_State *L, long n)
 	if (!b.active)
 		return;
 	b.left -= n;
-	if (b.left < 0 || b.over) {
-		go_over(L, BUDGET_INSTRUCTIONS);
+	if (b.left < 0 || b.over || late()) {
+		go_over(L, b.left < 0 ? BUDGET_INSTRUCTIONS : BUDGET_TIME);
 		raise_over(L);
 	}
 }
@@ -93,17 +110,26 @@ void budget_charge(lua_State *L, long n)
 static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	long long grow = (long long)nsize - (long long)(ptr ? osize : 0);
+	int why = 0;
 	void *p;
 
 	(void)ud;
-	if (nsize > 0 && grow > 0 && (b.over || b.grown + grow > b.max_bytes)) {
+	if (nsize > 0 && grow > 0 && !b.over) {
+		if (b.grown + grow > b.max_bytes)
+			why = BUDGET_MEMORY;
+		else if (b.max_allocated && b.allocated + grow > b.max_allocated)
+			why = BUDGET_ALLOCATED;
+		else if (grow >= BUDGET_BIG && late())
+			why = BUDGET_TIME;
+	}
+	if (nsize > 0 && grow > 0 && (b.over || why)) {
 		if (!b.over) {
 			/* Lua saved its pc before an operation that may
 			 * allocate, and reading the stack allocates nothing:
 			 * the line is known here (a memory error reaches no
 			 * message handler).  The next instruction of the
 			 * calling thread raises (lua_sethook only sets fields). */
-			go_over(b.L, BUDGET_MEMORY);
+			go_over(b.L, why);
 			lua_sethook(b.L, hook, LUA_MASKCOUNT, 1);
 		}
 		return NULL;
@@ -111,6 +137,8 @@ static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 	p = b.alloc(b.alloc_ud, ptr, osize, nsize);
 	if (p || nsize == 0)
 		b.grown += grow;
+	if (p && grow > 0)
+		b.allocated += grow;
 	return p;
 }
 
@@ -140,6 +168,8 @@ int budget_call(lua_State *L, const struct budget_limits *lim, int nargs, int nr
 	b.chunkname = lim->chunkname;
 	b.left = lim->instructions;
 	b.max_bytes = (long long)lim->bytes;
+	b.max_allocated = (long long)lim->allocated;
+	b.deadline = lim->deadline_ms;
 	b.L = L;
 	b.alloc = lua_getallocf(L, &b.alloc_ud);
 	b.active = 1;

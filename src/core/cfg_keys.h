@@ -66,6 +66,8 @@
 	X(leash, prefork, BOOL, NULL, "true", 0, 0, prefork, \
 	  "fork a fire's process ahead of the fire, in a spawner process (src/launch/prefork/): " \
 	  "starts on time under bursts; false forks each run at its start, nothing else changes") \
+	X(leash, load_timeout, DURATION, NULL, "1s", 10, 60000, load_timeout_ms, \
+	  "how long loading one job file may take, then it is a load error") \
 	X(singleton, enabled, BOOL, NULL, "false", 0, 0, singleton, \
 	  "elect one replica per job through the lease store") \
 	X(singleton, lease, DURATION, NULL, "15s", CFG_LEASE_MIN, CFG_DURATION_MAX, lease_ms, \

@@ -3,6 +3,7 @@
 #define LEASH_JOB_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <lua.h>
 
 enum job_kind { JOB_EVERY, JOB_CRON, JOB_SERVICE };
@@ -87,13 +88,40 @@ struct job {
  * file name) in err. */
 int job_read(const char *path, size_t max, char **src, size_t *len, char *err, size_t errlen);
 
-/* Lists the .lua files of dir and loads each file through leash.job.  For each good
- * file calls good(arg, job) with a fresh struct job (the callee owns it);
- * for each problem calls bad(arg, file, message).  Returns the number of
- * files seen, or -1 when dir cannot be read (message through bad). */
-int job_load_dir(lua_State *L, const char *dir,
+/* How long loading one file may take by default ([leash] load_timeout). */
+#define JOB_LOAD_TIMEOUT_MS 1000
+
+/* Lists the .lua files of dir, checks each in a forked process bounded by
+ * limit_ms (0: JOB_LOAD_TIMEOUT_MS) a file, waiting for it, and loads the
+ * files that passed through leash.job.  For each good file calls good(arg,
+ * job) with a fresh struct job (the callee owns it); for each problem calls
+ * bad(arg, file, message).  Returns the number of files seen, or -1 when
+ * dir cannot be read (message through bad). */
+int job_load_dir(lua_State *L, const char *dir, int64_t limit_ms,
                  void (*good)(void *arg, struct job *),
                  void (*bad)(void *arg, const char *file, const char *msg), void *arg);
+
+/* The same in steps, for a loop that goes on meanwhile: a check of dir's
+ * files going in a forked process (see job.c).  Its descriptor joins epfd
+ * (-1: none), its events to w, while it goes; NULL when out of memory. */
+struct job_check;
+struct watch;
+struct job_check *job_check_start(lua_State *L, const char *dir, int64_t limit_ms, int epfd,
+                                  struct watch *w);
+/* Reads what the checking process said, kills it at a file's deadline (and
+ * forks the next for the files after it).  Returns -1 once every file is
+ * judged, else the ms until the next deadline. */
+int64_t job_check_turn(struct job_check *);
+/* Whether pid was its checking process (status taken: the loop's
+ * waitpid(-1) may reap it first). */
+int job_check_reaped(struct job_check *, pid_t pid, int status);
+/* Waits for the check to end, then loads the files that passed as
+ * job_load_dir does.  The caller frees c. */
+int job_load_checked(lua_State *L, struct job_check *c,
+                     void (*good)(void *arg, struct job *),
+                     void (*bad)(void *arg, const char *file, const char *msg), void *arg);
+/* Kills a checking process that still goes; frees c (NULL: nothing). */
+void job_check_free(struct job_check *);
 
 /* How many struct jobs were made or freed so far: while it stays the same,
  * every struct job (and its Lua table) the process has is one it had then

@@ -18,6 +18,7 @@ void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sch
 	s->prep_us = 1000;              /* a fork: 1 ms, until measured */
 	s->prep_n = 1;
 	s->accounts_left = SCHED_ACCOUNT_TURN_MAX;
+	s->load_timeout_ms = JOB_LOAD_TIMEOUT_MS;
 }
 
 static int64_t wall(struct sched *s) { return s->env.wall_ms(s->env.arg); }
@@ -252,8 +253,20 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 
 void sched_load(struct sched *s, int reload)
 {
+	struct job_check *c = job_check_start(s->L, s->dir, s->load_timeout_ms, -1, NULL);
+
+	if (!c) {
+		log_msg(LOG_ERROR, NULL, 0, "%s: out of memory", s->dir);
+		return;
+	}
+	sched_load_checked(s, reload, c);
+	job_check_free(c);
+}
+
+void sched_load_checked(struct sched *s, int reload, struct job_check *c)
+{
 	struct reload r = { .s = s };
-	int seen = job_load_dir(s->L, s->dir, on_good, on_bad, &r);
+	int seen = job_load_checked(s->L, c, on_good, on_bad, &r);
 
 	if (seen == 0)
 		log_msg(LOG_WARN, NULL, 0, "no job files in %s (add NAME.lua files, then send SIGHUP)",

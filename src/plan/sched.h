@@ -129,6 +129,7 @@ struct sched {
 	int64_t next_instant;
 	size_t next_instant_n;
 	int accounts_left;              /* of SCHED_ACCOUNT_TURN_MAX, since the last turn */
+	int64_t load_timeout_ms;        /* a job file's ([leash] load_timeout) */
 };
 
 void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct sched_env *);
@@ -138,6 +139,10 @@ void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct
  * ones have their run stopped and are dropped once it ended; a file that
  * became broken keeps its last good definition.  Problems are logged. */
 void sched_load(struct sched *, int reload);
+/* The same with a check of jobs/ (job_check_start) that ended: the loop
+ * goes on while it goes, then takes its files in. */
+struct job_check;
+void sched_load_checked(struct sched *, int reload, struct job_check *);
 
 /* Starts the runs that are due, lets past fire times go by (a follower's
  * too: what a new holder catches up is sched_gained's decision).  With a

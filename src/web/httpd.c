@@ -258,7 +258,7 @@ static int store_ready(char *err, size_t errlen)
 	/* The parent reloads jobs/ on SIGHUP, and so does the server. */
 	if (!S.jobs_loaded || reloads != S.jobs_reloads) {
 		view_jobs_free(&S.jobs);
-		view_jobs_load(&S.jobs, S.L, S.cfg->jobs);
+		view_jobs_load(&S.jobs, S.L, S.cfg->jobs, S.cfg->load_timeout_ms);
 		S.jobs_loaded = 1;
 		S.jobs_reloads = reloads;
 	}

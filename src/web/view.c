@@ -29,12 +29,12 @@ static void jobs_bad(void *arg, const char *file, const char *msg)
 	(void)msg;
 }
 
-void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir)
+void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir, int64_t load_timeout_ms)
 {
 	d->L = L;
 	d->jobs = NULL;
 	d->n = 0;
-	job_load_dir(L, dir, jobs_good, jobs_bad, d);
+	job_load_dir(L, dir, load_timeout_ms, jobs_good, jobs_bad, d);
 }
 
 void view_jobs_free(struct view_jobs *d)

@@ -26,7 +26,8 @@ struct view_jobs {
 
 /* Loads the good job files of dir into d (a bad one is `leash check`'s
  * business, the view shows the others); view_jobs_free frees them. */
-void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir);
+void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir,
+                    int64_t load_timeout_ms);
 void view_jobs_free(struct view_jobs *d);
 
 enum { VIEW_TABLE, VIEW_JSON, VIEW_CHECK, VIEW_LEASES, VIEW_LEASES_JSON };
