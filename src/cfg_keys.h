@@ -7,7 +7,8 @@
  *            REPLICA, WORD (one of words, kept as the word), INDEX (one of words,
  *            kept as its position from 0), BOOL, PORT, DURATION (ms), COUNT (an
  *            integer), LISTEN (HOST:PORT or empty), ENVNAME (the name of an
- *            environment variable or empty);
+ *            environment variable or empty), USER (the name of a user of this
+ *            host or empty);
  *   words    "a|b|c" for WORD and INDEX, else NULL;
  *   default  as it would be written in the file, or NULL when it is derived
  *            from other keys (leash.config's timing());
@@ -51,6 +52,7 @@
 #define CFG_TYPE_COUNT int64_t
 #define CFG_TYPE_LISTEN char *
 #define CFG_TYPE_ENVNAME char *
+#define CFG_TYPE_USER char *
 
 #define CFG_KEYS(X) \
 	X(leash, jobs, PATH, NULL, "jobs", 0, 0, jobs, \
@@ -62,6 +64,8 @@
 	/* log_level's words are in the order of enum log_level. */ \
 	X(leash, log_level, INDEX, "debug|info|warn|error", "info", 0, 0, log_level, \
 	  "lowest level logged") \
+	X(leash, run_as, USER, NULL, "", 0, 0, run_as, \
+	  "the user job processes run as (empty = leash's own); leash needs CAP_SETUID, CAP_SETGID and CAP_KILL to switch") \
 	X(leash, grace, DURATION, NULL, "5s", 0, CFG_DURATION_MAX, grace_ms, \
 	  "time between SIGTERM and SIGKILL when a run is stopped") \
 	X(singleton, enabled, BOOL, NULL, "false", 0, 0, singleton, \

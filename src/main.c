@@ -15,6 +15,7 @@
 
 #include "bind/bind.h"
 #include "cfg.h"
+#include "child.h"
 #include "http.h"
 #include "clock.h"
 #include "job.h"
@@ -61,6 +62,7 @@ static int setup(const char *path, lua_State **L, struct cfg *c)
 		return -1;
 	}
 	log_setup(c->log_json, c->log_level);
+	child_hide_env(c);              /* from job files too, which every command may load */
 	return 0;
 }
 
@@ -89,9 +91,25 @@ static int with_config(int argc, char **argv, int (*fn)(lua_State *, const struc
 	return rc;
 }
 
+/* The scheduler, its runs as [leash] run_as. */
+static int run_as(lua_State *L, const struct cfg *c)
+{
+	char err[1024];
+	int root = child_run_as(c, err, sizeof err);
+
+	if (root < 0) {
+		fprintf(stderr, "%s\n", err);
+		return EXIT_CONFIG;
+	}
+	if (root)
+		log_msg(LOG_WARN, NULL, 0, "job processes run as root: set [leash] run_as in %s "
+		        "(the package's user is leash-jobs)", c->file);
+	return loop_run(L, c);
+}
+
 static int cmd_run(int argc, char **argv)
 {
-	return with_config(argc, argv, loop_run);
+	return with_config(argc, argv, run_as);
 }
 
 static int cmd_http(int argc, char **argv)
@@ -512,18 +530,17 @@ done:
 
 /* ---- controls: pause, resume, trigger, handoff ---- */
 
-/* Who runs the command, for the ledger: user@host. */
+/* Who runs the command, for the ledger: user@host, the user the system
+ * says (never $USER, which anyone sets), or the uid it has no name for. */
 static void actor_of(char *out, size_t len)
 {
-	const char *user = getenv("USER");
-	struct passwd *pw;
-	char host[256] = "";
+	struct passwd *pw = getpwuid(geteuid());
+	char host[256] = "", uid[32];
 
-	if ((!user || !*user) && (pw = getpwuid(getuid())))
-		user = pw->pw_name;
+	snprintf(uid, sizeof uid, "uid %u", (unsigned)geteuid());
 	if (gethostname(host, sizeof host - 1) < 0 || !host[0])
 		snprintf(host, sizeof host, "localhost");
-	snprintf(out, len, "%.80s@%.100s", user && *user ? user : "?", host);
+	snprintf(out, len, "%.80s@%.100s", pw && pw->pw_name[0] ? pw->pw_name : uid, host);
 }
 
 /* Whether jobs/NAME.lua exists (a job only this host's jobs/ knows). */
