@@ -64,10 +64,10 @@
 	/* log_level's words are in the order of enum log_level. */ \
 	X(leash, log_level, INDEX, "debug|info|warn|error", "info", 0, 0, log_level, \
 	  "lowest level logged") \
-	X(leash, run_as, USER, NULL, "", 0, 0, run_as, \
-	  "the user job processes run as (empty = leash's own); leash needs CAP_SETUID, CAP_SETGID and CAP_KILL to switch") \
 	X(leash, grace, DURATION, NULL, "5s", 0, CFG_DURATION_MAX, grace_ms, \
 	  "time between SIGTERM and SIGKILL when a run is stopped") \
+	X(leash, run_as, USER, NULL, "", 0, 0, run_as, \
+	  "the user job processes run as (empty = leash's own); leash needs CAP_SETUID, CAP_SETGID and CAP_KILL to switch") \
 	X(singleton, enabled, BOOL, NULL, "false", 0, 0, singleton, \
 	  "elect one replica per job through the lease store") \
 	X(singleton, lease, DURATION, NULL, "15s", CFG_LEASE_MIN, CFG_DURATION_MAX, lease_ms, \
