@@ -43,8 +43,11 @@ test: all
 	tests/run.sh
 
 # Run leash on the embedded default (SQLite under var/, the example jobs).
+# var/ and the database in it are yours alone (a new database is 0600).
 run: all
-	@mkdir -p var
+	@mkdir -p var && chmod 0700 var
+	@for f in var/leash.db var/leash.db-wal var/leash.db-shm; do \
+		if [ -e "$$f" ]; then chmod 0600 "$$f"; fi; done
 	$(BUILD)/leash run -c config/leash.ini
 
 clean:

@@ -88,11 +88,15 @@ end
 
 -- The installed config names /etc/leash and /var/lib/leash; a copy pointing
 -- into the unpacked root lets `leash check` and `leash run` use the
--- installed jobs without touching the real /etc.
+-- installed jobs without touching the real /etc.  Its jobs run as leash-jobs,
+-- which the package's postinst creates: the copy's run as nobody (as root),
+-- or as the user running the spec.
+local AS_ROOT = io.popen("id -u"):read("l") == "0"
 local function local_config(root, installed_ini)
   local ini = assert(read(installed_ini), "no config at " .. installed_ini)
   local copy = ini:gsub("/etc/leash/", function() return root .. "/etc/leash/" end)
     :gsub("/var/lib/leash/", function() return root .. "/var/lib/leash/" end)
+    :gsub("\nrun_as = leash%-jobs\n", AS_ROOT and "\nrun_as = nobody\n" or "\nrun_as =\n")
   assert(run("mkdir -p " .. q(root .. "/var/lib/leash")) == 0)
   local path = root .. "/local-leash.ini"
   write(path, copy)
@@ -127,6 +131,7 @@ local function installed_checks(at)
     assert.matches("\njobs = /etc/leash/jobs\n", ini, 1, true)
     assert.matches("\npath = /var/lib/leash/leash.db\n", ini, 1, true)
     assert.matches("\nenabled = true\n", ini, 1, true)
+    assert.matches("\nrun_as = leash-jobs\n", ini, 1, true)
     local code, out, err = leash(bin, "check -c " .. q(path) .. " --next 1")
     assert.are.equal(0, code, out .. err)
     assert.matches((": %d jobs? ok, 0 problems"):format(#JOBS), err)
@@ -241,6 +246,9 @@ describe("make deb", function()
     assert.are.equal(0, (run(("dpkg-deb -e %s %s"):format(q(deb), q(ctl)))))
     local postinst = assert(read(ctl .. "/postinst"))
     assert.matches("adduser --system", postinst, 1, true)
+    assert.matches("getent passwd leash-jobs", postinst, 1, true)
+    assert.matches("chown root:leash /etc/leash/leash.ini", postinst, 1, true)
+    assert.matches("chmod 0640 /etc/leash/leash.ini", postinst, 1, true)
     assert.matches("/var/lib/leash", postinst, 1, true)
     for _, script in ipairs { "postinst", "prerm", "postrm" } do
       local text = assert(read(ctl .. "/" .. script), script)
@@ -279,6 +287,9 @@ describe("make deb", function()
     assert.are.equal("leash", key("StateDirectory"))
     assert.are.equal("strict", key("ProtectSystem"))
     assert.are.equal("yes", key("NoNewPrivileges"))
+    -- Only what switching runs to [leash] run_as and stopping them takes.
+    assert.are.equal("CAP_SETUID CAP_SETGID CAP_KILL", key("AmbientCapabilities"))
+    assert.are.equal("CAP_SETUID CAP_SETGID CAP_KILL", key("CapabilityBoundingSet"))
     assert.are.equal("yes", key("PrivateTmp"))
     assert.are.equal("AF_UNIX AF_INET AF_INET6", key("RestrictAddressFamilies"))
     assert.are.equal("multi-user.target", key("WantedBy"))

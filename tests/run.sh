@@ -128,6 +128,7 @@ client_lib 9
 store_outage 3
 presence_conformance 24
 status_cli 1
+secrets 4
 "
 new_secs=20
 nlanes="${LEASH_TEST_LANES:-3}"

@@ -46,6 +46,8 @@ local function what(k)
     return ital("name") .. (", 1 to %d bytes, no control characters"):format(limits.replica_max)
   elseif kind == "envname" then
     return ital("variable") .. ", [A\\-Za\\-z_][A\\-Za\\-z0\\-9_]*, or empty"
+  elseif kind == "user" then
+    return ital("user") .. ", a user of this host, or empty"
   elseif kind == "listen" then
     return ital("host") .. ":" .. ital("port") .. ", or empty"
   elseif kind == "bool" then

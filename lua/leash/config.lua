@@ -15,7 +15,7 @@ local M = {}
 -- (relative to the config file), "string", "ident", "replica", "word" and
 -- "index" (one of words), "bool", "port", "duration" (ms), "count" (an
 -- integer), "listen" (HOST:PORT or empty), "envname" (a variable's name or
--- empty).  A nil default is
+-- empty), "user" (a user of this host, or empty).  A nil default is
 -- derived after reading (see timing()); min and max bound a duration or port.
 M.KEYS = core.config_keys
 
@@ -125,6 +125,11 @@ local function convert(k, raw, dir)
   elseif kind == "envname" then
     if raw ~= "" and not raw:match("^[A-Za-z_][A-Za-z0-9_]*$") then
       return nil, ("%q is not the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)"):format(raw)
+    end
+    return raw
+  elseif kind == "user" then
+    if raw ~= "" and not core.user(raw) then
+      return nil, ("%q is not a user of this host (getent passwd knows no such name)"):format(raw)
     end
     return raw
   elseif kind == "port" then

@@ -125,7 +125,7 @@ GUARDED_STRING.match = guard_pattern("match", string.match)
 GUARDED_STRING.gmatch = guard_pattern("gmatch", string.gmatch)
 GUARDED_STRING.gsub = guard_pattern("gsub", string.gsub)
 
-local SAFE_OS = { clock = true, date = true, difftime = true, getenv = true, time = true }
+local SAFE_OS = { clock = true, date = true, difftime = true, time = true }
 local SAFE_CORE = { now = true, monotonic = true, version = true }
 local GC_WHILE_LOADING = { collect = true, count = true, step = true, isrunning = true }
 -- A full collection walks the scheduler's whole heap: a file may ask for a
@@ -159,6 +159,14 @@ function SHARED_COROUTINE.wrap(f)
   return coroutine.wrap(f)
 end
 local SHARED_OS = later(os, "os.", SAFE_OS)
+-- leash's own secrets (its HTTP token, its database's password and PG*
+-- variables) are not a job's: os.getenv does not see them, here while
+-- loading, and a run's environment lacks them (src/launch/child.c).
+local getenv = os.getenv
+function SHARED_OS.getenv(name)
+  if type(name) == "string" and core.env_hidden(name) then return nil end
+  return getenv(name)
+end
 local SHARED_IO = later(io, "io.")
 local SHARED_CORE = later(core, "leash.core.", SAFE_CORE)
 local SHARED_LIMITS = copy(core.limits)

@@ -1,5 +1,6 @@
 /* bind/core.c - the leash.core Lua module: the C core as busted sees it.
  * Each binding file adds the functions of one core concept to its table. */
+#include <pwd.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -7,6 +8,7 @@
 #include <lualib.h>
 
 #include "bind/bind.h"
+#include "launch/child.h"
 #include "core/clock.h"
 #include "cluster/place.h"
 #include "store/store.h"
@@ -37,12 +39,33 @@ static int l_setenv(lua_State *L)
 	return 1;
 }
 
+/* core.user(name): the uid of a user of this host, or nil. */
+static int l_user(lua_State *L)
+{
+	struct passwd *pw = getpwnam(luaL_checkstring(L, 1));
+
+	if (!pw)
+		return 0;
+	lua_pushinteger(L, pw->pw_uid);
+	return 1;
+}
+
+/* core.env_hidden(name): whether the variable is leash's own secret, which
+ * no job sees (child_hide_env). */
+static int l_env_hidden(lua_State *L)
+{
+	lua_pushboolean(L, child_env_hidden(luaL_checkstring(L, 1)));
+	return 1;
+}
+
 void lx_core_lib(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
 		{ "now", l_now },
 		{ "monotonic", l_monotonic },
 		{ "setenv", l_setenv },
+		{ "user", l_user },
+		{ "env_hidden", l_env_hidden },
 		{ NULL, NULL },
 	};
 	luaL_setfuncs(L, fns, 0);

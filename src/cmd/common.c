@@ -15,6 +15,7 @@
 
 #include "bind/bind.h"
 #include "core/cfg.h"
+#include "launch/child.h"
 #include "web/http.h"
 #include "core/clock.h"
 #include "plan/job.h"
@@ -58,6 +59,7 @@ int cmd_setup(const char *path, lua_State **L, struct cfg *c)
 		return -1;
 	}
 	log_setup(c->log_json, c->log_level);
+	child_hide_env(c);              /* from job files too, which every command may load */
 	return 0;
 }
 
@@ -86,9 +88,25 @@ int cmd_with_config(int argc, char **argv, int (*fn)(lua_State *, const struct c
 	return rc;
 }
 
+/* The scheduler, its runs as [leash] run_as. */
+static int run_as(lua_State *L, const struct cfg *c)
+{
+	char err[1024];
+	int root = child_run_as(c, err, sizeof err);
+
+	if (root < 0) {
+		fprintf(stderr, "%s\n", err);
+		return EXIT_CONFIG;
+	}
+	if (root)
+		log_msg(LOG_WARN, NULL, 0, "job processes run as root: set [leash] run_as in %s "
+		        "(the package's user is leash-jobs)", c->file);
+	return loop_run(L, c);
+}
+
 int cmd_run(int argc, char **argv)
 {
-	return cmd_with_config(argc, argv, loop_run);
+	return cmd_with_config(argc, argv, run_as);
 }
 
 int cmd_http(int argc, char **argv)

@@ -26,18 +26,17 @@
 #include "web/view.h"
 #include "cmd/cmd.h"
 
-/* Who runs the command, for the ledger: user@host. */
+/* Who runs the command, for the ledger: user@host, the user the system
+ * says (never $USER, which anyone sets), or the uid it has no name for. */
 static void actor_of(char *out, size_t len)
 {
-	const char *user = getenv("USER");
-	struct passwd *pw;
-	char host[256] = "";
+	struct passwd *pw = getpwuid(geteuid());
+	char host[256] = "", uid[32];
 
-	if ((!user || !*user) && (pw = getpwuid(getuid())))
-		user = pw->pw_name;
+	snprintf(uid, sizeof uid, "uid %u", (unsigned)geteuid());
 	if (gethostname(host, sizeof host - 1) < 0 || !host[0])
 		snprintf(host, sizeof host, "localhost");
-	snprintf(out, len, "%.80s@%.100s", user && *user ? user : "?", host);
+	snprintf(out, len, "%.80s@%.100s", pw && pw->pw_name[0] ? pw->pw_name : uid, host);
 }
 
 /* Whether jobs/NAME.lua exists (a job only this host's jobs/ knows). */

@@ -7,7 +7,8 @@
  *            REPLICA, WORD (one of words, kept as the word), INDEX (one of words,
  *            kept as its position from 0), BOOL, PORT, DURATION (ms), COUNT (an
  *            integer), LISTEN (HOST:PORT or empty), ENVNAME (the name of an
- *            environment variable or empty);
+ *            environment variable or empty), USER (the name of a user of this
+ *            host or empty);
  *   words    "a|b|c" for WORD and INDEX, else NULL;
  *   default  as it would be written in the file, or NULL when it is derived
  *            from other keys (leash.config's timing());
@@ -50,6 +51,7 @@
 #define CFG_TYPE_COUNT int64_t
 #define CFG_TYPE_LISTEN char *
 #define CFG_TYPE_ENVNAME char *
+#define CFG_TYPE_USER char *
 
 #define CFG_KEYS(X) \
 	X(leash, jobs, PATH, NULL, "jobs", 0, 0, jobs, \
@@ -68,6 +70,8 @@
 	  "starts on time under bursts; false forks each run at its start, nothing else changes") \
 	X(leash, load_timeout, DURATION, NULL, "1s", 10, 60000, load_timeout_ms, \
 	  "how long loading one job file may take, then it is a load error") \
+	X(leash, run_as, USER, NULL, "", 0, 0, run_as, \
+	  "the user job processes run as (empty = leash's own); leash needs CAP_SETUID, CAP_SETGID and CAP_KILL to switch") \
 	X(singleton, enabled, BOOL, NULL, "false", 0, 0, singleton, \
 	  "elect one replica per job through the lease store") \
 	X(singleton, lease, DURATION, NULL, "15s", CFG_LEASE_MIN, CFG_DURATION_MAX, lease_ms, \

@@ -2,9 +2,11 @@
  * timers, and the primitives ctx is built on. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,7 +19,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
+#include "core/cfg.h"
 #include "launch/child.h"
 #include "core/clock.h"
 #include "plan/job.h"
@@ -26,6 +30,163 @@
 #include "launch/prefork/warm.h"
 
 static int log_fd = -1;                 /* the log-record pipe, in a child */
+
+/* ---- what a run is not given: leash's secrets, leash's user ---- */
+
+static struct guard {
+	char *hidden[2];                /* what [http] token_env, [mssql] password_env name */
+	int hide_pg;                    /* and every PG* variable (a postgres store) */
+	int switch_user;                /* become run_as: */
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups;
+	int ngroups;
+	char *user, *home;
+} guard;
+
+void child_hide_env(const struct cfg *c)
+{
+	const char *names[2] = { c->http_token_env, c->mssql_password_env };
+
+	for (int i = 0; i < 2; i++) {
+		free(guard.hidden[i]);
+		guard.hidden[i] = names[i] && names[i][0] ? strdup(names[i]) : NULL;
+	}
+	guard.hide_pg = strcmp(c->provider, "postgres") == 0;
+}
+
+/* Whether the variable named by name's first n bytes is hidden. */
+static int hidden_name(const char *name, size_t n)
+{
+	if (guard.hide_pg && n > 2 && memcmp(name, "PG", 2) == 0)
+		return 1;
+	for (int i = 0; i < 2; i++)
+		if (guard.hidden[i] && strlen(guard.hidden[i]) == n && memcmp(guard.hidden[i], name, n) == 0)
+			return 1;
+	return 0;
+}
+
+int child_env_hidden(const char *name)
+{
+	return hidden_name(name, strlen(name));
+}
+
+/* Takes the hidden variables out of environ, their values zeroed where they
+ * lie (the block /proc/PID/environ shows, too). */
+static void scrub_env(void)
+{
+	char **keep = environ;
+
+	if (!environ)
+		return;
+	for (char **e = environ; *e; e++) {
+		char *eq = strchr(*e, '=');
+
+		if (eq && hidden_name(*e, (size_t)(eq - *e))) {
+			memset(eq + 1, 0, strlen(eq + 1));
+			continue;
+		}
+		*keep++ = *e;
+	}
+	*keep = NULL;
+}
+
+static uint64_t effective_caps(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return 0;
+	return d[0].effective | (uint64_t)d[1].effective << 32;
+}
+
+int child_run_as(const struct cfg *c, char *err, size_t errlen)
+{
+	const uint64_t need = 1ULL << CAP_SETUID | 1ULL << CAP_SETGID | 1ULL << CAP_KILL;
+	struct passwd *pw;
+	gid_t *groups = NULL;
+	int n = 32;
+
+	if (!c->run_as[0])
+		return geteuid() == 0;
+	errno = 0;
+	pw = getpwnam(c->run_as);
+	if (!pw) {
+		snprintf(err, errlen, "%s: [leash] run_as: \"%s\" is not a user of this host%s%s",
+		         c->file, c->run_as, errno ? ": " : "", errno ? strerror(errno) : "");
+		return -1;
+	}
+	if (pw->pw_uid == geteuid() && pw->pw_gid == getegid())
+		return geteuid() == 0;  /* leash's own user: nothing to switch */
+	if ((effective_caps() & need) != need) {
+		snprintf(err, errlen, "%s: [leash] run_as = %s: leash runs as uid %u without "
+		         "CAP_SETUID, CAP_SETGID and CAP_KILL, which it needs to run jobs as another "
+		         "user and stop them (run it as root, or give them with AmbientCapabilities=)",
+		         c->file, c->run_as, (unsigned)geteuid());
+		return -1;
+	}
+	for (;;) {
+		gid_t *more = realloc(groups, (size_t)n * sizeof *groups);
+		int want = n;
+
+		if (!more) {
+			free(groups);
+			snprintf(err, errlen, "[leash] run_as = %s: out of memory", c->run_as);
+			return -1;
+		}
+		groups = more;
+		if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) >= 0)
+			break;
+		if (n <= want)
+			n = want * 2;
+	}
+	guard.uid = pw->pw_uid;
+	guard.gid = pw->pw_gid;
+	guard.groups = groups;
+	guard.ngroups = n;
+	guard.user = strdup(pw->pw_name);
+	guard.home = strdup(pw->pw_dir && pw->pw_dir[0] ? pw->pw_dir : "/");
+	if (!guard.user || !guard.home) {
+		snprintf(err, errlen, "[leash] run_as = %s: out of memory", c->run_as);
+		return -1;
+	}
+	guard.switch_user = 1;
+	return guard.uid == 0;
+}
+
+/* Becomes the run_as user for good: groups, gid, uid, then no capability
+ * left (a leash that is not root switches with capabilities, which a
+ * change between uids other than 0 keeps); its HOME, USER and LOGNAME, its
+ * home as the working directory (leash's may be closed to it), else /.
+ * 0, or -1 with errno. */
+static int become_user(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct none[2];
+	uid_t r, e, s;
+
+	memset(none, 0, sizeof none);
+	if (setgroups((size_t)guard.ngroups, guard.groups) < 0 ||
+	    setresgid(guard.gid, guard.gid, guard.gid) < 0 ||
+	    setresuid(guard.uid, guard.uid, guard.uid) < 0)
+		return -1;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return -1;
+	if (guard.uid != 0 && syscall(SYS_capset, &h, none) < 0)
+		return -1;
+	if (getresuid(&r, &e, &s) < 0 || r != guard.uid || e != guard.uid || s != guard.uid ||
+	    (guard.uid != 0 && effective_caps() != 0)) {
+		errno = EPERM;
+		return -1;
+	}
+	if (setenv("HOME", guard.home, 1) < 0 || setenv("USER", guard.user, 1) < 0 ||
+	    setenv("LOGNAME", guard.user, 1) < 0)
+		return -1;
+	if (chdir(guard.home) < 0 && chdir("/") < 0)
+		return -1;
+	return 0;
+}
 
 void child_fence_sigset(sigset_t *set)
 {
@@ -587,6 +748,13 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	syscall(SYS_close_range, go >= 0 ? 5U : 4U, ~0U, 0U);
 	log_fd = 3;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* Before any Lua runs: leash's secrets are not the run's, nor is its
+	 * user (a run that cannot shed it does not run). */
+	scrub_env();
+	if (guard.switch_user && become_user() < 0) {
+		fprintf(stderr, "leash: cannot run the job as %s: %s\n", guard.user, strerror(errno));
+		_exit(126);
+	}
 	if (nofile_soft != RLIM_INFINITY) {
 		struct rlimit rl;
 

@@ -13,8 +13,29 @@
 #include <sys/resource.h>
 #include <lua.h>
 
+struct cfg;
 struct job;
 struct run_info;
+
+/* What a run's process is not given (leash's own secrets, leash's own user),
+ * decided once in the parent; child_main applies it before anything else.
+ *
+ * The hidden variables are the ones c's [http] token_env and [mssql]
+ * password_env name and, with [store] provider = postgres, every PG* one
+ * (libpq reads them).  The parent keeps them (it reconnects, and `leash
+ * _http` reads the token); a run's environment lacks them, their values
+ * zeroed in its copy of the environment block (/proc/PID/environ), and the
+ * load sandbox's os.getenv does not see them. */
+void child_hide_env(const struct cfg *c);
+int child_env_hidden(const char *name);
+
+/* c's [leash] run_as (empty: none), looked up now: a run's process takes on
+ * its uid, gid, groups, HOME, USER and LOGNAME, works in its home (or /),
+ * and keeps no capability.  0; 1 when runs will be root's (no run_as and
+ * leash is root, or run_as is root); or -1 with the reason in err: the user
+ * is gone, or leash lacks a capability it needs to switch to it
+ * (CAP_SETUID, CAP_SETGID) or to stop a run that did (CAP_KILL). */
+int child_run_as(const struct cfg *c, char *err, size_t errlen);
 
 /* The parent pushes a child's stop deadline forward with this real-time
  * signal; its value is the new deadline in CLOCK_BOOTTIME milliseconds. */

@@ -15,9 +15,11 @@
  * resumes (README, "SQLite").
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -1370,6 +1372,14 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 	if (!o->path || !*o->path) {
 		snprintf(err, errlen, "sqlite: no database path given");
 		goto fail;
+	}
+	/* A new database is leash's alone (SQLite would make it 0644, and its
+	 * -wal and -shm files take the database's mode). */
+	if (strcmp(o->path, ":memory:") != 0) {
+		int fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+		if (fd >= 0)
+			close(fd);
 	}
 	if (sqlite3_open_v2(o->path, &ss->db,
 	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
