@@ -48,6 +48,8 @@ local function what(k)
     return ital("variable") .. ", [A\\-Za\\-z_][A\\-Za\\-z0\\-9_]*, or empty"
   elseif kind == "listen" then
     return ital("host") .. ":" .. ital("port") .. ", or empty"
+  elseif kind == "names" then
+    return ital("names") .. ", space or comma separated, or empty"
   elseif kind == "bool" then
     return ital("boolean")
   end
