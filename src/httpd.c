@@ -344,6 +344,39 @@ static void store_failed(void)
 	S.store = NULL;
 }
 
+/* A whole number from 0 to max in s, or -1. */
+static long long arg_number(const char *s, long long max)
+{
+	long long v = 0;
+
+	if (!s || !*s || strlen(s) > 18 || strspn(s, "0123456789") != strlen(s))
+		return -1;
+	v = strtoll(s, NULL, 10);
+	return v <= max ? v : -1;
+}
+
+/* /api/status's offset and limit into S.jobs; 0, or -1 with the reason
+ * (the store lock is held). */
+static int page_args(struct MHD_Connection *conn, char *err, size_t errlen)
+{
+	const char *off = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
+	const char *lim = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
+	long long o = off ? arg_number(off, 100000000) : 0;
+	long long l = lim ? arg_number(lim, VIEW_PAGE_MAX) : VIEW_PAGE_DEFAULT;
+
+	if (o < 0) {
+		snprintf(err, errlen, "offset: expected a whole number from 0");
+		return -1;
+	}
+	if (l < 1) {
+		snprintf(err, errlen, "limit: expected a whole number from 1 to %d", VIEW_PAGE_MAX);
+		return -1;
+	}
+	S.jobs.offset = (size_t)o;
+	S.jobs.limit = (size_t)l;
+	return 0;
+}
+
 static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 {
 	char err[STORE_ERR_MAX + 512];
@@ -364,7 +397,9 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 	if (store_ready(err, sizeof err) < 0) {
 		ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
 	} else if (!history) {
-		if (view_jobs(S.L, S.cfg, S.store, &S.jobs, VIEW_JSON, 1, err, sizeof err) < 0) {
+		if (page_args(conn, err, sizeof err) < 0) {
+			ret = json_error(conn, MHD_HTTP_BAD_REQUEST, err);
+		} else if (view_jobs(S.L, S.cfg, S.store, &S.jobs, VIEW_JSON, 1, err, sizeof err) < 0) {
 			store_failed();
 			ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
 		} else {
@@ -392,6 +427,9 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 		}
 	}
 	lua_settop(S.L, top);
+	/* What the answer took goes back before the next one. */
+	lua_gc(S.L, LUA_GCCOLLECT, 0);
+	malloc_trim(0);
 	mtx_unlock(&S.store_mu);
 	return ret;
 }

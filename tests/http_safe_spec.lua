@@ -89,8 +89,10 @@ describe("http server [token, hosts, access_log]", function()
 
   setup(function()
     port = H.free_port()
+    local jobs = { tick = JOBS.tick }
+    for _, n in ipairs { "a1", "a2", "a3", "a4" } do jobs[n] = 'return { every = "1h", run = function(ctx) end }\n' end
     d, proc = H.replica(p, "hsafe_" .. math.random(1, 1e6), port, {
-      jobs = JOBS, env = { LEASH_TEST_HTTP_TOKEN = TOKEN },
+      jobs = jobs, env = { LEASH_TEST_HTTP_TOKEN = TOKEN },
       http = { token_env = "LEASH_TEST_HTTP_TOKEN", hosts = "leash.example.org", access_log = "true" } })
     H.wait_up(d.url .. "/healthz", 15, { headers = AUTH })
   end)
@@ -128,6 +130,40 @@ describe("http server [token, hosts, access_log]", function()
       local code, _, err = L.leash({ "history", "-c", d.config, "--since", since }, d.env)
       assert.equal(2, code)
       assert.matches(v.error, err, 1, true)
+    end
+  end)
+
+  it("pages /api/status: offset and limit, jobs_total and next_offset, bad ones 400", function()
+    local function page(q)
+      local st, v, body = H.get_json(d.url .. "/api/status" .. q, { headers = AUTH })
+      assert.equal(200, st, body)
+      local names = {}
+      for _, j in ipairs(v.jobs) do names[#names + 1] = j.name end
+      local leases = {}
+      for _, l in ipairs(v.leases) do leases[#leases + 1] = l.name end
+      table.sort(leases)
+      return v, table.concat(names, " "), table.concat(leases, " ")
+    end
+    local all = page("")
+    assert.equal(5, all.jobs_total)
+    assert.equal(0, all.offset)
+    assert.is_nil(all.next_offset)
+    local v, names, leases = page("?limit=2")
+    assert.equal("a1 a2", names)
+    assert.equal(5, v.jobs_total)
+    assert.equal(2, v.next_offset)
+    -- The leases of the page's jobs only.
+    assert.is_nil(leases:find("tick", 1, true))
+    v, names = page("?offset=2&limit=2")
+    assert.equal("a3 a4", names)
+    assert.equal(4, v.next_offset)
+    v, names = page("?offset=4&limit=2")
+    assert.equal("tick", names)
+    assert.is_nil(v.next_offset)
+    for _, q in ipairs { "limit=0", "limit=1001", "limit=x", "offset=-1", "offset=1e3" } do
+      local st, e = H.get_json(d.url .. "/api/status?" .. q, { headers = AUTH })
+      assert.equal(400, st, q)
+      assert.matches("^%a+: expected a whole number", e.error)
     end
   end)
 
