@@ -247,7 +247,8 @@ describe("http server at start", function()
   local function refused(listen, want)
     local dir = L.tmpdir("http-start")
     p.path = dir .. "/leash.db"
-    local d = L.dir { config = R.config(p, "st", { http = { listen = listen } }),
+    -- public: the address need not be loopback (192.0.2.1 is not).
+    local d = L.dir { config = R.config(p, "st", { http = { listen = listen, public = "true" } }),
                       jobs = { tick = JOBS.tick } }
     local proc = L.spawn(d)
     local rc = proc:wait(10)

@@ -2,9 +2,11 @@
 # Installs the Debian packages leash needs to build, run and test.
 # Run as root on Debian 12; does nothing when everything is already there.
 set -e
+# gnutls-bin: certtool makes the throwaway certificate of the HTTPS spec
+# (tests/http_safe_spec.lua).
 PKGS="build-essential pkg-config liblua5.4-dev lua5.4 libinih-dev libpq-dev
 libsqlite3-dev sqlite3 freetds-dev freetds-bin lua-busted postgresql procps
-python3 tzdata faketime libmicrohttpd-dev curl chromium prometheus
+python3 tzdata faketime libmicrohttpd-dev curl chromium prometheus gnutls-bin
 dpkg-dev lintian man-db systemd"
 # Babelfish beside the repository (../shared/babelfish: the suite's real T-SQL
 # engine, tests/support/services/30-babelfish.sh) needs these to run.

@@ -50,6 +50,8 @@ local function what(k)
     return ital("user") .. ", a user of this host, or empty"
   elseif kind == "listen" then
     return ital("host") .. ":" .. ital("port") .. ", or empty"
+  elseif kind == "names" then
+    return ital("names") .. ", space or comma separated, or empty"
   elseif kind == "bool" then
     return ital("boolean")
   end

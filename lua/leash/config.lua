@@ -15,7 +15,8 @@ local M = {}
 -- (relative to the config file), "string", "ident", "replica", "word" and
 -- "index" (one of words), "bool", "port", "duration" (ms), "count" (an
 -- integer), "listen" (HOST:PORT or empty), "envname" (a variable's name or
--- empty), "user" (a user of this host, or empty).  A nil default is
+-- empty), "user" (a user of this host, or empty), "names" (host names, kept
+-- lower-case, one space apart).  A nil default is
 -- derived after reading (see timing()); min and max bound a duration or port.
 M.KEYS = core.config_keys
 
@@ -75,6 +76,28 @@ local function listen(raw)
   return raw
 end
 
+-- Whether [http] listen's host is a loopback address: 127.0.0.0/8, [::1],
+-- localhost.
+function M.loopback(listen)
+  local host = listen:match("^(.*):%d+$") or listen
+  return host == "localhost" or host == "[::1]" or (ipv4(host) ~= nil and host:match("^127%.") ~= nil)
+end
+
+-- [http] hosts: names as a Host header gives them (letters, digits, '-',
+-- '.'), space or comma separated.  No port, no IP address (any address is
+-- taken anyway), no wildcard.
+local function names(raw)
+  local out = {}
+  for name in raw:gmatch("[^%s,]+") do
+    local n = name:lower():gsub("%.$", "")
+    if #n > 253 or not n:match("^[%w-]+[%w.-]*$") or n:find("..", 1, true) then
+      return nil, ("%q is not a host name (letters, digits, '-' and '.', no port)"):format(name)
+    end
+    out[#out + 1] = n
+  end
+  return table.concat(out, " ")
+end
+
 local function words(list)
   return table.concat(list, ", ")
 end
@@ -90,6 +113,8 @@ local function convert(k, raw, dir)
   elseif kind == "string" then
     return raw
   elseif kind == "path" then
+    -- A path that may be left out has "" for its default.
+    if raw == "" and k.default == "" then return "" end
     if raw == "" then return nil, "a path is required" end
     return join(dir, raw)
   elseif kind == "bool" then
@@ -122,6 +147,8 @@ local function convert(k, raw, dir)
     return n
   elseif kind == "listen" then
     return listen(raw)
+  elseif kind == "names" then
+    return names(raw)
   elseif kind == "envname" then
     if raw ~= "" and not raw:match("^[A-Za-z_][A-Za-z0-9_]*$") then
       return nil, ("%q is not the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)"):format(raw)
@@ -163,9 +190,41 @@ function M.timing(lease, renew, margin)
   return renew, margin
 end
 
+-- [http]: who may reach the server, and TLS's two halves.
+local function http_checks(c, where, errors)
+  local h = c.http
+  if h.listen ~= "" and not M.loopback(h.listen) and h.token_env == "" and not h.public then
+    errors[#errors + 1] = ("%s: [http] listen: %s is not a loopback address and [http] token_env is empty: anyone who reaches it reads every job, run and error; set token_env (or public = true to serve it without a token)"):format(
+      where("listen", "http"), h.listen)
+  end
+  if (h.cert == "") ~= (h.key == "") then
+    local given, missing = "cert", "key"
+    if h.cert == "" then given, missing = "key", "cert" end
+    errors[#errors + 1] = ("%s: [http] %s: HTTPS needs both cert and key: [http] %s is not set"):format(
+      where(given, "http"), given, missing)
+  end
+  -- Whether they parse only libmicrohttpd tells (the server logs it); a
+  -- file that cannot be read or is no PEM at all is caught here.
+  for _, key in ipairs { "cert", "key" } do
+    local path = h[key]
+    if path ~= "" then
+      local f, err = io.open(path, "rb")
+      local head = f and f:read(64 * 1024)
+      if f then f:close() end
+      if not f then
+        errors[#errors + 1] = ("%s: [http] %s: cannot read %s"):format(where(key, "http"), key, err)
+      elseif not (head or ""):find("-----BEGIN ", 1, true) then
+        errors[#errors + 1] = ("%s: [http] %s: %s is not a PEM file (no -----BEGIN line)"):format(
+          where(key, "http"), key, path)
+      end
+    end
+  end
+end
+
 -- Values that depend on others, and the checks that span keys.
 local function derive(c, where, errors)
   local s = c.singleton
+  http_checks(c, where, errors)
   local key, msg
   s.renew, s.margin, key, msg = M.timing(s.lease, s.renew, s.margin)
   if not s.enabled then return end

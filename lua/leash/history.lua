@@ -74,6 +74,9 @@ function M.args(job, since, limit, now)
     if at then
       if at > now then
         return nil, ("--since %s: that is in the future"):format(text.quote(since))
+      elseif at < 0 then
+        -- The ledger's times are ms since 1970 and no row is older.
+        return nil, ("--since %s: that is before 1970-01-01T00:00:00Z"):format(text.quote(since))
       end
       a.since_at = at
     else

@@ -94,7 +94,11 @@ function M.build(input)
     else j.state = "ok" end
     jobs[#jobs + 1] = j
   end
+  -- input.page = { offset=, total= }: these jobs are a page of total, from
+  -- offset (the C side chose them); none: all of them.
+  local page = input.page or {}
   return { provider = input.provider, now = now, jobs = jobs, leases = input.leases or {},
+           offset = page.offset or 0, total = page.total or #jobs,
            replicas = input.replicas, lease_ms = input.lease_ms }
 end
 
@@ -198,8 +202,12 @@ function M.json(model)
   -- exactly as `status --leases --json` prints them.
   local rest = status.json(model.provider, model.leases, model.now, model.replicas, model.lease_ms)
   rest = rest:match('^{"provider":[^,]*,"now":%-?%d+,(.*)}$')
-  return ('{"provider":%s,"now":%s,"jobs":[%s],%s}'):format(jv(model.provider),
-    jv(model.now), table.concat(jobs, ","), rest)
+  -- Where this page is in the name-ordered list: next_offset is null on
+  -- the last (always, for the commands, which show all).
+  local after = model.offset + #model.jobs
+  return ('{"provider":%s,"now":%s,"jobs_total":%s,"offset":%s,"next_offset":%s,"jobs":[%s],%s}'):format(
+    jv(model.provider), jv(model.now), jv(model.total), jv(model.offset),
+    jv(after < model.total and after or nil), table.concat(jobs, ","), rest)
 end
 
 -- ---- the monitor's check ----

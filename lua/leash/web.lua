@@ -86,6 +86,7 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
 </header>
 <main>
 <h2>Jobs</h2>
+<div id="more" class="empty"></div>
 <div class="scroll">
 <table id="jobs">
 <thead><tr><th>JOB</th><th class="opt">SCHEDULE</th><th>STATE</th><th>HOLDER</th><th>LAST</th>
@@ -172,6 +173,11 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
     });
     var tb = document.querySelector("#jobs tbody");
     tb.replaceChildren.apply(tb, rows);
+    // /api/status answers a page (the first 500 jobs by name).
+    var total = st.jobs_total || 0, shown = (st.jobs || []).length;
+    document.getElementById("more").textContent = total > shown ?
+      "the first " + shown + " of " + total + " jobs (leash status --json lists all, /api/status?offset=" +
+      shown + " the next)" : "";
   }
 
   function tipText(r) {

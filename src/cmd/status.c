@@ -29,7 +29,7 @@
 /* leash status without --leases: the jobs view, once or every second. */
 static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, long fail)
 {
-	struct view_jobs d = { L, NULL, 0 };
+	struct view_jobs d = { .L = L };
 	struct store_opts o;
 	struct store *s = NULL;
 	char err[2048], oerr[STORE_ERR_MAX + 256];

@@ -8,7 +8,8 @@
  *            kept as its position from 0), BOOL, PORT, DURATION (ms), COUNT (an
  *            integer), LISTEN (HOST:PORT or empty), ENVNAME (the name of an
  *            environment variable or empty), USER (the name of a user of this
- *            host or empty);
+ *            host or empty), NAMES (host names, space or comma separated,
+ *            kept lower-case and space separated);
  *   words    "a|b|c" for WORD and INDEX, else NULL;
  *   default  as it would be written in the file, or NULL when it is derived
  *            from other keys (leash.config's timing());
@@ -52,6 +53,7 @@
 #define CFG_TYPE_LISTEN char *
 #define CFG_TYPE_ENVNAME char *
 #define CFG_TYPE_USER char *
+#define CFG_TYPE_NAMES char *
 
 #define CFG_KEYS(X) \
 	X(leash, jobs, PATH, NULL, "jobs", 0, 0, jobs, \
@@ -100,6 +102,16 @@
 	  "HOST:PORT serving /metrics, /healthz, /api and the status page (empty = off)") \
 	X(http, token_env, ENVNAME, NULL, "", 0, 0, http_token_env, \
 	  "environment variable holding the bearer token every request must bring (empty = none)") \
+	X(http, public, BOOL, NULL, "false", 0, 0, http_public, \
+	  "serve a listen address that is not loopback without token_env (else check and run refuse it)") \
+	X(http, hosts, NAMES, NULL, "", 0, 0, http_hosts, \
+	  "host names a request's Host header may give, besides IP addresses and localhost") \
+	X(http, cert, PATH, NULL, "", 0, 0, http_cert, \
+	  "PEM certificate (chain) file: serve HTTPS (with key; empty = plain HTTP)") \
+	X(http, key, PATH, NULL, "", 0, 0, http_key, \
+	  "PEM private key file of cert") \
+	X(http, access_log, BOOL, NULL, "false", 0, 0, http_access_log, \
+	  "log one line per request: client, method, path, status, bytes, time") \
 	X(sqlite, path, PATH, NULL, "/var/lib/leash/leash.db", 0, 0, sqlite_path, \
 	  "SQLite database file") \
 	X(postgres, conninfo, STRING, NULL, "", 0, 0, pg_conninfo, \

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -106,7 +107,8 @@ int http_open(struct http *h, const struct cfg *c, char *err, size_t errlen)
 		return -1;
 	}
 	h->listen_fd = fd;
-	snprintf(h->url, sizeof h->url, "http://%s/", c->http_listen);
+	snprintf(h->url, sizeof h->url, "%s://%s/", c->http_cert[0] ? "https" : "http",
+	         c->http_listen);
 	return 0;
 }
 
@@ -160,6 +162,10 @@ static void spawn(struct http *h, int64_t now)
 		 * the server takes SIGTERM's default action. */
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* Below the scheduler: a busy server takes the CPU the loop and
+		 * the runs leave over.  Lowering one's own priority cannot fail
+		 * for want of rights; the kernel caps it at 19. */
+		setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0) + HTTP_NICE);
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}

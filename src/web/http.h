@@ -43,6 +43,8 @@
  * minute starts over at 1s. */
 #define HTTP_BACKOFF_MIN_MS 1000
 #define HTTP_BACKOFF_MAX_MS 60000
+/* The server's niceness above the parent's. */
+#define HTTP_NICE 10
 
 /* One snapshot on the pipe: this head, then len bytes (none today: the
  * server renders the metrics from the mapping).

@@ -10,16 +10,29 @@
  * through this process's own connection, one request at a time (the Lua
  * state and the connection are not shared between threads), each call
  * bounded by [store] statement_timeout and connect_timeout.
+ *
+ * What a client may hold: a request must arrive whole within
+ * HTTPD_REQUEST_S of its connection (or of the last answer on it), however
+ * it trickles; and connections still sending a request are capped per
+ * address and in all, below libmicrohttpd's own limit, the oldest of them
+ * closed for a new one: a new client always finds room (a watchdog thread
+ * shuts their sockets down, see struct conn).  Requests whose Host is not
+ * this server's are refused (DNS rebinding).
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 /* C11's threads, not pthread.h: that one includes <sched.h>, which -Isrc
  * finds as src/plan/sched.h. */
 #include <threads.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,12 +48,21 @@
 /* Limits against a client that floods, hangs or sends a 10 MB line:
  * connections in all and per address, memory per connection (the request
  * line and headers must fit: a longer one is refused with 414 or 431),
- * seconds a connection may stay idle or trickle. */
-#define HTTPD_CONN_MAX 64
+ * seconds a connection may stay idle, seconds a request may take to
+ * arrive whole, and the connections still sending one: in all and per
+ * address, the oldest closed for a new one beyond these. */
+#define HTTPD_CONN_MAX 128
 #define HTTPD_PER_IP_MAX 32
 #define HTTPD_CONN_MEMORY (32 * 1024)
 #define HTTPD_TIMEOUT_S 10
+#define HTTPD_REQUEST_S 10
+#define HTTPD_WAITING_MAX 64
+#define HTTPD_WAITING_PER_IP 8
 #define HTTPD_STACK (512 * 1024)
+/* How often the watchdog looks for requests past HTTPD_REQUEST_S. */
+#define HTTPD_WATCH_MS 250
+/* The access log shows at most this much of a path. */
+#define HTTPD_LOG_URI_MAX 256
 /* /healthz: the loop sends a snapshot every HTTP_PUSH_MS; this many ms
  * without one and it is taken as stuck. */
 #define HTTPD_LOOP_STALE_MS 5000
@@ -52,7 +74,8 @@
 	X(MHD_add_response_header) \
 	X(MHD_queue_response) \
 	X(MHD_destroy_response) \
-	X(MHD_lookup_connection_value)
+	X(MHD_lookup_connection_value) \
+	X(MHD_get_connection_info)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -60,9 +83,41 @@ static struct {
 #undef X
 } mhd;
 
+/* A connection, from libmicrohttpd's notice that it started to the one
+ * that it closed.  fd is our own duplicate of its socket: shutting it down
+ * ends the connection (its thread sees the end and closes), and since the
+ * number stays ours until the close notice, it never names another
+ * connection's socket. */
+struct conn {
+	int used;
+	int fd;
+	int waiting;                    /* for a request, since `since` */
+	int shut;                       /* shut down by us */
+	int64_t since;                  /* boottime ms */
+	char ip[INET6_ADDRSTRLEN];
+};
+
+/* One request, from its first line to the completion notice. */
+struct req {
+	int64_t start;                  /* boottime ms */
+	unsigned status;                /* 0: none was queued */
+	size_t bytes;
+	char method[8];
+	char uri[HTTPD_LOG_URI_MAX];
+	int answered;
+};
+
+/* The request this thread is answering (a thread per connection). */
+static thread_local struct req *cur_req;
+
 static struct {
 	const struct cfg *cfg;
 	const char *token;              /* NULL: no [http] token_env */
+	char **hosts;                   /* [http] hosts, split */
+	size_t nhosts;
+	/* The connections (conn_mu). */
+	mtx_t conn_mu;
+	struct conn conns[HTTPD_CONN_MAX];
 	char *page;                     /* leash.web's page */
 	size_t page_len;
 	/* The store's side: one request at a time. */
@@ -136,6 +191,10 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, enu
 		mhd.MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"leash\"");
 	ret = mhd.MHD_queue_response(conn, status, r);
 	mhd.MHD_destroy_response(r);
+	if (cur_req) {
+		cur_req->status = status;
+		cur_req->bytes = len;
+	}
 	return ret;
 }
 
@@ -285,6 +344,39 @@ static void store_failed(void)
 	S.store = NULL;
 }
 
+/* A whole number from 0 to max in s, or -1. */
+static long long arg_number(const char *s, long long max)
+{
+	long long v = 0;
+
+	if (!s || !*s || strlen(s) > 18 || strspn(s, "0123456789") != strlen(s))
+		return -1;
+	v = strtoll(s, NULL, 10);
+	return v <= max ? v : -1;
+}
+
+/* /api/status's offset and limit into S.jobs; 0, or -1 with the reason
+ * (the store lock is held). */
+static int page_args(struct MHD_Connection *conn, char *err, size_t errlen)
+{
+	const char *off = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "offset");
+	const char *lim = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
+	long long o = off ? arg_number(off, 100000000) : 0;
+	long long l = lim ? arg_number(lim, VIEW_PAGE_MAX) : VIEW_PAGE_DEFAULT;
+
+	if (o < 0) {
+		snprintf(err, errlen, "offset: expected a whole number from 0");
+		return -1;
+	}
+	if (l < 1) {
+		snprintf(err, errlen, "limit: expected a whole number from 1 to %d", VIEW_PAGE_MAX);
+		return -1;
+	}
+	S.jobs.offset = (size_t)o;
+	S.jobs.limit = (size_t)l;
+	return 0;
+}
+
 static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 {
 	char err[STORE_ERR_MAX + 512];
@@ -305,7 +397,9 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 	if (store_ready(err, sizeof err) < 0) {
 		ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
 	} else if (!history) {
-		if (view_jobs(S.L, S.cfg, S.store, &S.jobs, VIEW_JSON, 1, err, sizeof err) < 0) {
+		if (page_args(conn, err, sizeof err) < 0) {
+			ret = json_error(conn, MHD_HTTP_BAD_REQUEST, err);
+		} else if (view_jobs(S.L, S.cfg, S.store, &S.jobs, VIEW_JSON, 1, err, sizeof err) < 0) {
 			store_failed();
 			ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
 		} else {
@@ -333,50 +427,107 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 		}
 	}
 	lua_settop(S.L, top);
+	/* What the answer took goes back before the next one. */
+	lua_gc(S.L, LUA_GCCOLLECT, 0);
+	malloc_trim(0);
 	mtx_unlock(&S.store_mu);
 	return ret;
 }
 
 /* ---- requests ---- */
 
-/* Whether the request brings the token (in time independent of where a
- * wrong one differs). */
+/* Whether the request brings the token: "Bearer" in any case, then the
+ * token, compared in time that depends only on the expected token's
+ * length. */
 static int authorized(struct MHD_Connection *conn)
 {
 	const char *h, *tok;
 	size_t n, want;
-	unsigned char diff = 0;
+	volatile unsigned char diff;
 
 	if (!S.token)
 		return 1;
 	h = mhd.MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	if (!h || strncmp(h, "Bearer ", 7) != 0)
+	if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t'))
 		return 0;
-	tok = h + 7;
+	tok = h + 6;
+	tok += strspn(tok, " \t");
 	n = strlen(tok);
 	want = strlen(S.token);
-	if (n != want)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(tok[i] ^ S.token[i]);
+	diff = n != want;
+	for (size_t i = 0; i < want; i++)
+		diff |= (unsigned char)(tok[i < n ? i : 0] ^ S.token[i]);
 	return diff == 0;
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
-                              const char *method, const char *version, const char *upload,
-                              size_t *upload_len, void **state)
+/* Whether the Host header names this server: an IP address (a name a
+ * browser resolved is never one, so no rebinding), localhost, or one of
+ * [http] hosts.  A request without one (HTTP/1.0) is let through: no
+ * browser sends such. */
+static int host_allowed(const char *host)
 {
-	static int seen;
+	char name[256], buf[sizeof(struct in6_addr)];
+	const char *end;
+	size_t n;
 
-	(void)cls;
-	(void)version;
-	(void)upload;
-	/* Answered on the first call; a body that follows is not read. */
-	if (*state) {
-		*upload_len = 0;
-		return MHD_YES;
+	if (!host)
+		return 1;
+	if (host[0] == '[') {
+		end = strchr(host, ']');
+		n = end ? (size_t)(end - host - 1) : 0;
+		if (!end || n >= sizeof name || (end[1] && end[1] != ':'))
+			return 0;
+		memcpy(name, host + 1, n);
+		name[n] = '\0';
+		return inet_pton(AF_INET6, name, buf) == 1;
 	}
-	*state = &seen;
+	end = strrchr(host, ':');
+	n = end ? (size_t)(end - host) : strlen(host);
+	if (n == 0 || n >= sizeof name)
+		return 0;
+	if (end && (!end[1] || strspn(end + 1, "0123456789") != strlen(end + 1)))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		name[i] = (char)((host[i] >= 'A' && host[i] <= 'Z') ? host[i] - 'A' + 'a' : host[i]);
+	if (n > 1 && name[n - 1] == '.')
+		n--;
+	name[n] = '\0';
+	if (strcmp(name, "localhost") == 0 || inet_pton(AF_INET, name, buf) == 1)
+		return 1;
+	for (size_t i = 0; i < S.nhosts; i++)
+		if (strcmp(name, S.hosts[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static struct conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		mhd.MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+/* Its request arrived whole: the connection is no longer waiting. */
+static void conn_answering(struct MHD_Connection *conn)
+{
+	struct conn *c = conn_of(conn);
+
+	mtx_lock(&S.conn_mu);
+	if (c && c->used)
+		c->waiting = 0;
+	mtx_unlock(&S.conn_mu);
+}
+
+static enum MHD_Result route(struct MHD_Connection *conn, const char *url, const char *method)
+{
+	const char *host;
+
+	host = mhd.MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+	if (!host_allowed(host))
+		return text(conn, MHD_HTTP_MISDIRECTED_REQUEST,
+		            "misdirected: the Host header is not this server's (an IP address, "
+		            "localhost or one of [http] hosts)\n");
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 		            "method not allowed: this server is read-only (GET and HEAD)\n");
@@ -397,6 +548,182 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		return get_api(conn, 1);
 	return text(conn, MHD_HTTP_NOT_FOUND,
 	            "not found (/, /metrics, /healthz, /api/status, /api/history)\n");
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_len, void **state)
+{
+	struct req *r = *state;
+	enum MHD_Result ret;
+
+	(void)cls;
+	(void)version;
+	(void)upload;
+	/* Answered on the first call; a body that follows is not read. */
+	if (!r || r->answered) {
+		*upload_len = 0;
+		return r ? MHD_YES : MHD_NO;
+	}
+	r->answered = 1;
+	snprintf(r->method, sizeof r->method, "%s", method);
+	conn_answering(conn);
+	cur_req = r;
+	ret = route(conn, url, method);
+	cur_req = NULL;
+	return ret;
+}
+
+/* The request's record, before its headers are parsed (the whole URI,
+ * query included). */
+static void *req_begin(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct req *r = calloc(1, sizeof *r);
+
+	(void)cls;
+	(void)conn;
+	if (!r)
+		return NULL;
+	r->start = clock_boot_ms();
+	/* Bytes outside printable ASCII are shown as %XX. */
+	for (size_t i = 0, o = 0; uri && uri[i] && o + 4 < sizeof r->uri; i++) {
+		unsigned char ch = (unsigned char)uri[i];
+
+		if (ch > 0x20 && ch < 0x7f && ch != '%')
+			r->uri[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(r->uri + o, sizeof r->uri - o, "%%%02X", ch);
+	}
+	return r;
+}
+
+/* A request is done (answered, or its connection gone): the access log's
+ * line, and the connection waits for the next request from now. */
+static void req_end(void *cls, struct MHD_Connection *conn, void **state,
+                    enum MHD_RequestTerminationCode why)
+{
+	struct req *r = *state;
+	struct conn *c = conn_of(conn);
+
+	(void)cls;
+	mtx_lock(&S.conn_mu);
+	if (c && c->used) {
+		c->waiting = 1;
+		c->since = clock_boot_ms();
+	}
+	mtx_unlock(&S.conn_mu);
+	if (r && S.cfg->http_access_log) {
+		char status[16], bytes[32], ms[32];
+		const char *fields[] = {
+			"client", c && c->used ? c->ip : "-", "method", r->method[0] ? r->method : "-",
+			"path", r->uri[0] ? r->uri : "-", "status", status, "bytes", bytes, "ms", ms,
+		};
+
+		snprintf(status, sizeof status, "%u", r->status);
+		snprintf(bytes, sizeof bytes, "%zu", r->bytes);
+		snprintf(ms, sizeof ms, "%lld", (long long)(clock_boot_ms() - r->start));
+		if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && !r->status)
+			snprintf(status, sizeof status, "-");
+		log_rec(LOG_INFO, NULL, 0, "http: request", fields, sizeof fields / sizeof fields[0] / 2);
+	}
+	free(r);
+	*state = NULL;
+}
+
+/* Shuts c down (conn_mu held). */
+static void conn_shut(struct conn *c)
+{
+	shutdown(c->fd, SHUT_RDWR);
+	c->shut = 1;
+}
+
+/* The oldest connection still waiting for its request, of ip (or of all
+ * with NULL), and how many there are (conn_mu held). */
+static struct conn *oldest_waiting(const char *ip, size_t *count)
+{
+	struct conn *old = NULL;
+
+	*count = 0;
+	for (size_t i = 0; i < HTTPD_CONN_MAX; i++) {
+		struct conn *c = &S.conns[i];
+
+		if (!c->used || !c->waiting || c->shut || (ip && strcmp(c->ip, ip) != 0))
+			continue;
+		(*count)++;
+		if (!old || c->since < old->since)
+			old = c;
+	}
+	return old;
+}
+
+static void conn_notice(void *cls, struct MHD_Connection *conn, void **ctx,
+                        enum MHD_ConnectionNotificationCode what)
+{
+	struct conn *c = *ctx;
+
+	(void)cls;
+	mtx_lock(&S.conn_mu);
+	if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (c && c->used) {
+			close(c->fd);
+			c->used = 0;
+		}
+		*ctx = NULL;
+	} else if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fi =
+			mhd.MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ai =
+			mhd.MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		struct conn *old;
+		size_t n;
+
+		for (size_t i = 0; !c && i < HTTPD_CONN_MAX; i++)
+			if (!S.conns[i].used)
+				c = &S.conns[i];
+		if (!c || !fi || (c->fd = fcntl(fi->connect_fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			goto done;      /* not watched: libmicrohttpd's idle timeout still is */
+		c->used = 1;
+		c->waiting = 1;
+		c->shut = 0;
+		c->since = clock_boot_ms();
+		snprintf(c->ip, sizeof c->ip, "-");
+		if (ai && ai->client_addr && ai->client_addr->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)ai->client_addr)->sin_addr, c->ip,
+			          sizeof c->ip);
+		else if (ai && ai->client_addr && ai->client_addr->sa_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ai->client_addr)->sin6_addr, c->ip,
+			          sizeof c->ip);
+		*ctx = c;
+		/* Room for the newcomer: the oldest still waiting go first. */
+		while ((old = oldest_waiting(c->ip, &n)) && n > HTTPD_WAITING_PER_IP)
+			conn_shut(old);
+		while ((old = oldest_waiting(NULL, &n)) && n > HTTPD_WAITING_MAX)
+			conn_shut(old);
+	}
+done:
+	mtx_unlock(&S.conn_mu);
+}
+
+/* Closes the connections whose request is late, until the process ends. */
+static int watchdog(void *arg)
+{
+	struct timespec ts = { 0, HTTPD_WATCH_MS * 1000000L };
+
+	(void)arg;
+	for (;;) {
+		int64_t now = clock_boot_ms();
+
+		mtx_lock(&S.conn_mu);
+		for (size_t i = 0; i < HTTPD_CONN_MAX; i++) {
+			struct conn *c = &S.conns[i];
+
+			if (c->used && c->waiting && !c->shut && now - c->since > HTTPD_REQUEST_S * 1000)
+				conn_shut(c);
+		}
+		mtx_unlock(&S.conn_mu);
+		nanosleep(&ts, NULL);
+	}
+	return 0;
 }
 
 /* ---- the parent's snapshots ---- */
@@ -445,17 +772,77 @@ static void read_snapshots(void)
 	}
 }
 
+/* [http] hosts into S.hosts; 0, or -1 out of memory. */
+static int split_hosts(const char *list)
+{
+	char *copy = strdup(list), *save = NULL;
+
+	if (!copy)
+		return -1;
+	for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		char **nh = realloc(S.hosts, (S.nhosts + 1) * sizeof *nh);
+
+		if (!nh)
+			return -1;
+		S.hosts = nh;
+		S.hosts[S.nhosts++] = w;
+	}
+	return 0;
+}
+
+/* The whole of file, NUL-terminated (libmicrohttpd takes PEM as a string);
+ * NULL with the reason in err. */
+static char *slurp(const char *file, char *err, size_t errlen)
+{
+	FILE *f = fopen(file, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!f) {
+		snprintf(err, errlen, "cannot read %s: %s", file, strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		if (cap - n < 4096) {
+			char *nb = cap > (1u << 20) ? NULL : realloc(buf, cap = cap * 2 + 8192);
+
+			if (!nb) {
+				snprintf(err, errlen, "%s: too large for a PEM file, or out of memory", file);
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = nb;
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+
+		n += got;
+		if (got == 0)
+			break;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
 int httpd_serve(lua_State *L, const struct cfg *c)
 {
 	struct MHD_Daemon *d;
 	char err[1024];
 	size_t n;
 	const char *page;
+	char *cert = NULL, *key = NULL;
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	                 MHD_USE_POLL;
+	thrd_t watch;
 
 	if (fcntl(HTTP_LISTEN_FD, F_GETFD) < 0 || fcntl(HTTP_SNAP_FD, F_GETFD) < 0) {
 		fprintf(stderr, "leash _http: only `leash run` starts the HTTP server\n");
 		return 2;
 	}
+	/* A thread per connection: without a bound, glibc gives threads
+	 * arenas of their own, and what a large answer took stays mapped. */
+	mallopt(M_ARENA_MAX, 2);
 	S.cfg = c;
 	S.L = L;
 	S.metrics_attached = fcntl(HTTP_METRICS_FD, F_GETFD) >= 0 &&
@@ -464,7 +851,8 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 		log_msg(LOG_WARN, NULL, 0, "http: no metrics descriptor from the scheduler: /metrics "
 		        "answers 503");
 	if (mtx_init(&S.store_mu, mtx_timed) != thrd_success ||
-	    mtx_init(&S.snap_mu, mtx_plain) != thrd_success)
+	    mtx_init(&S.snap_mu, mtx_plain) != thrd_success ||
+	    mtx_init(&S.conn_mu, mtx_plain) != thrd_success || split_hosts(c->http_hosts) < 0)
 		return 1;
 	if (c->http_token_env[0]) {
 		S.token = getenv(c->http_token_env);
@@ -473,6 +861,14 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 			        c->http_token_env);
 			return 2;
 		}
+	}
+	if (c->http_cert[0]) {
+		if (!(cert = slurp(c->http_cert, err, sizeof err)) ||
+		    !(key = slurp(c->http_key, err, sizeof err))) {
+			log_msg(LOG_ERROR, NULL, 0, "http: [http] cert and key: %s", err);
+			return 1;
+		}
+		flags |= MHD_USE_TLS;
 	}
 	if (lx_require(L, "leash.web") != LUA_OK) {
 		log_msg(LOG_ERROR, NULL, 0, "http: %s", lx_report(L, err, sizeof err));
@@ -490,19 +886,28 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 		log_msg(LOG_ERROR, NULL, 0, "http: %s", err);
 		return 1;
 	}
+	if (thrd_create(&watch, watchdog, NULL) != thrd_success)
+		return 1;
+	thrd_detach(watch);
 	/* Several threads accept on it: none may block there. */
 	fcntl(HTTP_LISTEN_FD, F_SETFL, fcntl(HTTP_LISTEN_FD, F_GETFL) | O_NONBLOCK);
-	d = mhd.MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-	                         MHD_USE_POLL, 0, NULL, NULL, handle, NULL,
+	d = mhd.MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL,
 	                         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)HTTP_LISTEN_FD,
 	                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTPD_CONN_MAX,
 	                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTPD_PER_IP_MAX,
 	                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTPD_CONN_MEMORY,
 	                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTPD_TIMEOUT_S,
 	                         MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTPD_STACK,
+	                         MHD_OPTION_NOTIFY_CONNECTION, conn_notice, NULL,
+	                         MHD_OPTION_URI_LOG_CALLBACK, req_begin, NULL,
+	                         MHD_OPTION_NOTIFY_COMPLETED, req_end, NULL,
+	                         cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
+	                         MHD_OPTION_HTTPS_MEM_KEY, key,
 	                         MHD_OPTION_END);
 	if (!d) {
-		log_msg(LOG_ERROR, NULL, 0, "http: libmicrohttpd would not start on %s", c->http_listen);
+		log_msg(LOG_ERROR, NULL, 0, "http: libmicrohttpd would not start on %s%s", c->http_listen,
+		        cert ? " (with [http] cert and key: are they PEM, and the key the certificate's?)"
+		        : "");
 		return 1;
 	}
 	read_snapshots();

@@ -34,6 +34,7 @@ void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir, int64_t 
 	d->L = L;
 	d->jobs = NULL;
 	d->n = 0;
+	d->offset = d->limit = 0;
 	job_load_dir(L, dir, load_timeout_ms, jobs_good, jobs_bad, d);
 }
 
@@ -63,19 +64,76 @@ static const struct lease_row *lease_of(const struct lease_row *rows, size_t n, 
 	return NULL;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether name is on the page: names[0..n) sorted, NULL for all. */
+static int on_page(const char *const *names, size_t n, const char *name)
+{
+	return !names || bsearch(&name, names, n, sizeof *names, cmp_name) != NULL;
+}
+
+/* The page's names (sorted; borrowed from d, rows and jr), with the count
+ * of all the jobs' names in *total: every name of the local jobs, the
+ * leases and the ledger (but drains' "@REPLICA" rows), once.  *page is
+ * NULL when d asks for no page; -1 out of memory. */
+static int page_names(const struct view_jobs *d, const struct lease_row *rows, size_t n,
+                      const struct store_job_runs *jr, size_t njr, const char ***page,
+                      size_t *npage, size_t *total)
+{
+	const char **all = malloc((d->n + n + njr + 1) * sizeof *all);
+	size_t k = 0, u = 0;
+
+	*page = NULL;
+	*npage = *total = 0;
+	if (!all)
+		return -1;
+	for (size_t i = 0; i < d->n; i++)
+		all[k++] = d->jobs[i]->name;
+	for (size_t i = 0; i < n; i++)
+		all[k++] = rows[i].name;
+	for (size_t i = 0; i < njr; i++)
+		if (jr[i].job[0] != '@')
+			all[k++] = jr[i].job;
+	qsort(all, k, sizeof *all, cmp_name);
+	for (size_t i = 0; i < k; i++)
+		if (u == 0 || strcmp(all[u - 1], all[i]) != 0)
+			all[u++] = all[i];
+	*total = u;
+	if (!d->limit) {
+		free(all);
+		return 0;
+	}
+	if (d->offset >= u) {
+		*npage = 0;
+	} else {
+		*npage = u - d->offset < d->limit ? u - d->offset : d->limit;
+		memmove(all, all + d->offset, *npage * sizeof *all);
+	}
+	*page = all;
+	return 0;
+}
+
 /* Pushes the local jobs for leash.jobs_view: name, schedule, kind,
  * singleton, lease_ms, next (the next fire after now) and due (the first
  * fire after the latest one a holder took care of, or after the lease was
  * taken when none was: what is overdue once its grace has passed). */
 static void push_locals(lua_State *L, struct view_jobs *d, const struct cfg *c,
                         const struct lease_row *rows, size_t n,
-                        const struct store_job_runs *jr, size_t njr, int64_t now)
+                        const struct store_job_runs *jr, size_t njr, int64_t now,
+                        const char *const *page, size_t npage)
 {
 	static const char *const kinds[] = { "every", "cron", "service" };
+	lua_Integer at = 0;
 
-	lua_createtable(L, (int)d->n, 0);
+	lua_createtable(L, page ? (int)npage : (int)d->n, 0);
 	for (size_t i = 0; i < d->n; i++) {
 		struct job *j = d->jobs[i];
+
+		if (!on_page(page, npage, j->name))
+			continue;
 		const struct store_job_runs *r = runs_of(jr, njr, j->name);
 		const struct lease_row *l = lease_of(rows, n, j->name);
 		int64_t base = r && r->handled_at != STORE_NO_TIME ? r->handled_at
@@ -105,7 +163,7 @@ static void push_locals(lua_State *L, struct view_jobs *d, const struct cfg *c,
 				lua_setfield(L, -2, "due");
 			}
 		}
-		lua_rawseti(L, -2, (lua_Integer)i + 1);
+		lua_rawseti(L, -2, ++at);
 	}
 }
 
@@ -115,7 +173,8 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 	struct lease_row *rows = NULL;
 	struct store_job_runs *jr = NULL;
 	struct store_replica *reps = NULL;
-	size_t n = 0, njr = 0, nreps = 0;
+	size_t n = 0, njr = 0, nreps = 0, npage = 0, total = 0, kept;
+	const char **page = NULL;
 	int64_t now = 0, rnow = 0, pnow = 0;
 	int rc = -1;
 
@@ -141,7 +200,31 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 		         s->err);
 		goto done;
 	}
-	lua_createtable(L, 0, 6);
+	/* A page: only its jobs' rows go to Lua, and only its local jobs'
+	 * fires are computed. */
+	if (page_names(d, rows, n, jr, njr, &page, &npage, &total) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto done;
+	}
+	if (page) {
+		kept = 0;
+		for (size_t i = 0; i < n; i++)
+			if (on_page(page, npage, rows[i].name))
+				rows[kept++] = rows[i];
+		n = kept;
+		kept = 0;
+		for (size_t i = 0; i < njr; i++)
+			if (on_page(page, npage, jr[i].job))
+				jr[kept++] = jr[i];
+		njr = kept;
+	}
+	lua_createtable(L, 0, 7);
+	lua_createtable(L, 0, 2);
+	lua_pushinteger(L, (lua_Integer)d->offset);
+	lua_setfield(L, -2, "offset");
+	lua_pushinteger(L, (lua_Integer)total);
+	lua_setfield(L, -2, "total");
+	lua_setfield(L, -2, "page");
 	lua_pushstring(L, c->provider);
 	lua_setfield(L, -2, "provider");
 	lua_pushinteger(L, now);
@@ -161,7 +244,7 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 		lx_push_replicas(L, reps, nreps);
 		lua_setfield(L, -2, "replicas");
 	}
-	push_locals(L, d, c, rows, n, jr, njr, now);
+	push_locals(L, d, c, rows, n, jr, njr, now, page, npage);
 	lua_setfield(L, -2, "locals");
 	lua_pushstring(L, view == VIEW_JSON ? "json" : view == VIEW_CHECK ? "check" : "table");
 	lua_pushinteger(L, fail);
@@ -172,6 +255,7 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 	rc = (int)lua_tointeger(L, -2);
 	lua_remove(L, -2);
 done:
+	free(page);
 	free(rows);
 	free(jr);
 	store_free_replicas(reps, nreps);

@@ -17,11 +17,19 @@
 /* What `leash status --json` prints with singleton mode off: no store. */
 #define VIEW_NO_STORE_JSON "{\"provider\":null,\"singleton\":false,\"leases\":[]}"
 
+/* The pages of /api/status: at most VIEW_PAGE_MAX jobs each,
+ * VIEW_PAGE_DEFAULT unless asked. */
+#define VIEW_PAGE_DEFAULT 500
+#define VIEW_PAGE_MAX 1000
+
 /* The local job files, as the jobs view compares them with the store. */
 struct view_jobs {
 	lua_State *L;
 	struct job **jobs;
 	size_t n;
+	/* The page view_jobs shows: the jobs (in name order) from offset,
+	 * at most limit of them; limit 0 is all.  view_jobs_load sets all. */
+	size_t offset, limit;
 };
 
 /* Loads the good job files of dir into d (a bad one is `leash check`'s

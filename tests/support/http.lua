@@ -18,7 +18,7 @@ function M.free_port()
 end
 
 -- One request: status, headers (lower-case names), body.  o.method, o.headers
--- ({ name = value }), o.data, o.timeout (s).
+-- ({ name = value }), o.data, o.timeout (s), o.cacert (a CA file for https).
 function M.request(url, o)
   o = o or {}
   local argv
@@ -29,6 +29,7 @@ function M.request(url, o)
   end
   for k, v in pairs(o.headers or {}) do argv[#argv + 1] = "-H"; argv[#argv + 1] = k .. ": " .. v end
   if o.data then argv[#argv + 1] = "--data-binary"; argv[#argv + 1] = o.data end
+  if o.cacert then argv[#argv + 1] = "--cacert"; argv[#argv + 1] = o.cacert end
   argv[#argv + 1] = "--path-as-is"
   argv[#argv + 1] = url
   local code, out, err = L.exec(argv)
