@@ -68,17 +68,17 @@ for _, p in ipairs(R.list_of()) do
     -- (the commands run with USER=ops).
     local me = select(2, L.sh("id -un")):match("^%s*(.-)%s*$")
 
-    it("moves the leases within renew + retry, takes none while drained, takes its share back on undrain", function()
+    it("moves the leases off, takes none while drained, takes its share back on undrain", function()
       setup(3, many(12))
       assert(L.wait_for(function()
         for i = 1, 3 do if held_by(s, procs[i].owner) < 2 then return nil end end
         return true
-      end, 10, 0.05), "the 12 jobs never spread over the 3 replicas")
+      end, 30, 0.05), "the 12 jobs never spread over the 3 replicas")
       local code, out, err = leash("drain", "-c", cfgs[1], "r2")
       local t0 = L.now()
       assert.equal(0, code, err)
       assert.matches("draining r2: 1 replica hands every lease off", out)
-      assert(L.wait_for(function() return held_by(s, procs[2].owner) == 0 end, 5, 0.02),
+      assert(L.wait_for(function() return held_by(s, procs[2].owner) == 0 end, 15, 0.02),
         "r2 kept leases")
       local took = L.now() - t0
       -- a renew interval (r2 reads its row) + retry (the others try), and a
@@ -90,7 +90,7 @@ for _, p in ipairs(R.list_of()) do
         local k = 0
         for _ in pairs(at) do k = k + 1 end
         return k == 12
-      end, 3, 0.05), "the others did not take every job")
+      end, 10, 0.05), "the others did not take every job")
       assert(procs[2]:wait_log("draining %(leash drain%)", 1), "r2 did not log the drain")
       -- none comes back while drained (spread would want r2's share back)
       local t1 = L.now()
@@ -109,7 +109,7 @@ for _, p in ipairs(R.list_of()) do
       code, out, err = leash("undrain", "-c", cfgs[1], "r2")
       assert.equal(0, code, err)
       assert.matches("undrained r2: 1 replica takes leases again", out)
-      assert(L.wait_for(function() return held_by(s, procs[2].owner) >= 2 end, 5, 0.05),
+      assert(L.wait_for(function() return held_by(s, procs[2].owner) >= 2 end, 15, 0.05),
         "r2 did not take its share back")
       assert(procs[2]:wait_log("undrained %(leash undrain%)", 1), "r2 did not log the undrain")
 
@@ -147,7 +147,7 @@ for _, p in ipairs(R.list_of()) do
         local code, _, err = leash("drain", "-c", cfgs[1], "r2")
         local t0 = L.now()
         assert.equal(0, code, err)
-        assert(L.wait_for(function() return held_by(s, procs[2].owner) == 0 end, 5, 0.02),
+        assert(L.wait_for(function() return held_by(s, procs[2].owner) == 0 end, 15, 0.02),
           "r2 kept leases")
         local took = L.now() - t0
         -- a round trip for the beat, one for the release
@@ -175,7 +175,7 @@ for _, p in ipairs(R.list_of()) do
       local last = nil
       for _, r in ipairs(list) do if r.replica == procs[h].owner then last = r end end
       assert.is_true(last.ended, "the run was cut: it has no end record")
-      assert(L.wait_for(function() return placement(s).slow == procs[other].owner end, 3, 0.05),
+      assert(L.wait_for(function() return placement(s).slow == procs[other].owner end, 10, 0.05),
         "the other replica did not take slow")
       assert(L.wait_for(function()
         local l = R.runs(out)
@@ -190,7 +190,7 @@ for _, p in ipairs(R.list_of()) do
       setup(2, many(6))
       assert(L.wait_for(function()
         return held_by(s, procs[1].owner) >= 1 and held_by(s, procs[2].owner) >= 1
-      end, 10, 0.05), "the jobs never spread over the 2 replicas")
+      end, 30, 0.05), "the jobs never spread over the 2 replicas")
       local code, out, err = leash("drain", "-c", cfgs[1], "nope")
       assert.equal(1, code)
       assert.matches("leash drain: no live replica nope in the store", err)
@@ -208,13 +208,13 @@ for _, p in ipairs(R.list_of()) do
       assert.matches("its new processes too", out)
       assert(L.wait_for(function()
         return held_by(s, procs[1].owner) == 0 and held_by(s, procs[2].owner) == 0
-      end, 5, 0.05), "the drained replicas kept leases")
+      end, 15, 0.05), "the drained replicas kept leases")
       -- restart both (SIGTERM, start): r1 is not drained any more, r2 still is
       for i = 1, 2 do
         assert.equal(0, procs[i]:stop(10))
         procs[i] = start(cfgs[i], p.password)
       end
-      assert(L.wait_for(function() return held_by(s, procs[1].owner) == 6 end, 6, 0.05),
+      assert(L.wait_for(function() return held_by(s, procs[1].owner) == 6 end, 15, 0.05),
         "the restarted r1 did not take the jobs")
       assert(procs[2]:wait_log("draining %(leash drain%)", 3), "the restarted r2 is not drained")
       assert.equal(0, held_by(s, procs[2].owner))
@@ -223,7 +223,7 @@ for _, p in ipairs(R.list_of()) do
       assert.matches(procs[1].owner:gsub("%p", "%%%0") .. "%s+%S+%s+%S+%s+live", out)
       code, _, err = leash("undrain", "-c", cfgs[1], "r2")
       assert.equal(0, code, err)
-      assert(L.wait_for(function() return held_by(s, procs[2].owner) >= 1 end, 5, 0.05),
+      assert(L.wait_for(function() return held_by(s, procs[2].owner) >= 1 end, 15, 0.05),
         "r2 did not take its share after undrain")
     end)
   end)
