@@ -1374,9 +1374,12 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 		goto fail;
 	}
 	/* A new database is leash's alone (SQLite would make it 0644, and its
-	 * -wal and -shm files take the database's mode). */
+	 * -wal and -shm files take the database's mode).  Only a new one: a
+	 * close(2) of any descriptor of a file drops every POSIX lock this
+	 * process holds on it, another handle's SQLite locks among them
+	 * (SQLite's os_unix.c), so an existing file is never opened here. */
 	if (strcmp(o->path, ":memory:") != 0) {
-		int fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		int fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 
 		if (fd >= 0)
 			close(fd);
