@@ -9,8 +9,9 @@
  * its own (src/launch/prefork/spawn.c).  The epoll set lives across turns: a run's pipes
  * join it when it is forked and leave as they close, so a turn neither
  * rebuilds nor polls the pipes of every run going.  Then it dispatches, reaps
- * children, finishes the runs that ended and drops removed jobs.  It knows
- * runs and descriptors; what a job is, is the job table's business.
+ * children, finishes the runs that ended (src/runs.c) and drops removed
+ * jobs.  It knows descriptors and signals; what a job is, is the job
+ * table's business, and what a run is, runs.c's and src/launch/'s.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -34,6 +35,7 @@
 #include "web/http.h"
 #include "core/log.h"
 #include "loop.h"
+#include "runs.h"
 #include "core/lx.h"
 #include "cluster/hooks.h"
 #include "launch/runner.h"
@@ -42,31 +44,6 @@
 #include "cluster/singleton.h"
 #include "launch/prefork/spawn.h"
 
-struct loop {
-	lua_State *L;
-	const struct cfg *cfg;
-	char owner[STORE_NAME_MAX + 1];
-	struct sched sched;
-	struct singleton sg;            /* singleton mode only */
-	struct run *runs;
-	struct hooks hooks;
-	struct http http;               /* [http] listen: the server process */
-	unsigned reloads;               /* reloads done so far, for the server */
-	struct job_check *check;        /* a reload's check of jobs/ going, or NULL */
-	int reload_again;               /* a SIGHUP came while it went */
-	unsigned ended;                 /* runs ended since the heap was last trimmed */
-	int sigfd;
-	int stopping;                   /* 1: SIGTERM/SIGINT seen; 2: twice */
-	int epfd;                       /* the event set (core/events.h) */
-	int evfd;                       /* the store's socket in it, -1: none */
-	ino_t evino;                    /* and its inode (a reconnect may reuse the number) */
-	int64_t started_ms;
-	/* What the event set hands the signalfd's, the store's and the
-	 * spawner's events to (the runs' streams have theirs). */
-	struct watch sig_w, store_w, spawner_w, check_w;
-};
-
-#define LOOP_OF(w, member) ((struct loop *)((char *)(w) - offsetof(struct loop, member)))
 
 void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 {
@@ -86,122 +63,6 @@ void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
 	}
 	snprintf(out, len, "%.*s:%d:%02x%02x%02x%02x", STORE_REPLICA_MAX, name, (int)getpid(),
 	         rnd[0], rnd[1], rnd[2], rnd[3]);
-}
-
-/* ---- the job table's environment ---- */
-
-static int64_t wall(void *arg) { (void)arg; return clock_wall_ms(); }
-static int64_t mono(void *arg) { (void)arg; return clock_mono_ms(); }
-
-static void add_run(struct loop *lp, struct run *r)
-{
-	r->next = lp->runs;
-	lp->runs = r;
-}
-
-/* What a run of j's fire at scheduled_ms (0: a service) goes with: the
- * replica, the grace, and in singleton mode today's token and fence. */
-static struct run_info fire_info(struct loop *lp, const struct job *j, int64_t scheduled_ms)
-{
-	struct run_info info = {
-		.replica = lp->owner, .scheduled_ms = scheduled_ms, .grace_ms = lp->cfg->grace_ms,
-	};
-
-	if (lp->cfg->singleton)
-		singleton_run_info(&lp->sg, j, &info);
-	return info;
-}
-
-static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int catchup,
-                             struct run *prep, long *id)
-{
-	struct loop *lp = arg;
-	struct run_info info = fire_info(lp, j, scheduled_ms);
-	struct run *r = NULL;
-
-	info.catchup = catchup == 1;
-	info.manual = catchup == SCHED_MANUAL;
-	if (prep && runner_go(prep, &info) == 0)
-		r = prep;
-	else if (prep)
-		runner_discard(prep);   /* its child died: a fresh one */
-	/* A fire nothing was forked ahead for: the spawner forks it while the
-	 * loop goes on (a regular fire; catch-ups, triggers and services fork
-	 * here). */
-	if (!r && scheduled_ms && !catchup && lp->cfg->prefork &&
-	    (r = runner_start_soon(lp->L, j, &info)))
-		add_run(lp, r);
-	if (!r && (r = runner_start(lp->L, j, &info)))
-		add_run(lp, r);
-	if (!r)
-		return NULL;
-	r->scheduled_ms = scheduled_ms;
-	r->token = info.token;
-	r->manual = info.manual;
-	r->started_wall = clock_wall_ms();
-	if (lp->cfg->singleton)
-		singleton_run_started(&lp->sg, r);
-	*id = r->id;
-	return r;
-}
-
-/* A fire's process forked ahead (sched.h's prepare): the token and the fence
- * deadline are today's; runner_go sends the ones of the start. */
-static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
-{
-	struct loop *lp = arg;
-	struct run_info info = fire_info(lp, j, fire);
-	struct run *r;
-	int later;
-
-	if (!(r = runner_prepare(lp->L, j, &info, &later)))
-		return later ? 0 : -1;
-	add_run(lp, r);
-	*out = r;
-	return 1;
-}
-
-static int go_ahead_run(void *arg, struct job *j, struct run *r, int64_t fire)
-{
-	struct run_info info = fire_info(arg, j, fire);
-
-	return runner_go_ahead(r, &info);
-}
-
-static int take_back_run(void *arg, struct run *r)
-{
-	(void)arg;
-	return runner_take_back(r);
-}
-
-static int64_t prep_cost(void *arg)
-{
-	(void)arg;
-	return spawn_cost_us();
-}
-
-static int body_over(void *arg, const struct run *r)
-{
-	(void)arg;
-	return r->ended_ms != 0;
-}
-
-static void discard_run(void *arg, struct run *r)
-{
-	(void)arg;
-	runner_discard(r);
-}
-
-static void stop_run(void *arg, struct run *r, const char *reason)
-{
-	(void)arg;
-	runner_stop(r, RUN_STOP_STOPPED, reason);
-}
-
-static void adopt_run(void *arg, struct run *r, struct job *j)
-{
-	(void)arg;
-	r->job = j;
 }
 
 /* ---- runs ---- */
@@ -228,87 +89,12 @@ static void reap_children(struct loop *lp)
 	}
 }
 
-/* Runs whose child exited and whose pipes are drained: logged, handed back
- * to the job table, freed. */
-static void finish_done_runs(struct loop *lp)
-{
-	struct run **p = &lp->runs;
-
-	while (*p) {
-		struct run *r = *p;
-		int failed;
-
-		if (!runner_done(r)) {
-			p = &r->next;
-			continue;
-		}
-		*p = r->next;
-		/* Its start went ahead and it read it: the fire ran, now (or
-		 * before the turn that was to start it came). */
-		if (r->armed && r->ahead && r->job && runner_take_back(r) < 0)
-			sched_prep_started(&lp->sched, r->job, r);
-		if (r->armed) {         /* never started: nothing to tell but its death */
-			if (r->job && r->lost) {
-				sched_prep_ended(&lp->sched, r->job, r);
-			} else if (r->job) {
-				log_msg(LOG_WARN, r->job->name, 0, "the process forked ahead of a fire "
-				        "died before it (pid %d, status %d); the fire forks another",
-				        (int)r->pid, r->status);
-				sched_prep_ended(&lp->sched, r->job, r);
-			}
-			runner_free(r);
-			continue;
-		}
-		runner_report(r, &failed);
-		lp->ended++;
-		if (r->hook) {
-			hooks_hook_ended(&lp->hooks, r, lp->stopping);
-			runner_free(r);
-			continue;
-		}
-		if (lp->cfg->singleton)
-			singleton_run_ended(&lp->sg, r);
-		if (r->job) {
-			hooks_run_ended(&lp->hooks, r, lp->stopping);
-			sched_run_ended(&lp->sched, r->job, failed, runner_ran_ms(r));
-		}
-		runner_free(r);
-	}
-}
-
-/* Once a burst of runs is over (LOOP_TRIM_RUNS ended, none going), the
- * heap's free pages go back to the system: the burst's records and buffers
- * leave holes below what was allocated after them, which free() alone
- * cannot return (0.7 MB after 1,000 runs). */
-#define LOOP_TRIM_RUNS 256
-
-static void trim_after_burst(struct loop *lp)
-{
-	if (lp->ended < LOOP_TRIM_RUNS || runner_going())
-		return;
-	lp->ended = 0;
-	malloc_trim(0);
-}
-
-/* Timeouts and kills that are due; returns ms until the next one. */
-static int64_t tick_runs(struct loop *lp, int64_t sleep_ms)
-{
-	int64_t now = clock_mono_ms();
-
-	for (struct run *r = lp->runs; r; r = r->next) {
-		int64_t t = runner_tick(r, now);
-		if (t != INT64_MAX && t - now < sleep_ms)
-			sleep_ms = t - now;
-	}
-	return sleep_ms < 0 ? 0 : sleep_ms;
-}
-
 static int64_t due(struct loop *lp)
 {
 	int64_t ms = sched_start_due(&lp->sched);
 
 	runner_wake();          /* every run just started, at once */
-	return tick_runs(lp, ms);
+	return runs_tick(lp, ms);
 }
 
 /* A reload checks jobs/ in a forked process while the loop goes on
@@ -457,20 +243,11 @@ static void block_signals(sigset_t *mask)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* The job table's environment: what it asks of the runs and, in
- * singleton mode, of the election. */
+/* The job table's environment: what it asks of the runs (src/runs.c) and,
+ * in singleton mode, of the election. */
 static void set_env(struct loop *lp, struct sched_env *env)
 {
-	*env = (struct sched_env){
-		.arg = lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
-		.adopt = adopt_run, .body_over = body_over, .discard = discard_run,
-	};
-	if (lp->cfg->prefork) {         /* [leash] prefork = false: each run forks at its start */
-		env->prepare = prepare_run;
-		env->prep_cost_us = prep_cost;
-		env->go_ahead = go_ahead_run;
-		env->take_back = take_back_run;
-	}
+	runs_env(lp, env);
 	if (!lp->cfg->singleton)
 		return;
 	env->elect_arg = &lp->sg;
@@ -632,9 +409,8 @@ static int loop_turn(struct loop *lp)
 		urgent = events_wait(lp->epfd, batch_end - now);
 	if (urgent < 0)
 		return -1;
-	finish_done_runs(lp);
+	runs_finish(lp);
 	sched_drop_removed(&lp->sched);
-	trim_after_burst(lp);
 	return 0;
 }
 

@@ -170,7 +170,7 @@ describe("election end to end", function()
           -- failure, logged as one: only lines up to the first return
           -- count.)
           for _, proc in ipairs(procs) do
-            proc:wait_log("lease store: answering again after", (RETRY * 2) / 1000 + 1)
+            proc:wait_log("lease store: answering again after", 15)
           end
           for _, proc in ipairs(procs) do
             local back = proc:grep("lease store: answering again after")

@@ -1,0 +1,228 @@
+/* runs.c - the runs of `leash run`: what the job table asks of them (the
+ * run callbacks of its sched_env: start one, fork one ahead, give it its
+ * start ahead or take it back, stop it, discard it), their deadlines, and
+ * their ends, reported to the job table, the election and the hooks.  The
+ * loop (src/loop.c) reaps their exits and turns the wheel; a run's life as
+ * a process is src/launch/'s. */
+#include <malloc.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "cluster/hooks.h"
+#include "cluster/singleton.h"
+#include "launch/runner.h"
+#include "launch/prefork/spawn.h"
+#include "plan/sched.h"
+#include "loop.h"
+#include "runs.h"
+
+static int64_t wall(void *arg) { (void)arg; return clock_wall_ms(); }
+static int64_t mono(void *arg) { (void)arg; return clock_mono_ms(); }
+
+static void add_run(struct loop *lp, struct run *r)
+{
+	r->next = lp->runs;
+	lp->runs = r;
+}
+
+/* What a run of j's fire at scheduled_ms (0: a service) goes with: the
+ * replica, the grace, and in singleton mode today's token and fence. */
+static struct run_info fire_info(struct loop *lp, const struct job *j, int64_t scheduled_ms)
+{
+	struct run_info info = {
+		.replica = lp->owner, .scheduled_ms = scheduled_ms, .grace_ms = lp->cfg->grace_ms,
+	};
+
+	if (lp->cfg->singleton)
+		singleton_run_info(&lp->sg, j, &info);
+	return info;
+}
+
+static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int catchup,
+                             struct run *prep, long *id)
+{
+	struct loop *lp = arg;
+	struct run_info info = fire_info(lp, j, scheduled_ms);
+	struct run *r = NULL;
+
+	info.catchup = catchup == 1;
+	info.manual = catchup == SCHED_MANUAL;
+	if (prep && runner_go(prep, &info) == 0)
+		r = prep;
+	else if (prep)
+		runner_discard(prep);   /* its child died: a fresh one */
+	/* A fire nothing was forked ahead for: the spawner forks it while the
+	 * loop goes on (a regular fire; catch-ups, triggers and services fork
+	 * here). */
+	if (!r && scheduled_ms && !catchup && lp->cfg->prefork &&
+	    (r = runner_start_soon(lp->L, j, &info)))
+		add_run(lp, r);
+	if (!r && (r = runner_start(lp->L, j, &info)))
+		add_run(lp, r);
+	if (!r)
+		return NULL;
+	r->scheduled_ms = scheduled_ms;
+	r->token = info.token;
+	r->manual = info.manual;
+	r->started_wall = clock_wall_ms();
+	if (lp->cfg->singleton)
+		singleton_run_started(&lp->sg, r);
+	*id = r->id;
+	return r;
+}
+
+/* A fire's process forked ahead (sched.h's prepare): the token and the fence
+ * deadline are today's; runner_go sends the ones of the start. */
+static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
+{
+	struct loop *lp = arg;
+	struct run_info info = fire_info(lp, j, fire);
+	struct run *r;
+	int later;
+
+	if (!(r = runner_prepare(lp->L, j, &info, &later)))
+		return later ? 0 : -1;
+	add_run(lp, r);
+	*out = r;
+	return 1;
+}
+
+static int go_ahead_run(void *arg, struct job *j, struct run *r, int64_t fire)
+{
+	struct run_info info = fire_info(arg, j, fire);
+
+	return runner_go_ahead(r, &info);
+}
+
+static int take_back_run(void *arg, struct run *r)
+{
+	(void)arg;
+	return runner_take_back(r);
+}
+
+static int64_t prep_cost(void *arg)
+{
+	(void)arg;
+	return spawn_cost_us();
+}
+
+static int body_over(void *arg, const struct run *r)
+{
+	(void)arg;
+	return r->ended_ms != 0;
+}
+
+static void discard_run(void *arg, struct run *r)
+{
+	(void)arg;
+	runner_discard(r);
+}
+
+static void stop_run(void *arg, struct run *r, const char *reason)
+{
+	(void)arg;
+	runner_stop(r, RUN_STOP_STOPPED, reason);
+}
+
+static void adopt_run(void *arg, struct run *r, struct job *j)
+{
+	(void)arg;
+	r->job = j;
+}
+
+/* Runs whose child exited and whose pipes are drained: logged, handed back
+ * to the job table, freed. */
+static void finish_done_runs(struct loop *lp)
+{
+	struct run **p = &lp->runs;
+
+	while (*p) {
+		struct run *r = *p;
+		int failed;
+
+		if (!runner_done(r)) {
+			p = &r->next;
+			continue;
+		}
+		*p = r->next;
+		/* Its start went ahead and it read it: the fire ran, now (or
+		 * before the turn that was to start it came). */
+		if (r->armed && r->ahead && r->job && runner_take_back(r) < 0)
+			sched_prep_started(&lp->sched, r->job, r);
+		if (r->armed) {         /* never started: nothing to tell but its death */
+			if (r->job && r->lost) {
+				sched_prep_ended(&lp->sched, r->job, r);
+			} else if (r->job) {
+				log_msg(LOG_WARN, r->job->name, 0, "the process forked ahead of a fire "
+				        "died before it (pid %d, status %d); the fire forks another",
+				        (int)r->pid, r->status);
+				sched_prep_ended(&lp->sched, r->job, r);
+			}
+			runner_free(r);
+			continue;
+		}
+		runner_report(r, &failed);
+		lp->ended++;
+		if (r->hook) {
+			hooks_hook_ended(&lp->hooks, r, lp->stopping);
+			runner_free(r);
+			continue;
+		}
+		if (lp->cfg->singleton)
+			singleton_run_ended(&lp->sg, r);
+		if (r->job) {
+			hooks_run_ended(&lp->hooks, r, lp->stopping);
+			sched_run_ended(&lp->sched, r->job, failed, runner_ran_ms(r));
+		}
+		runner_free(r);
+	}
+}
+
+/* Once a burst of runs is over (LOOP_TRIM_RUNS ended, none going), the
+ * heap's free pages go back to the system: the burst's records and buffers
+ * leave holes below what was allocated after them, which free() alone
+ * cannot return (0.7 MB after 1,000 runs). */
+#define LOOP_TRIM_RUNS 256
+
+static void trim_after_burst(struct loop *lp)
+{
+	if (lp->ended < LOOP_TRIM_RUNS || runner_going())
+		return;
+	lp->ended = 0;
+	malloc_trim(0);
+}
+
+/* Timeouts and kills that are due; returns ms until the next one. */
+int64_t runs_tick(struct loop *lp, int64_t sleep_ms)
+{
+	int64_t now = clock_mono_ms();
+
+	for (struct run *r = lp->runs; r; r = r->next) {
+		int64_t t = runner_tick(r, now);
+		if (t != INT64_MAX && t - now < sleep_ms)
+			sleep_ms = t - now;
+	}
+	return sleep_ms < 0 ? 0 : sleep_ms;
+}
+
+void runs_finish(struct loop *lp)
+{
+	finish_done_runs(lp);
+	trim_after_burst(lp);
+}
+
+void runs_env(struct loop *lp, struct sched_env *env)
+{
+	*env = (struct sched_env){
+		.arg = lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
+		.adopt = adopt_run, .body_over = body_over, .discard = discard_run,
+	};
+	if (lp->cfg->prefork) {         /* [leash] prefork = false: each run forks at its start */
+		env->prepare = prepare_run;
+		env->prep_cost_us = prep_cost;
+		env->go_ahead = go_ahead_run;
+		env->take_back = take_back_run;
+	}
+}
