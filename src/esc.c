@@ -71,7 +71,7 @@ size_t esc_whole(const char *s, size_t n)
 	return n;
 }
 
-enum mode { JSON, TEXT, KEY };
+enum mode { JSON, TEXT, LINE, KEY };
 
 /* The escape of the character at s (len bytes, 0: not a valid one) in
  * mode m, written into out; NULL when it goes as it is. */
@@ -88,7 +88,7 @@ static const char *escape_of(const unsigned char *s, size_t len, enum mode m, ch
 	if (len > 1)
 		return NULL;
 	if (c == '\\')
-		return "\\\\";
+		return m == LINE ? NULL : "\\\\";
 	if (m == JSON) {
 		static const char *const named[32] = {
 			['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t",
@@ -150,7 +150,7 @@ void esc_json(esc_put_fn put, void *arg, const char *s, size_t n, size_t max)
 void esc_text(esc_put_fn put, void *arg, const char *s, size_t n, size_t max,
               enum esc_text_kind kind)
 {
-	escape(put, arg, s, n, max, kind == ESC_KEY ? KEY : TEXT);
+	escape(put, arg, s, n, max, kind == ESC_KEY ? KEY : kind == ESC_LINE ? LINE : TEXT);
 }
 
 int esc_plain(const char *s, size_t n)

@@ -40,13 +40,14 @@ void esc_json(esc_put_fn put, void *arg, const char *s, size_t n, size_t max);
 
 /* Which characters esc_text escapes besides control characters and \. */
 enum esc_text_kind {
-	ESC_TEXT,       /* a message, a cell: spaces and quotes as they are */
-	ESC_KEY,        /* a log field's key: space, " and = as \xNN too */
+	ESC_TEXT,       /* text from a store or a job, a cell: \ as \\ too */
+	ESC_LINE,       /* a message: \ as it is (only controls are escaped) */
+	ESC_KEY,        /* a log field's key: \, space, " and = as \\ or \xNN too */
 };
 
-/* s (n bytes) for a terminal or a text log line, on one line: \ as \\,
- * C0 controls and DEL as \xNN, C1 controls as \u00XX, invalid bytes as
- * U+FFFD; cut past max as esc_json is. */
+/* s (n bytes) for a terminal or a text log line, on one line: C0 controls
+ * and DEL as \xNN, C1 controls as \u00XX, invalid bytes as U+FFFD, and by
+ * kind; cut past max as esc_json is. */
 void esc_text(esc_put_fn put, void *arg, const char *s, size_t n, size_t max,
               enum esc_text_kind kind);
 

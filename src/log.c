@@ -152,7 +152,7 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
 			}
 			puts_(&b, "] ");
 		}
-		esc_text(put, &b, msg, strlen(msg), LOG_TEXT_MAX, ESC_TEXT);
+		esc_text(put, &b, msg, strlen(msg), LOG_TEXT_MAX, ESC_LINE);
 		for (size_t i = 0; i < nfields; i++) {
 			put(&b, " ", 1);
 			esc_text(put, &b, fields[2 * i], strlen(fields[2 * i]), LOG_KEY_MAX, ESC_KEY);

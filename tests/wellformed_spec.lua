@@ -95,6 +95,18 @@ describe("replica names", function()
   end)
 end)
 
+describe("leash check", function()
+  it("prints a job file's error with its control characters escaped", function()
+    local d = L.dir { config = "[leash]\njobs = jobs\nreplica = a\n",
+                      jobs = { bad = 'error("boom\\27]0;pwned\\7 \\255 end", 0)\n' } }
+    local code, out, err = L.leash { "check", "-c", d.config }
+    assert.equal(1, code, out .. err)
+    strict(out, "utf8")
+    no_controls(out)
+    assert.matches("boom\\x1b]0;pwned\\x07 \239\191\189 end", out, 1, true)
+  end)
+end)
+
 -- ---- a replica's log, JSON and store text ----
 
 -- Jobs whose names are fine and whose output, records and errors are not.
