@@ -176,13 +176,19 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
 
 void log_msg(enum log_level lv, const char *job, long run, const char *fmt, ...)
 {
-	char msg[2048];
+	char msg[LOG_TEXT_MAX];
 	va_list ap;
+	int n;
 
 	if (lv < min_level)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	n = vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	if (n >= (int)sizeof msg) {     /* cut as log_rec cuts a text */
+		size_t k = esc_cut(msg, sizeof msg - 1, sizeof msg - 64);
+
+		snprintf(msg + k, sizeof msg - k, ESC_CUT_FMT, (size_t)n);
+	}
 	log_rec(lv, job, run, msg, NULL, 0);
 }

@@ -44,6 +44,40 @@ end
 
 local BAD = "bad\255\254\27]0;pwned\7\27[2J"
 
+-- ---- the one escaping routine, on random bytes ----
+
+describe("esc (core.json_string, core.safe, core.cut)", function()
+  -- Random strings rich in what breaks: controls, C1, stray and cut UTF-8.
+  local pieces = { "\0", "\n", "\t", "\27", "\127", "\194\155", "\255", "\254", "\192\128",
+    "\237\160\128", "\244\144\128\128", "\226\130", "é", "€", "😀", '"', "\\", "a", " ", "=" }
+  local function random_text()
+    local t = {}
+    for i = 1, math.random(0, 40) do t[i] = pieces[math.random(#pieces)] end
+    return table.concat(t)
+  end
+
+  it("any bytes come out as valid UTF-8 without a raw control, JSON that round-trips", function()
+    math.randomseed(37)
+    local batch = {}
+    for i = 1, 3000 do
+      local s = random_text()
+      local js, safe = core.json_string(s), core.safe(s)
+      assert.is_truthy(utf8.len(js), js)
+      assert.is_truthy(utf8.len(safe), safe)
+      no_controls(js)
+      no_controls(safe)
+      if utf8.len(s) then        -- valid UTF-8 comes back as it was
+        assert.equal(s, json.decode('{"v":' .. js .. "}").v)
+      end
+      local cut = core.cut(s, 10)
+      assert.is_true(#s <= 10 and cut == s or cut:find("... [cut: " .. #s .. " bytes in all]", 1, true) ~= nil)
+      if utf8.len(s) then assert.is_truthy(utf8.len(cut), cut) end
+      batch[#batch + 1] = js
+    end
+    strict("[" .. table.concat(batch, ",") .. "]", "doc")
+  end)
+end)
+
 -- ---- replica names ----
 
 describe("replica names", function()
