@@ -1,6 +1,6 @@
 -- [http] listen: real `leash run` replicas serving /metrics, /healthz,
 -- /api/status, /api/history and the page, asked through curl.  On SQLite two
--- replicas with a job that fails (and a hostile replica name and error):
+-- replicas with a job that fails (and a hostile replica id and error):
 -- status codes, 405, 404, HEAD, headers, the token, /healthz going 503 while
 -- the loop is stopped, the server restarted when it dies and gone with its
 -- parent.  On every provider: the API's JSON equals the commands', a hostile
@@ -29,8 +29,7 @@ describe("http server [sqlite, two replicas]", function()
   setup(function()
     for i = 1, 2 do
       ports[i] = H.free_port()
-      ds[i], procs[i] = H.replica(p, tbl, ports[i], {
-        jobs = JOBS, leash = i == 1 and { replica = HOSTILE_REPLICA } or nil })
+      ds[i], procs[i] = H.replica(p, tbl, ports[i], { jobs = JOBS })
     end
     for i = 1, 2 do H.wait_up(ds[i].url .. "/healthz", 15) end
     H.wait_outcome(ds[1].url, "boom", "failed")
@@ -117,6 +116,10 @@ describe("http server [sqlite, two replicas]", function()
   end)
 
   it("shows the failed run, the hostile replica id and error text escaped as JSON", function()
+    -- leash.config refuses such a replica name; another version's row may hold one.
+    local s = R.open(p, tbl, 5000)
+    assert.is_true(s:try_acquire("ghost", HOSTILE_REPLICA .. ":1:00000001", 600000))
+    s:close()
     local _, v, body = H.get_json(ds[1].url .. "/api/status")
     local boom
     for _, j in ipairs(v.jobs) do if j.name == "boom" then boom = j end end
@@ -124,7 +127,7 @@ describe("http server [sqlite, two replicas]", function()
     assert.equal("failed", boom.last_failure.outcome)
     assert.equal(HOSTILE_ERROR, boom.last_failure.error)
     local owners = {}
-    for _, r in ipairs(v.replicas or {}) do owners[#owners + 1] = r.owner end
+    for _, r in ipairs(v.leases or {}) do owners[#owners + 1] = r.owner end
     assert.matches(HOSTILE_REPLICA, table.concat(owners, " "), 1, true)
     -- JSON escaping: no raw control character, quotes escaped.
     assert.equal("\n", body:sub(-1))         -- the line ends as the command's

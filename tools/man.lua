@@ -43,7 +43,7 @@ local function what(k)
   elseif kind == "ident" then
     return ital("name") .. (", [A\\-Za\\-z_][A\\-Za\\-z0\\-9_]*, at most %d bytes"):format(limits.ident_max)
   elseif kind == "replica" then
-    return ital("name") .. (", 1 to %d bytes, no control characters"):format(limits.replica_max)
+    return ital("name") .. (", 1 to %d bytes of letters, digits, ., \\- and _"):format(limits.replica_max)
   elseif kind == "envname" then
     return ital("variable") .. ", [A\\-Za\\-z_][A\\-Za\\-z0\\-9_]*, or empty"
   elseif kind == "user" then

@@ -26,6 +26,11 @@ for _, k in ipairs(M.KEYS) do
   sections[k.section] = true
 end
 
+-- What a replica's name may hold: it is part of every owner id, so it
+-- shows in logs, leash status, the page and the store.
+M.REPLICA_CHARS = "^[A-Za-z0-9._-]+$"
+M.REPLICA_RULE = "letters, digits, '.', '-' and '_'"
+
 -- The definition of [section] key.
 function M.key(section, key)
   return by_key[section .. "." .. key]
@@ -133,11 +138,19 @@ local function convert(k, raw, dir)
     return raw
   elseif kind == "replica" then
     if raw == "" then return nil, "must not be empty (use auto for the hostname)" end
-    if #raw > limits.replica_max then
-      return nil, ("is %d bytes, at most %d: the owner id <replica>:<pid>:<8 hex> must fit the store's %d"):format(
-        #raw, limits.replica_max, limits.name_max)
+    local name, what = raw, '"' .. core.safe(raw, 60) .. '"'
+    if raw == "auto" then
+      name = core.hostname()
+      what = ('auto: the hostname "%s"'):format(core.safe(name, 60))
     end
-    if raw:find("%c") then return nil, ("%q has a control character"):format(raw) end
+    if #name > limits.replica_max then
+      return nil, ("%s is %d bytes, at most %d: the owner id <replica>:<pid>:<8 hex> must fit the store's %d"):format(
+        what, #name, limits.replica_max, limits.name_max)
+    end
+    if not name:match(M.REPLICA_CHARS) then
+      return nil, ("%s: a replica name may hold only %s%s"):format(what, M.REPLICA_RULE,
+        raw == "auto" and " (set replica = NAME)" or "")
+    end
     return raw
   elseif kind == "count" then
     local n = raw:match("^%d+$") and math.tointeger(tonumber(raw))
@@ -241,11 +254,14 @@ end
 -- Returns the config table, and a list of errors (empty when all is well).
 function M.build(file, dir, entries)
   local c, errors, seen = {}, {}, {}
+  -- A default can fail only by what it depends on (auto: the hostname): an
+  -- error unless the file gives the key.
+  local bad_default = {}
   for _, k in ipairs(M.KEYS) do
     c[k.section] = c[k.section] or {}
     if k.default ~= nil then
       local v, msg = convert(k, k.default, dir)
-      assert(v ~= nil, msg)
+      if v == nil then bad_default[#bad_default + 1] = { k = k, msg = msg } end
       c[k.section][k.key] = v
     end
   end
@@ -279,6 +295,11 @@ function M.build(file, dir, entries)
           c[e.section][e.key] = v
         end
       end
+    end
+  end
+  for _, b in ipairs(bad_default) do
+    if not seen[b.k.section .. "." .. b.k.key] then
+      errors[#errors + 1] = ("%s: [%s] %s: %s"):format(file, b.k.section, b.k.key, b.msg)
     end
   end
   if #errors == 0 then

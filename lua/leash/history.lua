@@ -5,6 +5,7 @@ local status = require "leash.status"
 local view = require "leash.jobs_view"
 local duration = require "leash.duration"
 local text = require "leash.text"
+local core = require "leash.core"
 
 local M = {}
 
@@ -15,7 +16,7 @@ function M.error_head(s)
   if not s or s == "" then return "-" end
   local line = s:match("^[^\n]*")
   if #line ~= #s then line = line .. " ..." end
-  if #line > 60 then line = line:sub(1, 57) .. "..." end
+  if #line > 60 then line = core.utf8_cut(line, 57) .. "..." end
   return view.safe(line)
 end
 

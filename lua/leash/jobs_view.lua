@@ -4,6 +4,7 @@
 -- a model of every job out, rendered as a table, as JSON or as a monitor's
 -- check (Nagios plugin style).  Pure: the clock is the database's `now`.
 local status = require "leash.status"
+local core = require "leash.core"
 
 local M = {}
 
@@ -27,14 +28,8 @@ function M.iso(ms)
   return s .. "Z"
 end
 
--- Text from the store, made safe for a terminal: control characters
--- (and backslashes) escaped.
-function M.safe(s)
-  return (tostring(s):gsub("[%c\\]", function(c)
-    if c == "\\" then return "\\\\" end
-    return ("\\x%02x"):format(c:byte())
-  end))
-end
+-- Text from the store, made safe for a terminal (leash.status's safe).
+M.safe = status.safe
 
 -- The model: input = { provider=, now=, lease_ms= (the config's),
 -- leases = list() rows, runs = last_runs() map, locals = { { name=,
@@ -236,7 +231,7 @@ function M.problems(model, opts)
     end
     if j.fails >= fail and j.failed then
       local f = j.failed
-      local err = f.error and (": " .. M.safe(f.error:match("^[^\n]*"):sub(1, 80))) or ""
+      local err = f.error and (": " .. M.safe(core.utf8_cut(f.error:match("^[^\n]*"), 80))) or ""
       out[#out + 1] = { level = M.WARNING, kind = "failing", job = name,
         short = ("%s (%d in a row)"):format(name, j.fails),
         text = ("%s: failing: %d in a row, last %s %s on %s%s"):format(name, j.fails, f.outcome,

@@ -7,21 +7,27 @@ local M = {}
 
 local LEVELS = { debug = true, info = true, warn = true, error = true }
 
-local function esc(v)
-  return (tostring(v):gsub("[\\\t\n]", { ["\\"] = "\\\\", ["\t"] = "\\t", ["\n"] = "\\n" }))
+-- Each text of a record (the message, a key, a value) is cut past this many
+-- bytes, on a character boundary and saying so, so that a record stays one
+-- line for the parent (src/launch/runner.h RUN_LINE_MAX) and one line of the log.
+M.TEXT_MAX, M.KEY_MAX = 1024, 128
+
+local function esc(v, max)
+  return (core.cut(tostring(v), max):gsub("[\\\t\n\0]",
+    { ["\\"] = "\\\\", ["\t"] = "\\t", ["\n"] = "\\n", ["\0"] = "\\0" }))
 end
 
 -- One record as the parent reads it: level, message, then key/value pairs,
--- separated by tabs, with \, tab and newline escaped.
+-- separated by tabs, with \, tab, newline and NUL escaped.
 function M.encode(level, msg, fields)
-  local parts = { level, esc(msg) }
+  local parts = { level, esc(msg, M.TEXT_MAX) }
   if fields ~= nil then
     local keys = {}
     for k in pairs(fields) do keys[#keys + 1] = tostring(k) end
     table.sort(keys)
     for _, k in ipairs(keys) do
-      parts[#parts + 1] = esc(k)
-      parts[#parts + 1] = esc(fields[k] == nil and fields[tonumber(k)] or fields[k])
+      parts[#parts + 1] = esc(k, M.KEY_MAX)
+      parts[#parts + 1] = esc(fields[k] == nil and fields[tonumber(k)] or fields[k], M.TEXT_MAX)
     end
   end
   return table.concat(parts, "\t")
@@ -78,7 +84,10 @@ function M.main(job, info, ctx)
   if info.hook then
     fn, what, ctx.hook = job[info.hook], info.hook, info.hook
   end
-  local ok, err = xpcall(fn, debug.traceback, ctx, info.run)
+  -- The error and its traceback; not debug.traceback(e) itself, which
+  -- cuts a message at its first NUL.
+  local ok, err = xpcall(fn, function(e) return tostring(e) .. debug.traceback("", 2) end,
+    ctx, info.run)
   if not ok then
     local first = tostring(err):match("^[^\n]*")
     core.child_log(M.encode("error", what .. " failed: " .. first, { traceback = tostring(err) }))

@@ -1,6 +1,8 @@
 -- leash status: rendering of one list() answer, as a table a person reads at
 -- a glance and as the JSON object of DESIGN.md "Command line".  Pure: rows
 -- and now (ms, the database's clock) in, text out.
+local core = require "leash.core"
+
 local M = {}
 
 local function state(r, now)
@@ -27,7 +29,7 @@ function M.table(rows, now)
   local lines = { head }
   for _, r in ipairs(rows) do
     local held = state(r, now) == "held"
-    lines[#lines + 1] = { r.name, r.owner, state(r, now),
+    lines[#lines + 1] = { M.safe(r.name), M.safe(r.owner), state(r, now),
       held and M.human(r.expires_at - now) or "-", tostring(r.token) }
   end
   local w = {}
@@ -49,14 +51,14 @@ function M.table(rows, now)
   return table.concat(out, "\n") .. "\n"
 end
 
-local escapes = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
-                  ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+-- s as a JSON string: valid UTF-8 whatever s holds (invalid bytes as
+-- U+FFFD), control characters escaped.  The C core's one writer (esc.h),
+-- which the JSON log uses too.
+M.json_string = core.json_string
 
-function M.json_string(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    return escapes[c] or ("\\u%04x"):format(c:byte())
-  end) .. '"'
-end
+-- Text from the store, made safe for a terminal: valid UTF-8, control
+-- characters as \xNN, backslashes doubled (esc.h).
+M.safe = core.safe
 
 local function int(n) return ("%d"):format(n) end
 
@@ -152,8 +154,8 @@ function M.replicas_table(replicas, rows, now, live_ms)
   local out = { "REPLICA", "HOST", "VERSION", "STATE", "LEASES", "SHARE", "JOBS HASH" }
   local lines = { out }
   for _, j in ipairs(judge(replicas, rows, now, live_ms)) do
-    lines[#lines + 1] = { j.r.owner, j.r.host, j.r.version, j.state, tostring(j.leases),
-      ("%d%%"):format(math.floor(j.share * 100 + 0.5)), j.r.jobs_hash }
+    lines[#lines + 1] = { M.safe(j.r.owner), M.safe(j.r.host), M.safe(j.r.version), j.state,
+      tostring(j.leases), ("%d%%"):format(math.floor(j.share * 100 + 0.5)), M.safe(j.r.jobs_hash) }
   end
   local w = {}
   for _, l in ipairs(lines) do
@@ -165,7 +167,7 @@ function M.replicas_table(replicas, rows, now, live_ms)
     for i, c in ipairs(l) do cells[i] = i == #l and c or c .. (" "):rep(w[i] - width(c)) end
     text[#text + 1] = table.concat(cells, "  ")
   end
-  for _, msg in ipairs(M.drift(replicas, now, live_ms)) do text[#text + 1] = "warning: " .. msg end
+  for _, msg in ipairs(M.drift(replicas, now, live_ms)) do text[#text + 1] = "warning: " .. M.safe(msg) end
   return "\n" .. table.concat(text, "\n") .. "\n"
 end
 

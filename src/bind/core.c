@@ -1,8 +1,10 @@
 /* bind/core.c - the leash.core Lua module: the C core as busted sees it.
  * Each binding file adds the functions of one core concept to its table. */
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -11,6 +13,7 @@
 #include "launch/child.h"
 #include "core/clock.h"
 #include "cluster/place.h"
+#include "core/esc.h"
 #include "store/store.h"
 
 
@@ -58,6 +61,85 @@ static int l_env_hidden(lua_State *L)
 	return 1;
 }
 
+static void put_lua(void *arg, const char *s, size_t n)
+{
+	luaL_addlstring(arg, s, n);
+}
+
+/* core.json_string(s[, max]): s as a JSON string, with its quotes (esc.h);
+ * the Lua side's one JSON string writer. */
+static int l_json_string(lua_State *L)
+{
+	size_t n;
+	const char *s = luaL_checklstring(L, 1, &n);
+	lua_Integer max = luaL_optinteger(L, 2, LUA_MAXINTEGER);
+	luaL_Buffer b;
+
+	luaL_buffinit(L, &b);
+	esc_json(put_lua, &b, s, n, max < 0 ? 0 : (size_t)max);
+	luaL_pushresult(&b);
+	return 1;
+}
+
+/* core.safe(s[, max]): s made safe for a terminal or a text line (esc_text). */
+static int l_safe(lua_State *L)
+{
+	lua_Integer max = luaL_optinteger(L, 2, LUA_MAXINTEGER);
+	size_t n;
+	const char *s = luaL_tolstring(L, 1, &n);     /* (pushed: read max first) */
+	luaL_Buffer b;
+
+	luaL_buffinit(L, &b);
+	esc_text(put_lua, &b, s, n, max < 0 ? 0 : (size_t)max, ESC_TEXT);
+	luaL_pushresult(&b);
+	return 1;
+}
+
+/* core.utf8_cut(s, max): s's longest prefix of at most max bytes that does
+ * not split a UTF-8 character. */
+static int l_utf8_cut(lua_State *L)
+{
+	size_t n;
+	const char *s = luaL_checklstring(L, 1, &n);
+	lua_Integer max = luaL_checkinteger(L, 2);
+
+	lua_pushlstring(L, s, esc_cut(s, n, max < 0 ? 0 : (size_t)max));
+	return 1;
+}
+
+/* core.cut(s, max): s, or when it is longer than max bytes its longest
+ * prefix that splits no character and ESC_CUT_FMT after it. */
+static int l_cut(lua_State *L)
+{
+	size_t n;
+	const char *s = luaL_checklstring(L, 1, &n);
+	lua_Integer max = luaL_checkinteger(L, 2);
+	char mark[64];
+	luaL_Buffer b;
+
+	if (max < 0 || n <= (size_t)max) {
+		lua_settop(L, 1);
+		return 1;
+	}
+	luaL_buffinit(L, &b);
+	luaL_addlstring(&b, s, esc_cut(s, n, (size_t)max));
+	snprintf(mark, sizeof mark, ESC_CUT_FMT, n);
+	luaL_addstring(&b, mark);
+	luaL_pushresult(&b);
+	return 1;
+}
+
+/* core.hostname(): what `replica = auto` names a replica (loop_owner_id). */
+static int l_hostname(lua_State *L)
+{
+	char host[256] = "";
+
+	if (gethostname(host, sizeof host - 1) < 0 || !host[0])
+		snprintf(host, sizeof host, "localhost");
+	lua_pushstring(L, host);
+	return 1;
+}
+
 void lx_core_lib(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
@@ -66,6 +148,11 @@ void lx_core_lib(lua_State *L)
 		{ "setenv", l_setenv },
 		{ "user", l_user },
 		{ "env_hidden", l_env_hidden },
+		{ "json_string", l_json_string },
+		{ "safe", l_safe },
+		{ "utf8_cut", l_utf8_cut },
+		{ "cut", l_cut },
+		{ "hostname", l_hostname },
 		{ NULL, NULL },
 	};
 	luaL_setfuncs(L, fns, 0);

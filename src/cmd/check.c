@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "core/cfg.h"
 #include "web/http.h"
 #include "core/clock.h"
+#include "core/esc.h"
 #include "plan/job.h"
 #include "core/log.h"
 #include "loop.h"
@@ -33,14 +35,36 @@ struct check {
 	int problems;
 };
 
+static void put_stdout(void *arg, const char *s, size_t n)
+{
+	fwrite(s, 1, n, arg);
+}
+
+/* A problem with a job file on a line of its own: what a file or its error
+ * holds, escaped (core/esc.h), as the log would show it. */
+static void print_problem(const char *file, const char *msg)
+{
+	if (file) {
+		esc_text(put_stdout, stdout, file, strlen(file), SIZE_MAX, ESC_LINE);
+		fputs(": ", stdout);
+	}
+	esc_text(put_stdout, stdout, msg, strlen(msg), SIZE_MAX, ESC_LINE);
+	fputc('\n', stdout);
+}
+
 static void check_good(void *arg, struct job *j)
 {
 	struct check *ck = arg;
 	struct job **nj = realloc(ck->jobs, (ck->njobs + 1) * sizeof *nj);
 
 	/* Warnings are printed like problems but are none. */
-	if (j->warnings)
-		printf("%s\n", j->warnings);
+	for (char *w = j->warnings, *nl; w && *w; w = nl ? nl + 1 : w + strlen(w)) {
+		if ((nl = strchr(w, '\n')))
+			*nl = '\0';    /* one a line */
+		print_problem(NULL, w);
+		if (nl)
+			*nl = '\n';
+	}
 	if (!nj) {
 		job_free(ck->L, j);
 		return;
@@ -55,10 +79,7 @@ static void check_bad(void *arg, const char *file, const char *msg)
 
 	ck->problems++;
 	/* Messages from leash.job start with the file; others get it here. */
-	if (strncmp(msg, file, strlen(file)) == 0)
-		printf("%s\n", msg);
-	else
-		printf("%s: %s\n", file, msg);
+	print_problem(strncmp(msg, file, strlen(file)) == 0 ? NULL : file, msg);
 }
 
 /* Prints fire time t of j for --next, with what a daylight-saving gap did

@@ -6,6 +6,12 @@
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
+/* A record's message and each field's value are cut past LOG_TEXT_MAX
+ * bytes, a field's key past LOG_KEY_MAX (on a character boundary, the cut
+ * said at the end). */
+#define LOG_TEXT_MAX 4096
+#define LOG_KEY_MAX 128
+
 /* Sets the format ("text" or "json") and the lowest level written. */
 void log_setup(int json, enum log_level min);
 
@@ -18,7 +24,11 @@ void log_set_sink(log_sink_fn fn, void *arg);
 int log_level_parse(const char *s);
 
 /* Writes one record.  job may be NULL (the scheduler itself); run is 0 when
- * the record belongs to no run.  fields holds nfields key/value pairs. */
+ * the record belongs to no run.  fields holds nfields key/value pairs.  Any
+ * bytes may come in: the line written is valid UTF-8 with its control
+ * characters escaped (as JSON escapes in the JSON format, as \xNN in the
+ * text format's message and keys, a text value quoted as a JSON string when
+ * it is not plain). */
 void log_rec(enum log_level, const char *job, long run, const char *msg,
              const char *const *fields, size_t nfields);
 

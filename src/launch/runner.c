@@ -19,6 +19,7 @@
 
 #include "launch/child.h"
 #include "core/clock.h"
+#include "core/esc.h"
 #include "core/log.h"
 #include "core/lx.h"
 #include "core/metrics.h"
@@ -467,7 +468,9 @@ void runner_discard(struct run *r)
 }
 
 /* A ctx.log record: level, message, then key/value pairs, tab-separated
- * with \\, \t and \n escaped (lua/leash/run.lua writes them). */
+ * with \\, \t, \n and NUL (\0) escaped (lua/leash/run.lua writes them).
+ * A NUL comes back as a byte that is no UTF-8, so that it shows as U+FFFD
+ * (esc.h) rather than end the text there. */
 static void unescape(char *s)
 {
 	char *w = s;
@@ -475,7 +478,7 @@ static void unescape(char *s)
 	for (char *p = s; *p; p++) {
 		if (*p == '\\' && p[1]) {
 			p++;
-			*w++ = *p == 't' ? '\t' : *p == 'n' ? '\n' : *p;
+			*w++ = *p == 't' ? '\t' : *p == 'n' ? '\n' : *p == '0' ? (char)0xff : *p;
 		} else {
 			*w++ = *p;
 		}
@@ -536,6 +539,41 @@ static void keep(struct run *r, enum run_stream i, char *buf)
 	}
 }
 
+/* The line of n bytes at s (s[n] is there to write) to the log.  A NUL in
+ * it would end the line there: it goes as a byte that is no UTF-8, and so
+ * shows as U+FFFD (esc.h). */
+static void emit_n(struct run *r, enum run_stream i, char *s, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (!s[k])
+			s[k] = (char)0xff;
+	s[n] = '\0';
+	emit(r, i, s);
+}
+
+/* A line that filled the buffer (n bytes, n = RUN_LINE_MAX - 1) and goes
+ * on: output is logged up to its last whole character and the rest waits;
+ * a record is cut there, said so, and its rest dropped.  Returns the bytes
+ * left waiting. */
+static size_t emit_long(struct run *r, enum run_stream i, char *buf, size_t n)
+{
+	static const char cut[] = "... [record cut: longer than 4095 bytes]";
+	size_t k;
+
+	if (i != RUN_RECORDS) {
+		char keep = buf[k = esc_whole(buf, n)];
+
+		emit_n(r, i, buf, k);   /* (ends the line at buf[k]) */
+		buf[k] = keep;
+		return k;
+	}
+	k = esc_cut(buf, n, n - (sizeof cut - 1));
+	memcpy(buf + k, cut, sizeof cut - 1);
+	emit_n(r, i, buf, k + sizeof cut - 1);
+	r->lb[i].skip = 1;
+	return n;
+}
+
 void runner_read(struct run *r, enum run_stream i)
 {
 	static char scratch[RUN_LINE_MAX];      /* the parent has one thread */
@@ -550,11 +588,9 @@ void runner_read(struct run *r, enum run_stream i)
 			continue;
 		if (got <= 0) {
 			if (got == 0 || errno != EAGAIN) {
-				if (lb->n) {    /* a last line without newline */
-					buf[lb->n] = '\0';
-					emit(r, i, buf);
-					lb->n = 0;
-				}
+				if (lb->n && !lb->skip)    /* a last line without newline */
+					emit_n(r, i, buf, lb->n);
+				lb->n = 0;
 				keep(r, i, buf);
 				close_stream(r, i);
 			}
@@ -564,16 +600,19 @@ void runner_read(struct run *r, enum run_stream i)
 		buf[lb->n] = '\0';
 		start = buf;
 		while ((nl = memchr(start, '\n', lb->n - (size_t)(start - buf)))) {
-			*nl = '\0';
-			emit(r, i, start);
+			if (lb->skip)
+				lb->skip = 0;   /* the end of a record cut */
+			else
+				emit_n(r, i, start, (size_t)(nl - start));
 			start = nl + 1;
 		}
 		lb->n -= (size_t)(start - buf);
 		memmove(buf, start, lb->n);
-		if (lb->n == RUN_LINE_MAX - 1) {    /* a line too long: log it in pieces */
-			buf[lb->n] = '\0';
-			emit(r, i, buf);
-			lb->n = 0;
+		if (lb->n == RUN_LINE_MAX - 1) {    /* a line too long */
+			size_t done = lb->skip ? lb->n : emit_long(r, i, buf, lb->n);
+
+			lb->n -= done;
+			memmove(buf, buf + done, lb->n);
 		}
 		keep(r, i, buf);
 	}

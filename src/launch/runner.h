@@ -46,7 +46,10 @@ enum run_stop { RUN_STOP_TIMEOUT = 1, RUN_STOP_LOST, RUN_STOP_HANDOFF, RUN_STOP_
 /* A run's three streams from its child. */
 enum run_stream { RUN_STDOUT, RUN_STDERR, RUN_RECORDS, RUN_STREAMS };
 
-#define RUN_LINE_MAX 4096               /* a longer line is logged in pieces */
+/* A longer line of output is logged in pieces, each cut on a character
+ * boundary; a longer record (lua/leash/run.lua keeps them shorter) is cut,
+ * the cut said, the rest dropped. */
+#define RUN_LINE_MAX 4096
 
 /* The start of a line not complete yet (malloc'd while one waits: most runs
  * write whole lines, and a thousand runs going would hold 12 MB of empty
@@ -54,6 +57,7 @@ enum run_stream { RUN_STDOUT, RUN_STDERR, RUN_RECORDS, RUN_STREAMS };
 struct linebuf {
 	char *b;
 	size_t n;
+	int skip;                       /* dropping the rest of a record cut */
 };
 
 /* One of a run's streams as the loop's event set knows it. */

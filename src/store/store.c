@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/esc.h"
 #include "core/metrics.h"
 #include "store/store.h"
 
@@ -334,40 +335,6 @@ int store_valid_outcome(const char *s)
 	return 0;
 }
 
-/* The length of the well-formed UTF-8 character at p (1-4), or 0 when the
- * byte there starts none (a stray continuation, an overlong form, a
- * surrogate, past U+10FFFF, or a sequence cut short). */
-static size_t utf8_len(const unsigned char *p)
-{
-	size_t n;
-	unsigned lo = 0x80, hi = 0xbf;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		n = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		n = 3;
-		if (p[0] == 0xe0)
-			lo = 0xa0;                  /* overlong */
-		else if (p[0] == 0xed)
-			hi = 0x9f;                  /* surrogates */
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		n = 4;
-		if (p[0] == 0xf0)
-			lo = 0x90;
-		else if (p[0] == 0xf4)
-			hi = 0x8f;                  /* past U+10FFFF */
-	} else
-		return 0;
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (p[i] < 0x80 || p[i] > 0xbf)
-			return 0;
-	return n;
-}
-
 /* Copies at most STORE_RUN_ERROR_MAX bytes of src into dst (which has room
  * for that and the NUL), whole characters only, each byte that starts no
  * well-formed character becoming '?'. */
@@ -377,7 +344,7 @@ static void clean_error(char *dst, const char *src)
 	size_t len = 0;
 
 	while (*p) {
-		size_t n = utf8_len(p);
+		size_t n = esc_char_len((const char *)p, 4);    /* NUL-ended: stops there */
 
 		if (n == 0) {
 			if (len + 1 > STORE_RUN_ERROR_MAX)
