@@ -384,9 +384,12 @@ for _, p in ipairs(R.list_of()) do
 import sqlite3, time
 c = sqlite3.connect(%q, isolation_level=None)
 c.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
 time.sleep(60)
 ]]):format(p.path))))
-        L.sleep(0.3)
+        -- The outage begins once the lock is held (python starts slowly on
+        -- a loaded machine).
+        assert(locker:wait_log("locked", 15), "the locker never locked the database")
       end
       up = function() L.kill(locker.pid, "KILL"); locker:wait(5) end
     end

@@ -124,7 +124,7 @@ describe("spread end to end", function()
         local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
 
         -- Each holds 10 +- 1 (bench/spread_results.txt has how soon).
-        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05),
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 60, 0.05),
           "never balanced: " .. require("pl.pretty").write(shares(placement(s))))
         print(("\n[%s] balanced after %.2fs"):format(p.provider, L.now() - t0))
         -- 10 +- 1 may leave the last hand-off still under way (slow under
@@ -238,7 +238,7 @@ describe("spread end to end", function()
         local s = open(p, tbl)
         for i = 1, 3 do procs[i] = start(cfgs[i], p.password) end
         local owners = { procs[1].owner, procs[2].owner, procs[3].owner }
-        assert(L.wait_for(function() return balanced(s, owners, 10) end, 30, 0.05), "never balanced")
+        assert(L.wait_for(function() return balanced(s, owners, 10) end, 60, 0.05), "never balanced")
         -- A job whose cursor is still NULL (no fire claimed yet) catches up
         -- nothing on a takeover, by design: the window opens once every
         -- job has claimed a fire.
