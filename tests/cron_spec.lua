@@ -146,6 +146,30 @@ describe("leash.cron.parse", function()
     refused("0 0 L * *", "field 3 (day-of-month)")
   end)
 
+  it("takes Vixie cron's nicknames, and refuses @reboot with a hint and unknown ones by name", function()
+    local same = {
+      ["@yearly"] = "0 0 1 1 *", ["@annually"] = "0 0 1 1 *", ["@monthly"] = "0 0 1 * *",
+      ["@weekly"] = "0 0 * * 0", ["@daily"] = "0 0 * * *", ["@midnight"] = "0 0 * * *",
+      ["@hourly"] = "0 * * * *",
+    }
+    local t0 = T("2026-12-05T08:31:00Z")
+    for nick, expr in pairs(same) do
+      local a, b = spec_of(nick), spec_of(expr)
+      local ta, tb = t0, t0
+      for _ = 1, 3 do
+        ta, tb = cron.next(a, ta, "UTC"), cron.next(b, tb, "UTC")
+        assert.equal(iso(tb), iso(ta), nick)
+      end
+    end
+    assert.equal("2027-01-01T00:00:00Z", iso(cron.next(spec_of("@yearly"), t0, "UTC")))
+    local spec, err = cron.parse("@reboot")
+    assert.is_nil(spec)
+    assert.matches("@reboot is not a schedule leash keeps.*service = true", err)
+    spec, err = cron.parse("@fortnightly")
+    assert.is_nil(spec)
+    assert.matches('unknown nickname "@fortnightly"', err, 1, true)
+  end)
+
   it("refuses a non-string", function()
     local spec, err = cron.parse(5)
     assert.is_nil(spec)

@@ -189,13 +189,29 @@ local function ever_fires(spec)
   return false
 end
 
+-- Vixie cron's nicknames, as its crontab(5) gives them.
+local NICKNAMES = {
+  ["@yearly"] = "0 0 1 1 *", ["@annually"] = "0 0 1 1 *", ["@monthly"] = "0 0 1 * *",
+  ["@weekly"] = "0 0 * * 0", ["@daily"] = "0 0 * * *", ["@midnight"] = "0 0 * * *",
+  ["@hourly"] = "0 * * * *",
+}
+M.NICKNAMES = NICKNAMES
+
 -- parse(expr) -> spec | nil, message
 function M.parse(expr)
   if type(expr) ~= "string" then
     return nil, ("a cron expression must be a string, not a %s"):format(type(expr))
   end
+  local nick = expr:match("^%s*(@%S*)%s*$")
+  if nick == "@reboot" then
+    return nil, "@reboot is not a schedule leash keeps (a cluster has no one boot): a job " ..
+      "that runs for as long as leash does is a service (service = true)"
+  elseif nick and not NICKNAMES[nick] then
+    return nil, ("unknown nickname %s (known: @yearly @annually @monthly @weekly @daily " ..
+      "@midnight @hourly)"):format(quote(nick))
+  end
   local words = {}
-  for w in expr:gmatch("%S+") do words[#words + 1] = w end
+  for w in (nick and NICKNAMES[nick] or expr):gmatch("%S+") do words[#words + 1] = w end
   if #words ~= 5 and #words ~= 6 then
     return nil, ("expected 5 or 6 fields, got %d"):format(#words)
   end
