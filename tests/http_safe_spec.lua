@@ -93,14 +93,16 @@ describe("http server [token, hosts, access_log]", function()
     for _, n in ipairs { "a1", "a2", "a3", "a4" } do jobs[n] = 'return { every = "1h", run = function(ctx) end }\n' end
     d, proc = H.replica(p, "hsafe_" .. math.random(1, 1e6), port, {
       jobs = jobs, env = { LEASH_TEST_HTTP_TOKEN = TOKEN },
-      http = { token_env = "LEASH_TEST_HTTP_TOKEN", hosts = "leash.example.org", access_log = "true" } })
+      http = { token_env = "LEASH_TEST_HTTP_TOKEN", hosts = "leash.example.org 192.0.2.7",
+               access_log = "true" } })
     H.wait_up(d.url .. "/healthz", 15, { headers = AUTH })
   end)
 
   teardown(function() R.stop_all { proc } end)
 
   it("refuses a Host that is not this server's (DNS rebinding) with 421", function()
-    for _, host in ipairs { "evil.example", "evil.example:" .. port, "leash.example.org.evil.example" } do
+    for _, host in ipairs { "evil.example", "evil.example:" .. port, "leash.example.org.evil.example",
+                            "192.0.2.8", "[2001:db8::1]:" .. port } do
       for _, path in ipairs { "/api/status", "/", "/healthz" } do
         local st, _, body = H.request(d.url .. path, { headers = { Host = host, Authorization = AUTH.Authorization } })
         assert.equal(421, st, host .. " " .. path)
@@ -108,7 +110,7 @@ describe("http server [token, hosts, access_log]", function()
       end
     end
     for _, host in ipairs { "leash.example.org", "LEASH.Example.ORG:" .. port, "127.0.0.1:" .. port,
-                            "localhost", "[::1]:" .. port, "192.0.2.7" } do
+                            "localhost", "[::1]:" .. port, "127.0.0.2", "192.0.2.7:" .. port } do
       assert.equal(200, (H.request(d.url .. "/api/status", { headers = { Host = host, Authorization = AUTH.Authorization } })), host)
     end
   end)

@@ -105,7 +105,7 @@
 	X(http, public, BOOL, NULL, "false", 0, 0, http_public, \
 	  "serve a listen address that is not loopback without token_env (else check and run refuse it)") \
 	X(http, hosts, NAMES, NULL, "", 0, 0, http_hosts, \
-	  "host names a request's Host header may give, besides IP addresses and localhost") \
+	  "names and addresses a request's Host header may give, besides localhost and loopback addresses") \
 	X(http, cert, PATH, NULL, "", 0, 0, http_cert, \
 	  "PEM certificate (chain) file: serve HTTPS (with key; empty = plain HTTP)") \
 	X(http, key, PATH, NULL, "", 0, 0, http_key, \

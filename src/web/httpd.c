@@ -464,9 +464,23 @@ static int authorized(struct MHD_Connection *conn)
  * browser resolved is never one, so no rebinding), localhost, or one of
  * [http] hosts.  A request without one (HTTP/1.0) is let through: no
  * browser sends such. */
+/* Whether name is one of [http] hosts. */
+static int host_listed(const char *name)
+{
+	for (size_t i = 0; i < S.nhosts; i++)
+		if (strcmp(name, S.hosts[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* Whether a request's Host names this server: localhost, a loopback
+ * address, or one of [http] hosts (an address other hosts reach, too, is
+ * served only when listed). */
 static int host_allowed(const char *host)
 {
-	char name[256], buf[sizeof(struct in6_addr)];
+	char name[256];
+	struct in6_addr a6;
+	struct in_addr a4;
 	const char *end;
 	size_t n;
 
@@ -479,7 +493,10 @@ static int host_allowed(const char *host)
 			return 0;
 		memcpy(name, host + 1, n);
 		name[n] = '\0';
-		return inet_pton(AF_INET6, name, buf) == 1;
+		for (size_t i = 0; i < n; i++)
+			name[i] = (char)((name[i] >= 'A' && name[i] <= 'F') ? name[i] - 'A' + 'a' : name[i]);
+		return inet_pton(AF_INET6, name, &a6) == 1 && (IN6_IS_ADDR_LOOPBACK(&a6) ||
+		                                              host_listed(name));
 	}
 	end = strrchr(host, ':');
 	n = end ? (size_t)(end - host) : strlen(host);
@@ -492,12 +509,10 @@ static int host_allowed(const char *host)
 	if (n > 1 && name[n - 1] == '.')
 		n--;
 	name[n] = '\0';
-	if (strcmp(name, "localhost") == 0 || inet_pton(AF_INET, name, buf) == 1)
+	if (strcmp(name, "localhost") == 0 ||
+	    (inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127))
 		return 1;
-	for (size_t i = 0; i < S.nhosts; i++)
-		if (strcmp(name, S.hosts[i]) == 0)
-			return 1;
-	return 0;
+	return host_listed(name);
 }
 
 static struct conn *conn_of(struct MHD_Connection *conn)
@@ -526,8 +541,8 @@ static enum MHD_Result route(struct MHD_Connection *conn, const char *url, const
 	host = mhd.MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
 	if (!host_allowed(host))
 		return text(conn, MHD_HTTP_MISDIRECTED_REQUEST,
-		            "misdirected: the Host header is not this server's (an IP address, "
-		            "localhost or one of [http] hosts)\n");
+		            "misdirected: the Host header is not this server's (localhost, a "
+		            "loopback address or one of [http] hosts)\n");
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 		            "method not allowed: this server is read-only (GET and HEAD)\n");
