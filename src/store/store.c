@@ -699,29 +699,6 @@ int store_drain(struct store *s, const char *name, const char *const *owners, si
 	return s->ops->drain(s, name, owners, n, on, changed, now);
 }
 
-struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
-                                         size_t *cap, const char *job)
-{
-	struct store_job_runs *j;
-
-	if (*n && strcmp((*rows)[*n - 1].job, job) == 0)
-		return &(*rows)[*n - 1];
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 16;
-		struct store_job_runs *nr = realloc(*rows, ncap * sizeof *nr);
-
-		if (!nr)
-			return NULL;
-		*rows = nr;
-		*cap = ncap;
-	}
-	j = &(*rows)[(*n)++];
-	memset(j, 0, sizeof *j);
-	snprintf(j->job, sizeof j->job, "%s", job);
-	j->handled_at = STORE_NO_TIME;
-	return j;
-}
-
 int store_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
                      int64_t *changed)
 {

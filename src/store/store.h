@@ -188,6 +188,7 @@ struct store_opts {
 };
 
 struct store;
+struct store_driver;
 
 /* The provider's table.  It only grows at the end; optional entries may be
  * NULL and the wrappers then fall back to the single-name operations. */
@@ -402,6 +403,9 @@ struct store {
 	uint64_t calls;                 /* statements sent, for the benchmarks: the
 	                                 * wrappers count one per call, a provider
 	                                 * that splits a batch counts the others */
+	const struct store_driver *drv; /* the driver under the operations written
+	                                 * once (store/driver.h), NULL for a store
+	                                 * without one (a test's fake) */
 };
 
 /* A provider: opens a handle or returns NULL with the reason in err.  The
@@ -538,12 +542,6 @@ void store_set_timeout(struct store *, int ms);
  * has none. */
 int store_floor(struct store *, int kind);
 void store_close(struct store *);
-
-/* For providers building a last_runs answer from rows sorted by job: the
- * entry of job (the last one when it is that job, else a new zeroed one at
- * the end), or NULL when out of memory. */
-struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
-                                         size_t *cap, const char *job);
 
 /* For providers: formats into s->err and returns STORE_ERR. */
 int store_fail(struct store *, const char *fmt, ...)
