@@ -532,6 +532,15 @@ int store_renew_beat(struct store *, const char *owner, const char *const *names
  * refused ("not supported") when the provider lacks it. */
 int store_drain(struct store *, const char *name, const char *const *owners, size_t n, int on,
                 int64_t *changed, int64_t *now);
+/* Faults, for the specs: plan is "op:n:kind[,op:n:kind...]": the n-th
+ * call (from 1) of operation op (try_acquire, renew_beat, claim_runs, ...)
+ * in this process fails before it reaches the provider, STORE_ERR with the
+ * reason "<provider>: <op>: <what> (injected fault)", kind timeout, gone
+ * or refused.  NULL or "" injects none.  Without a call to it the plan is
+ * the environment's LEASH_STORE_FAULT, read at the first call (a plan that
+ * cannot be read fails every call, saying why).  0, or -1 with the reason
+ * in err. */
+int store_fault_plan(const char *plan, char *err, size_t errlen);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
