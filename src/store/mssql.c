@@ -15,6 +15,11 @@
  * libsybdb is loaded with dlopen() when the first mssql store is opened, not
  * linked: it pulls in gnutls and friends (about 2.5 MB resident, initialised
  * at load), which a replica on another provider should not pay for.
+ * The operations written once (ops.c) reach SQL Server through the driver
+ * at the end of this file (ms_exec): the dialect table's batches with their
+ * declared parameters, an array bound as @n1, @n2, ... where the batch says
+ * @n.  The claims, the ledger's writes and prune, acquire_all and floor are
+ * still this file's own (batches of 650 claims, OUTPUT ... INTO).
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -25,7 +30,7 @@
 #include <sybfront.h>
 #include <sybdb.h>
 
-#include "store/store.h"
+#include "store/driver.h"
 
 #define CHUNK 2000              /* names per renew_all/acquire_all/release_all batch (< 2,100 parameters) */
 #define CLAIM_CHUNK 650         /* claims per claim_all batch: 3 parameters each, + @owner */
@@ -60,9 +65,9 @@ struct ms_store {
 	int dupkey;                     /* the server reported a duplicate key */
 	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
-	char sql_acquire[SQL_MAX], sql_renew[SQL_MAX], sql_runs_check[SQL_MAX];
-	char sql_release[SQL_MAX], sql_list[SQL_MAX];
+	char sql_runs_check[SQL_MAX];
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
+	char *text[ST_MAX];             /* the dialect, formatted with the table */
 };
 
 /* One bound parameter: a string when s is set, else a BIGINT. */
@@ -443,123 +448,6 @@ static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
-/* Rows of (got, owner, token, expires_at, now, last_fire). */
-struct lease_answer {
-	int rows, got;
-	struct lease_info *out;
-};
-
-static void lease_row(struct ms_store *st, int resno, void *arg)
-{
-	struct lease_answer *a = arg;
-
-	a->rows++;
-	a->got = (int)col_i64(st->db, 1);
-	col_str(st->db, 2, a->out->owner, sizeof a->out->owner);
-	a->out->token = col_i64(st->db, 3);
-	a->out->expires_at = col_i64(st->db, 4);
-	a->out->now = col_i64(st->db, 5);
-	a->out->last_fire = col_fire(st->db, 6);
-}
-
-/* One lease statement's answer: one row, or none when none_is_no (a lost
- * renew, which names no holder: out stays zero). */
-static int lease_call(struct ms_store *st, const char *sql, const char *name,
-                      const char *owner, int64_t ms, int none_is_no,
-                      struct lease_info *out)
-{
-	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 }, { "@ms", NULL, ms } };
-	struct lease_answer a = { 0, 0, out };
-
-	memset(out, 0, sizeof *out);
-	out->last_fire = STORE_NO_FIRE;
-	if (call(st, sql, "@name " VC ", @owner " VC ", @ms BIGINT", p, 3, lease_row, &a) !=
-	    STORE_OK)
-		return STORE_ERR;
-	if (a.rows == 0 && none_is_no)
-		return STORE_NO;
-	if (a.rows != 1)
-		return store_fail(&st->base, "mssql %s:%d: expected one row, got %d", st->host,
-		                  st->port, a.rows);
-	return a.got ? STORE_OK : STORE_NO;
-}
-
-static int ms_try_acquire(struct store *s, const char *name, const char *owner, int64_t ms,
-                          struct lease_info *out)
-{
-	struct ms_store *st = (struct ms_store *)s;
-
-	/* A duplicate key (dupkey) means another replica inserted the row
-	 * between our UPDATE and INSERT: the batch's last SELECT names it. */
-	return lease_call(st, st->sql_acquire, name, owner, ms, 0, out);
-}
-
-static int ms_renew(struct store *s, const char *name, const char *owner, int64_t ms,
-                    struct lease_info *out)
-{
-	struct ms_store *st = (struct ms_store *)s;
-
-	return lease_call(st, st->sql_renew, name, owner, ms, 1, out);
-}
-
-static int ms_release(struct store *s, const char *name, const char *owner)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 } };
-
-	return call(st, st->sql_release, "@name " VC ", @owner " VC, p, 2, NULL, NULL);
-}
-
-struct sorted_name {
-	const char *name;
-	size_t i;
-};
-
-static int cmp_sorted(const void *a, const void *b)
-{
-	return strcmp(((const struct sorted_name *)a)->name,
-	              ((const struct sorted_name *)b)->name);
-}
-
-struct renew_answer {
-	struct sorted_name *sorted;
-	size_t n;
-	int64_t *tokens;
-};
-
-/* The entries [*lo, return) of sorted[0..n) that list name (the same name
- * may be listed more than once); an empty range when none does. */
-static size_t name_range(const struct sorted_name *sorted, size_t n, const char *name,
-                         size_t *lo)
-{
-	struct sorted_name key = { name, 0 };
-	const struct sorted_name *hit = bsearch(&key, sorted, n, sizeof *sorted, cmp_sorted);
-	size_t hi;
-
-	if (!hit) {
-		*lo = 0;
-		return 0;
-	}
-	*lo = hi = (size_t)(hit - sorted);
-	while (*lo > 0 && strcmp(sorted[*lo - 1].name, name) == 0)
-		--*lo;
-	while (hi + 1 < n && strcmp(sorted[hi + 1].name, name) == 0)
-		hi++;
-	return hi + 1;
-}
-
-static void renew_row(struct ms_store *st, int resno, void *arg)
-{
-	struct renew_answer *a = arg;
-	char name[STORE_NAME_MAX + 1];
-	int64_t token = col_i64(st->db, 2);
-	size_t lo, end;
-
-	col_str(st->db, 1, name, sizeof name);
-	end = name_range(a->sorted, a->n, name, &lo);
-	for (size_t k = lo; k < end; k++)
-		a->tokens[a->sorted[k].i] = token;
-}
 
 /* The parameters every batched statement takes: @owner, @ms (unless ms < 0)
  * and @n1..@nk for names[0..k), their names written into pnames (8 bytes
@@ -584,225 +472,6 @@ static int bind_names(struct param *p, char *pnames, char *decl, size_t declmax,
 		dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
 	}
 	return np;
-}
-
-/* One batch per CHUNK names: head (formatted with the table name) followed
- * by "@n1, ..., @nk);", with @owner, @ms (unless ms < 0) and the names
- * bound; row() sees every chunk's rows.  The wrapper counted the first
- * statement; each further chunk is counted here. */
-static int in_chunks(struct ms_store *st, const char *head, const char *owner, int64_t ms,
-                     const char *const *names, size_t n,
-                     void (*row)(struct ms_store *, int resno, void *arg), void *arg)
-{
-	size_t chunk = n < CHUNK ? n : CHUNK;
-	size_t sqlmax = 512 + strlen(head) + strlen(st->table) + chunk * 12;
-	size_t declmax = 64 + chunk * 24;
-	struct param *p = malloc((chunk + 2) * sizeof *p);
-	char *pnames = malloc(chunk * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
-	int rc = STORE_ERR;
-
-	if (!p || !pnames || !sql || !decl) {
-		store_fail(&st->base, "mssql: out of memory");
-		goto fail;
-	}
-	for (size_t at = 0; at < n; at += chunk) {
-		size_t k = n - at < chunk ? n - at : chunk;
-		size_t sl = (size_t)snprintf(sql, sqlmax, head, st->table);
-		int np = bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
-
-		if (at > 0)
-			st->base.calls++;
-		for (size_t j = 0; j < k; j++)
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "",
-			                       pnames + j * 8);
-		snprintf(sql + sl, sqlmax - sl, ");");
-		if (call(st, sql, decl, p, np, row, arg) != STORE_OK)
-			goto fail;
-	}
-	rc = STORE_OK;
-fail:
-	free(p);
-	free(pnames);
-	free(sql);
-	free(decl);
-	return rc;
-}
-
-/* The names sorted for the answer rows' lookup (each with its index), and
- * every token -1 until a row says otherwise; NULL when out of memory. */
-static struct sorted_name *sort_names(const char *const *names, size_t n, int64_t *tokens)
-{
-	struct sorted_name *sorted = malloc((n ? n : 1) * sizeof *sorted);
-
-	for (size_t i = 0; i < n; i++) {
-		tokens[i] = -1;
-		if (sorted) {
-			sorted[i].name = names[i];
-			sorted[i].i = i;
-		}
-	}
-	if (sorted)
-		qsort(sorted, n, sizeof *sorted, cmp_sorted);
-	return sorted;
-}
-
-static int ms_renew_all(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct sorted_name *sorted = sort_names(names, n, tokens);
-	struct renew_answer a = { sorted, n, tokens };
-	int rc;
-
-	if (!sorted)
-		return store_fail(s, "mssql: out of memory");
-	rc = in_chunks(st,
-	    "/* leash:renew_all */ SET NOCOUNT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name, inserted.token "
-	    "WHERE owner = @owner AND expires_at > @now AND name IN (",
-	    owner, ms, names, n, renew_row, &a);
-	free(sorted);
-	return rc;
-}
-
-/* renew_ctl's rows: (name, token, paused_until, trigger_at, handoff_at, now). */
-struct ctl_answer {
-	struct sorted_name *sorted;
-	size_t n;
-	int64_t *tokens;
-	struct store_ctl *ctl;
-	int64_t *now;
-};
-
-static void ctl_row(struct ms_store *st, int resno, void *arg)
-{
-	struct ctl_answer *a = arg;
-	char name[STORE_NAME_MAX + 1];
-	struct store_ctl c;
-	int64_t token = col_i64(st->db, 2);
-	size_t lo, end;
-
-	(void)resno;
-	col_str(st->db, 1, name, sizeof name);
-	/* col_fire: STORE_NO_FIRE, which is STORE_NO_TIME, for NULL. */
-	c.paused_until = col_fire(st->db, 3);
-	c.trigger_at = col_fire(st->db, 4);
-	c.handoff_at = col_fire(st->db, 5);
-	*a->now = col_i64(st->db, 6);
-	end = name_range(a->sorted, a->n, name, &lo);
-	for (size_t k = lo; k < end; k++) {
-		a->tokens[a->sorted[k].i] = token;
-		a->ctl[a->sorted[k].i] = c;
-	}
-}
-
-static int ms_renew_ctl(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                        int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct sorted_name *sorted = sort_names(names, n, tokens);
-	struct ctl_answer a = { sorted, n, tokens, ctl, now };
-	int rc;
-
-	if (!sorted)
-		return store_fail(s, "mssql: out of memory");
-	rc = in_chunks(st,
-	    "/* leash:renew_ctl */ SET NOCOUNT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
-	    "inserted.handoff_at, @now "
-	    "WHERE owner = @owner AND expires_at > @now AND name IN (",
-	    owner, ms, names, n, ctl_row, &a);
-	free(sorted);
-	return rc;
-}
-
-struct control_answer {
-	int rows;
-	int64_t now;
-};
-
-static void control_row(struct ms_store *st, int resno, void *arg)
-{
-	struct control_answer *a = arg;
-
-	(void)resno;
-	a->rows++;
-	a->now = col_i64(st->db, 2);
-}
-
-/* A pause inserts a free row when there is none (under a range lock, so
- * two pauses do not both insert), then one UPDATE sets the column; the
- * OUTPUT row says the row was there. */
-static int ms_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct param p[] = { { "@name", name, 0 }, { "@what", NULL, what }, { "@until", NULL, until } };
-	struct control_answer a = { 0, 0 };
-	char sql[SQL_MAX];
-	int rc;
-
-	snprintf(sql, sizeof sql,
-	    "/* leash:control */ SET NOCOUNT ON; SET XACT_ABORT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "BEGIN TRANSACTION; "
-	    "IF @what = 1 AND NOT EXISTS (SELECT 1 FROM [%s] WITH (UPDLOCK, HOLDLOCK) "
-	    "WHERE name = @name) "
-	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "VALUES (@name, N'', 0, 0, 0, 0); "
-	    "UPDATE [%s] SET "
-	    "paused_until = CASE @what WHEN 1 THEN @until WHEN 2 THEN NULL ELSE paused_until END, "
-	    "trigger_at = CASE WHEN @what = 3 THEN @now ELSE trigger_at END, "
-	    "handoff_at = CASE WHEN @what = 4 THEN @now ELSE handoff_at END "
-	    "OUTPUT inserted.name, @now WHERE name = @name; "
-	    "COMMIT TRANSACTION;", st->table, st->table, st->table);
-	rc = call(st, sql, "@name " VC ", @what BIGINT, @until BIGINT", p, 3, control_row, &a);
-	if (rc != STORE_OK)
-		return rc;
-	*now = a.now;
-	return a.rows > 0 ? STORE_OK : STORE_NO;
-}
-
-static void health_row(struct ms_store *st, int resno, void *arg)
-{
-	(void)st;
-	(void)resno;
-	*(int *)arg = 1;
-}
-
-/* The OUTPUT row says this call changed it. */
-static int ms_health(struct store *s, const char *owner, const char *name, int64_t token,
-                     int failing, int *changed)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct param p[] = { { "@name", name, 0 }, { "@owner", owner, 0 }, { "@token", NULL, token },
-	                     { "@failing", NULL, failing } };
-	char sql[SQL_MAX];
-
-	snprintf(sql, sizeof sql,
-	    "/* leash:health */ SET NOCOUNT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "UPDATE [%s] SET health = @failing OUTPUT inserted.name "
-	    "WHERE name = @name AND owner = @owner AND token = @token AND expires_at > @now "
-	    "AND COALESCE(health, 0) <> @failing;", st->table);
-	return call(st, sql, "@name " VC ", @owner " VC ", @token BIGINT, @failing BIGINT", p, 4,
-	            health_row, changed);
-}
-
-/* release's UPDATE over the names, CHUNK at a time. */
-static int ms_release_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n)
-{
-	return in_chunks((struct ms_store *)s,
-	    "/* leash:release_all */ SET NOCOUNT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "UPDATE [%s] SET expires_at = @now "
-	    "WHERE owner = @owner AND expires_at > @now AND name IN (",
-	    owner, -1, names, n, NULL, NULL);
 }
 
 /* Rows of (i, got, owner, token, expires_at, now, last_fire), one per @n<i>. */
@@ -1030,63 +699,6 @@ static int ms_unclaim_all(struct store *s, const char *owner, const struct store
 	return claims_batch(s, owner, claims, n, ok, NULL, 1);
 }
 
-struct list_answer {
-	struct lease_row *rows;
-	size_t n, cap;
-	int64_t now;
-	int nomem;
-};
-
-static void list_row(struct ms_store *st, int resno, void *arg)
-{
-	struct list_answer *a = arg;
-	struct lease_row *r;
-
-	if (resno == 0) {
-		a->now = col_i64(st->db, 1);
-		return;
-	}
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		struct lease_row *rows = realloc(a->rows, cap * sizeof *rows);
-
-		if (!rows) {
-			a->nomem = 1;
-			return;
-		}
-		a->rows = rows;
-		a->cap = cap;
-	}
-	r = &a->rows[a->n++];
-	col_str(st->db, 1, r->name, sizeof r->name);
-	col_str(st->db, 2, r->owner, sizeof r->owner);
-	r->token = col_i64(st->db, 3);
-	r->acquired_at = col_i64(st->db, 4);
-	r->renewed_at = col_i64(st->db, 5);
-	r->expires_at = col_i64(st->db, 6);
-	r->last_fire = col_fire(st->db, 7);
-	r->paused_until = col_fire(st->db, 8);  /* STORE_NO_TIME for NULL */
-}
-
-static int ms_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct list_answer a = { NULL, 0, 0, 0, 0 };
-
-	if (call(st, st->sql_list, "", NULL, 0, list_row, &a) != STORE_OK)
-		goto fail;
-	if (a.nomem) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	*rows = a.rows;
-	*n = a.n;
-	*now = a.now;
-	return STORE_OK;
-fail:
-	free(a.rows);
-	return STORE_ERR;
-}
 
 /* ---- the run ledger ----
  *
@@ -1613,171 +1225,6 @@ fail:
 	return rc;
 }
 
-struct runs_answer {
-	struct store_run_row *rows;
-	size_t n, cap;
-	int64_t now;
-	int nomem;
-};
-
-/* Columns 1-14 (RUN_COLS) of the current row. */
-static void run_cols(struct ms_store *st, struct store_run_row *r)
-{
-	col_str(st->db, 1, r->job, sizeof r->job);
-	r->scheduled_at = col_i64(st->db, 2);
-	col_str(st->db, 3, r->owner, sizeof r->owner);
-	r->token = col_i64(st->db, 4);
-	r->claimed_at = col_fire(st->db, 5);      /* NULL: STORE_NO_TIME, STORE_NO_CODE */
-	r->started_at = col_fire(st->db, 6);
-	r->ended_at = col_fire(st->db, 7);
-	col_str(st->db, 8, r->outcome, sizeof r->outcome);
-	r->exit_code = (int)col_fire(st->db, 9);
-	r->exit_signal = (int)col_fire(st->db, 10);
-	r->duration_ms = col_fire(st->db, 11);
-	col_str(st->db, 12, r->error, sizeof r->error);
-	col_str(st->db, 13, r->actor, sizeof r->actor);
-	r->recorded_at = col_i64(st->db, 14);
-}
-
-static void run_row(struct ms_store *st, int resno, void *arg)
-{
-	struct runs_answer *a = arg;
-
-	if (resno == 0) {
-		a->now = col_i64(st->db, 1);
-		return;
-	}
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		struct store_run_row *rows = realloc(a->rows, cap * sizeof *rows);
-
-		if (!rows) {
-			a->nomem = 1;
-			return;
-		}
-		a->rows = rows;
-		a->cap = cap;
-	}
-	run_cols(st, &a->rows[a->n++]);
-}
-
-/* One job's rows are a range of the clustered key (job, scheduled_at,
- * owner), walked backwards; all jobs' go by the scheduled_at index. */
-static int ms_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
-                        struct store_run_row **rows, size_t *n, int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct runs_answer a = { NULL, 0, 0, 0, 0 };
-	struct param p[] = { { "@since", NULL, since < 0 ? -1 : since },
-	                     { "@limit", NULL, (int64_t)limit }, { "@job", job, 0 } };
-	char sql[SQL_MAX];
-
-	snprintf(sql, sizeof sql,
-	    "/* leash:read_runs */ SET NOCOUNT ON; " ISO "SELECT " NOW "; "
-	    "SELECT TOP (@limit) " RUN_COLS " FROM [%s_runs] "
-	    "WHERE %sscheduled_at >= @since ORDER BY scheduled_at DESC, job, owner;",
-	    st->table, job ? "job = @job AND " : "");
-	if (call(st, sql, job ? "@since BIGINT, @limit BIGINT, @job " VC : "@since BIGINT, @limit BIGINT",
-	         p, job ? 3 : 2, run_row, &a) != STORE_OK)
-		goto fail;
-	if (a.nomem) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	*rows = a.rows;
-	*n = a.n;
-	*now = a.now;
-	return STORE_OK;
-fail:
-	free(a.rows);
-	return STORE_ERR;
-}
-
-struct last_answer {
-	struct store_job_runs *rows;
-	size_t n, cap;
-	int64_t now;
-	int nomem;
-};
-
-/* Result 0: now; result 1: RUN_COLS (NULL when the class has no row), cls,
- * handled, fails, the job. */
-static void last_row(struct ms_store *st, int resno, void *arg)
-{
-	struct last_answer *a = arg;
-	struct store_job_runs *j;
-	char job[STORE_NAME_MAX + 1];
-	int64_t cls;
-
-	if (resno == 0) {
-		a->now = col_i64(st->db, 1);
-		return;
-	}
-	if (a->nomem)
-		return;
-	col_str(st->db, 18, job, sizeof job);
-	if (!(j = store_job_runs_at(&a->rows, &a->n, &a->cap, job))) {
-		a->nomem = 1;
-		return;
-	}
-	cls = col_i64(st->db, 15);
-	j->handled_at = col_fire(st->db, 16);
-	j->fails = col_i64(st->db, 17);
-	if (dbdatlen(st->db, 8) > 0 && cls >= 0 && cls <= 2)
-		run_cols(st, cls == 0 ? &j->last : cls == 1 ? &j->ok : &j->failed);
-}
-
-/* d walks the clustered key from one job to the next (a recursive CTE: the
- * anchor is the smallest job, NULL on an empty ledger; the recursive part,
- * which may hold neither TOP nor MIN, takes the next with ROW_NUMBER: one
- * seek per job); per job h holds the aggregates and r, per class (0 the last
- * run, 1 the last ok, 2 the last failure), the latest row, the job's range
- * of the key walked backwards. */
-#define MS_FAILS "(N'failed', N'timeout', N'lost', N'killed')"
-static int ms_last_runs(struct store *s, struct store_job_runs **rows, size_t *n,
-                        int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct last_answer a = { NULL, 0, 0, 0, 0 };
-	const char *t = st->table;
-	char sql[2 * SQL_MAX];
-
-	snprintf(sql, sizeof sql,
-	    "/* leash:last_runs */ SET NOCOUNT ON; " ISO "SELECT " NOW "; "
-	    "WITH d (job) AS (SELECT MIN(job) FROM [%s_runs] "
-	    "UNION ALL SELECT z.job FROM (SELECT x.job, ROW_NUMBER() OVER (ORDER BY x.job) AS rn "
-	    "FROM [%s_runs] AS x INNER JOIN d ON x.job > d.job) AS z WHERE z.rn = 1) "
-	    "SELECT r.job, r.scheduled_at, r.owner, r.token, r.claimed_at, r.started_at, r.ended_at, "
-	    "r.outcome, r.exit_code, r.exit_signal, r.duration_ms, r.error, r.actor, r.recorded_at, "
-	    "c.cls, h.handled, h.fails, d.job "
-	    "FROM d CROSS APPLY (SELECT "
-	    "(SELECT MAX(x.scheduled_at) FROM [%s_runs] AS x WHERE x.job = d.job "
-	    "AND x.outcome NOT IN (N'missed', N'control')) AS handled, "
-	    "(SELECT COUNT_BIG(*) FROM [%s_runs] AS x WHERE x.job = d.job AND x.outcome IN " MS_FAILS
-	    " AND x.scheduled_at > COALESCE((SELECT MAX(o.scheduled_at) FROM [%s_runs] AS o "
-	    "WHERE o.job = d.job AND o.outcome = N'ok'), -1)) AS fails) AS h "
-	    "CROSS JOIN (VALUES (0), (1), (2)) AS c (cls) "
-	    "OUTER APPLY (SELECT TOP (1) x.* FROM [%s_runs] AS x WHERE x.job = d.job AND "
-	    "((c.cls = 0 AND x.outcome NOT IN (N'missed', N'skipped-overlap', N'skipped-paused', N'control')) "
-	    "OR (c.cls = 1 AND x.outcome = N'ok') OR (c.cls = 2 AND x.outcome IN " MS_FAILS ")) "
-	    "ORDER BY x.scheduled_at DESC, x.owner DESC) AS r "
-	    "WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL) "
-	    "ORDER BY d.job, c.cls OPTION (MAXRECURSION 0);", t, t, t, t, t, t);
-	if (call(st, sql, NULL, NULL, 0, last_row, &a) != STORE_OK)
-		goto fail;
-	if (a.nomem) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	*rows = a.rows;
-	*n = a.n;
-	*now = a.now;
-	return STORE_OK;
-fail:
-	free(a.rows);
-	return STORE_ERR;
-}
-
 static void count_row(struct ms_store *st, int resno, void *arg)
 {
 	*(int64_t *)arg = col_i64(st->db, 1);
@@ -1884,6 +1331,8 @@ static void ms_free(struct ms_store *st)
 	free(st->user);
 	free(st->password);
 	free(st->database);
+	for (int i = 0; i < ST_MAX; i++)
+		free(st->text[i]);
 	free(st);
 }
 
@@ -1892,42 +1341,36 @@ static void ms_close(struct store *s)
 	ms_free((struct ms_store *)s);
 }
 
-static int ms_beat(struct store *, const struct store_replica *, int64_t,
-                   struct store_replica **, size_t *, int64_t *);
-static int ms_leave(struct store *, const char *);
-static int ms_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
-static int ms_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
-                    int64_t *);
-static int ms_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
-                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
-                         struct store_replica **, size_t *, int64_t *);
+
+static const struct store_driver ms_driver;
+static int build_dialect(struct ms_store *st);
 
 static const struct store_ops ms_ops = {
 	.name = "mssql",
-	.try_acquire = ms_try_acquire,
-	.renew = ms_renew,
-	.release = ms_release,
-	.renew_all = ms_renew_all,
-	.list = ms_list,
+	.try_acquire = store_op_try_acquire,
+	.renew = store_op_renew,
+	.release = store_op_release,
+	.renew_all = store_op_renew_all,
+	.list = store_op_list,
 	.close = ms_close,
 	.acquire_all = ms_acquire_all,
 	.set_timeout = ms_set_timeout,
 	.floor = ms_floor,
-	.release_all = ms_release_all,
+	.release_all = store_op_release_all,
 	.claim_all = ms_claim_all,
 	.claim_runs = ms_claim_runs,
 	.record_runs = ms_record_runs,
-	.read_runs = ms_read_runs,
-	.last_runs = ms_last_runs,
+	.read_runs = store_op_read_runs,
+	.last_runs = store_op_last_runs,
 	.prune_runs = ms_prune_runs,
-	.beat = ms_beat,
-	.leave = ms_leave,
-	.replicas = ms_replicas,
-	.renew_ctl = ms_renew_ctl,
-	.control = ms_control,
-	.health = ms_health,
-	.drain = ms_drain,
-	.renew_beat = ms_renew_beat,
+	.beat = store_op_beat,
+	.leave = store_op_leave,
+	.replicas = store_op_replicas,
+	.renew_ctl = store_op_renew_ctl,
+	.control = store_op_control,
+	.health = store_op_health,
+	.drain = store_op_drain,
+	.renew_beat = store_op_renew_beat,
 	.unclaim_all = ms_unclaim_all,
 };
 
@@ -1937,34 +1380,6 @@ static const struct store_ops ms_ops = {
 static void build_sql(struct ms_store *st)
 {
 	const char *t = st->table;
-
-	/* Take it when free, expired or ours; insert when missing.  Between the
-	 * UPDATE and the INSERT another replica may insert first: its duplicate
-	 * key error (2627) ends only the INSERT, and the last SELECT then names
-	 * the holder.  @r only says whether this batch wrote the row; the answer
-	 * is read from the row: under a concurrent write Babelfish's OUTPUT
-	 * gives the values as computed before it waited for the other writer
-	 * (a token one too low), while the row has the ones it wrote.  Should
-	 * the lease pass to another between the UPDATE and that read, the
-	 * answer names the other. */
-	snprintf(st->sql_acquire, SQL_MAX,
-	    "/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @r TABLE (name " VC " NOT NULL); "
-	    "UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET "
-	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
-	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
-	    "THEN acquired_at ELSE @now END, "
-	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name INTO @r "
-	    "WHERE name = @name AND (owner = @owner OR expires_at <= @now); "
-	    "IF NOT EXISTS (SELECT 1 FROM @r) AND NOT EXISTS (SELECT 1 FROM [%1$s] WHERE name = @name) "
-	    "INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.name INTO @r VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
-	    "DECLARE @wrote INT = CASE WHEN EXISTS (SELECT 1 FROM @r) THEN 1 ELSE 0 END; "
-	    "SELECT CASE WHEN @wrote = 1 AND MAX(owner) = @owner THEN 1 ELSE 0 END, "
-	    "ISNULL(MAX(owner), N''), ISNULL(MAX(token), 0), ISNULL(MAX(expires_at), 0), @now, "
-	    "MAX(last_fire) FROM [%1$s] WHERE name = @name;", t);
 
 	/* acquire_all, around the INSERTs of its names into @names: the same
 	 * UPDATE for every listed row, then an INSERT for each name that still
@@ -2004,27 +1419,6 @@ static void build_sql(struct ms_store *st)
 	    "ISNULL(t.owner, N''), ISNULL(t.token, 0), ISNULL(t.expires_at, 0), @now, "
 	    "t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
 	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
-
-	/* renew: one UPDATE by key and owner; a row back means renewed, none
-	 * means lost, and a lost renew names no holder, as on every provider. */
-	snprintf(st->sql_renew, SQL_MAX,
-	    "/* leash:renew */ SET NOCOUNT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT 1, inserted.owner, inserted.token, inserted.expires_at, @now, "
-	    "inserted.last_fire "
-	    "WHERE name = @name AND owner = @owner AND expires_at > @now;", t);
-
-	snprintf(st->sql_release, SQL_MAX,
-	    "/* leash:release */ SET NOCOUNT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "UPDATE [%s] SET expires_at = @now "
-	    "WHERE name = @name AND owner = @owner AND expires_at > @now;", t);
-
-	snprintf(st->sql_list, SQL_MAX,
-	    "/* leash:list */ SET NOCOUNT ON; SELECT " NOW "; "
-	    "SELECT name, owner, token, acquired_at, renewed_at, expires_at, last_fire, "
-	    "paused_until FROM [%s] ORDER BY name;", t);
 
 	/* The columns the store needs that the ledger table lacks, in order:
 	 * a table someone else made is refused, never altered. */
@@ -2163,6 +1557,7 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 		goto fail;
 	}
 	st->base.ops = &ms_ops;
+	st->base.drv = &ms_driver;
 	st->host = dup_or(o->host, "127.0.0.1");
 	st->user = dup_or(o->user, "");
 	st->password = dup_or(o->password, "");
@@ -2177,6 +1572,10 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	st->cur_s = st->stmt_s;
 	snprintf(st->table, sizeof st->table, "%s", table);
 	build_sql(st);
+	if (build_dialect(st) < 0) {
+		snprintf(err, errlen, "mssql: out of memory");
+		goto fail;
+	}
 	if (make_schema(st) != STORE_OK || check_runs(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);
 		goto fail;
@@ -2203,304 +1602,436 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 
 /* ---- presence: <table>_replicas ---- */
 
-#define PRES_SQL_MAX 2048
 
-struct pres_answer {
-	struct store_replica *rows;
-	size_t n, cap;
-	int64_t now;
-	int nomem;
-};
-
-/* Result 0: the clock; result 1: (owner, host, pid, version, started_at,
- * heartbeat, draining, jobs_hash, has_jobs, jobs). */
-static void pres_row(struct ms_store *st, int resno, void *arg)
-{
-	struct pres_answer *a = arg;
-	struct store_replica *r;
-
-	if (resno == 0) {
-		a->now = col_i64(st->db, 1);
-		return;
-	}
-	if (a->nomem)
-		return;
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 8;
-		struct store_replica *rows = realloc(a->rows, cap * sizeof *rows);
-
-		if (!rows) {
-			a->nomem = 1;
-			return;
-		}
-		a->rows = rows;
-		a->cap = cap;
-	}
-	r = &a->rows[a->n++];
-	memset(r, 0, sizeof *r);
-	col_str(st->db, 1, r->owner, sizeof r->owner);
-	col_str(st->db, 2, r->host, sizeof r->host);
-	r->pid = col_i64(st->db, 3);
-	col_str(st->db, 4, r->version, sizeof r->version);
-	r->started_at = col_i64(st->db, 5);
-	r->heartbeat = col_i64(st->db, 6);
-	r->draining = col_i64(st->db, 7) != 0;
-	col_str(st->db, 8, r->jobs_hash, sizeof r->jobs_hash);
-	if (col_i64(st->db, 9)) {
-		BYTE *p = dbdata(st->db, 10);
-		DBINT len = dbdatlen(st->db, 10);
-		size_t n = p && len > 0 ? (size_t)len : 0;
-
-		if (!(r->jobs = malloc(n + 1))) {
-			a->nomem = 1;
-			return;
-		}
-		if (n)
-			memcpy(r->jobs, p, n);
-		r->jobs[n] = '\0';
-	}
-}
-
-static int pres_done(struct ms_store *st, int rc, struct pres_answer *a,
-                     struct store_replica **rows, size_t *n, int64_t *now)
-{
-	if (rc == STORE_OK && a->nomem)
-		rc = store_fail(&st->base, "mssql: replicas: out of memory");
-	if (rc != STORE_OK) {
-		store_free_replicas(a->rows, a->n);
-		return STORE_ERR;
-	}
-	*rows = a->rows;
-	*n = a->n;
-	*now = a->now;
-	return STORE_OK;
-}
-
-#define PRES_SELECT(hash_test) \
-	"SELECT owner, host, pid, version, started_at, heartbeat, draining, jobs_hash, " \
-	"CASE WHEN " hash_test " THEN 0 ELSE 1 END, CASE WHEN " hash_test " THEN NULL ELSE jobs END " \
-	"FROM [%s_replicas] WHERE pid <> 0 ORDER BY owner;"
-
-/* The beat after "DECLARE @now": one transaction for the upsert (draining
- * as store.h's presence rows say) and the prune, then the clock and the
- * rows.  Formatted with the table name five times; its parameters are
- * BEAT_DECL's and @owner.  An empty string may arrive as NULL (db-lib),
+/* The beat's writes after "DECLARE @now": one transaction for the upsert
+ * (draining as store.h's presence rows say) and the prune.  Its parameters
+ * are @owner and BEAT_DECL's.  An empty string may arrive as NULL (db-lib),
  * hence the ISNULLs. */
-#define BEAT_BATCH \
+#define BEAT_WRITE \
 	"BEGIN TRAN; " \
-	"DECLARE @marked INT = CASE WHEN EXISTS (SELECT 1 FROM [%s_replicas] " \
+	"DECLARE @marked INT = CASE WHEN EXISTS (SELECT 1 FROM [%1$s_replicas] " \
 	"WHERE owner = @name AND pid = 0) THEN 2 ELSE 0 END; " \
-	"UPDATE [%s_replicas] WITH (UPDLOCK, HOLDLOCK) SET host = @host, pid = @pid, " \
+	"UPDATE [%1$s_replicas] WITH (UPDLOCK, HOLDLOCK) SET host = @host, pid = @pid, " \
 	"version = ISNULL(@version, N''), heartbeat = @now, " \
 	"draining = CASE WHEN draining = 1 THEN 1 ELSE @marked END, " \
 	"jobs_hash = ISNULL(@hash, N''), jobs = ISNULL(@jobs, N'') WHERE owner = @owner; " \
-	"IF @@ROWCOUNT = 0 INSERT INTO [%s_replicas] (owner, host, pid, version, started_at, " \
+	"IF @@ROWCOUNT = 0 INSERT INTO [%1$s_replicas] (owner, host, pid, version, started_at, " \
 	"heartbeat, draining, jobs_hash, jobs) VALUES (@owner, @host, @pid, " \
 	"ISNULL(@version, N''), @now, @now, @marked, ISNULL(@hash, N''), ISNULL(@jobs, N'')); " \
-	"DELETE FROM [%s_replicas] WHERE owner <> @owner AND pid <> 0 " \
+	"DELETE FROM [%1$s_replicas] WHERE owner <> @owner AND pid <> 0 " \
 	"AND heartbeat < @now - @prune; " \
-	"COMMIT; " \
-	"SELECT @now; " \
-	PRES_SELECT("jobs_hash = ISNULL(@hash, N'')")
+	"COMMIT; "
 #define BEAT_DECL "@host " VC ", @pid BIGINT, @version " VC ", @name " VC ", @hash " VC ", " \
 	"@jobs NVARCHAR(MAX), @prune BIGINT"
-#define BEAT_PARAMS(me, prune_ms) \
-	{ "@host", (me)->host, 0 }, { "@pid", NULL, (me)->pid }, \
-	{ "@version", (me)->version, 0 }, { "@name", (me)->name, 0 }, \
-	{ "@hash", (me)->jobs_hash, 0 }, { "@jobs", (me)->jobs ? (me)->jobs : "", 0 }, \
-	{ "@prune", NULL, (prune_ms) }
-#define BEAT_NPARAMS 7
 
-/* One batch: the beat. */
-static int ms_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
-                   struct store_replica **rows, size_t *n, int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct param p[] = { { "@owner", me->owner, 0 }, BEAT_PARAMS(me, prune_ms) };
-	struct pres_answer a = { 0 };
-	char sql[PRES_SQL_MAX];
-	const char *t = st->table;
+/* ---- the driver and the dialect (driver.h) ---- */
 
-	snprintf(sql, sizeof sql,
-	    "/* leash:beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    BEAT_BATCH, t, t, t, t, t);
-	return pres_done(st, call(st, sql, "@owner " VC ", " BEAT_DECL, p,
-	                          (int)(sizeof p / sizeof p[0]), pres_row, &a),
-	                 &a, rows, n, now);
-}
+/* The presence rows after the beat's writes (extra: more columns). */
+#define BEAT_READ(extra) \
+	"SELECT @now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, " \
+	"r.draining, r.jobs_hash, CASE WHEN r.jobs_hash = ISNULL(@hash, N'') THEN NULL " \
+	"ELSE r.jobs END" extra " FROM (SELECT 1 AS one) t " \
+	"LEFT JOIN [%1$s_replicas] r ON r.pid <> 0 ORDER BY r.owner;"
 
-static int ms_leave(struct store *s, const char *owner)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct param p[] = { { "@owner", owner, 0 } };
-	char sql[PRES_SQL_MAX];
+#define MS_FAILS "(N'failed', N'timeout', N'lost', N'killed')"
+/* The RUN columns (driver.h) of r. */
+#define READ_COLS "r.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, " \
+	"r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, " \
+	"r.exit_signal"
 
-	snprintf(sql, sizeof sql,
-	    "/* leash:leave */ SET NOCOUNT ON; DELETE FROM [%s_replicas] WHERE owner = @owner;",
-	    st->table);
-	return call(st, sql, "@owner " VC, p, 1, NULL, NULL);
-}
-
-static int ms_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct pres_answer a = { 0 };
-	char sql[PRES_SQL_MAX];
-
-	snprintf(sql, sizeof sql, "/* leash:replicas */ SET NOCOUNT ON; SELECT " NOW "; "
-	         PRES_SELECT("1 = 0"), st->table);
-	return pres_done(st, call(st, sql, "", NULL, 0, pres_row, &a), &a, rows, n, now);
-}
-
-/* drain's answer: (now, changed). */
-static void drain_row(struct ms_store *st, int resno, void *arg)
-{
-	int64_t *v = arg;
-
-	(void)resno;
-	v[0] = col_i64(st->db, 1);
-	v[1] = col_i64(st->db, 2);
-}
-
-/* One batch, one transaction: the owners' rows (@n1, ...), then the
- * marker (@mark 1: @name's), counting what matched. */
-static int ms_drain(struct store *s, const char *name, const char *const *owners, size_t n,
-                    int on, int64_t *changed, int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct param *p = malloc((n + 3) * sizeof *p);
-	size_t sqlmax = PRES_SQL_MAX + n * 12, declmax = 64 + n * 24, sl, dl;
-	char *pnames = malloc((n ? n : 1) * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
-	int64_t v[2] = { 0, 0 };
-	int rc = STORE_ERR, np = 0;
-
-	if (!p || !pnames || !sql || !decl) {
-		store_fail(s, "mssql: drain: out of memory");
-		goto done;
-	}
-	if (n > CHUNK) {
-		store_fail(s, "mssql: drain: at most %d owners, got %zu", CHUNK, n);
-		goto done;
-	}
-	p[np++] = (struct param){ "@name", name, 0 };
-	p[np++] = (struct param){ "@mark", NULL, name != NULL };
-	p[np++] = (struct param){ "@on", NULL, on };
-	dl = (size_t)snprintf(decl, declmax, "@name " VC ", @mark BIGINT, @on BIGINT");
-	sl = (size_t)snprintf(sql, sqlmax,
-	    "/* leash:drain */ SET NOCOUNT ON; SET XACT_ABORT ON; "
-	    "DECLARE @now BIGINT = " NOW ", @c BIGINT = 0; "
-	    "BEGIN TRAN; ");
-	if (n > 0) {
-		sl += (size_t)snprintf(sql + sl, sqlmax - sl, "UPDATE [%s_replicas] SET draining = @on "
-		                       "WHERE pid <> 0 AND owner IN (", st->table);
-		for (size_t j = 0; j < n; j++) {
-			char *pn = pnames + j * 8;
-
-			snprintf(pn, 8, "@n%zu", j + 1);
-			p[np++] = (struct param){ pn, owners[j], 0 };
-			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "", pn);
-		}
-		sl += (size_t)snprintf(sql + sl, sqlmax - sl, "); SET @c = @@ROWCOUNT; ");
-	}
-	snprintf(sql + sl, sqlmax - sl,
-	    "IF @mark = 1 AND @on = 1 BEGIN "
-	    "UPDATE [%1$s_replicas] WITH (UPDLOCK, HOLDLOCK) SET heartbeat = @now "
-	    "WHERE owner = @name AND pid = 0; "
-	    "IF @@ROWCOUNT > 0 BEGIN SET @c = @c + 1 END "
-	    "ELSE IF NOT EXISTS (SELECT 1 FROM [%1$s_replicas] WHERE owner = @name) BEGIN "
-	    "INSERT INTO [%1$s_replicas] (owner, host, pid, version, started_at, heartbeat, "
-	    "draining, jobs_hash, jobs) VALUES (@name, N'', 0, N'', @now, @now, 1, N'', N''); "
-	    "SET @c = @c + 1; END END; "
-	    "IF @mark = 1 AND @on = 0 BEGIN "
-	    "DELETE FROM [%1$s_replicas] WHERE owner = @name AND pid = 0; "
-	    "SET @c = @c + @@ROWCOUNT; END; "
-	    "COMMIT; SELECT @now, @c;", st->table);
-	rc = call(st, sql, decl, p, np, drain_row, v);
-	*now = v[0];
-	*changed = v[1];
-done:
-	free(p);
-	free(pnames);
-	free(sql);
-	free(decl);
-	return rc;
-}
-
-/* renew_beat's results: 0 renew_ctl's rows, 1 the clock, 2 the presence rows. */
-struct renew_beat_answer {
-	struct ctl_answer ctl;
-	struct pres_answer pres;
+/* Each statement: its batch (%1$s the table) and its parameters, declared
+ * in the catalogue's order.  A batch that writes twice is one transaction
+ * (XACT_ABORT ON).  An empty string may arrive as NULL (db-lib), hence the
+ * ISNULLs. */
+static const struct {
+	const char *text, *decl;
+} dialect[ST_MAX] = {
+	[ST_RELEASE_ALL] = {
+	"/* leash:release_all */ SET NOCOUNT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET expires_at = @now "
+	"WHERE owner = @owner AND expires_at > @now AND name IN (@n);",
+	"@owner " VC ", @n " VC },
+	/* One transaction: the owners' rows, then the marker, counting what
+	 * matched. */
+	[ST_DRAIN] = {
+	"/* leash:drain */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	"DECLARE @now BIGINT = " NOW ", @c BIGINT = 0; "
+	"BEGIN TRAN; "
+	"UPDATE [%1$s_replicas] SET draining = @on WHERE pid <> 0 AND owner IN (@n); "
+	"SET @c = @@ROWCOUNT; "
+	"IF @name IS NOT NULL AND @on = 1 BEGIN "
+	"UPDATE [%1$s_replicas] WITH (UPDLOCK, HOLDLOCK) SET heartbeat = @now "
+	"WHERE owner = @name AND pid = 0; "
+	"IF @@ROWCOUNT > 0 BEGIN SET @c = @c + 1 END "
+	"ELSE IF NOT EXISTS (SELECT 1 FROM [%1$s_replicas] WHERE owner = @name) BEGIN "
+	"INSERT INTO [%1$s_replicas] (owner, host, pid, version, started_at, heartbeat, "
+	"draining, jobs_hash, jobs) VALUES (@name, N'', 0, N'', @now, @now, 1, N'', N''); "
+	"SET @c = @c + 1; END END; "
+	"IF @name IS NOT NULL AND @on = 0 BEGIN "
+	"DELETE FROM [%1$s_replicas] WHERE owner = @name AND pid = 0; "
+	"SET @c = @c + @@ROWCOUNT; END; "
+	"COMMIT; SELECT @now, @c;",
+	"@n " VC ", @name " VC ", @on BIGINT" },
+	/* One job's rows are a range of the clustered key (job, scheduled_at,
+	 * owner), walked backwards; all jobs' go by the scheduled_at index. */
+	[ST_READ_JOB] = {
+	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; "
+	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * "
+	"FROM [%1$s_runs] WHERE job = @job AND scheduled_at >= @since "
+	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 "
+	"ORDER BY r.scheduled_at DESC, r.job, r.owner;",
+	"@job " VC ", @since BIGINT, @limit BIGINT" },
+	[ST_READ_ALL] = {
+	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; "
+	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * "
+	"FROM [%1$s_runs] WHERE scheduled_at >= @since "
+	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 "
+	"ORDER BY r.scheduled_at DESC, r.job, r.owner;",
+	"@job " VC ", @since BIGINT, @limit BIGINT" },
+	/* d walks the clustered key from one job to the next (a recursive CTE: the
+	 * anchor is the smallest job, NULL on an empty ledger; the recursive part,
+	 * which may hold neither TOP nor MIN, takes the next with ROW_NUMBER: one
+	 * seek per job); per job h holds the aggregates and r, per class (0 the last
+	 * run, 1 the last ok, 2 the last failure), the latest row, the job's range
+	 * of the key walked backwards. */
+	[ST_LAST_RUNS] = {
+	"/* leash:last_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; "
+	"WITH d (job) AS (SELECT MIN(job) FROM [%1$s_runs] "
+	"UNION ALL SELECT z.job FROM (SELECT x.job, ROW_NUMBER() OVER (ORDER BY x.job) AS rn "
+	"FROM [%1$s_runs] AS x INNER JOIN d ON x.job > d.job) AS z WHERE z.rn = 1), "
+	"j AS (SELECT d.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, "
+	"r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, "
+	"r.exit_signal, c.cls, h.handled, h.fails "
+	"FROM d CROSS APPLY (SELECT "
+	"(SELECT MAX(x.scheduled_at) FROM [%1$s_runs] AS x WHERE x.job = d.job "
+	"AND x.outcome NOT IN (N'missed', N'control')) AS handled, "
+	"(SELECT COUNT_BIG(*) FROM [%1$s_runs] AS x WHERE x.job = d.job AND x.outcome IN " MS_FAILS
+	" AND x.scheduled_at > COALESCE((SELECT MAX(o.scheduled_at) FROM [%1$s_runs] AS o "
+	"WHERE o.job = d.job AND o.outcome = N'ok'), -1)) AS fails) AS h "
+	"CROSS JOIN (VALUES (0), (1), (2)) AS c (cls) "
+	"OUTER APPLY (SELECT TOP (1) x.* FROM [%1$s_runs] AS x WHERE x.job = d.job AND "
+	"((c.cls = 0 AND x.outcome NOT IN (N'missed', N'skipped-overlap', N'skipped-paused', "
+	"N'control')) "
+	"OR (c.cls = 1 AND x.outcome = N'ok') OR (c.cls = 2 AND x.outcome IN " MS_FAILS ")) "
+	"ORDER BY x.scheduled_at DESC, x.owner DESC) AS r "
+	"WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL)) "
+	"SELECT @now, j.* FROM (SELECT 1 AS one) t LEFT JOIN j ON 1 = 1 "
+	"ORDER BY j.job, j.cls OPTION (MAXRECURSION 0);",
+	"" },
+	/* Take it when free, expired or ours; insert when missing.  Between the
+	 * UPDATE and the INSERT another replica may insert first: its duplicate
+	 * key error (2627) ends only the INSERT, and the last SELECT then names
+	 * the holder.  @r only says whether this batch wrote the row; the answer
+	 * is read from the row: under a concurrent write Babelfish's OUTPUT
+	 * gives the values as computed before it waited for the other writer
+	 * (a token one too low), while the row has the ones it wrote.  Should
+	 * the lease pass to another between the UPDATE and that read, the
+	 * answer names the other. */
+	[ST_ACQUIRE] = {
+	"/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"DECLARE @r TABLE (name " VC " NOT NULL); "
+	"UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET "
+	"token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
+	"acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
+	"THEN acquired_at ELSE @now END, "
+	"owner = @owner, renewed_at = @now, expires_at = @now + @ms "
+	"OUTPUT inserted.name INTO @r "
+	"WHERE name = @name AND (owner = @owner OR expires_at <= @now); "
+	"IF NOT EXISTS (SELECT 1 FROM @r) AND NOT EXISTS (SELECT 1 FROM [%1$s] WHERE name = @name) "
+	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	"OUTPUT inserted.name INTO @r VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
+	"DECLARE @wrote INT = CASE WHEN EXISTS (SELECT 1 FROM @r) THEN 1 ELSE 0 END; "
+	"SELECT CASE WHEN @wrote = 1 AND MAX(owner) = @owner THEN 1 ELSE 0 END, "
+	"ISNULL(MAX(owner), N''), ISNULL(MAX(token), 0), ISNULL(MAX(expires_at), 0), @now, "
+	"MAX(last_fire) FROM [%1$s] WHERE name = @name;",
+	"@name " VC ", @owner " VC ", @ms BIGINT" },
+	/* renew: one UPDATE by key and owner; a row back means renewed, none
+	 * means lost, and a lost renew names no holder, as on every provider. */
+	[ST_RENEW] = {
+	"/* leash:renew */ SET NOCOUNT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
+	"OUTPUT 1, inserted.owner, inserted.token, inserted.expires_at, @now, "
+	"inserted.last_fire "
+	"WHERE name = @name AND owner = @owner AND expires_at > @now;",
+	"@name " VC ", @owner " VC ", @ms BIGINT" },
+	[ST_RELEASE] = {
+	"/* leash:release */ SET NOCOUNT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET expires_at = @now "
+	"WHERE name = @name AND owner = @owner AND expires_at > @now;",
+	"@name " VC ", @owner " VC },
+	[ST_LIST] = {
+	"/* leash:list */ SET NOCOUNT ON; "
+	"SELECT " NOW ", l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at, "
+	"l.last_fire, l.paused_until FROM (SELECT 1 AS one) t LEFT JOIN [%1$s] l ON 1 = 1 "
+	"ORDER BY l.name;",
+	"" },
+	/* A pause inserts a free row when there is none (under a range lock,
+	 * so two pauses do not both insert), then sets the column. */
+	[ST_CTL_PAUSE] = {
+	"/* leash:control */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"BEGIN TRANSACTION; "
+	"IF NOT EXISTS (SELECT 1 FROM [%1$s] WITH (UPDLOCK, HOLDLOCK) WHERE name = @name) "
+	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	"VALUES (@name, N'', 0, 0, 0, 0); "
+	"UPDATE [%1$s] SET paused_until = @until OUTPUT @now, inserted.name WHERE name = @name; "
+	"COMMIT TRANSACTION;",
+	"@name " VC ", @until BIGINT" },
+	[ST_CTL_SET] = {
+	"/* leash:control */ SET NOCOUNT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET "
+	"paused_until = CASE WHEN @what = 2 THEN NULL ELSE paused_until END, "
+	"trigger_at = CASE WHEN @what = 3 THEN @now ELSE trigger_at END, "
+	"handoff_at = CASE WHEN @what = 4 THEN @now ELSE handoff_at END "
+	"OUTPUT @now, inserted.name WHERE name = @name;",
+	"@name " VC ", @what BIGINT" },
+	[ST_HEALTH] = {
+	"/* leash:health */ SET NOCOUNT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET health = @failing OUTPUT inserted.name "
+	"WHERE name = @name AND owner = @owner AND token = @token AND expires_at > @now "
+	"AND COALESCE(health, 0) <> @failing;",
+	"@name " VC ", @owner " VC ", @token BIGINT, @failing BIGINT" },
+	[ST_LEAVE] = {
+	"/* leash:leave */ SET NOCOUNT ON; DELETE FROM [%1$s_replicas] WHERE owner = @owner;",
+	"@owner " VC },
+	[ST_REPLICAS] = {
+	"/* leash:replicas */ SET NOCOUNT ON; "
+	"SELECT " NOW ", r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, "
+	"r.draining, r.jobs_hash, r.jobs FROM (SELECT 1 AS one) t "
+	"LEFT JOIN [%1$s_replicas] r ON r.pid <> 0 ORDER BY r.owner;",
+	"" },
+	[ST_BEAT] = {
+	"/* leash:beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	BEAT_WRITE BEAT_READ(""),
+	"@owner " VC ", " BEAT_DECL },
+	[ST_RENEW_ALL] = {
+	"/* leash:renew_all */ SET NOCOUNT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
+	"OUTPUT inserted.name, inserted.token "
+	"WHERE owner = @owner AND expires_at > @now AND name IN (@n);",
+	"@owner " VC ", @n " VC ", @ms BIGINT" },
+	[ST_RENEW_CTL] = {
+	"/* leash:renew_ctl */ SET NOCOUNT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
+	"OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
+	"inserted.handoff_at, @now "
+	"WHERE owner = @owner AND expires_at > @now AND name IN (@n);",
+	"@owner " VC ", @n " VC ", @ms BIGINT" },
+	/* renew_ctl's UPDATE, then the beat (its own transaction), so a failed
+	 * beat fails the call and the renew counts for nothing. */
+	[ST_RENEW_BEAT] = {
+	"/* leash:renew_beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
+	"OUTPUT @now, inserted.name, NULL, inserted.token, NULL, inserted.paused_until, "
+	"inserted.trigger_at, NULL, NULL, NULL, 'L', inserted.handoff_at "
+	"WHERE owner = @owner AND expires_at > @now AND name IN (@n); "
+	BEAT_WRITE BEAT_READ(", 'R', NULL"),
+	"@owner " VC ", " BEAT_DECL ", @n " VC ", @ms BIGINT" },
 };
 
-static void renew_beat_row(struct ms_store *st, int resno, void *arg)
+static int build_dialect(struct ms_store *st)
 {
-	struct renew_beat_answer *a = arg;
+	for (int i = 0; i < ST_MAX; i++) {
+		size_t n = strlen(dialect[i].text) + 8 * strlen(st->table) + 1;
 
-	if (resno == 0)
-		ctl_row(st, resno, &a->ctl);
-	else
-		pres_row(st, resno - 1, &a->pres);
+		if (!(st->text[i] = malloc(n)))
+			return -1;
+		snprintf(st->text[i], n, dialect[i].text, st->table);
+	}
+	return 0;
 }
 
-/* One batch: renew_ctl's UPDATE, then the beat (its own transaction), so a
- * failed beat fails the call and the renew counts for nothing.  More names
- * than one batch binds: renew_ctl in chunks, then the beat, apart. */
-static int ms_renew_beat(struct store *s, const char *owner, const char *const *names,
-                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                         const struct store_replica *me, int64_t prune_ms,
-                         struct store_replica **rows, size_t *nrows, int64_t *now)
+#define PARAMS_MAX 16
+#define PNAME_MAX 32                    /* a declared parameter's name */
+#define ENAME_MAX (PNAME_MAX + 21)      /* an array element's: the name and a number */
+
+/* The callback under call()'s: the first failure stops the others. */
+struct exec_rows {
+	store_row_fn row;
+	void *arg;
+	int failed;
+};
+
+static void exec_row(struct ms_store *st, int resno, void *arg)
+{
+	struct exec_rows *x = arg;
+
+	if (!x->failed && x->row(&st->base, x->arg, resno) < 0)
+		x->failed = 1;
+}
+
+/* Appends to *buf (at *len of *cap bytes) n bytes of src; -1 when out of
+ * memory. */
+static int put(char **buf, size_t *len, size_t *cap, const char *src, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t c = (*len + n + 1) * 2;
+		char *p = realloc(*buf, c);
+
+		if (!p)
+			return -1;
+		*buf = p;
+		*cap = c;
+	}
+	memcpy(*buf + *len, src, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+/* src with each name (not followed by more of a name) as "name1, ...,
+ * nameN", each followed by type when given, which the name is in src too
+ * (a declaration); NULL when out of memory. */
+static char *expand(const char *src, const char *name, size_t n, const char *type)
+{
+	size_t len = 0, cap = 0, nl = strlen(name);
+	char *out = NULL, item[2 * PNAME_MAX + 32];
+	int bad = put(&out, &len, &cap, "", 0);
+
+	while (!bad && *src) {
+		const char *hit = strstr(src, name);
+		char c;
+
+		if (!hit) {
+			bad = put(&out, &len, &cap, src, strlen(src));
+			break;
+		}
+		c = hit[nl];
+		bad = put(&out, &len, &cap, src, (size_t)(hit - src));
+		src = hit + nl;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '_') {
+			bad = bad || put(&out, &len, &cap, name, nl);
+			continue;
+		}
+		if (type && *src == ' ')        /* the declaration: "@n TYPE" */
+			src += 1 + strcspn(src + 1, ",");
+		for (size_t k = 0; k < n && !bad; k++) {
+			int m = snprintf(item, sizeof item, "%s%s%zu%s%s", k ? ", " : "", name, k + 1,
+			                 type ? " " : "", type ? type : "");
+
+			bad = put(&out, &len, &cap, item, (size_t)m);
+		}
+	}
+	if (bad) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static int ms_exec(struct store *s, int q, const struct store_param *p, int np,
+                   store_row_fn row, void *arg)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	struct param beatp[] = { BEAT_PARAMS(me, prune_ms) };
-	struct renew_beat_answer a = { { NULL, n, tokens, ctl, now }, { 0 } };
-	size_t sqlmax = SQL_MAX + PRES_SQL_MAX + n * 12, declmax = 256 + n * 24, sl, dl;
-	struct param *p = NULL;
-	char *pnames = NULL, *sql = NULL, *decl = NULL;
-	int np, rc = STORE_ERR;
+	char names[PARAMS_MAX][PNAME_MAX], type[PNAME_MAX] = "", *text = NULL, *decl = NULL;
+	char *elems = NULL;
+	struct param *par = NULL;
+	struct exec_rows x = { row, arg, 0 };
+	const char *d = dialect[q].decl;
+	size_t npar = 0, arr = (size_t)-1;
+	int rc = STORE_ERR;
 
-	if (n + 2 + BEAT_NPARAMS > CHUNK) {
-		int64_t at = 0;
+	for (int i = 0; i < np; i++) {
+		size_t len;
 
-		if ((rc = ms_renew_ctl(s, owner, names, n, ms, tokens, ctl, &at)) != STORE_OK)
-			return rc;
-		st->base.calls++;
-		return ms_beat(s, me, prune_ms, rows, nrows, now);
+		while (*d == ' ' || *d == ',')
+			d++;
+		len = strcspn(d, " ");
+		if (i >= PARAMS_MAX || *d != '@' || len >= PNAME_MAX)
+			return store_fail(s, "mssql: %s: parameter %d is not declared",
+			                  store_stmt_what[q], i + 1);
+		memcpy(names[i], d, len);
+		names[i][len] = '\0';
+		d += len;
+		if (p[i].kind == SP_TEXTS) {
+			size_t tl = strcspn(d + 1, ",");
+
+			snprintf(type, sizeof type, "%.*s", (int)tl, d + 1);
+			arr = (size_t)i;
+		}
+		d += strcspn(d, ",");
+		npar += p[i].kind == SP_TEXTS && p[i].n ? p[i].n : 1;
 	}
-	a.ctl.sorted = sort_names(names, n, tokens);
-	p = malloc((n + 2 + BEAT_NPARAMS) * sizeof *p);
-	pnames = malloc(n * 8);
-	sql = malloc(sqlmax);
-	decl = malloc(declmax);
-	if (!a.ctl.sorted || !p || !pnames || !sql || !decl) {
-		store_fail(s, "mssql: out of memory");
-		goto done;
+	if (!(par = malloc((npar ? npar : 1) * sizeof *par)))
+		goto oom;
+	if (arr != (size_t)-1) {
+		/* The array's elements are @n1, @n2, ...: the text lists them
+		 * where it says @n, the declaration declares each.  No element is
+		 * one NULL: IN (NULL) is nothing. */
+		size_t n = p[arr].n ? p[arr].n : 1;
+
+		if (!(elems = malloc(n * ENAME_MAX)) ||
+		    !(text = expand(st->text[q], names[arr], n, NULL)) ||
+		    !(decl = expand(dialect[q].decl, names[arr], n, type)))
+			goto oom;
 	}
-	np = bind_names(p, pnames, decl, declmax, owner, ms, names, n);
-	for (size_t i = 0; i < BEAT_NPARAMS; i++)
-		p[np++] = beatp[i];
-	dl = strlen(decl);
-	snprintf(decl + dl, declmax - dl, ", " BEAT_DECL);
-	sl = (size_t)snprintf(sql, sqlmax,
-	    "/* leash:renew_beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "UPDATE [%s] SET renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
-	    "inserted.handoff_at, @now "
-	    "WHERE owner = @owner AND expires_at > @now AND name IN (", st->table);
-	for (size_t j = 0; j < n; j++)
-		sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s%s", j ? ", " : "", pnames + j * 8);
-	sl += (size_t)snprintf(sql + sl, sqlmax - sl, "); ");
-	snprintf(sql + sl, sqlmax - sl, BEAT_BATCH, st->table, st->table, st->table, st->table,
-	         st->table);
-	rc = pres_done(st, call(st, sql, decl, p, np, renew_beat_row, &a), &a.pres, rows, nrows,
-	               now);
+	npar = 0;
+	for (int i = 0; i < np; i++) {
+		if (p[i].kind == SP_TEXTS) {
+			for (size_t k = 0; k < (p[i].n ? p[i].n : 1); k++) {
+				char *en = elems + k * ENAME_MAX;
+
+				snprintf(en, ENAME_MAX, "%.31s%zu", names[i], k + 1);
+				par[npar++] = (struct param){ en, p[i].n ? p[i].v[k] : "", 0 };
+			}
+			continue;
+		}
+		/* db-lib sends an empty string as NULL. */
+		par[npar++] = (struct param){ names[i], p[i].kind == SP_TEXT ? p[i].s
+		                                      : p[i].kind == SP_NULL ? "" : NULL, p[i].i };
+	}
+	rc = call(st, text ? text : st->text[q], decl ? decl : dialect[q].decl, par, (int)npar,
+	          row ? exec_row : NULL, &x);
+	if (rc == STORE_OK && x.failed)
+		rc = STORE_ERR;
+	goto done;
+oom:
+	store_fail(s, "mssql: %s: out of memory", store_stmt_what[q]);
 done:
-	free(a.ctl.sorted);
-	free(p);
-	free(pnames);
-	free(sql);
+	free(par);
+	free(elems);
+	free(text);
 	free(decl);
 	return rc;
 }
+
+static int ms_is_null(struct store *s, int c)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	int t = dbcoltype(st->db, c + 1);
+
+	if (!dbdata(st->db, c + 1))
+		return 1;
+	/* A number has a length; db-lib may give NULL's data as empty. */
+	return dbdatlen(st->db, c + 1) <= 0 && (t == SYBINT1 || t == SYBINT2 || t == SYBINT4 ||
+	                                        t == SYBINT8 || t == SYBINTN);
+}
+
+static int64_t ms_col_int(struct store *s, int c)
+{
+	return col_i64(((struct ms_store *)s)->db, c + 1);
+}
+
+static const char *ms_col_text(struct store *s, int c, size_t *len)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	BYTE *p = dbdata(st->db, c + 1);
+	DBINT n = dbdatlen(st->db, c + 1);
+
+	*len = p && n > 0 ? (size_t)n : 0;
+	return (const char *)p;
+}
+
+static const struct store_driver ms_driver = { ms_exec, ms_is_null, ms_col_int, ms_col_text,
+                                               CHUNK + 2 };

@@ -15,6 +15,10 @@
  * libpq is loaded with dlopen() when the first postgres store is opened, not
  * linked: it pulls in libssl, libcrypto, gssapi and ldap (several MB
  * resident), which a replica on another provider should not pay for.
+ * The operations written once (ops.c) reach PostgreSQL through the driver
+ * (pg_exec): the dialect table's statements are prepared at connect as
+ * leash_s<n>, arrays go as text[] literals.  The claims, the ledger's
+ * writes and prune, acquire_all and floor are still this file's own.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,7 +32,7 @@
 #include <libpq-fe.h>
 
 #include "core/clock.h"
-#include "store/store.h"
+#include "store/driver.h"
 
 #define NOW "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
@@ -50,7 +54,7 @@
 	"  acquired_at = CASE WHEN " EXPIRED " THEN EXCLUDED.acquired_at ELSE l.acquired_at END," \
 	"  renewed_at = CASE WHEN " TAKE " THEN EXCLUDED.renewed_at ELSE l.renewed_at END," \
 	"  expires_at = CASE WHEN " TAKE " THEN EXCLUDED.expires_at ELSE l.expires_at END" \
-	" RETURNING l.owner = $2, l.owner, l.token, l.expires_at," \
+	" RETURNING (l.owner = $2)::int, l.owner, l.token, l.expires_at," \
 	"  CASE WHEN l.owner = $2 THEN l.renewed_at ELSE " NOW " END, l.last_fire"
 
 /* acquire_all's upsert: the token grows unless the same owner held it
@@ -64,17 +68,14 @@
 	" WHERE l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at"
 
 enum {
-	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_ACQUIRE_ALL, Q_LIST,
-	Q_FLOOR_SELECT, Q_RELEASE_ALL, Q_CLAIM_ALL, Q_CLAIM_RUNS, Q_RECORD_RUNS, Q_READ_JOB,
-	Q_READ_ALL, Q_PRUNE_RUNS, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_PAUSE, Q_CTL_SET, Q_HEALTH, Q_MAX
+	Q_ACQUIRE_ALL,
+	Q_FLOOR_SELECT, Q_CLAIM_ALL, Q_CLAIM_RUNS, Q_RECORD_RUNS,
+	Q_PRUNE_RUNS, Q_MAX
 };
 
 static const char *const q_name[Q_MAX] = {
-	"leash_acquire", "leash_renew", "leash_release", "leash_renew_all",
-	"leash_acquire_all", "leash_list", "leash_floor_select", "leash_release_all",
-	"leash_claim_all", "leash_claim_runs", "leash_record_runs", "leash_read_job",
-	"leash_read_all", "leash_prune_runs", "leash_last_runs", "leash_renew_ctl",
-	"leash_ctl_pause", "leash_ctl_set", "leash_health",
+	"leash_acquire_all", "leash_floor_select",
+	"leash_claim_all", "leash_claim_runs", "leash_record_runs", "leash_prune_runs",
 };
 
 /* The ledger's columns in the order the run statements list them. */
@@ -134,54 +135,6 @@ static const char *const q_name[Q_MAX] = {
 
 /* %1$s is the table name (checked by store_open), quoted where used. */
 static const char *const q_text[Q_MAX] = {
-	[Q_ACQUIRE] = ACQUIRE_SQL,
-	/* renew: the plain UPDATE by key and owner; no row back: lost. */
-	[Q_RENEW] =
-	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"
-	" FROM (SELECT " NOW " AS n) t0"
-	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
-	" RETURNING true, l.owner, l.token, l.expires_at, t0.n, l.last_fire",
-	/* release: expires_at = now for the holder's unexpired row, and a NOTIFY
-	 * (delivered at commit) for each row it freed. */
-	[Q_RELEASE] =
-	"UPDATE \"%1$s\" l SET expires_at = t0.n FROM (SELECT " NOW " AS n) t0"
-	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
-	" RETURNING pg_notify('%1$s', l.name)",
-	[Q_RENEW_ALL] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
-	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" RETURNING l.name, l.token",
-	/* renew_ctl: renew_all, returning the control columns and the clock. */
-	[Q_RENEW_CTL] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
-	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at, t0.now",
-	/* control: a pause upserts (a job never held gets a free row), the
-	 * others ($2: 2 resume, 3 trigger, 4 handoff) only update. */
-	/* Both NOTIFY the holder ("control:" name), which renews at once and
-	 * so reads the control within a round trip, not a renew interval. */
-	[Q_CTL_PAUSE] =
-	"WITH u AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at,"
-	" expires_at, paused_until) VALUES ($1, '', 0, 0, 0, 0, $2::bigint)"
-	" ON CONFLICT (name) DO UPDATE SET paused_until = EXCLUDED.paused_until"
-	" RETURNING " NOW " AS now)"
-	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
-	[Q_CTL_SET] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" u AS (UPDATE \"%1$s\" l SET"
-	" paused_until = CASE WHEN $2::int = 2 THEN NULL ELSE l.paused_until END,"
-	" trigger_at = CASE WHEN $2::int = 3 THEN t0.now ELSE l.trigger_at END,"
-	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END"
-	" FROM t0 WHERE l.name = $1 RETURNING t0.now)"
-	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
-	/* health: a row back = this call changed it. */
-	[Q_HEALTH] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET health = $4::int FROM t0"
-	" WHERE l.name = $1 AND l.owner = $2 AND l.token = $3::bigint AND l.expires_at > t0.now"
-	" AND COALESCE(l.health, 0) <> $4::int RETURNING l.name",
 	[Q_ACQUIRE_ALL] =
 	"WITH t0 AS (SELECT " NOW " AS now),"
 	" req AS (SELECT DISTINCT n AS name FROM unnest($2::text[]) AS n),"
@@ -201,17 +154,7 @@ static const char *const q_text[Q_MAX] = {
 	"  CASE WHEN up.token IS NOT NULL THEN up.last_fire ELSE h.last_fire END"
 	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
 	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
-	[Q_LIST] =
-	"SELECT t0.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
-	" l.last_fire, l.paused_until FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
-	" ORDER BY l.name COLLATE \"C\"",
 	[Q_FLOOR_SELECT] = "SELECT 1",
-	/* release_all: release over = ANY ($2), one NOTIFY per row it freed
-	 * (all delivered at the one commit). */
-	[Q_RELEASE_ALL] =
-	"UPDATE \"%1$s\" l SET expires_at = t0.n FROM (SELECT " NOW " AS n) t0"
-	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.n"
-	" RETURNING pg_notify('%1$s', l.name)",
 	/* claim_all: one UPDATE over the claims as three parallel arrays (name,
 	 * token, fire); t0 is the statement's one reading of the clock, and the
 	 * outer SELECT answers it even when no claim was accepted.  A row that
@@ -268,11 +211,6 @@ static const char *const q_text[Q_MAX] = {
 	"  outcome = EXCLUDED.outcome, recorded_at = EXCLUDED.recorded_at,"
 	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
 	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
-	/* One job's rows walk its primary key backwards, all jobs' the
-	 * scheduled_at index; the outer row is there when none matched, for now. */
-	[Q_READ_JOB] = READ_SQL("x.job = $1"),
-	[Q_READ_ALL] = READ_SQL("$1::text IS NULL"),
-	[Q_LAST_RUNS] = LAST_RUNS_SQL,
 	/* prune_runs, one statement: $1 keep ms, $2 keep_per_job, $3 max_rows,
 	 * shared by the three steps in order (each LIMIT is what the earlier
 	 * ones left).  Every step sees the statement's one snapshot, and they
@@ -328,7 +266,7 @@ static const char *const q_text[Q_MAX] = {
 	X(PQsendPrepare) X(PQsendQueryPrepared) X(PQsendQuery) X(PQsendQueryParams) \
 	X(PQflush) X(PQconsumeInput) X(PQisBusy) X(PQgetResult) X(PQresultStatus) \
 	X(PQresultErrorMessage) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetisnull) \
-	X(PQgetvalue) X(PQnotifies) X(PQfreemem) X(PQconninfoParse) X(PQconninfoFree)
+	X(PQgetvalue) X(PQgetlength) X(PQnotifies) X(PQfreemem) X(PQconninfoParse) X(PQconninfoFree)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -367,6 +305,7 @@ static struct {
 #define PQnfields pq.PQnfields
 #define PQgetisnull pq.PQgetisnull
 #define PQgetvalue pq.PQgetvalue
+#define PQgetlength pq.PQgetlength
 #define PQnotifies pq.PQnotifies
 #define PQfreemem pq.PQfreemem
 #define PQconninfoParse pq.PQconninfoParse
@@ -435,6 +374,8 @@ struct pg_store {
 	int bound_ms;                   /* set_timeout, 0 = none */
 	int floor_ready;
 	int gss_off;                    /* connect with gssencmode=disable */
+	PGresult *cur;                  /* the answer whose row a callback reads */
+	int cur_row;
 };
 
 /* Providers never print: libpq's notices (NOTICE, WARNING) go nowhere. */
@@ -870,74 +811,6 @@ static void col_str(char *dst, PGresult *r, int row, int col)
 	         PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
 }
 
-/* The answer of try_acquire / renew: got, owner, token, expires_at, now,
- * last_fire. */
-static int lease_answer(struct pg_store *ps, PGresult *r, struct lease_info *out,
-                        const char *what)
-{
-	int rc;
-
-	if (!r)
-		return STORE_ERR;
-	if (PQntuples(r) != 1 || PQnfields(r) != 6) {
-		PQclear(r);
-		return store_fail(&ps->base, "postgres: %s: unexpected answer", what);
-	}
-	col_str(out->owner, r, 0, 1);
-	out->token = col_i64(r, 0, 2);
-	out->expires_at = col_i64(r, 0, 3);
-	out->now = col_i64(r, 0, 4);
-	out->last_fire = col_fire(r, 0, 5);
-	rc = PQgetvalue(r, 0, 0)[0] == 't' ? STORE_OK : STORE_NO;
-	PQclear(r);
-	return rc;
-}
-
-static int pg_try_acquire(struct store *s, const char *name, const char *owner, int64_t ms,
-                          struct lease_info *out)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char buf[24];
-	const char *v[3] = { name, owner, buf };
-
-	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	return lease_answer(ps, call(ps, Q_ACQUIRE, 3, v, "try_acquire"), out, "try_acquire");
-}
-
-/* One UPDATE: a row back means renewed, none means lost.  A lost renew
- * names no holder (owner "", token 0): finding out would take a second
- * round trip, and the caller must drop the job whoever holds it. */
-static int pg_renew(struct store *s, const char *name, const char *owner, int64_t ms,
-                    struct lease_info *out)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char buf[24];
-	const char *v[3] = { name, owner, buf };
-	PGresult *r;
-
-	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	if (!(r = call(ps, Q_RENEW, 3, v, "renew")))
-		return STORE_ERR;
-	if (PQntuples(r) > 0)
-		return lease_answer(ps, r, out, "renew");
-	PQclear(r);
-	memset(out, 0, sizeof *out);
-	out->last_fire = STORE_NO_FIRE;
-	return STORE_NO;
-}
-
-static int pg_release(struct store *s, const char *name, const char *owner)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	const char *v[2] = { name, owner };
-	PGresult *r = call(ps, Q_RELEASE, 2, v, "release");
-
-	if (!r)
-		return STORE_ERR;
-	PQclear(r);
-	return STORE_OK;
-}
-
 /* names as a text[] literal: {"a","b\"c"}. */
 static char *array_literal(const char *const *names, size_t n)
 {
@@ -963,119 +836,6 @@ static char *array_literal(const char *const *names, size_t n)
 	buf[len++] = '}';
 	buf[len] = '\0';
 	return buf;
-}
-
-/* A control column: STORE_NO_TIME for NULL. */
-static int64_t col_time(PGresult *r, int row, int col)
-{
-	return PQgetisnull(r, row, col) ? STORE_NO_TIME : col_i64(r, row, col);
-}
-
-/* renew_all, and renew_ctl when ctl is given (statement q returns the
- * controls and the database's now after name and token). */
-static int renew_rows(struct store *s, int q, const char *what, const char *owner,
-                      const char *const *names, size_t n, int64_t ms, int64_t *tokens,
-                      struct store_ctl *ctl, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char buf[24], *arr = array_literal(names, n);
-	const char *v[3] = { owner, arr, buf };
-	PGresult *r = NULL;
-	int rc = STORE_ERR;
-
-	for (size_t i = 0; i < n; i++)
-		tokens[i] = -1;
-	if (!arr) {
-		store_fail(s, "postgres: %s: out of memory", what);
-		goto fail;
-	}
-	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	if (!(r = call(ps, q, 3, v, what)))
-		goto fail;
-	for (int row = 0; row < PQntuples(r); row++) {
-		if (ctl)
-			*now = col_i64(r, row, 5);
-		for (size_t i = 0; i < n; i++)
-			if (strcmp(names[i], PQgetvalue(r, row, 0)) == 0) {
-				tokens[i] = col_i64(r, row, 1);
-				if (!ctl)
-					continue;
-				ctl[i].paused_until = col_time(r, row, 2);
-				ctl[i].trigger_at = col_time(r, row, 3);
-				ctl[i].handoff_at = col_time(r, row, 4);
-			}
-	}
-	rc = STORE_OK;
-fail:
-	PQclear(r);
-	free(arr);
-	return rc;
-}
-
-static int pg_renew_all(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens)
-{
-	return renew_rows(s, Q_RENEW_ALL, "renew_all", owner, names, n, ms, tokens, NULL, NULL);
-}
-
-static int pg_renew_ctl(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                        int64_t *now)
-{
-	return renew_rows(s, Q_RENEW_CTL, "renew_ctl", owner, names, n, ms, tokens, ctl, now);
-}
-
-static int pg_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char buf[24];
-	const char *v[2] = { name, buf };
-	PGresult *r;
-	int rc;
-
-	snprintf(buf, sizeof buf, "%lld", what == STORE_CTL_PAUSE ? (long long)until : (long long)what);
-	if (!(r = call(ps, what == STORE_CTL_PAUSE ? Q_CTL_PAUSE : Q_CTL_SET, 2, v, "control")))
-		return STORE_ERR;
-	rc = PQntuples(r) > 0 ? STORE_OK : STORE_NO;
-	if (rc == STORE_OK)
-		*now = col_i64(r, 0, 0);
-	PQclear(r);
-	return rc;
-}
-
-static int pg_health(struct store *s, const char *owner, const char *name, int64_t token,
-                     int failing, int *changed)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char tok[24], fail[4];
-	const char *v[4] = { name, owner, tok, fail };
-	PGresult *r;
-
-	snprintf(tok, sizeof tok, "%lld", (long long)token);
-	snprintf(fail, sizeof fail, "%d", failing);
-	if (!(r = call(ps, Q_HEALTH, 4, v, "health")))
-		return STORE_ERR;
-	*changed = PQntuples(r) > 0;
-	PQclear(r);
-	return STORE_OK;
-}
-
-static int pg_release_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char *arr = array_literal(names, n);
-	const char *v[2] = { owner, arr };
-	PGresult *r;
-
-	if (!arr)
-		return store_fail(s, "postgres: release_all: out of memory");
-	r = call(ps, Q_RELEASE_ALL, 2, v, "release_all");
-	free(arr);
-	if (!r)
-		return STORE_ERR;
-	PQclear(r);
-	return STORE_OK;
 }
 
 static int pg_acquire_all(struct store *s, const char *owner, const char *const *names,
@@ -1439,118 +1199,6 @@ fail:
 	return rc;
 }
 
-static void col_text(char *dst, size_t max, PGresult *r, int row, int col)
-{
-	snprintf(dst, max + 1, "%s", PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
-}
-
-static int64_t col_or(PGresult *r, int row, int col, int64_t null)
-{
-	return PQgetisnull(r, row, col) ? null : col_i64(r, row, col);
-}
-
-/* Columns 1-14 of a row of READ_SQL's shape. */
-static void run_from(struct store_run_row *o, PGresult *r, int row)
-{
-	col_text(o->job, STORE_NAME_MAX, r, row, 1);
-	col_text(o->owner, STORE_NAME_MAX, r, row, 2);
-	col_text(o->actor, STORE_NAME_MAX, r, row, 3);
-	col_text(o->outcome, STORE_OUTCOME_MAX, r, row, 4);
-	col_text(o->error, STORE_RUN_ERROR_MAX, r, row, 5);
-	o->scheduled_at = col_i64(r, row, 6);
-	o->token = col_i64(r, row, 7);
-	o->claimed_at = col_or(r, row, 8, STORE_NO_TIME);
-	o->started_at = col_or(r, row, 9, STORE_NO_TIME);
-	o->ended_at = col_or(r, row, 10, STORE_NO_TIME);
-	o->duration_ms = col_or(r, row, 11, STORE_NO_TIME);
-	o->recorded_at = col_or(r, row, 12, STORE_NO_TIME);
-	o->exit_code = (int)col_or(r, row, 13, STORE_NO_CODE);
-	o->exit_signal = (int)col_or(r, row, 14, STORE_NO_CODE);
-}
-
-static int pg_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
-                        struct store_run_row **rows, size_t *n, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char sb[24], lb[24];
-	const char *v[3] = { job, sb, lb };
-	struct store_run_row *out = NULL;
-	size_t len = 0;
-	PGresult *r;
-	int nt;
-
-	snprintf(sb, sizeof sb, "%lld", (long long)(since == STORE_NO_TIME ? 0 : since));
-	snprintf(lb, sizeof lb, "%zu", limit);
-	if (!(r = call(ps, job ? Q_READ_JOB : Q_READ_ALL, 3, v, "read_runs")))
-		return STORE_ERR;
-	nt = PQntuples(r);
-	if (nt < 1 || PQnfields(r) != 15) {
-		PQclear(r);
-		return store_fail(s, "postgres: read_runs: unexpected answer");
-	}
-	if (!(out = calloc((size_t)nt, sizeof *out))) {
-		PQclear(r);
-		return store_fail(s, "postgres: read_runs: out of memory");
-	}
-	*now = col_i64(r, 0, 0);
-	for (int row = 0; row < nt; row++) {
-		struct store_run_row *o = &out[len];
-
-		if (PQgetisnull(r, row, 1))
-			continue;
-		run_from(o, r, row);
-		len++;
-	}
-	PQclear(r);
-	if (!len) {
-		free(out);
-		out = NULL;
-	}
-	*rows = out;
-	*n = len;
-	return STORE_OK;
-}
-
-static int pg_last_runs(struct store *s, struct store_job_runs **rows, size_t *n,
-                        int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	struct store_job_runs *out = NULL;
-	size_t len = 0, cap = 0;
-	PGresult *r;
-	int nt;
-
-	if (!(r = call(ps, Q_LAST_RUNS, 0, NULL, "last_runs")))
-		return STORE_ERR;
-	nt = PQntuples(r);
-	if (nt < 1 || PQnfields(r) != 18) {
-		PQclear(r);
-		return store_fail(s, "postgres: last_runs: unexpected answer");
-	}
-	*now = col_i64(r, 0, 0);
-	for (int row = 0; row < nt; row++) {
-		struct store_job_runs *j;
-		int64_t cls;
-
-		if (PQgetisnull(r, row, 1))
-			continue;
-		if (!(j = store_job_runs_at(&out, &len, &cap, PQgetvalue(r, row, 1)))) {
-			PQclear(r);
-			free(out);
-			return store_fail(s, "postgres: last_runs: out of memory");
-		}
-		cls = col_i64(r, row, 15);
-		j->handled_at = col_or(r, row, 16, STORE_NO_TIME);
-		j->fails = col_i64(r, row, 17);
-		if (!PQgetisnull(r, row, 4) && cls >= 0 && cls <= 2)
-			run_from(cls == 0 ? &j->last : cls == 1 ? &j->ok : &j->failed, r, row);
-	}
-	PQclear(r);
-	*rows = out;
-	*n = len;
-	return STORE_OK;
-}
-
 static int pg_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
                          size_t max_rows, int64_t *changed)
 {
@@ -1570,45 +1218,6 @@ static int pg_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
 	}
 	*changed = col_i64(r, 0, 0);
 	PQclear(r);
-	return STORE_OK;
-}
-
-static int pg_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	PGresult *r = call(ps, Q_LIST, 0, NULL, "list");
-	struct lease_row *out = NULL;
-	size_t len = 0;
-	int nt;
-
-	if (!r)
-		return STORE_ERR;
-	nt = PQntuples(r);
-	if (nt > 0 && !(out = calloc((size_t)nt, sizeof *out))) {
-		PQclear(r);
-		return store_fail(s, "postgres: list: out of memory");
-	}
-	for (int row = 0; row < nt; row++) {
-		*now = col_i64(r, row, 0);
-		if (PQgetisnull(r, row, 1))
-			continue;
-		col_str(out[len].name, r, row, 1);
-		col_str(out[len].owner, r, row, 2);
-		out[len].token = col_i64(r, row, 3);
-		out[len].acquired_at = col_i64(r, row, 4);
-		out[len].renewed_at = col_i64(r, row, 5);
-		out[len].expires_at = col_i64(r, row, 6);
-		out[len].last_fire = col_fire(r, row, 7);
-		out[len].paused_until = col_fire(r, row, 8);    /* STORE_NO_TIME for NULL */
-		len++;
-	}
-	PQclear(r);
-	if (len == 0) {
-		free(out);
-		out = NULL;
-	}
-	*rows = out;
-	*n = len;
 	return STORE_OK;
 }
 
@@ -1701,44 +1310,37 @@ static void pg_close(struct store *s)
 	free(ps);
 }
 
-static int pg_beat(struct store *, const struct store_replica *, int64_t,
-                   struct store_replica **, size_t *, int64_t *);
-static int pg_leave(struct store *, const char *);
-static int pg_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
-static int pg_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
-                    int64_t *);
-static int pg_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
-                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
-                         struct store_replica **, size_t *, int64_t *);
+
+static const struct store_driver postgres_driver;
 
 static const struct store_ops postgres_ops = {
 	.name = "postgres",
-	.try_acquire = pg_try_acquire,
-	.renew = pg_renew,
-	.release = pg_release,
-	.renew_all = pg_renew_all,
-	.list = pg_list,
+	.try_acquire = store_op_try_acquire,
+	.renew = store_op_renew,
+	.release = store_op_release,
+	.renew_all = store_op_renew_all,
+	.list = store_op_list,
 	.close = pg_close,
 	.acquire_all = pg_acquire_all,
 	.event_fd = pg_event_fd,
 	.drain_events = pg_drain_events,
 	.set_timeout = pg_set_timeout,
 	.floor = pg_floor,
-	.release_all = pg_release_all,
+	.release_all = store_op_release_all,
 	.claim_all = pg_claim_all,
 	.claim_runs = pg_claim_runs,
 	.record_runs = pg_record_runs,
-	.read_runs = pg_read_runs,
-	.last_runs = pg_last_runs,
-	.renew_ctl = pg_renew_ctl,
-	.control = pg_control,
-	.health = pg_health,
-	.drain = pg_drain,
-	.renew_beat = pg_renew_beat,
+	.read_runs = store_op_read_runs,
+	.last_runs = store_op_last_runs,
+	.renew_ctl = store_op_renew_ctl,
+	.control = store_op_control,
+	.health = store_op_health,
+	.drain = store_op_drain,
+	.renew_beat = store_op_renew_beat,
 	.prune_runs = pg_prune_runs,
-	.beat = pg_beat,
-	.leave = pg_leave,
-	.replicas = pg_replicas,
+	.beat = store_op_beat,
+	.leave = store_op_leave,
+	.replicas = store_op_replicas,
 	.unclaim_all = pg_unclaim_all,
 };
 
@@ -1753,6 +1355,7 @@ static struct store *open_postgres(const struct store_opts *o, char *err, size_t
 		return NULL;
 	}
 	ps->base.ops = &postgres_ops;
+	ps->base.drv = &postgres_driver;
 	snprintf(ps->table, sizeof ps->table, "%s", o->table ? o->table : "leash_leases");
 	ps->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 5000;
 	ps->statement_timeout_ms = o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000;
@@ -1811,55 +1414,203 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 	"  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0" \
 	"  AND o.heartbeat >= t0.now - $8::bigint"
 
-/* beat: the upsert, the prune and the read in one statement.  The outer
- * SELECT sees the table as it was before the statement, so my row comes
- * from the upsert's RETURNING and the others are filtered as the prune
- * leaves them. */
-static const char *const pres_sql[5][2] = {
-	{ "leash_beat",
-	  "WITH t0 AS (SELECT " NOW " AS now)," BEAT_CTES
-	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
-	  "  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
-	  "  UNION ALL " BEAT_OTHERS("")
-	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
-	{ "leash_leave", "DELETE FROM \"%1$s_replicas\" WHERE owner = $1" },
-	{ "leash_replicas",
-	  "SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"
-	  " LEFT JOIN \"%1$s_replicas\" o ON o.pid <> 0 ORDER BY o.owner COLLATE \"C\"" },
+/* ---- the driver and the dialect (driver.h) ---- */
+
+/* Prepared at connect as leash_s<n>.  control NOTIFYs the holder
+ * ("control:" name), which renews at once and so reads the control within
+ * a round trip, not a renew interval. */
+static const char *const dialect[ST_MAX] = {
+	/* release_all: release over = ANY ($2), one NOTIFY per row it freed
+	 * (all delivered at the one commit). */
+	[ST_RELEASE_ALL] =
+	"UPDATE \"%1$s\" l SET expires_at = t0.n FROM (SELECT " NOW " AS n) t0"
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.n"
+	" RETURNING pg_notify('%1$s', l.name)",
 	/* drain: $1 the owners, $2 the marker's name (NULL: none), $3 on. */
-	{ "leash_drain",
-	  "WITH t0 AS (SELECT " NOW " AS now),"
-	  " d AS (UPDATE \"%1$s_replicas\" SET draining = $3::int"
-	  "  WHERE owner = ANY ($1::text[]) AND pid <> 0 RETURNING 1),"
-	  " m AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
-	  "  SELECT $2::text, '', 0, '', t0.now, t0.now, 1, '', '' FROM t0"
-	  "  WHERE $2::text IS NOT NULL AND $3::int = 1"
-	  "  ON CONFLICT (owner) DO UPDATE SET heartbeat = EXCLUDED.heartbeat WHERE r.pid = 0"
-	  "  RETURNING 1),"
-	  " u AS (DELETE FROM \"%1$s_replicas\" WHERE owner = $2::text AND pid = 0"
-	  "  AND $3::int = 0 RETURNING 1)"
-	  " SELECT t0.now, (SELECT count(*) FROM d) + (SELECT count(*) FROM m)"
-	  " + (SELECT count(*) FROM u),"
-	  /* Every replica hears it and beats at once (a drained one reads
-	   * its row): within a round trip, not a renew interval. */
-	  " pg_notify('%1$s', '" STORE_EVENT_CONTROL STORE_EVENT_DRAIN "') FROM t0" },
+	[ST_DRAIN] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" d AS (UPDATE \"%1$s_replicas\" SET draining = $3::int"
+	"  WHERE owner = ANY ($1::text[]) AND pid <> 0 RETURNING 1),"
+	" m AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)"
+	"  SELECT $2::text, '', 0, '', t0.now, t0.now, 1, '', '' FROM t0"
+	"  WHERE $2::text IS NOT NULL AND $3::int = 1"
+	"  ON CONFLICT (owner) DO UPDATE SET heartbeat = EXCLUDED.heartbeat WHERE r.pid = 0"
+	"  RETURNING 1),"
+	" u AS (DELETE FROM \"%1$s_replicas\" WHERE owner = $2::text AND pid = 0"
+	"  AND $3::int = 0 RETURNING 1)"
+	" SELECT t0.now, (SELECT count(*) FROM d) + (SELECT count(*) FROM m)"
+	" + (SELECT count(*) FROM u),"
+	/* Every replica hears it and beats at once (a drained one reads
+	 * its row): within a round trip, not a renew interval. */
+	" pg_notify('%1$s', '" STORE_EVENT_CONTROL STORE_EVENT_DRAIN "') FROM t0",
+	/* One job's rows walk its primary key backwards, all jobs' the
+	 * scheduled_at index; the outer row is there when none matched, for now. */
+	[ST_READ_JOB] = READ_SQL("x.job = $1"),
+	[ST_READ_ALL] = READ_SQL("$1::text IS NULL"),
+	[ST_LAST_RUNS] = LAST_RUNS_SQL,
+	[ST_RENEW_ALL] =
+	"WITH t0 AS (SELECT " NOW " AS now)"
+	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
+	" RETURNING l.name, l.token",
+	/* renew_ctl: renew_all, returning the control columns and the clock. */
+	[ST_RENEW_CTL] =
+	"WITH t0 AS (SELECT " NOW " AS now)"
+	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
+	" RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at, t0.now",
 	/* renew_beat: renew_ctl's UPDATE ($9 names, $10 ms) and the beat's
 	 * CTEs in one statement.  Its rows are the beat's, with k = 'R', and
 	 * one per renewed lease with k = 'L' in the same columns: name in
 	 * owner, token in pid, paused_until in started_at, trigger_at in
 	 * heartbeat, handoff_at in h. */
-	{ "leash_renew_beat",
-	  "WITH t0 AS (SELECT " NOW " AS now),"
-	  " rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $10::bigint"
-	  "  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($9::text[]) AND l.expires_at > t0.now"
-	  "  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at)," BEAT_CTES
-	  " SELECT t0.now, x.* FROM t0 LEFT JOIN ("
-	  "  SELECT " PRES_COLS ", NULL::text AS jobs, 'R' AS k, NULL::bigint AS h FROM up"
-	  "  UNION ALL " BEAT_OTHERS(", 'R', NULL")
-	  "  UNION ALL SELECT rn.name, NULL, rn.token, NULL, rn.paused_until, rn.trigger_at, NULL,"
-	  "  NULL, NULL, 'L', rn.handoff_at FROM rn"
-	  " ) x ON true ORDER BY x.owner COLLATE \"C\"" },
+	[ST_RENEW_BEAT] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $10::bigint"
+	"  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($9::text[]) AND l.expires_at > t0.now"
+	"  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at)," BEAT_CTES
+	" SELECT t0.now, x.* FROM t0 LEFT JOIN ("
+	"  SELECT " PRES_COLS ", NULL::text AS jobs, 'R' AS k, NULL::bigint AS h FROM up"
+	"  UNION ALL " BEAT_OTHERS(", 'R', NULL")
+	"  UNION ALL SELECT rn.name, NULL, rn.token, NULL, rn.paused_until, rn.trigger_at, NULL,"
+	"  NULL, NULL, 'L', rn.handoff_at FROM rn"
+	" ) x ON true ORDER BY x.owner COLLATE \"C\"",
+	[ST_ACQUIRE] = ACQUIRE_SQL,
+	/* renew: the plain UPDATE by key and owner; no row back: lost. */
+	[ST_RENEW] =
+	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"
+	" FROM (SELECT " NOW " AS n) t0"
+	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
+	" RETURNING 1, l.owner, l.token, l.expires_at, t0.n, l.last_fire",
+	/* release: expires_at = now for the holder's unexpired row, and a NOTIFY
+	 * (delivered at commit) for each row it freed. */
+	[ST_RELEASE] =
+	"UPDATE \"%1$s\" l SET expires_at = t0.n FROM (SELECT " NOW " AS n) t0"
+	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
+	" RETURNING pg_notify('%1$s', l.name)",
+	[ST_LIST] =
+	"SELECT t0.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
+	" l.last_fire, l.paused_until FROM (SELECT " NOW " AS now) t0 LEFT JOIN \"%1$s\" l ON true"
+	" ORDER BY l.name COLLATE \"C\"",
+	[ST_CTL_PAUSE] =
+	"WITH u AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at,"
+	" expires_at, paused_until) VALUES ($1, '', 0, 0, 0, 0, $2::bigint)"
+	" ON CONFLICT (name) DO UPDATE SET paused_until = EXCLUDED.paused_until"
+	" RETURNING " NOW " AS now)"
+	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
+	[ST_CTL_SET] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" u AS (UPDATE \"%1$s\" l SET"
+	" paused_until = CASE WHEN $2::int = 2 THEN NULL ELSE l.paused_until END,"
+	" trigger_at = CASE WHEN $2::int = 3 THEN t0.now ELSE l.trigger_at END,"
+	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END"
+	" FROM t0 WHERE l.name = $1 RETURNING t0.now)"
+	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
+	[ST_HEALTH] =
+	"WITH t0 AS (SELECT " NOW " AS now)"
+	" UPDATE \"%1$s\" l SET health = $4::int FROM t0"
+	" WHERE l.name = $1 AND l.owner = $2 AND l.token = $3::bigint AND l.expires_at > t0.now"
+	" AND COALESCE(l.health, 0) <> $4::int RETURNING l.name",
+	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = $1",
+	[ST_REPLICAS] =
+	"SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"
+	" LEFT JOIN \"%1$s_replicas\" o ON o.pid <> 0 ORDER BY o.owner COLLATE \"C\"",
+	/* The upsert, the prune and the read in one statement.  The outer
+	 * SELECT sees the table as it was before the statement, so my row
+	 * comes from the upsert's RETURNING and the others are filtered as the
+	 * prune leaves them. */
+	[ST_BEAT] =
+	"WITH t0 AS (SELECT " NOW " AS now)," BEAT_CTES
+	" SELECT t0.now, x.* FROM t0 LEFT JOIN ("
+	"  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
+	"  UNION ALL " BEAT_OTHERS("")
+	" ) x ON true ORDER BY x.owner COLLATE \"C\"",
 };
+
+static void stmt_name(char *buf, size_t n, int st)
+{
+	snprintf(buf, n, "leash_s%d", st);
+}
+
+static int prepare_dialect(struct pg_store *ps, int64_t deadline)
+{
+	char sql[8192], name[32];
+
+	for (int i = 0; i < ST_MAX; i++) {
+		snprintf(sql, sizeof sql, dialect[i], ps->table);
+		stmt_name(name, sizeof name, i);
+		if (run_ok(ps, 1, name, sql, deadline, "prepare") < 0)
+			return STORE_ERR;
+	}
+	return STORE_OK;
+}
+
+#define PARAMS_MAX 16
+
+static int pg_exec(struct store *s, int st, const struct store_param *p, int np,
+                   store_row_fn row, void *arg)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+	char nums[PARAMS_MAX][24], name[32], *arrays[PARAMS_MAX] = { NULL };
+	const char *vals[PARAMS_MAX];
+	int64_t deadline;
+	PGresult *r = NULL;
+	int rc = STORE_OK;
+
+	if (np > PARAMS_MAX)
+		return store_fail(s, "postgres: %s: too many parameters", store_stmt_what[st]);
+	for (int i = 0; i < np && rc == STORE_OK; i++) {
+		vals[i] = p[i].kind == SP_TEXT ? p[i].s : NULL;
+		if (p[i].kind == SP_INT) {
+			snprintf(nums[i], sizeof nums[i], "%lld", (long long)p[i].i);
+			vals[i] = nums[i];
+		} else if (p[i].kind == SP_TEXTS) {
+			if (!(vals[i] = arrays[i] = array_literal(p[i].v, p[i].n)))
+				rc = store_fail(s, "postgres: %s: out of memory", store_stmt_what[st]);
+		}
+	}
+	stmt_name(name, sizeof name, st);
+	if (rc == STORE_OK && ensure_conn(ps, &deadline) == STORE_OK)
+		r = roundtrip(ps, 0, name, NULL, np, vals, deadline, store_stmt_what[st]);
+	for (int i = 0; i < np; i++)
+		free(arrays[i]);
+	if (!r)
+		return STORE_ERR;
+	ps->cur = r;
+	for (ps->cur_row = 0; row && ps->cur_row < PQntuples(r) && rc == STORE_OK; ps->cur_row++)
+		if (row(s, arg, 0) < 0)
+			rc = STORE_ERR;
+	ps->cur = NULL;
+	PQclear(r);
+	return rc;
+}
+
+static int pg_is_null(struct store *s, int c)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+
+	return PQgetisnull(ps->cur, ps->cur_row, c);
+}
+
+static int64_t pg_col_int(struct store *s, int c)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+
+	return col_i64(ps->cur, ps->cur_row, c);
+}
+
+static const char *pg_col_text(struct store *s, int c, size_t *len)
+{
+	struct pg_store *ps = (struct pg_store *)s;
+
+	if (PQgetisnull(ps->cur, ps->cur_row, c))
+		return NULL;
+	*len = (size_t)PQgetlength(ps->cur, ps->cur_row, c);
+	return PQgetvalue(ps->cur, ps->cur_row, c);
+}
+
+static const struct store_driver postgres_driver = { pg_exec, pg_is_null, pg_col_int,
+                                                     pg_col_text, 0 };
 
 static int presence_connect(struct pg_store *ps, int64_t deadline)
 {
@@ -1880,169 +1631,6 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
 			return STORE_ERR;
 	}
-	for (int i = 0; i < 5; i++) {
-		snprintf(sql, sizeof sql, pres_sql[i][1], ps->table);
-		if (run_ok(ps, 1, pres_sql[i][0], sql, deadline, "prepare") < 0)
-			return STORE_ERR;
-	}
-	return STORE_OK;
+	return prepare_dialect(ps, deadline);
 }
 
-static PGresult *pres_call(struct pg_store *ps, int q, int n, const char *const *vals,
-                           const char *what)
-{
-	int64_t deadline;
-
-	if (ensure_conn(ps, &deadline) < 0)
-		return NULL;
-	return roundtrip(ps, 0, pres_sql[q][0], NULL, n, vals, deadline, what);
-}
-
-/* Whether a row of a presence answer is a replica: renew_beat's answer
- * also holds the lease rows (k = 'L', read by renewed()), and an answer
- * with no rows to join is one row with the clock only. */
-static int pres_is_replica(PGresult *r, int row)
-{
-	return !PQgetisnull(r, row, 1) && !(PQnfields(r) > 10 && *PQgetvalue(r, row, 10) == 'L');
-}
-
-static int pres_rows(struct pg_store *ps, PGresult *r, struct store_replica **rows, size_t *n,
-                     int64_t *now)
-{
-	int nt = PQntuples(r);
-	size_t nrep = 0, len = 0;
-	struct store_replica *out;
-
-	/* Sized for the replicas only: at 1,000 leases renew_beat's answer
-	 * has 1,000 lease rows, and a slot for each was 0.7 MB of mapping
-	 * (mostly untouched) held until the next beat. */
-	for (int row = 0; row < nt; row++)
-		nrep += pres_is_replica(r, row);
-	if (!(out = calloc(nrep > 0 ? nrep : 1, sizeof *out))) {
-		PQclear(r);
-		return store_fail(&ps->base, "postgres: replicas: out of memory");
-	}
-	for (int row = 0; row < nt; row++) {
-		struct store_replica *x = &out[len];
-
-		*now = col_i64(r, row, 0);
-		if (!pres_is_replica(r, row))
-			continue;
-		col_str(x->owner, r, row, 1);
-		col_str(x->host, r, row, 2);
-		x->pid = col_i64(r, row, 3);
-		snprintf(x->version, sizeof x->version, "%s", PQgetvalue(r, row, 4));
-		x->started_at = col_i64(r, row, 5);
-		x->heartbeat = col_i64(r, row, 6);
-		x->draining = col_i64(r, row, 7) != 0;
-		snprintf(x->jobs_hash, sizeof x->jobs_hash, "%s", PQgetvalue(r, row, 8));
-		len++;
-		if (!PQgetisnull(r, row, 9) && !(x->jobs = strdup(PQgetvalue(r, row, 9)))) {
-			PQclear(r);
-			store_free_replicas(out, len);
-			return store_fail(&ps->base, "postgres: replicas: out of memory");
-		}
-	}
-	PQclear(r);
-	*rows = out;
-	*n = len;
-	return STORE_OK;
-}
-
-static int pg_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
-                   struct store_replica **rows, size_t *n, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char pid[24], prune[24];
-	const char *vals[8] = { me->owner, me->host, pid, me->version, me->name, me->jobs_hash,
-	                        me->jobs ? me->jobs : "", prune };
-	PGresult *r;
-
-	snprintf(pid, sizeof pid, "%lld", (long long)me->pid);
-	snprintf(prune, sizeof prune, "%lld", (long long)prune_ms);
-	if (!(r = pres_call(ps, 0, 8, vals, "beat")))
-		return STORE_ERR;
-	return pres_rows(ps, r, rows, n, now);
-}
-
-static int pg_leave(struct store *s, const char *owner)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	PGresult *r = pres_call(ps, 1, 1, &owner, "leave");
-
-	PQclear(r);
-	return r ? STORE_OK : STORE_ERR;
-}
-
-static int pg_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	PGresult *r = pres_call(ps, 2, 0, NULL, "replicas");
-
-	if (!r)
-		return STORE_ERR;
-	return pres_rows(ps, r, rows, n, now);
-}
-
-static int pg_drain(struct store *s, const char *name, const char *const *owners, size_t n,
-                    int on, int64_t *changed, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char *arr = array_literal(owners, n);
-	const char *vals[3] = { arr, name, on ? "1" : "0" };
-	PGresult *r;
-
-	if (!arr)
-		return store_fail(s, "postgres: drain: out of memory");
-	r = pres_call(ps, 3, 3, vals, "drain");
-	free(arr);
-	if (!r)
-		return STORE_ERR;
-	*now = col_i64(r, 0, 0);
-	*changed = col_i64(r, 0, 1);
-	PQclear(r);
-	return STORE_OK;
-}
-
-/* renew_beat's 'L' rows: the renewed leases' tokens and controls. */
-static void renewed(PGresult *r, const char *const *names, size_t n, int64_t *tokens,
-                    struct store_ctl *ctl)
-{
-	for (int row = 0; row < PQntuples(r); row++) {
-		if (PQgetisnull(r, row, 10) || *PQgetvalue(r, row, 10) != 'L')
-			continue;
-		for (size_t i = 0; i < n; i++)
-			if (strcmp(names[i], PQgetvalue(r, row, 1)) == 0) {
-				tokens[i] = col_i64(r, row, 3);
-				ctl[i].paused_until = col_time(r, row, 5);
-				ctl[i].trigger_at = col_time(r, row, 6);
-				ctl[i].handoff_at = col_time(r, row, 11);
-			}
-	}
-}
-
-static int pg_renew_beat(struct store *s, const char *owner, const char *const *names,
-                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                         const struct store_replica *me, int64_t prune_ms,
-                         struct store_replica **rows, size_t *nrows, int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char msb[24], pid[24], prune[24], *arr = array_literal(names, n);
-	const char *vals[10] = { owner, me->host, pid, me->version, me->name, me->jobs_hash,
-	                         me->jobs ? me->jobs : "", prune, arr, msb };
-	PGresult *r;
-
-	for (size_t i = 0; i < n; i++)
-		tokens[i] = -1;
-	if (!arr)
-		return store_fail(s, "postgres: renew_beat: out of memory");
-	snprintf(msb, sizeof msb, "%lld", (long long)ms);
-	snprintf(pid, sizeof pid, "%lld", (long long)me->pid);
-	snprintf(prune, sizeof prune, "%lld", (long long)prune_ms);
-	r = pres_call(ps, 4, 10, vals, "renew_beat");
-	free(arr);
-	if (!r)
-		return STORE_ERR;
-	renewed(r, names, n, tokens, ctl);
-	return pres_rows(ps, r, rows, nrows, now);
-}

@@ -13,6 +13,11 @@
  * poll or a run): the write lock is a lock on the file, and a process
  * stopped while it holds it stops every other replica's writes until it
  * resumes (README, "SQLite").
+ * The operations written once (ops.c) reach SQLite through the driver at
+ * the end of this file: its dialect table holds their statements, an entry
+ * of several statements running in one BEGIN IMMEDIATE transaction.  The
+ * claims, the ledger's writes and prune, acquire_all and floor are still
+ * this file's own functions.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -23,7 +28,7 @@
 
 #include <sqlite3.h>
 
-#include "store/store.h"
+#include "store/driver.h"
 
 /* libsqlite3 is loaded with dlopen() when the first sqlite store is opened,
  * as libpq and libsybdb are by theirs: a replica on PostgreSQL or SQL
@@ -36,7 +41,7 @@
 	X(sqlite3_bind_int64) X(sqlite3_bind_int) X(sqlite3_bind_null) X(sqlite3_column_int64) \
 	X(sqlite3_column_int) X(sqlite3_column_text) X(sqlite3_column_bytes) \
 	X(sqlite3_column_type) X(sqlite3_stricmp) X(sqlite3_libversion) X(sqlite3_vfs_find) \
-	X(sqlite3_vfs_register)
+	X(sqlite3_vfs_register) X(sqlite3_bind_parameter_count) X(sqlite3_column_count)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -72,6 +77,8 @@ static struct {
 #define sqlite3_libversion sq.sqlite3_libversion
 #define sqlite3_vfs_find sq.sqlite3_vfs_find
 #define sqlite3_vfs_register sq.sqlite3_vfs_register
+#define sqlite3_bind_parameter_count sq.sqlite3_bind_parameter_count
+#define sqlite3_column_count sq.sqlite3_column_count
 
 static void *libsqlite;                 /* dlopen's handle, once loaded */
 
@@ -116,10 +123,9 @@ int store_sqlite_vfs_register(struct sqlite3_vfs *v)
 #define NOW "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
 
 enum {
-	Q_ACQUIRE, Q_RENEW, Q_RELEASE, Q_RENEW_ALL, Q_RELEASE_ALL, Q_LIST,
 	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
-	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_READ_JOB, Q_READ_ALL, Q_PRUNE_LOST, Q_PRUNE_AGE,
-	Q_PRUNE_PER_JOB, Q_LAST_RUNS, Q_RENEW_CTL, Q_CTL_ROW, Q_CTL_SET, Q_HEALTH, Q_UNCLAIM,
+	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_PRUNE_LOST, Q_PRUNE_AGE,
+	Q_PRUNE_PER_JOB, Q_UNCLAIM,
 	Q_UNCLAIM_RUN, Q_MAX
 };
 
@@ -140,85 +146,31 @@ enum {
 	" started_at, ended_at, duration_ms, recorded_at, exit_code, exit_signal" \
 	" FROM \"%1$s_runs\""
 
-/* The presence statements (pres_text). */
-enum { P_UPSERT, P_PRUNE, P_READ, P_LEAVE, P_DRAIN, P_MARK, P_UNMARK, P_MAX };
+/* The most statements one entry of the catalogue runs in its transaction,
+ * and the most parameters it takes. */
+#define CHAIN_MAX 6
+#define PARAMS_MAX 16
+
 
 struct sq_store {
 	struct store base;
 	sqlite3 *db;
 	sqlite3_stmt *q[Q_MAX];
 	sqlite3_stmt *floor_update;
-	sqlite3_stmt *pres[P_MAX];      /* presence: upsert, prune, read, leave, drain */
+	sqlite3_stmt *st[ST_MAX][CHAIN_MAX];    /* the catalogue, each a chain of statements */
+	int nst[ST_MAX];
+	sqlite3_stmt *cur;              /* the statement whose row a callback reads */
 	char table[64];
 	int timeout_ms;
 };
 
 /* The table name is checked by store_open, so it may go into the text. */
 static const char *const sql_text[Q_MAX] = {
-	/* try_acquire: one upsert that always touches the row, so RETURNING
-	 * always tells the holder; a refused attempt writes the same values. */
-	[Q_ACQUIRE] =
-	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
-	" VALUES (?1, ?2, 1, " NOW ", " NOW ", " NOW " + ?3)"
-	" ON CONFLICT (name) DO UPDATE SET"
-	"  owner = CASE WHEN l.expires_at <= excluded.acquired_at THEN excluded.owner ELSE l.owner END,"
-	"  token = CASE WHEN l.expires_at <= excluded.acquired_at THEN l.token + 1 ELSE l.token END,"
-	"  acquired_at = CASE WHEN l.expires_at <= excluded.acquired_at"
-	"   THEN excluded.acquired_at ELSE l.acquired_at END,"
-	"  renewed_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
-	"   THEN excluded.renewed_at ELSE l.renewed_at END,"
-	"  expires_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
-	"   THEN excluded.expires_at ELSE l.expires_at END"
-	" RETURNING owner, token, expires_at, " NOW ", last_fire",
-	[Q_RENEW] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW
-	" RETURNING owner, token, expires_at, " NOW ", last_fire",
-	[Q_RELEASE] =
-	"UPDATE \"%1$s\" SET expires_at = " NOW
-	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW,
-	[Q_RENEW_ALL] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW
-	" AND name IN (SELECT value FROM json_each(?2))"
-	" RETURNING name, token",
-	/* release_all: release's UPDATE over every listed name, one statement
-	 * however many (json_each takes one parameter). */
-	[Q_RELEASE_ALL] =
-	"UPDATE \"%1$s\" SET expires_at = " NOW
-	" WHERE owner = ?1 AND expires_at > " NOW
-	" AND name IN (SELECT value FROM json_each(?2))",
-	[Q_LIST] =
-	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
-	" l.last_fire, l.paused_until"
-	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
 	[Q_FLOOR_SELECT] = "SELECT 1",
 	[Q_BEGIN] = "BEGIN IMMEDIATE",
 	[Q_COMMIT] = "COMMIT",
 	[Q_ROLLBACK] = "ROLLBACK",
 	[Q_NOW] = "SELECT " NOW,
-	/* renew_ctl: renew_all, returning the control columns too. */
-	[Q_RENEW_CTL] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW
-	" AND name IN (SELECT value FROM json_each(?2))"
-	" RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
-	/* control: a pause of a job never held needs a row to keep it in. */
-	[Q_CTL_ROW] =
-	"INSERT INTO \"%1$s\" (name, owner, token, acquired_at, renewed_at, expires_at)"
-	" VALUES (?1, '', 0, 0, 0, 0) ON CONFLICT (name) DO NOTHING",
-	/* ?2: 1 pause, 2 resume, 3 trigger, 4 handoff; ?3 the pause's end. */
-	[Q_CTL_SET] =
-	"UPDATE \"%1$s\" SET"
-	" paused_until = CASE ?2 WHEN 1 THEN ?3 WHEN 2 THEN NULL ELSE paused_until END,"
-	" trigger_at = CASE ?2 WHEN 3 THEN " NOW " ELSE trigger_at END,"
-	" handoff_at = CASE ?2 WHEN 4 THEN " NOW " ELSE handoff_at END"
-	" WHERE name = ?1 RETURNING " NOW,
-	/* health: ?1 name, ?2 owner, ?3 token, ?4 failing; a row back = changed. */
-	[Q_HEALTH] =
-	"UPDATE \"%1$s\" SET health = ?4"
-	" WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > " NOW
-	" AND COALESCE(health, 0) <> ?4 RETURNING name",
 	/* One claim: ?1 name, ?2 owner, ?3 fire, ?4 token, ?5 the clock that
 	 * claim_all read inside its write transaction. */
 	[Q_CLAIM] =
@@ -242,12 +194,6 @@ static const char *const sql_text[Q_MAX] = {
 	[Q_RUN_RECORD] = RUN_INSERT
 	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
 	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
-	/* One job's rows walk its primary key (job, scheduled_at, owner)
-	 * backwards; all jobs' walk the scheduled_at index. */
-	[Q_READ_JOB] = READ_COLS " WHERE job = ?1 AND scheduled_at >= ?2"
-	" ORDER BY scheduled_at DESC, job, owner LIMIT ?3",
-	[Q_READ_ALL] = READ_COLS " WHERE scheduled_at >= ?2"
-	" ORDER BY scheduled_at DESC, job, owner LIMIT ?3",
 	/* prune, in one transaction: ?1 the clock read once, ?2 the age cutoff
 	 * (now - keep), ?3 this step's share of max_rows, ?4 keep_per_job.
 	 * The steps touch disjoint rows: "lost" marks only rows the age step
@@ -280,38 +226,6 @@ static const char *const sql_text[Q_MAX] = {
 	"  JOIN \"%1$s_runs\" r ON r.job = c.job"
 	"   AND (r.scheduled_at, r.owner) < (c.scheduled_at, c.owner)"
 	"  WHERE r.scheduled_at >= ?2 AND r.outcome <> 'running' LIMIT ?3)",
-	/* last_runs: d walks the primary key from one job to the next (a
-	 * skip scan: one probe per job), k finds each job's latest rows of each
-	 * class by walking its key backwards; a job keeps its class-0 line even
-	 * without a run (for handled_at).  Columns as READ_COLS, then cls,
-	 * handled_at, fails. */
-	[Q_LAST_RUNS] =
-	"WITH RECURSIVE d(job) AS (SELECT (SELECT min(job) FROM \"%1$s_runs\")"
-	"  UNION ALL SELECT (SELECT min(x.job) FROM \"%1$s_runs\" x WHERE x.job > d.job)"
-	"  FROM d WHERE d.job IS NOT NULL),"
-	" k AS (SELECT d.job,"
-	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome NOT IN"
-	"   ('missed', 'skipped-overlap', 'skipped-paused', 'control')"
-	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r0,"
-	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome = 'ok'"
-	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r1,"
-	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome IN"
-	"   ('failed', 'timeout', 'lost', 'killed')"
-	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r2,"
-	"  (SELECT max(x.scheduled_at) FROM \"%1$s_runs\" x WHERE x.job = d.job"
-	"   AND x.outcome NOT IN ('missed', 'control')) AS handled"
-	"  FROM d WHERE d.job IS NOT NULL)"
-	" SELECT k.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, r.claimed_at,"
-	"  r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, r.exit_signal,"
-	"  c.cls, k.handled,"
-	"  (SELECT count(*) FROM \"%1$s_runs\" x WHERE x.job = k.job"
-	"   AND x.outcome IN ('failed', 'timeout', 'lost', 'killed') AND x.scheduled_at >"
-	"   coalesce((SELECT o.scheduled_at FROM \"%1$s_runs\" o WHERE o.rowid = k.r1), -1))"
-	" FROM k JOIN (SELECT 0 AS cls UNION ALL SELECT 1 UNION ALL SELECT 2) c"
-	" LEFT JOIN \"%1$s_runs\" r ON r.rowid = CASE c.cls WHEN 0 THEN k.r0 WHEN 1 THEN k.r1"
-	"  ELSE k.r2 END"
-	" WHERE c.cls = 0 OR r.rowid IS NOT NULL"
-	" ORDER BY k.job, c.cls",
 };
 
 static int sq_fail(struct sq_store *ss, const char *what)
@@ -353,20 +267,12 @@ static int64_t fire_col(sqlite3_stmt *st, int col)
 	                                                   : sqlite3_column_int64(st, col);
 }
 
-static void info_from(struct lease_info *out, sqlite3_stmt *st)
-{
-	copy_text(out->owner, st, 0);
-	out->token = sqlite3_column_int64(st, 1);
-	out->expires_at = sqlite3_column_int64(st, 2);
-	out->now = sqlite3_column_int64(st, 3);
-	out->last_fire = fire_col(st, 4);
-}
-
-/* One try_acquire upsert on the prepared statement; leaves it reset. */
+/* One try_acquire upsert (the dialect's, answering a LEASE row) inside
+ * acquire_all's transaction; leaves it reset. */
 static int acquire_one(struct sq_store *ss, const char *name, const char *owner, int64_t ms,
                        struct lease_info *out, const char *what)
 {
-	sqlite3_stmt *st = ss->q[Q_ACQUIRE];
+	sqlite3_stmt *st = ss->st[ST_ACQUIRE][0];
 	int rc = STORE_ERR;
 
 	if (bind3(ss, st, name, owner, ms) < 0)
@@ -375,8 +281,12 @@ static int acquire_one(struct sq_store *ss, const char *name, const char *owner,
 		sq_fail(ss, what);
 		goto fail;
 	}
-	info_from(out, st);
-	rc = strcmp(out->owner, owner) == 0 ? STORE_OK : STORE_NO;
+	copy_text(out->owner, st, 1);
+	out->token = sqlite3_column_int64(st, 2);
+	out->expires_at = sqlite3_column_int64(st, 3);
+	out->now = sqlite3_column_int64(st, 4);
+	out->last_fire = fire_col(st, 5);
+	rc = sqlite3_column_int(st, 0) ? STORE_OK : STORE_NO;
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		rc = sq_fail(ss, what);
 		goto fail;
@@ -384,12 +294,6 @@ static int acquire_one(struct sq_store *ss, const char *name, const char *owner,
 fail:
 	sqlite3_reset(st);
 	return rc;
-}
-
-static int sq_try_acquire(struct store *s, const char *name, const char *owner,
-                          int64_t ms, struct lease_info *out)
-{
-	return acquire_one((struct sq_store *)s, name, owner, ms, out, "try_acquire");
 }
 
 /* Runs one of the transaction statements: SQLITE_DONE or an error. */
@@ -449,60 +353,6 @@ static int sq_acquire_all(struct store *s, const char *owner, const char *const 
 	return rc;
 }
 
-static int sq_renew(struct store *s, const char *name, const char *owner, int64_t ms,
-                    struct lease_info *out)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_RENEW];
-	int rc = STORE_ERR, step;
-
-	if (bind3(ss, st, name, owner, ms) < 0)
-		goto fail;
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW) {
-		info_from(out, st);
-		rc = STORE_OK;
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = sq_fail(ss, "renew");
-		goto fail;
-	}
-	if (step != SQLITE_DONE) {
-		sq_fail(ss, "renew");
-		goto fail;
-	}
-	/* Lost; like every provider, one statement and no holder named. */
-	memset(out, 0, sizeof *out);
-	out->last_fire = STORE_NO_FIRE;
-	rc = STORE_NO;
-fail:
-	sqlite3_reset(st);
-	return rc;
-}
-
-/* Runs a write that answers no rows, with two text parameters. */
-static int run_write(struct sq_store *ss, int q, const char *a, const char *b,
-                     const char *what)
-{
-	sqlite3_stmt *st = ss->q[q];
-	int rc = STORE_ERR;
-
-	if (bind3(ss, st, a, b, -1) < 0)
-		goto fail;
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sq_fail(ss, what);
-		goto fail;
-	}
-	rc = STORE_OK;
-fail:
-	sqlite3_reset(st);
-	return rc;
-}
-
-static int sq_release(struct store *s, const char *name, const char *owner)
-{
-	return run_write((struct sq_store *)s, Q_RELEASE, name, owner, "release");
-}
-
 /* names as a JSON array, for json_each(). */
 static char *json_names(const char *const *names, size_t n)
 {
@@ -533,145 +383,6 @@ static char *json_names(const char *const *names, size_t n)
 	buf[len++] = ']';
 	buf[len] = '\0';
 	return buf;
-}
-
-/* A control column: STORE_NO_TIME for NULL. */
-static int64_t time_col(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? STORE_NO_TIME
-	                                                   : sqlite3_column_int64(st, col);
-}
-
-/* renew_all, and renew_ctl when ctl is given (statement q returns the
- * controls and the database's now after name and token). */
-static int renew_rows(struct store *s, int q, const char *what, const char *owner,
-                      const char *const *names, size_t n, int64_t ms, int64_t *tokens,
-                      struct store_ctl *ctl, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[q];
-	char *json = json_names(names, n);
-	int rc = STORE_ERR, step;
-
-	for (size_t i = 0; i < n; i++)
-		tokens[i] = -1;
-	if (!json) {
-		store_fail(s, "sqlite: %s: out of memory", what);
-		goto fail;
-	}
-	if (bind3(ss, st, owner, json, ms) < 0)
-		goto fail;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *got = (const char *)sqlite3_column_text(st, 0);
-
-		if (ctl)
-			*now = sqlite3_column_int64(st, 5);
-		for (size_t i = 0; got && i < n; i++)
-			if (strcmp(names[i], got) == 0) {
-				tokens[i] = sqlite3_column_int64(st, 1);
-				if (!ctl)
-					continue;
-				ctl[i].paused_until = time_col(st, 2);
-				ctl[i].trigger_at = time_col(st, 3);
-				ctl[i].handoff_at = time_col(st, 4);
-			}
-	}
-	if (step != SQLITE_DONE) {
-		sq_fail(ss, what);
-		goto fail;
-	}
-	rc = STORE_OK;
-fail:
-	sqlite3_reset(st);
-	free(json);
-	return rc;
-}
-
-static int sq_renew_all(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens)
-{
-	return renew_rows(s, Q_RENEW_ALL, "renew_all", owner, names, n, ms, tokens, NULL, NULL);
-}
-
-static int sq_renew_ctl(struct store *s, const char *owner, const char *const *names,
-                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                        int64_t *now)
-{
-	return renew_rows(s, Q_RENEW_CTL, "renew_ctl", owner, names, n, ms, tokens, ctl, now);
-}
-
-/* The row (for a pause) and the update in one transaction. */
-static int sq_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_CTL_SET];
-	int rc, step;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "control: begin")) < 0)
-		return rc;
-	if (what == STORE_CTL_PAUSE &&
-	    (rc = run_write(ss, Q_CTL_ROW, name, NULL, "control")) != STORE_OK)
-		return end_tx(ss, rc, "control");
-	rc = STORE_ERR;
-	if (bind3(ss, st, name, NULL, until) < 0 || sqlite3_bind_int(st, 2, what) != SQLITE_OK) {
-		sq_fail(ss, "control: bind");
-		goto done;
-	}
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW) {
-		*now = sqlite3_column_int64(st, 0);
-		rc = STORE_OK;
-		step = sqlite3_step(st);
-	} else if (step == SQLITE_DONE) {
-		rc = STORE_NO;
-	}
-	if (step != SQLITE_DONE) {
-		sq_fail(ss, "control");
-		rc = STORE_ERR;
-	}
-done:
-	sqlite3_reset(st);
-	return end_tx(ss, rc == STORE_ERR ? STORE_ERR : STORE_OK, "control") == STORE_OK ? rc
-	                                                                           : STORE_ERR;
-}
-
-static int sq_health(struct store *s, const char *owner, const char *name, int64_t token,
-                     int failing, int *changed)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_HEALTH];
-	int step, rc = STORE_OK;
-
-	if (sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_text(st, 2, owner, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 3, token) != SQLITE_OK ||
-	    sqlite3_bind_int(st, 4, failing) != SQLITE_OK) {
-		sqlite3_reset(st);
-		return sq_fail(ss, "health: bind");
-	}
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW) {
-		*changed = 1;
-		step = sqlite3_step(st);
-	}
-	if (step != SQLITE_DONE)
-		rc = sq_fail(ss, "health");
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return rc;
-}
-
-static int sq_release_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n)
-{
-	char *json = json_names(names, n);
-	int rc;
-
-	if (!json)
-		return store_fail(s, "sqlite: release_all: out of memory");
-	rc = run_write((struct sq_store *)s, Q_RELEASE_ALL, owner, json, "release_all");
-	free(json);
-	return rc;
 }
 
 /* One claim on the prepared UPDATE: 1 accepted, 0 refused, STORE_ERR. */
@@ -888,100 +599,6 @@ static int sq_record_runs(struct store *s, const struct store_run *runs, size_t 
 	return end_tx(ss, rc, "record_runs: commit");
 }
 
-/* Text of column col, at most max bytes (the column may hold more only if
- * written by something else than leash). */
-static void copy_text_max(char *dst, sqlite3_stmt *st, int col, int max)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	int n = sqlite3_column_bytes(st, col);
-
-	if (!t || n < 0)
-		n = 0;
-	if (n > max)
-		n = max;
-	if (n)
-		memcpy(dst, t, (size_t)n);
-	dst[n] = '\0';
-}
-
-static int64_t int_or(sqlite3_stmt *st, int col, int64_t null)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? null : sqlite3_column_int64(st, col);
-}
-
-/* A row of READ_COLS. */
-static void row_from(struct store_run_row *r, sqlite3_stmt *st)
-{
-	copy_text_max(r->job, st, 0, STORE_NAME_MAX);
-	copy_text_max(r->owner, st, 1, STORE_NAME_MAX);
-	copy_text_max(r->actor, st, 2, STORE_NAME_MAX);
-	copy_text_max(r->outcome, st, 3, STORE_OUTCOME_MAX);
-	copy_text_max(r->error, st, 4, STORE_RUN_ERROR_MAX);
-	r->scheduled_at = sqlite3_column_int64(st, 5);
-	r->token = sqlite3_column_int64(st, 6);
-	r->claimed_at = int_or(st, 7, STORE_NO_TIME);
-	r->started_at = int_or(st, 8, STORE_NO_TIME);
-	r->ended_at = int_or(st, 9, STORE_NO_TIME);
-	r->duration_ms = int_or(st, 10, STORE_NO_TIME);
-	r->recorded_at = int_or(st, 11, STORE_NO_TIME);
-	r->exit_code = (int)int_or(st, 12, STORE_NO_CODE);
-	r->exit_signal = (int)int_or(st, 13, STORE_NO_CODE);
-}
-
-static int sq_read_runs(struct store *s, const char *job, int64_t since, size_t limit,
-                        struct store_run_row **rows, size_t *n, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[job ? Q_READ_JOB : Q_READ_ALL], *ns = ss->q[Q_NOW];
-	struct store_run_row *out = NULL;
-	size_t cap = 0, len = 0;
-	int rc = STORE_ERR, step;
-
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if ((job && sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC) != SQLITE_OK) ||
-	    sqlite3_bind_int64(st, 2, since == STORE_NO_TIME ? 0 : since) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 3, (sqlite3_int64)limit) != SQLITE_OK) {
-		sq_fail(ss, "read_runs: bind");
-		goto fail;
-	}
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			struct store_run_row *nr = realloc(out, ncap * sizeof *out);
-
-			if (!nr) {
-				store_fail(s, "sqlite: read_runs: out of memory");
-				goto fail;
-			}
-			out = nr;
-			cap = ncap;
-		}
-		row_from(&out[len++], st);
-	}
-	if (step != SQLITE_DONE) {
-		sq_fail(ss, "read_runs");
-		goto fail;
-	}
-	sqlite3_reset(ns);
-	if (sqlite3_step(ns) != SQLITE_ROW) {
-		sq_fail(ss, "read_runs: now");
-		goto fail;
-	}
-	*now = sqlite3_column_int64(ns, 0);
-	*rows = len ? out : NULL;
-	if (!len)
-		free(out);
-	*n = len;
-	out = NULL;
-	rc = STORE_OK;
-fail:
-	free(out);
-	sqlite3_reset(ns);
-	sqlite3_reset(st);
-	return rc;
-}
-
 /* One prune step: its rows changed, or STORE_ERR. */
 static int64_t prune_step(struct sq_store *ss, int q, int64_t now, int64_t cut, int64_t budget,
                           int64_t per_job)
@@ -1003,53 +620,6 @@ static int64_t prune_step(struct sq_store *ss, int q, int64_t now, int64_t cut, 
 	}
 	rc = sqlite3_changes(ss->db);
 fail:
-	sqlite3_reset(st);
-	return rc;
-}
-
-/* The three steps in one write transaction, sharing max_rows: the call
- * changes at most max_rows rows in all. */
-static int sq_last_runs(struct store *s, struct store_job_runs **rows, size_t *n,
-                        int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_LAST_RUNS], *ns = ss->q[Q_NOW];
-	struct store_job_runs *out = NULL;
-	size_t cap = 0, len = 0;
-	int rc = STORE_ERR, step;
-
-	sqlite3_reset(st);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		struct store_job_runs *j;
-		int cls = sqlite3_column_int(st, 14);
-
-		j = store_job_runs_at(&out, &len, &cap, (const char *)sqlite3_column_text(st, 0));
-		if (!j) {
-			store_fail(s, "sqlite: last_runs: out of memory");
-			goto fail;
-		}
-		j->handled_at = int_or(st, 15, STORE_NO_TIME);
-		j->fails = sqlite3_column_int64(st, 16);
-		if (sqlite3_column_type(st, 3) != SQLITE_NULL && cls >= 0 && cls <= 2)
-			row_from(cls == 0 ? &j->last : cls == 1 ? &j->ok : &j->failed, st);
-	}
-	if (step != SQLITE_DONE) {
-		sq_fail(ss, "last_runs");
-		goto fail;
-	}
-	sqlite3_reset(ns);
-	if (sqlite3_step(ns) != SQLITE_ROW) {
-		sq_fail(ss, "last_runs: now");
-		goto fail;
-	}
-	*now = sqlite3_column_int64(ns, 0);
-	*rows = out;
-	*n = len;
-	out = NULL;
-	rc = STORE_OK;
-fail:
-	free(out);
-	sqlite3_reset(ns);
 	sqlite3_reset(st);
 	return rc;
 }
@@ -1077,54 +647,6 @@ static int sq_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
 	}
 	if ((rc = end_tx(ss, rc, "prune_runs: commit")) == STORE_OK)
 		*changed = done;
-	return rc;
-}
-
-static int sq_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_LIST];
-	struct lease_row *r = NULL;
-	size_t cap = 0, len = 0;
-	int rc = STORE_ERR, step;
-
-	sqlite3_reset(st);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		*now = sqlite3_column_int64(st, 0);
-		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
-			continue;
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			struct lease_row *nr = realloc(r, ncap * sizeof *r);
-
-			if (!nr) {
-				store_fail(s, "sqlite: list: out of memory");
-				goto fail;
-			}
-			r = nr;
-			cap = ncap;
-		}
-		copy_text(r[len].name, st, 1);
-		copy_text(r[len].owner, st, 2);
-		r[len].token = sqlite3_column_int64(st, 3);
-		r[len].acquired_at = sqlite3_column_int64(st, 4);
-		r[len].renewed_at = sqlite3_column_int64(st, 5);
-		r[len].expires_at = sqlite3_column_int64(st, 6);
-		r[len].last_fire = fire_col(st, 7);
-		r[len].paused_until = fire_col(st, 8);  /* STORE_NO_TIME for NULL */
-		len++;
-	}
-	if (step != SQLITE_DONE) {
-		sq_fail(ss, "list");
-		goto fail;
-	}
-	*rows = r;
-	*n = len;
-	r = NULL;
-	rc = STORE_OK;
-fail:
-	free(r);
-	sqlite3_reset(st);
 	return rc;
 }
 
@@ -1179,6 +701,284 @@ static void sq_set_timeout(struct store *s, int ms)
 	sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
 }
 
+/* ---- the driver and the dialect (driver.h) ---- */
+
+/* The beat's upsert (draining as store.h says) and prune: ?1 owner, ?2
+ * host, ?3 pid, ?4 version, ?5 name, ?6 hash, ?7 jobs, ?8 prune. */
+#define BEAT_WRITE \
+	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat," \
+	" draining, jobs_hash, jobs) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW "," \
+	" 2 * EXISTS (SELECT 1 FROM \"%1$s_replicas\" m WHERE m.owner = ?5 AND m.pid = 0), ?6, ?7)" \
+	" ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid," \
+	" version = excluded.version, heartbeat = excluded.heartbeat," \
+	" draining = CASE WHEN draining = 1 THEN 1 ELSE excluded.draining END," \
+	" jobs_hash = excluded.jobs_hash, jobs = excluded.jobs;" \
+	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0" \
+	" AND heartbeat < " NOW " - ?8;"
+
+/* Each entry: one statement, or several separated by ';' that run in one
+ * BEGIN IMMEDIATE transaction.  ?n is the n-th parameter in every one. */
+static const char *const dialect[ST_MAX] = {
+	/* release_all: release's UPDATE over every listed name, one statement
+	 * however many (json_each takes one parameter). */
+	[ST_RELEASE_ALL] =
+	"UPDATE \"%1$s\" SET expires_at = " NOW
+	" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))",
+	/* drain: each step's count read before it writes (the marker's after
+	 * its upsert: 1 iff the name's row is a marker), summed by the caller. */
+	[ST_DRAIN] =
+	"SELECT " NOW ", count(*) FROM \"%1$s_replicas\""
+	" WHERE owner IN (SELECT value FROM json_each(?1)) AND pid <> 0;"
+	"UPDATE \"%1$s_replicas\" SET draining = ?3"
+	" WHERE owner IN (SELECT value FROM json_each(?1)) AND pid <> 0;"
+	"SELECT " NOW ", count(*) FROM \"%1$s_replicas\" WHERE owner = ?2 AND pid = 0 AND ?3 = 0;"
+	"DELETE FROM \"%1$s_replicas\" WHERE owner = ?2 AND pid = 0 AND ?3 = 0;"
+	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat,"
+	" draining, jobs_hash, jobs) SELECT ?2, '', 0, '', " NOW ", " NOW ", 1, '', ''"
+	" WHERE ?2 IS NOT NULL AND ?3 = 1"
+	" ON CONFLICT (owner) DO UPDATE SET heartbeat = excluded.heartbeat WHERE pid = 0;"
+	"SELECT " NOW ", count(*) FROM \"%1$s_replicas\" WHERE owner = ?2 AND pid = 0 AND ?3 = 1",
+	/* One job's rows walk its primary key (job, scheduled_at, owner)
+	 * backwards; all jobs' walk the scheduled_at index. */
+	[ST_READ_JOB] =
+	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (" READ_COLS
+	" WHERE job = ?1 AND scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r"
+	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner",
+	[ST_READ_ALL] =
+	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (" READ_COLS
+	" WHERE scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r"
+	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner",
+	/* last_runs: d walks the primary key from one job to the next (a
+	 * skip scan: one probe per job), k finds each job's latest rows of each
+	 * class by walking its key backwards; a job keeps its class-0 line even
+	 * without a run (for handled_at). */
+	[ST_LAST_RUNS] =
+	"WITH RECURSIVE d(job) AS (SELECT (SELECT min(job) FROM \"%1$s_runs\")"
+	"  UNION ALL SELECT (SELECT min(x.job) FROM \"%1$s_runs\" x WHERE x.job > d.job)"
+	"  FROM d WHERE d.job IS NOT NULL),"
+	" k AS (SELECT d.job,"
+	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome NOT IN"
+	"   ('missed', 'skipped-overlap', 'skipped-paused', 'control')"
+	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r0,"
+	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome = 'ok'"
+	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r1,"
+	"  (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = d.job AND x.outcome IN"
+	"   ('failed', 'timeout', 'lost', 'killed')"
+	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) AS r2,"
+	"  (SELECT max(x.scheduled_at) FROM \"%1$s_runs\" x WHERE x.job = d.job"
+	"   AND x.outcome NOT IN ('missed', 'control')) AS handled"
+	"  FROM d WHERE d.job IS NOT NULL),"
+	" j AS (SELECT k.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, r.claimed_at,"
+	"  r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, r.exit_signal,"
+	"  c.cls, k.handled AS handled,"
+	"  (SELECT count(*) FROM \"%1$s_runs\" x WHERE x.job = k.job"
+	"   AND x.outcome IN ('failed', 'timeout', 'lost', 'killed') AND x.scheduled_at >"
+	"   coalesce((SELECT o.scheduled_at FROM \"%1$s_runs\" o WHERE o.rowid = k.r1), -1)) AS fails"
+	" FROM k JOIN (SELECT 0 AS cls UNION ALL SELECT 1 UNION ALL SELECT 2) c"
+	" LEFT JOIN \"%1$s_runs\" r ON r.rowid = CASE c.cls WHEN 0 THEN k.r0 WHEN 1 THEN k.r1"
+	"  ELSE k.r2 END"
+	" WHERE c.cls = 0 OR r.rowid IS NOT NULL)"
+	" SELECT n.now, j.* FROM (SELECT " NOW " AS now) n LEFT JOIN j ON 1 ORDER BY j.job, j.cls",
+	[ST_RENEW_ALL] =
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
+	" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))"
+	" RETURNING name, token",
+	/* renew_ctl: renew_all, returning the control columns too. */
+	[ST_RENEW_CTL] =
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
+	" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))"
+	" RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
+	/* renew_ctl's UPDATE, then the beat's statements, its rows of kind 'R'. */
+	[ST_RENEW_BEAT] =
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?10"
+	" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?9))"
+	" RETURNING " NOW ", name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, NULL,"
+	" 'L', handoff_at;"
+	BEAT_WRITE
+	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
+	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, 'R', NULL"
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
+	" ORDER BY r.owner",
+	/* try_acquire: one upsert that always touches the row, so RETURNING
+	 * always tells the holder; a refused attempt writes the same values. */
+	[ST_ACQUIRE] =
+	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
+	" VALUES (?1, ?2, 1, " NOW ", " NOW ", " NOW " + ?3)"
+	" ON CONFLICT (name) DO UPDATE SET"
+	"  owner = CASE WHEN l.expires_at <= excluded.acquired_at THEN excluded.owner ELSE l.owner END,"
+	"  token = CASE WHEN l.expires_at <= excluded.acquired_at THEN l.token + 1 ELSE l.token END,"
+	"  acquired_at = CASE WHEN l.expires_at <= excluded.acquired_at"
+	"   THEN excluded.acquired_at ELSE l.acquired_at END,"
+	"  renewed_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
+	"   THEN excluded.renewed_at ELSE l.renewed_at END,"
+	"  expires_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
+	"   THEN excluded.expires_at ELSE l.expires_at END"
+	" RETURNING owner = ?2, owner, token, expires_at, " NOW ", last_fire",
+	[ST_RENEW] =
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
+	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW
+	" RETURNING 1, owner, token, expires_at, " NOW ", last_fire",
+	[ST_RELEASE] =
+	"UPDATE \"%1$s\" SET expires_at = " NOW
+	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW,
+	[ST_LIST] =
+	"SELECT n.now, l.name, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,"
+	" l.last_fire, l.paused_until"
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s\" l ON 1 ORDER BY l.name",
+	[ST_CTL_PAUSE] =
+	"INSERT INTO \"%1$s\" (name, owner, token, acquired_at, renewed_at, expires_at,"
+	" paused_until) VALUES (?1, '', 0, 0, 0, 0, ?2)"
+	" ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until RETURNING " NOW,
+	[ST_CTL_SET] =
+	"UPDATE \"%1$s\" SET"
+	" paused_until = CASE ?2 WHEN 2 THEN NULL ELSE paused_until END,"
+	" trigger_at = CASE ?2 WHEN 3 THEN " NOW " ELSE trigger_at END,"
+	" handoff_at = CASE ?2 WHEN 4 THEN " NOW " ELSE handoff_at END"
+	" WHERE name = ?1 RETURNING " NOW,
+	[ST_HEALTH] =
+	"UPDATE \"%1$s\" SET health = ?4"
+	" WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > " NOW
+	" AND COALESCE(health, 0) <> ?4 RETURNING name",
+	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1",
+	[ST_REPLICAS] =
+	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
+	" r.jobs_hash, r.jobs FROM (SELECT " NOW " AS now) n"
+	" LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0 ORDER BY r.owner",
+	/* The upsert (draining as store.h says), the prune, the read. */
+	[ST_BEAT] =
+	BEAT_WRITE
+	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
+	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END"
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
+	" ORDER BY r.owner",
+};
+
+/* Prepares every entry of the dialect, each statement of a chain apart. */
+static int prepare_dialect(struct sq_store *ss, char *err, size_t errlen)
+{
+	char sql[4096];
+
+	for (int i = 0; i < ST_MAX; i++) {
+		const char *p = sql;
+
+		snprintf(sql, sizeof sql, dialect[i], ss->table);
+		while (*p) {
+			const char *tail = NULL;
+			sqlite3_stmt *st = NULL;
+
+			if (ss->nst[i] == CHAIN_MAX ||
+			    sqlite3_prepare_v3(ss->db, p, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail) !=
+			    SQLITE_OK) {
+				snprintf(err, errlen, "sqlite: %s: prepare: %s", store_stmt_what[i],
+				         ss->nst[i] == CHAIN_MAX ? "too many statements"
+				                                 : sqlite3_errmsg(ss->db));
+				return -1;
+			}
+			if (st)
+				ss->st[i][ss->nst[i]++] = st;
+			p = tail ? tail : "";
+		}
+	}
+	return 0;
+}
+
+/* json[i]: parameter i as JSON text when it is an array. */
+static int bind_params(sqlite3_stmt *st, const struct store_param *p, int np,
+                       char *const *json)
+{
+	int max = sqlite3_bind_parameter_count(st), rc = SQLITE_OK;
+
+	for (int i = 0; i < np && i < max && rc == SQLITE_OK; i++)
+		rc = p[i].kind == SP_INT ? sqlite3_bind_int64(st, i + 1, p[i].i)
+		   : p[i].kind == SP_TEXT ? sqlite3_bind_text(st, i + 1, p[i].s, -1, SQLITE_STATIC)
+		   : p[i].kind == SP_TEXTS ? sqlite3_bind_text(st, i + 1, json[i], -1, SQLITE_STATIC)
+		   : sqlite3_bind_null(st, i + 1);
+	return rc;
+}
+
+/* One chain's statements in order, each step's rows to row(). */
+static int run_chain(struct sq_store *ss, int q, const struct store_param *p, int np,
+                     char *const *json, store_row_fn row, void *arg)
+{
+	const char *what = store_stmt_what[q];
+	int set = 0;
+
+	for (int k = 0; k < ss->nst[q]; k++) {
+		sqlite3_stmt *st = ss->st[q][k];
+		int step, stop = 0;
+
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		if (bind_params(st, p, np, json) != SQLITE_OK) {
+			sqlite3_reset(st);
+			return sq_fail(ss, what);
+		}
+		ss->cur = st;
+		while (!stop && (step = sqlite3_step(st)) == SQLITE_ROW)
+			stop = row && row(&ss->base, arg, set) < 0;
+		ss->cur = NULL;
+		if (stop) {
+			sqlite3_reset(st);
+			return STORE_ERR;
+		}
+		if (step != SQLITE_DONE) {
+			sq_fail(ss, what);
+			sqlite3_reset(st);
+			return STORE_ERR;
+		}
+		sqlite3_reset(st);
+		set += sqlite3_column_count(st) > 0;
+	}
+	return STORE_OK;
+}
+
+static int sq_exec(struct store *s, int q, const struct store_param *p, int np,
+                   store_row_fn row, void *arg)
+{
+	struct sq_store *ss = (struct sq_store *)s;
+	char *json[PARAMS_MAX] = { NULL };
+	int rc = STORE_OK;
+
+	if (np > PARAMS_MAX)
+		return store_fail(s, "sqlite: %s: too many parameters", store_stmt_what[q]);
+	for (int i = 0; i < np && rc == STORE_OK; i++)
+		if (p[i].kind == SP_TEXTS && !(json[i] = json_names(p[i].v, p[i].n)))
+			rc = store_fail(s, "sqlite: %s: out of memory", store_stmt_what[q]);
+	if (rc == STORE_OK && ss->nst[q] == 1)
+		rc = run_chain(ss, q, p, np, json, row, arg);
+	else if (rc == STORE_OK && (rc = run_tx(ss, Q_BEGIN, store_stmt_what[q])) == STORE_OK)
+		rc = end_tx(ss, run_chain(ss, q, p, np, json, row, arg), store_stmt_what[q]);
+	for (int i = 0; i < np; i++)
+		free(json[i]);
+	return rc;
+}
+
+static int sq_is_null(struct store *s, int c)
+{
+	return sqlite3_column_type(((struct sq_store *)s)->cur, c) == SQLITE_NULL;
+}
+
+static int64_t sq_col_int(struct store *s, int c)
+{
+	return sqlite3_column_int64(((struct sq_store *)s)->cur, c);
+}
+
+static const char *sq_col_text(struct store *s, int c, size_t *len)
+{
+	sqlite3_stmt *st = ((struct sq_store *)s)->cur;
+	const char *t = (const char *)sqlite3_column_text(st, c);
+
+	*len = t ? (size_t)sqlite3_column_bytes(st, c) : 0;
+	return t;
+}
+
+static const struct store_driver sqlite_driver = { sq_exec, sq_is_null, sq_col_int,
+                                                   sq_col_text, 0 };
+
 static void sq_close(struct store *s)
 {
 	struct sq_store *ss = (struct sq_store *)s;
@@ -1188,49 +988,41 @@ static void sq_close(struct store *s)
 	for (int i = 0; i < Q_MAX; i++)
 		sqlite3_finalize(ss->q[i]);
 	sqlite3_finalize(ss->floor_update);
-	for (int i = 0; i < P_MAX; i++)
-		sqlite3_finalize(ss->pres[i]);
+	for (int i = 0; i < ST_MAX; i++)
+		for (int k = 0; k < ss->nst[i]; k++)
+			sqlite3_finalize(ss->st[i][k]);
 	sqlite3_close_v2(ss->db);
 	free(ss);
 }
 
-static int sq_beat(struct store *, const struct store_replica *, int64_t,
-                   struct store_replica **, size_t *, int64_t *);
-static int sq_leave(struct store *, const char *);
-static int sq_replicas(struct store *, struct store_replica **, size_t *, int64_t *);
-static int sq_drain(struct store *, const char *, const char *const *, size_t, int, int64_t *,
-                    int64_t *);
-static int sq_renew_beat(struct store *, const char *, const char *const *, size_t, int64_t,
-                         int64_t *, struct store_ctl *, const struct store_replica *, int64_t,
-                         struct store_replica **, size_t *, int64_t *);
 static int presence_setup(struct sq_store *, char *err, size_t errlen);
 
 static const struct store_ops sqlite_ops = {
 	.name = "sqlite",
-	.try_acquire = sq_try_acquire,
-	.renew = sq_renew,
-	.release = sq_release,
-	.renew_all = sq_renew_all,
-	.list = sq_list,
+	.try_acquire = store_op_try_acquire,
+	.renew = store_op_renew,
+	.release = store_op_release,
+	.renew_all = store_op_renew_all,
+	.list = store_op_list,
 	.close = sq_close,
 	.acquire_all = sq_acquire_all,
 	.set_timeout = sq_set_timeout,
 	.floor = sq_floor,
-	.release_all = sq_release_all,
+	.release_all = store_op_release_all,
 	.claim_all = sq_claim_all,
 	.claim_runs = sq_claim_runs,
 	.record_runs = sq_record_runs,
-	.read_runs = sq_read_runs,
+	.read_runs = store_op_read_runs,
 	.prune_runs = sq_prune_runs,
-	.beat = sq_beat,
-	.leave = sq_leave,
-	.replicas = sq_replicas,
-	.last_runs = sq_last_runs,
-	.renew_ctl = sq_renew_ctl,
-	.control = sq_control,
-	.health = sq_health,
-	.drain = sq_drain,
-	.renew_beat = sq_renew_beat,
+	.beat = store_op_beat,
+	.leave = store_op_leave,
+	.replicas = store_op_replicas,
+	.last_runs = store_op_last_runs,
+	.renew_ctl = store_op_renew_ctl,
+	.control = store_op_control,
+	.health = store_op_health,
+	.drain = store_op_drain,
+	.renew_beat = store_op_renew_beat,
 	.unclaim_all = sq_unclaim_all,
 };
 
@@ -1367,6 +1159,7 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 		return NULL;
 	}
 	ss->base.ops = &sqlite_ops;
+	ss->base.drv = &sqlite_driver;
 	snprintf(ss->table, sizeof ss->table, "%s", table);
 	ss->timeout_ms = o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000;
 	if (!o->path || !*o->path) {
@@ -1408,7 +1201,7 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 		goto fail;
 	}
 	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0 ||
-	    presence_setup(ss, err, errlen) < 0)
+	    presence_setup(ss, err, errlen) < 0 || prepare_dialect(ss, err, errlen) < 0)
 		goto fail;
 	for (int i = 0; i < Q_MAX; i++) {
 		snprintf(sql, sizeof sql, sql_text[i], table);
@@ -1449,34 +1242,6 @@ const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", cl
 
 /* ---- presence: <table>_replicas ---- */
 
-static const char *const pres_text[P_MAX] = {
-	[P_UPSERT] =
-	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat,"
-	" draining, jobs_hash, jobs) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW ","
-	" 2 * EXISTS (SELECT 1 FROM \"%1$s_replicas\" m WHERE m.owner = ?5 AND m.pid = 0), ?6, ?7)"
-	" ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,"
-	" version = excluded.version, heartbeat = excluded.heartbeat,"
-	" draining = CASE WHEN draining = 1 THEN 1 ELSE excluded.draining END,"
-	" jobs_hash = excluded.jobs_hash,"
-	" jobs = excluded.jobs",
-	[P_PRUNE] =
-	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0"
-	" AND heartbeat < " NOW " - ?2",
-	/* ?1: the reader's hash (NULL: every row's jobs). */
-	[P_READ] =
-	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, CASE WHEN ?1 IS NOT NULL AND r.jobs_hash = ?1 THEN NULL ELSE r.jobs END"
-	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
-	" ORDER BY r.owner",
-	[P_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1",
-	[P_DRAIN] = "UPDATE \"%1$s_replicas\" SET draining = ?2 WHERE owner = ?1 AND pid <> 0",
-	[P_MARK] =
-	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat,"
-	" draining, jobs_hash, jobs) VALUES (?1, '', 0, '', " NOW ", " NOW ", 1, '', '')"
-	" ON CONFLICT (owner) DO UPDATE SET heartbeat = excluded.heartbeat WHERE pid = 0",
-	[P_UNMARK] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1 AND pid = 0",
-};
-
 static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
 {
 	char sql[1024];
@@ -1498,199 +1263,6 @@ static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
 		sqlite3_free(msg);
 		return -1;
 	}
-	for (int i = 0; i < P_MAX; i++) {
-		snprintf(sql, sizeof sql, pres_text[i], ss->table);
-		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->pres[i],
-		                       NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "sqlite: %s_replicas: prepare: %s", ss->table,
-			         sqlite3_errmsg(ss->db));
-			return -1;
-		}
-	}
 	return 0;
 }
 
-static void copy_col(char *dst, size_t size, sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	size_t n = t ? (size_t)sqlite3_column_bytes(st, col) : 0;
-
-	if (n >= size)
-		n = size - 1;
-	if (n)
-		memcpy(dst, t, n);
-	dst[n] = '\0';
-}
-
-/* Steps P_READ (bound already) into rows. */
-static int read_replicas(struct sq_store *ss, struct store_replica **rows, size_t *n,
-                         int64_t *now)
-{
-	sqlite3_stmt *st = ss->pres[P_READ];
-	struct store_replica *r = NULL;
-	size_t cap = 0, len = 0;
-	int step;
-
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		struct store_replica *x;
-
-		*now = sqlite3_column_int64(st, 0);
-		if (sqlite3_column_type(st, 1) == SQLITE_NULL)
-			continue;
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 8;
-			struct store_replica *nr = realloc(r, ncap * sizeof *r);
-			if (!nr)
-				goto oom;
-			r = nr;
-			cap = ncap;
-		}
-		x = &r[len];
-		memset(x, 0, sizeof *x);
-		len++;
-		copy_col(x->owner, sizeof x->owner, st, 1);
-		copy_col(x->host, sizeof x->host, st, 2);
-		x->pid = sqlite3_column_int64(st, 3);
-		copy_col(x->version, sizeof x->version, st, 4);
-		x->started_at = sqlite3_column_int64(st, 5);
-		x->heartbeat = sqlite3_column_int64(st, 6);
-		x->draining = sqlite3_column_int(st, 7) != 0;
-		copy_col(x->jobs_hash, sizeof x->jobs_hash, st, 8);
-		if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
-			const unsigned char *t = sqlite3_column_text(st, 9);
-			if (!(x->jobs = strdup(t ? (const char *)t : "")))
-				goto oom;
-		}
-	}
-	sqlite3_reset(st);
-	if (step != SQLITE_DONE) {
-		store_free_replicas(r, len);
-		return sq_fail(ss, "replicas");
-	}
-	*rows = r;
-	*n = len;
-	return STORE_OK;
-oom:
-	sqlite3_reset(st);
-	store_free_replicas(r, len);
-	return store_fail(&ss->base, "sqlite: replicas: out of memory");
-}
-
-static int step_done(struct sq_store *ss, sqlite3_stmt *st, const char *what)
-{
-	int step = sqlite3_step(st);
-
-	sqlite3_reset(st);
-	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
-}
-
-/* The upsert, the prune and the read, inside a transaction. */
-static int beat_steps(struct sq_store *ss, const struct store_replica *me, int64_t prune_ms,
-                      struct store_replica **rows, size_t *n, int64_t *now)
-{
-	sqlite3_stmt *up = ss->pres[P_UPSERT], *pr = ss->pres[P_PRUNE], *rd = ss->pres[P_READ];
-	int rc;
-
-	sqlite3_reset(up);
-	sqlite3_clear_bindings(up);
-	sqlite3_reset(pr);
-	sqlite3_reset(rd);
-	if (sqlite3_bind_text(up, 1, me->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_text(up, 2, me->host, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(up, 3, me->pid) != SQLITE_OK ||
-	    sqlite3_bind_text(up, 4, me->version, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_text(up, 5, me->name, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_text(up, 6, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_text(up, 7, me->jobs ? me->jobs : "", -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_text(pr, 1, me->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(pr, 2, prune_ms) != SQLITE_OK ||
-	    sqlite3_bind_text(rd, 1, me->jobs_hash, -1, SQLITE_STATIC) != SQLITE_OK)
-		return sq_fail(ss, "beat: bind");
-	if ((rc = step_done(ss, up, "beat")) != STORE_OK ||
-	    (rc = step_done(ss, pr, "beat: prune")) != STORE_OK)
-		return rc;
-	return read_replicas(ss, rows, n, now);
-}
-
-/* One transaction: the upsert, the prune and the read. */
-static int sq_beat(struct store *s, const struct store_replica *me, int64_t prune_ms,
-                   struct store_replica **rows, size_t *n, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	int rc;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "beat")) != STORE_OK)
-		return rc;
-	rc = end_tx(ss, beat_steps(ss, me, prune_ms, rows, n, now), "beat");
-	if (rc != STORE_OK) {
-		store_free_replicas(*rows, *n);
-		*rows = NULL;
-		*n = 0;
-	}
-	return rc;
-}
-
-static int sq_leave(struct store *s, const char *owner)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->pres[P_LEAVE];
-
-	sqlite3_reset(st);
-	if (sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC) != SQLITE_OK)
-		return sq_fail(ss, "leave: bind");
-	return step_done(ss, st, "leave");
-}
-
-static int sq_replicas(struct store *s, struct store_replica **rows, size_t *n, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-
-	sqlite3_reset(ss->pres[P_READ]);
-	sqlite3_clear_bindings(ss->pres[P_READ]);       /* ?1 NULL: every row's jobs */
-	return read_replicas(ss, rows, n, now);
-}
-
-/* One transaction: each owner's row, then the marker. */
-static int sq_drain(struct store *s, const char *name, const char *const *owners, size_t n,
-                    int on, int64_t *changed, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "drain")) != STORE_OK)
-		return rc;
-	for (size_t i = 0; i < n + (name != NULL); i++) {
-		st = ss->pres[i < n ? P_DRAIN : on ? P_MARK : P_UNMARK];
-		sqlite3_reset(st);
-		if (sqlite3_bind_text(st, 1, i < n ? owners[i] : name, -1, SQLITE_STATIC) != SQLITE_OK ||
-		    (i < n && sqlite3_bind_int(st, 2, on) != SQLITE_OK)) {
-			rc = sq_fail(ss, "drain: bind");
-			goto done;
-		}
-		if ((rc = step_done(ss, st, "drain")) != STORE_OK)
-			goto done;
-		*changed += sqlite3_changes(ss->db);
-	}
-	rc = read_now(ss, now, "drain");
-done:
-	return end_tx(ss, rc, "drain");
-}
-
-/* One transaction: renew_ctl's statement, then the beat's. */
-static int sq_renew_beat(struct store *s, const char *owner, const char *const *names,
-                         size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl,
-                         const struct store_replica *me, int64_t prune_ms,
-                         struct store_replica **rows, size_t *nrows, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	int64_t at = 0;
-	int rc;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "renew_beat")) != STORE_OK)
-		return rc;
-	rc = renew_rows(s, Q_RENEW_CTL, "renew_beat", owner, names, n, ms, tokens, ctl, &at);
-	if (rc == STORE_OK)
-		rc = beat_steps(ss, me, prune_ms, rows, nrows, now);
-	return end_tx(ss, rc, "renew_beat");
-}

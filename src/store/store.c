@@ -3,19 +3,102 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/esc.h"
 #include "core/metrics.h"
 #include "store/store.h"
 
-/* Every provider call goes through here: timed and counted for /metrics.
- * call_t0 is set before the call is evaluated (the comma is a sequence
- * point); calls never nest. */
+/* Every provider call goes through here: a fault injected for it (below)
+ * answers instead of the provider, and it is timed and counted for
+ * /metrics.  call_t0 is set before the call is evaluated (the comma is a
+ * sequence point); calls never nest. */
 static int64_t call_t0;
 _Static_assert(METRICS_NAME_MAX == STORE_NAME_MAX, "metrics keeps whole job names");
 
+static int fault_due(struct store *s, const char *op);
+#define FAULTY(op, call) (fault_due(s, op) ? STORE_ERR : (call))
 #define TIMED(op, call) (call_t0 = metrics_clock(), \
-	metrics_note_store(METRICS_OP_##op, call_t0, (call)))
+	metrics_note_store(METRICS_OP_##op, call_t0, FAULTY(#op, call)))
+
+/* ---- faults, for the specs ----
+ * As SQLite's faultsim: the n-th call (from 1) of an operation fails before
+ * it reaches the provider, with an ordinary STORE_ERR whose reason names the
+ * fault, so that a spec can fail each operation of a run in turn and check
+ * the scheduler's promises.  The plan is store_fault_plan's, or else the
+ * environment's LEASH_STORE_FAULT, read at the first call. */
+#define FAULTS_MAX 16
+static struct {
+	int read;                       /* the environment was looked at */
+	int n;
+	char bad[STORE_ERR_MAX];        /* a plan that could not be read: every call fails */
+	struct {
+		char op[32];
+		long nth, seen;
+		int kind;
+	} f[FAULTS_MAX];
+} faults;
+
+static const char *const fault_kinds[] = { "timeout", "gone", "refused" };
+static const char *const fault_texts[] = {
+	"no answer within the timeout", "connection lost", "refused by the server"
+};
+
+int store_fault_plan(const char *plan, char *err, size_t errlen)
+{
+	const char *p = plan ? plan : "";
+
+	faults.read = 1;
+	faults.n = 0;
+	faults.bad[0] = '\0';
+	while (*p) {
+		char op[32], kind[16];
+		long nth;
+		int used = 0, k;
+
+		if (faults.n == FAULTS_MAX ||
+		    sscanf(p, "%31[a-z_]:%ld:%15[a-z]%n", op, &nth, kind, &used) != 3 || nth < 1 ||
+		    (p[used] && p[used] != ',')) {
+			snprintf(err, errlen, "store fault plan \"%s\": want op:n:kind[,...] (n >= 1, at"
+			         " most %d)", plan, FAULTS_MAX);
+			faults.n = 0;
+			return -1;
+		}
+		for (k = 0; k < 3 && strcmp(kind, fault_kinds[k]) != 0; k++)
+			;
+		if (k == 3) {
+			snprintf(err, errlen, "store fault plan \"%s\": kind \"%s\" is not timeout, gone"
+			         " or refused", plan, kind);
+			faults.n = 0;
+			return -1;
+		}
+		snprintf(faults.f[faults.n].op, sizeof faults.f[faults.n].op, "%s", op);
+		faults.f[faults.n].nth = nth;
+		faults.f[faults.n].seen = 0;
+		faults.f[faults.n++].kind = k;
+		p += used + (p[used] == ',');
+	}
+	return 0;
+}
+
+/* 1 when this call of op is to fail (s->err says so). */
+static int fault_due(struct store *s, const char *op)
+{
+	if (!faults.read && store_fault_plan(getenv("LEASH_STORE_FAULT"), faults.bad,
+	                                     sizeof faults.bad) < 0)
+		faults.read = 1;
+	if (faults.bad[0]) {
+		store_fail(s, "LEASH_STORE_FAULT: %s", faults.bad);
+		return 1;
+	}
+	for (int i = 0; i < faults.n; i++)
+		if (strcasecmp(faults.f[i].op, op) == 0 && ++faults.f[i].seen == faults.f[i].nth) {
+			store_fail(s, "%s: %s: %s (injected fault)", s->ops->name, faults.f[i].op,
+			           fault_texts[faults.f[i].kind]);
+			return 1;
+		}
+	return 0;
+}
 
 extern const struct store_provider store_sqlite, store_postgres, store_mssql;
 
@@ -604,7 +687,9 @@ int store_renew_beat(struct store *s, const char *owner, const char *const *name
 		return store_fail(s, "renew_beat: the presence row is %s's, the leases %s's", me->owner,
 		                  owner);
 	s->calls++;
-	rc = s->ops->renew_beat(s, owner, names, n, ms, tokens, ctl, me, prune_ms, rows, nrows, now);
+	rc = FAULTY("renew_beat",
+	            s->ops->renew_beat(s, owner, names, n, ms, tokens, ctl, me, prune_ms, rows, nrows,
+	                               now));
 	if (rc != STORE_OK) {
 		store_free_replicas(*rows, *nrows);
 		*rows = NULL;
@@ -645,7 +730,7 @@ int store_health(struct store *s, const char *owner, const char *name, int64_t t
 		return store_fail(s, "the %s provider has no health: failure hooks are not supported",
 		                  s->ops->name);
 	s->calls++;
-	return s->ops->health(s, owner, name, token, failing, changed);
+	return FAULTY("health", s->ops->health(s, owner, name, token, failing, changed));
 }
 
 int store_drain(struct store *s, const char *name, const char *const *owners, size_t n, int on,
@@ -665,30 +750,7 @@ int store_drain(struct store *s, const char *name, const char *const *owners, si
 		return store_fail(s, "the %s provider has no drain: leash drain and undrain are not "
 		                  "supported", s->ops->name);
 	s->calls++;
-	return s->ops->drain(s, name, owners, n, on, changed, now);
-}
-
-struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
-                                         size_t *cap, const char *job)
-{
-	struct store_job_runs *j;
-
-	if (*n && strcmp((*rows)[*n - 1].job, job) == 0)
-		return &(*rows)[*n - 1];
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 16;
-		struct store_job_runs *nr = realloc(*rows, ncap * sizeof *nr);
-
-		if (!nr)
-			return NULL;
-		*rows = nr;
-		*cap = ncap;
-	}
-	j = &(*rows)[(*n)++];
-	memset(j, 0, sizeof *j);
-	snprintf(j->job, sizeof j->job, "%s", job);
-	j->handled_at = STORE_NO_TIME;
-	return j;
+	return FAULTY("drain", s->ops->drain(s, name, owners, n, on, changed, now));
 }
 
 int store_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,

@@ -192,6 +192,7 @@ struct store_opts {
 };
 
 struct store;
+struct store_driver;
 
 /* The provider's table.  It only grows at the end; optional entries may be
  * NULL and the wrappers then fall back to the single-name operations. */
@@ -406,6 +407,9 @@ struct store {
 	uint64_t calls;                 /* statements sent, for the benchmarks: the
 	                                 * wrappers count one per call, a provider
 	                                 * that splits a batch counts the others */
+	const struct store_driver *drv; /* the driver under the operations written
+	                                 * once (store/driver.h), NULL for a store
+	                                 * without one (a test's fake) */
 };
 
 /* A provider: opens a handle or returns NULL with the reason in err.  The
@@ -532,6 +536,15 @@ int store_renew_beat(struct store *, const char *owner, const char *const *names
  * refused ("not supported") when the provider lacks it. */
 int store_drain(struct store *, const char *name, const char *const *owners, size_t n, int on,
                 int64_t *changed, int64_t *now);
+/* Faults, for the specs: plan is "op:n:kind[,op:n:kind...]": the n-th
+ * call (from 1) of operation op (try_acquire, renew_beat, claim_runs, ...)
+ * in this process fails before it reaches the provider, STORE_ERR with the
+ * reason "<provider>: <op>: <what> (injected fault)", kind timeout, gone
+ * or refused.  NULL or "" injects none.  Without a call to it the plan is
+ * the environment's LEASH_STORE_FAULT, read at the first call (a plan that
+ * cannot be read fails every call, saying why).  0, or -1 with the reason
+ * in err. */
+int store_fault_plan(const char *plan, char *err, size_t errlen);
 /* 1 when s is one of STORE_OUTCOMES. */
 int store_valid_outcome(const char *s);
 int store_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
@@ -542,12 +555,6 @@ void store_set_timeout(struct store *, int ms);
  * has none. */
 int store_floor(struct store *, int kind);
 void store_close(struct store *);
-
-/* For providers building a last_runs answer from rows sorted by job: the
- * entry of job (the last one when it is that job, else a new zeroed one at
- * the end), or NULL when out of memory. */
-struct store_job_runs *store_job_runs_at(struct store_job_runs **rows, size_t *n,
-                                         size_t *cap, const char *job);
 
 /* For providers: formats into s->err and returns STORE_ERR. */
 int store_fail(struct store *, const char *fmt, ...)

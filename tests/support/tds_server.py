@@ -111,9 +111,10 @@ def renew_ctl(db, t, p, faults):
 
 
 def control(db, t, p, faults):
-    """The transaction: for a pause (@what 1) a free row when none, then the
-    UPDATE whose OUTPUT is (name, @now) when the row is there."""
-    name, what, until, now = p["@name"], p["@what"], p["@until"], now_ms()
+    """A pause (@until): a free row when none, then the UPDATE; the others
+    (@what 2 resume, 3 trigger, 4 handoff): the UPDATE.  Its OUTPUT is
+    (@now, name) when the row is there."""
+    name, what, until, now = p["@name"], p.get("@what", 1), p.get("@until"), now_ms()
     if what == 1:
         db.execute(f'INSERT OR IGNORE INTO "{t}" (name, owner, token, acquired_at, renewed_at, '
                    "expires_at) VALUES (?, '', 0, 0, 0, 0)", (name,))
@@ -123,8 +124,8 @@ def control(db, t, p, faults):
         'trigger_at = CASE WHEN ? = 3 THEN ? ELSE trigger_at END, '
         'handoff_at = CASE WHEN ? = 4 THEN ? ELSE handoff_at END WHERE name = ?',
         (what, until, what, now, what, now, name))
-    rows = [(name, now)] if cur.rowcount else []
-    return [("rows", [("name", "str"), ("now", "int")], rows)]
+    rows = [(now, name)] if cur.rowcount else []
+    return [("rows", [("now", "int"), ("name", "str")], rows)]
 
 
 def health(db, t, p, faults):
@@ -252,7 +253,9 @@ def list_leases(db, t, p, faults):
     cols = [("name", "str"), ("owner", "str"), ("token", "int"), ("acquired_at", "int"),
             ("renewed_at", "int"), ("expires_at", "int"), ("last_fire", "int"),
             ("paused_until", "int")]
-    return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", cols, rows)]
+    now = now_ms()
+    return [("rows", [("now", "int")] + cols,
+             [(now,) + r for r in rows] or [(now,) + (None,) * 8])]
 
 
 def claim_all(db, t, p, faults):
@@ -463,18 +466,25 @@ def utf16(s):
     return s.encode("utf-16-be", "surrogatepass")
 
 
+# The columns a ledger read answers, each row after the batch's now.
+READ_COLS = ["job", "owner", "actor", "outcome", "error", "scheduled_at", "token", "claimed_at",
+             "started_at", "ended_at", "duration_ms", "recorded_at", "exit_code", "exit_signal"]
+
+
 def read_runs(db, t, p, faults, stmt):
     """SELECT TOP (@limit) ... [WHERE job = @job AND] scheduled_at >= @since
-    ORDER BY scheduled_at DESC, job, owner; after a row with the batch's now."""
+    ORDER BY scheduled_at DESC, job, owner, each row after the batch's now
+    (one row of the clock alone when none: a LEFT JOIN)."""
     _, runs = ledger_tables(stmt)
     now = now_ms()
     one_job = "job = @job AND" in stmt
-    rows = db.execute(f'SELECT {", ".join(RUN_COLS)} FROM "{runs}" WHERE scheduled_at >= ?'
+    rows = db.execute(f'SELECT {", ".join(READ_COLS)} FROM "{runs}" WHERE scheduled_at >= ?'
                       + (" AND job = ?" if one_job else ""),
                       (p["@since"], p["@job"]) if one_job else (p["@since"],)).fetchall()
-    rows.sort(key=lambda r: (-r[1], utf16(r[0]), utf16(r[2])))
-    cols = [(c, RUN_KINDS.get(c, "int")) for c in RUN_COLS]
-    return [("rows", [("now", "int")], [(now,)]), ("rows", cols, rows[:p["@limit"]])]
+    rows.sort(key=lambda r: (-r[5], utf16(r[0]), utf16(r[1])))
+    cols = [("now", "int")] + [(c, RUN_KINDS.get(c, "int")) for c in READ_COLS]
+    rows = [(now,) + r for r in rows[:p["@limit"]]]
+    return [("rows", cols, rows or [(now,) + (None,) * len(READ_COLS)])]
 
 
 FAILS = ("failed", "timeout", "lost", "killed")
@@ -483,12 +493,13 @@ NOT_RUNS = ("missed", "skipped-overlap", "skipped-paused")
 
 def last_runs(db, t, p, faults, stmt):
     """Per job with a ledger row (BIN2 order): the latest row (scheduled_at,
-    owner descending) of each class, 0 a run, 1 ok, 2 a failure, as RUN_COLS,
-    cls, handled, fails, job; class 0 always (NULL columns when no run).
-    Before that a row with the batch's now."""
+    owner descending) of each class, 0 a run, 1 ok, 2 a failure, as the
+    batch's now, READ_COLS (job always), cls, handled, fails; class 0 always
+    (NULL columns when no run); one row of the clock alone when none."""
     _, runs = ledger_tables(stmt)
     now = now_ms()
     rows = db.execute(f'SELECT {", ".join(RUN_COLS)} FROM "{runs}"').fetchall()
+    reorder = [RUN_COLS.index(c) for c in READ_COLS]
     by_job = {}
     for r in rows:
         by_job.setdefault(r[0], []).append(r)
@@ -505,10 +516,11 @@ def last_runs(db, t, p, faults, stmt):
             got = next((r for r in rs if pick(r)), None)
             if got is None and cls > 0:
                 continue
-            out.append(tuple(got or (None,) * len(RUN_COLS)) + (cls, handled, fails, job))
-    cols = ([(c, RUN_KINDS.get(c, "int")) for c in RUN_COLS]
-            + [("cls", "int"), ("handled", "int"), ("fails", "int"), ("job", "str")])
-    return [("rows", [("now", "int")], [(now,)]), ("rows", cols, out)]
+            got = tuple(got[i] for i in reorder) if got else (None,) * len(READ_COLS)
+            out.append((now, job) + got[1:] + (cls, handled, fails))
+    cols = ([("now", "int")] + [(c, RUN_KINDS.get(c, "int")) for c in READ_COLS]
+            + [("cls", "int"), ("handled", "int"), ("fails", "int")])
+    return [("rows", cols, out or [(now,) + (None,) * (len(cols) - 1)])]
 
 
 def prune_runs(db, t, p, faults, stmt):
@@ -543,9 +555,9 @@ def prune_runs(db, t, p, faults, stmt):
                 n += 1
     return [("rows", [("n", "int")], [(n,)])]
 
-REPLICA_COLS = [("owner", "str"), ("host", "str"), ("pid", "int"), ("version", "str"),
-                ("started_at", "int"), ("heartbeat", "int"), ("draining", "int"),
-                ("jobs_hash", "str"), ("has_jobs", "int"), ("jobs", "max")]
+PRESENCE_COLS = [("now", "int"), ("owner", "str"), ("host", "str"), ("pid", "int"),
+                 ("version", "str"), ("started_at", "int"), ("heartbeat", "int"),
+                 ("draining", "int"), ("jobs_hash", "str"), ("jobs", "max")]
 
 
 def create_replicas(db, t):
@@ -555,18 +567,21 @@ def create_replicas(db, t):
                'jobs_hash TEXT NOT NULL, jobs TEXT NOT NULL)')
 
 
-def replica_rows(db, t, mine):
+def presence_rows(db, t, mine):
+    """(@now, owner, ..., jobs_hash, jobs) of every replica (jobs NULL where
+    jobs_hash is mine), or one row of the clock alone (a LEFT JOIN)."""
+    now = now_ms()
     rows = db.execute(f'SELECT owner, host, pid, version, started_at, heartbeat, draining, '
                       f'jobs_hash, jobs FROM "{t}" WHERE pid <> 0 ORDER BY owner').fetchall()
-    out = [r[:8] + ((0, None) if mine is not None and r[7] == mine else (1, r[8]))
+    out = [(now,) + r[:8] + (None if mine is not None and r[7] == mine else r[8],)
            for r in rows]
-    return [("rows", [("now", "int")], [(now_ms(),)]), ("rows", REPLICA_COLS, out)]
+    return [("rows", PRESENCE_COLS, out or [(now,) + (None,) * 9])]
 
 
-def beat(db, t, p, faults):
+def beat_write(db, t, p):
     """The UPDATE (else INSERT) of @owner's row, draining kept when a drain
     set it (1), else 2 while @name's drain marker (a pid 0 row) is there;
-    the prune (never a marker), the clock, the rows."""
+    the prune (never a marker)."""
     now, owner = now_ms(), p["@owner"]
     marked = 2 if db.execute(f'SELECT 1 FROM "{t}" WHERE owner = ? AND pid = 0',
                              (p["@name"],)).fetchone() else 0
@@ -580,17 +595,23 @@ def beat(db, t, p, faults):
                    'jobs, owner, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', vals + (now,))
     db.execute(f'DELETE FROM "{t}" WHERE owner <> ? AND pid <> 0 AND heartbeat < ?',
                (owner, now - p["@prune"]))
-    return replica_rows(db, t, p["@hash"] or "")
+
+
+def beat(db, t, p, faults):
+    """The beat's writes, then the presence rows."""
+    beat_write(db, t, p)
+    return presence_rows(db, t, p["@hash"] or "")
 
 
 def drain(db, t, p, faults):
     """The owners' (@n1, ...) draining = @on, then @name's marker written
-    (@on 1) or deleted (@on 0) when @mark; the clock and the rows matched."""
-    now, on, c = now_ms(), p["@on"], 0
+    (@on 1) or deleted (@on 0) when @name is given; the clock and the rows
+    matched."""
+    now, on, c, mark = now_ms(), p["@on"], 0, p["@name"] is not None
     for o in dict.fromkeys(v for k, v in p.items() if re.fullmatch(r"@n\d+", k)):
         c += db.execute(f'UPDATE "{t}" SET draining = ? WHERE owner = ? AND pid <> 0',
                         (on, o)).rowcount
-    if p["@mark"] and on:
+    if mark and on:
         if db.execute(f'UPDATE "{t}" SET heartbeat = ? WHERE owner = ? AND pid = 0',
                       (now, p["@name"])).rowcount:
             c += 1
@@ -599,15 +620,21 @@ def drain(db, t, p, faults):
                        "draining, jobs_hash, jobs) VALUES (?, '', 0, '', ?, ?, 1, '', '')",
                        (p["@name"], now, now))
             c += 1
-    elif p["@mark"]:
+    elif mark:
         c += db.execute(f'DELETE FROM "{t}" WHERE owner = ? AND pid = 0', (p["@name"],)).rowcount
     return [("rows", [("now", "int"), ("changed", "int")], [(now, c)])]
 
 
 def renew_beat(db, t, p, faults):
-    """renew_ctl's UPDATE and OUTPUT on the lease table, then the beat's
-    transaction on <table>_replicas, in one batch: three result sets."""
-    return renew_ctl(db, t, p, faults) + beat(db, t + "_replicas", p, faults)
+    """renew_ctl's UPDATE and OUTPUT on the lease table (rows of kind 'L'),
+    then the beat's transaction on <table>_replicas and its rows (kind 'R'),
+    in one batch: two result sets."""
+    rows = renewed(db, t, p, "?, name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, "
+                   "NULL, 'L', handoff_at")
+    beat_write(db, t + "_replicas", p)
+    (_, cols, pres), = presence_rows(db, t + "_replicas", p["@hash"] or "")
+    cols = cols + [("kind", "str"), ("h", "int")]
+    return [("rows", cols, rows), ("rows", cols, [r + ("R", None) for r in pres])]
 
 
 def leave(db, t, p, faults):
@@ -616,7 +643,7 @@ def leave(db, t, p, faults):
 
 
 def replicas(db, t, p, faults):
-    return replica_rows(db, t, None)
+    return presence_rows(db, t, None)
 
 
 STATEMENTS = {

@@ -1,0 +1,176 @@
+/* driver.h - what an operation written once needs of a database.
+ *
+ * An operation (ops.c) names a statement of the catalogue below, gives its
+ * parameters typed and in the catalogue's order, and reads the rows back
+ * through a callback, by column number, with the store_col_*() readers.  A
+ * provider is a driver (the struct below, over its client library) and a
+ * dialect (the text of each statement, in one table).  Every dialect's text
+ * of a statement takes the same parameters and answers the same columns in
+ * the same order; that is the whole contract between ops.c and a provider.
+ *
+ * A statement is one round trip and atomic on every provider: one statement
+ * on PostgreSQL, one batch (its own transaction where it writes twice) on
+ * SQL Server, and on SQLite one statement, or several separated by ';' run
+ * in one BEGIN IMMEDIATE transaction (SQLite's dialect hook).
+ */
+#ifndef LEASH_STORE_DRIVER_H
+#define LEASH_STORE_DRIVER_H
+
+#include "store/store.h"
+
+/* The catalogue: X(id, what).  what names the operation in error text.
+ * Parameters ($n on PostgreSQL, ?n on SQLite, the declared @names in order
+ * on SQL Server) and answers: */
+#define STORE_STATEMENTS(X) \
+	/* name, owner, ms -> LEASE: one row, the holder after the attempt */ \
+	X(ACQUIRE, "try_acquire") \
+	/* name, owner, ms -> LEASE when renewed, no row when lost */ \
+	X(RENEW, "renew") \
+	/* name, owner -> anything */ \
+	X(RELEASE, "release") \
+	/* owner, names (texts) -> anything */ \
+	X(RELEASE_ALL, "release_all") \
+	/* owner, names (texts), ms -> (name, token) of each renewed lease */ \
+	X(RENEW_ALL, "renew_all") \
+	/* owner, names, ms -> (name, token, paused_until, trigger_at, handoff_at, \
+	 * now) of each renewed lease */ \
+	X(RENEW_CTL, "renew_ctl") \
+	/* BEAT's parameters, then names, ms -> BEAT's PRESENCE rows with two more \
+	 * columns, kind 'R' and NULL, and a row of kind 'L' per renewed lease: \
+	 * name in owner, token in pid, paused_until in started_at, trigger_at \
+	 * in heartbeat, handoff_at in the last column */ \
+	X(RENEW_BEAT, "renew_beat") \
+	/* job, since, limit -> READ rows of that job */ \
+	X(READ_JOB, "read_runs") \
+	/* job (NULL), since, limit -> READ rows of every job */ \
+	X(READ_ALL, "read_runs") \
+	/* -> (now, RUN columns, cls, handled, fails) per job and class (0 the \
+	 * latest run, 1 ok, 2 failure): job always, outcome NULL when the class \
+	 * has no row (class 0 only); sorted by job (bytewise), then cls; one \
+	 * row with job NULL (the clock only) when the ledger is empty */ \
+	X(LAST_RUNS, "last_runs") \
+	/* -> (now, name, owner, token, acquired_at, renewed_at, expires_at, \
+	 * last_fire, paused_until) sorted by name (bytewise), one row with name \
+	 * NULL (the clock only) when there is none */ \
+	X(LIST, "list") \
+	/* name, until -> (now): the row is made free when missing */ \
+	X(CTL_PAUSE, "control") \
+	/* name, what (2 resume, 3 trigger, 4 handoff) -> (now) iff the row is there */ \
+	X(CTL_SET, "control") \
+	/* name, owner, token, failing -> a row iff this call changed it */ \
+	X(HEALTH, "health") \
+	/* owner -> nothing */ \
+	X(LEAVE, "leave") \
+	/* -> PRESENCE rows, every row's jobs */ \
+	X(REPLICAS, "replicas") \
+	/* owner, host, pid, version, name, hash, jobs, prune -> PRESENCE rows, \
+	 * jobs NULL where jobs_hash = hash */ \
+	X(BEAT, "beat") \
+	/* owners (texts), name (NULL: none), on -> (now, n): changed is the sum \
+	 * of n over the rows, now the last row's */ \
+	X(DRAIN, "drain")
+
+/* RUN columns: job, owner, actor, outcome, error, scheduled_at, token,
+ * claimed_at, started_at, ended_at, duration_ms, recorded_at, exit_code,
+ * exit_signal.  READ rows: (now, RUN columns) newest first (scheduled_at
+ * descending, then job, then owner), one row with job NULL (the clock only)
+ * when there is none.
+ * LEASE: (got 1 when owner holds it, owner, token, expires_at, now,
+ * last_fire).
+ * PRESENCE rows: (now, owner, host, pid, version, started_at, heartbeat,
+ * draining, jobs_hash, jobs) sorted by owner (bytewise), drain markers left
+ * out, and one row with owner NULL (the clock only) when there is none. */
+
+enum store_stmt {
+#define X(id, what) ST_##id,
+	STORE_STATEMENTS(X)
+#undef X
+	ST_MAX
+};
+
+/* The operation's name for a statement ("health"), for error text. */
+extern const char *const store_stmt_what[ST_MAX];
+
+/* A typed parameter.  Text is borrowed for the call. */
+enum store_param_kind { SP_NULL, SP_INT, SP_TEXT, SP_TEXTS };
+struct store_param {
+	enum store_param_kind kind;
+	int64_t i;
+	const char *s;
+	const char *const *v;           /* SP_TEXTS: v[0..n) */
+	size_t n;
+};
+#define SP_I(v) ((struct store_param){ .kind = SP_INT, .i = (v) })
+/* Text, or NULL when v is NULL. */
+#define SP_T(v) ((struct store_param){ .kind = (v) ? SP_TEXT : SP_NULL, .s = (v) })
+/* An array of text: a text[] on PostgreSQL, JSON for json_each() on
+ * SQLite, a list of parameters on SQL Server (@n1, @n2, ... where the
+ * statement says @n). */
+#define SP_A(vs, len) ((struct store_param){ .kind = SP_TEXTS, .v = (vs), .n = (len) })
+
+/* Called for each row of each result set (set counts the sets that had
+ * columns, from 0).  Returns 0, or -1 to fail the call (with the reason in
+ * s->err: out of memory). */
+typedef int (*store_row_fn)(struct store *s, void *arg, int set);
+
+struct store_driver {
+	/* Runs statement st of the catalogue with p[0..np), calling row for
+	 * each row.  STORE_OK, or STORE_ERR with the reason in s->err (a
+	 * connection that broke is made again by the next call). */
+	int (*exec)(struct store *, int st, const struct store_param *p, int np, store_row_fn row,
+	            void *arg);
+	/* Inside row(): column c (from 0) of the current row. */
+	int (*is_null)(struct store *, int c);
+	int64_t (*col_int)(struct store *, int c);              /* 0 for NULL */
+	const char *(*col_text)(struct store *, int c, size_t *len);  /* NULL for NULL */
+	/* The most parameters one statement binds, an array's elements each
+	 * counted (0: no bound).  An operation splits a longer array into
+	 * statements of that many, counting each further one in s->calls. */
+	size_t params_max;
+};
+
+/* The readers, for row callbacks. */
+int64_t store_col_int(struct store *, int c);
+/* NULL reads as `null` (STORE_NO_TIME, STORE_NO_FIRE, ...). */
+int64_t store_col_or(struct store *, int c, int64_t null);
+/* Copies at most size - 1 bytes of column c into dst ("" for NULL). */
+void store_col_copy(struct store *, int c, char *dst, size_t size);
+/* A malloc'd copy of column c, NULL when the column is NULL; *oom set when
+ * out of memory. */
+char *store_col_dup(struct store *, int c, int *oom);
+
+/* The one door to the drivers: runs st on s->drv. */
+int store_exec(struct store *, int st, const struct store_param *p, int np, store_row_fn row,
+               void *arg);
+
+/* The operations written once (ops.c), for the providers' tables. */
+int store_op_try_acquire(struct store *, const char *name, const char *owner, int64_t ms,
+                         struct lease_info *out);
+int store_op_renew(struct store *, const char *name, const char *owner, int64_t ms,
+                   struct lease_info *out);
+int store_op_release(struct store *, const char *name, const char *owner);
+int store_op_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
+int store_op_read_runs(struct store *, const char *job, int64_t since, size_t limit,
+                       struct store_run_row **rows, size_t *n, int64_t *now);
+int store_op_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
+int store_op_release_all(struct store *, const char *owner, const char *const *names,
+                         size_t n);
+int store_op_drain(struct store *, const char *name, const char *const *owners, size_t n,
+                   int on, int64_t *changed, int64_t *now);
+int store_op_renew_all(struct store *, const char *owner, const char *const *names, size_t n,
+                       int64_t ms, int64_t *tokens);
+int store_op_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
+                       int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
+int store_op_renew_beat(struct store *, const char *owner, const char *const *names, size_t n,
+                        int64_t ms, int64_t *tokens, struct store_ctl *ctl,
+                        const struct store_replica *me, int64_t prune_ms,
+                        struct store_replica **rows, size_t *nrows, int64_t *now);
+int store_op_control(struct store *, const char *name, int what, int64_t until, int64_t *now);
+int store_op_health(struct store *, const char *owner, const char *name, int64_t token,
+                    int failing, int *changed);
+int store_op_leave(struct store *, const char *owner);
+int store_op_replicas(struct store *, struct store_replica **rows, size_t *n, int64_t *now);
+int store_op_beat(struct store *, const struct store_replica *me, int64_t prune_ms,
+                  struct store_replica **rows, size_t *n, int64_t *now);
+
+#endif
