@@ -12,7 +12,7 @@
  * No transaction outlives the call that began it (none spans a sleep, a
  * poll or a run): the write lock is a lock on the file, and a process
  * stopped while it holds it stops every other replica's writes until it
- * resumes (README, "SQLite").
+ * resumes (docs/stores.md, "SQLite").
  * The operations written once (ops.c) reach SQLite through the driver at
  * the end of this file: its dialect table holds their statements, an entry
  * of several statements running in one BEGIN IMMEDIATE transaction.  The

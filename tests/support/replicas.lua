@@ -202,7 +202,7 @@ end
 -- pids, once they are all stopped.  On SQLite a replica stopped inside a
 -- write transaction keeps the file's write lock until it wakes, and until
 -- then no other replica writes to the file, so none can take its leases
--- over: a limit of SQLite (README, "SQLite"), not what a freeze spec is
+-- over: a limit of SQLite (docs/stores.md, "SQLite"), not what a freeze spec is
 -- after.  So a freeze that leaves the file unwritable is undone (SIGCONT)
 -- and tried again a moment later, up to 10 times.  PostgreSQL and SQL
 -- Server end each operation's transaction on the server, so a frozen
