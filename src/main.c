@@ -29,6 +29,26 @@ static const struct command {
 	{ "--version", cmd_version },
 };
 
+/* leash CMD --help: CMD's line of the usage (as leash(1)'s synopsis has
+ * it), on stdout, and where the rest is. */
+static int command_help(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *l = cmd_usage; *l; ) {
+		const char *end = strchr(l, '\n'), *w = strstr(l, "leash ");
+
+		if (w && w < end && strncmp(w + 6, name, n) == 0 && (w[6 + n] == ' ' || w[6 + n] == '\n')) {
+			printf("usage: %.*s\n", (int)(end - w), w);
+			printf("see leash(1) (man leash) for what each option does\n");
+			return 0;
+		}
+		l = end + 1;
+	}
+	fputs(cmd_usage, stdout);
+	return 0;
+}
+
 /* `leash run` binds every library's symbols at start-up, its own and those
  * it dlopens: it runs itself again once with LD_BIND_NOW, which the dynamic
  * linker reads only when a program starts.  With lazy binding every run's
@@ -73,9 +93,14 @@ int main(int argc, char **argv)
 		fputs(cmd_usage, stderr);
 		return EXIT_CONFIG;
 	}
-	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].fn(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+		if (strcmp(argv[1], commands[i].name) != 0)
+			continue;
+		if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) &&
+		    argv[1][0] != '-')
+			return command_help(argv[1]);
+		return commands[i].fn(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "leash: unknown command \"%s\"\n%s", argv[1], cmd_usage);
 	return EXIT_CONFIG;
 }
