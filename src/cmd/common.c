@@ -39,7 +39,8 @@ const char cmd_usage[] =
 	"       leash handoff [-c FILE] JOB\n"
 	"       leash drain [-c FILE] REPLICA [--until-restart]\n"
 	"       leash undrain [-c FILE] REPLICA\n"
-	"       leash version\n";
+	"       leash version\n"
+	"       leash COMMAND -h|--help\n";
 
 /* Everything a command needs: the Lua state and the checked config. */
 int cmd_setup(const char *path, lua_State **L, struct cfg *c)
