@@ -215,14 +215,17 @@ for _, p in ipairs(R.list_of()) do
         local row = rowed[t]
         assert(row, ("fire %d is neither in the ledger nor run"):format(t))
         assert(row.outcome ~= "missed", ("fire %d missed: %s"):format(t, tostring(row.error)))
-        if row.outcome ~= "stopped" then
+        -- (skipped-overlap: a run outlasted its second on a loaded
+        -- machine, and the overlap policy skipped the next fire: accounted.)
+        if row.outcome ~= "stopped" and row.outcome ~= "skipped-overlap" then
           assert.equal("ok", row.outcome, "fire " .. t)
           assert.equal(ran[t], row.owner, "fire " .. t .. " ran on another replica than its row says")
         end
       end
       for _, t in ipairs(stopped) do
         -- Run, or started just before the stop and killed with the other bodies.
-        assert(ran[t] or rowed[t].outcome == "stopped", ("the fire %d at a stop never ran"):format(t))
+        assert(ran[t] or rowed[t].outcome == "stopped" or rowed[t].outcome == "skipped-overlap",
+          ("the fire %d at a stop never ran"):format(t))
       end
       -- Whether a stop fell between a claim and its fire is the machine's
       -- timing, not asserted: the giving back is specced on the fake clock
@@ -247,8 +250,10 @@ for _, p in ipairs(R.list_of()) do
       procs[1] = spawn(d, faketime_env(offset))
       local h = assert(L.wait_for(function() return holder(procs, p, tbl) end, 5), "nobody holds rec")
       procs[2] = spawn(d, faketime_env(offset))
-      -- Dies 0.3 s before the fire; its lease outlives the fire.
-      local die_at = fire_ms / 1000 - offset - 0.3
+      -- Dies 0.8 s before the fire (a loaded machine's sleep may be late
+      -- by some tenths); its lease (2 s, renewed every 0.67 s) outlives
+      -- the fire.
+      local die_at = fire_ms / 1000 - offset - 0.8
       L.sleep(die_at - L.now())
       kill_tree(h)
       local other = procs[2]
