@@ -31,7 +31,9 @@ inst_bindir  := $(PREFIX)/bin
 inst_luadir  := $(PREFIX)/share/leash/lua
 inst_confdir := $(SYSCONFDIR)/leash
 inst_modules := $(notdir $(wildcard lua/leash/*.lua))
-inst_jobs    := $(notdir $(wildcard jobs/*.lua))
+# The example jobs, by name: a job file an operator or a test left in the
+# working tree's jobs/ is never installed or packaged.
+inst_jobs    := mcp-discovery.lua model-health.lua
 # The packaged files name /usr/bin/leash, /etc/leash and the version; these
 # turn them into the paths of this install.
 inst_paths   := sed -e 's|/usr/bin/leash|$(inst_bindir)/leash|g' -e 's|/etc/leash/|$(inst_confdir)/|g'

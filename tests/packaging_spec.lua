@@ -76,7 +76,9 @@ local MODULES = ls(ROOT .. "/lua/leash", "%.lua$")
 -- The man pages, as installed under MANDIR (tests/docs_spec.lua checks
 -- what they say).
 local PAGES = { "man1/leash.1", "man5/leash.ini.5", "man5/leash-job.5" }
-local JOBS = ls(ROOT .. "/jobs", "%.lua$")
+-- The example jobs the package ships (mk/install.mk names them): never
+-- whatever else the working tree's jobs/ holds.
+local JOBS = { "mcp-discovery.lua", "model-health.lua" }
 local ARCH = select(2, run("dpkg --print-architecture")):gsub("%s+$", "")
 
 -- A leash binary run with nothing from the source tree or the environment
@@ -389,6 +391,19 @@ describe("make install", function()
     assert.matches("keeping", out, 1, true)
     -- and still the new binary and modules
     assert.are.equal(0, (leash(dest .. "/usr/bin/leash", "version")))
+  end)
+
+  it("ships the example jobs only, whatever else the tree's jobs/ holds", function()
+    -- a copy of the tree with a stray job file, installed with this build
+    local tree = mktemp("tree")
+    assert.are.equal(0, (run(("cd %s && cp -r Makefile VERSION mk lua man packaging jobs %s/"):format(q(ROOT), q(tree)))))
+    write(tree .. "/jobs/stray.lua", 'return { every = "1s", run = function() end }\n')
+    local bin = select(2, run("realpath " .. q(ROOT .. "/" .. BUILD))):gsub("%s+$", "")
+    local d = mktemp("stray")
+    local code, out, err = run(("make -s -C %s -o %s/leash install BUILD=%s DESTDIR=%s PREFIX=/usr")
+      :format(q(tree), q(bin), q(bin), q(d)))
+    assert.are.equal(0, code, out .. err)
+    assert.are.same(JOBS, ls(d .. "/etc/leash/jobs", "."))
   end)
 
   it("with PREFIX=/usr/local keeps the config in /etc and points the unit at /usr/local/bin", function()
