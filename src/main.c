@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "core/cfg.h"
 
 static const struct command {
 	const char *name;
@@ -85,6 +86,39 @@ static void bind_now(char **argv)
 	unsetenv("LD_BIND_NOW");
 }
 
+/* Takes every -o SECTION.KEY=VALUE (or -oSECTION.KEY=VALUE) out of the
+ * command's arguments, up to a "--", for cfg_load: every command reads the
+ * config the same way.  Returns the arguments left, or -1. */
+static int take_options(int argc, char **argv)
+{
+	char err[512];
+	int n = 1;
+
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+
+		if (strcmp(arg, "--") == 0) {
+			while (i < argc)
+				argv[n++] = argv[i++];
+			break;
+		}
+		if (strncmp(arg, "-o", 2) != 0) {
+			argv[n++] = argv[i];
+			continue;
+		}
+		if (arg[2] == '\0' && ++i == argc) {
+			fprintf(stderr, "leash: -o needs SECTION.KEY=VALUE (e.g. -o leash.replica=r2)\n");
+			return -1;
+		}
+		if (cfg_option(arg[2] ? arg + 2 : argv[i], err, sizeof err) < 0) {
+			fprintf(stderr, "%s\n", err);
+			return -1;
+		}
+	}
+	argv[n] = NULL;
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "run") == 0)
@@ -99,7 +133,10 @@ int main(int argc, char **argv)
 		if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) &&
 		    argv[1][0] != '-')
 			return command_help(argv[1]);
-		return commands[i].fn(argc - 1, argv + 1);
+		argc = take_options(argc - 1, argv + 1);
+		if (argc < 0)
+			return EXIT_CONFIG;
+		return commands[i].fn(argc, argv + 1);
 	}
 	fprintf(stderr, "leash: unknown command \"%s\"\n%s", argv[1], cmd_usage);
 	return EXIT_CONFIG;

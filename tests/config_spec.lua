@@ -401,3 +401,52 @@ describe("config lookup", function()
     assert.matches("missing.ini: cannot read the config file", out, 1, true)
   end)
 end)
+
+-- -o SECTION.KEY=VALUE: several replicas from one config (issue 38 item 4).
+describe("config -o", function()
+  local HEAD = "[leash]\njobs = jobs\nreplica = r1\n[singleton]\nenabled = true\n[sqlite]\npath = leash.db\n"
+
+  it("refuses what the file would refuse, naming the option; and what is no option", function()
+    local file = ini(HEAD)
+    local cases = {
+      { { "-o", "leash.replca=r2" }, "-o leash.replca=r2: [leash] replca: unknown key" },
+      { { "-o", "nope.x=1" }, "-o nope.x=1: unknown section [nope]" },
+      { { "-osingleton.lease=3x" }, '-o singleton.lease=3x: [singleton] lease: "3x" is not a duration' },
+      { { "-o", "singleton.lease=9s", "-o", "singleton.lease=8s" },
+        "-o singleton.lease=8s: [singleton] lease: given twice (first as -o singleton.lease=9s)" },
+      { { "-o", "leash-replica" }, "-o leash-replica: not SECTION.KEY=VALUE" },
+      { { "-o" }, "-o needs SECTION.KEY=VALUE" },
+    }
+    for _, cmd in ipairs { "check", "status", "run" } do
+      for _, case in ipairs(cases) do
+        local args = { cmd, "-c", file }
+        for _, a in ipairs(case[1]) do args[#args + 1] = a end
+        local code, out, err = L.leash(args)
+        assert.equal(2, code, table.concat(args, " ") .. ": " .. out .. err)
+        assert.matches(case[2], err, 1, true)
+      end
+    end
+  end)
+
+  it("sets a key for one command, in place of the file's: two replicas from one config", function()
+    local file, dir = ini(HEAD .. "[http]\nlisten =\n")
+    -- a relative path in an option is from the current directory
+    os.execute("mkdir -p " .. L.quote(dir .. "/here"))
+    local procs = {}
+    for _, r in ipairs { "r2", "r3" } do
+      procs[#procs + 1] = L.spawn_cmd(("exec %s run -c %s -o leash.replica=%s -o sqlite.path=shared.db")
+        :format(L.quote(L.bin), L.quote(file), r), { cwd = dir .. "/here" })
+    end
+    local ok, why = pcall(function()
+      local seen = L.wait_for(function()
+        local code, out = L.leash({ "status", "-c", file, "-o", "sqlite.path=here/shared.db" }, { cwd = dir })
+        return code == 0 and out:find("\nr2:%d+") and out:find("\nr3:%d+") and out
+      end, 60, 0.5)
+      assert.is_truthy(seen, "no replicas r2 and r3 in status")
+      assert.matches("%sr[23]:%d+:%x+%s", seen)     -- ok holds its lease
+      assert.is_false(L.exists(dir .. "/leash.db"), "the file's path was used")
+    end)
+    for _, p in ipairs(procs) do assert.equal(0, p:stop(20)) end
+    assert(ok, why)
+  end)
+end)

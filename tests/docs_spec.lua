@@ -107,7 +107,7 @@ describe("README.md", function()
   end
 
   local function status_json()
-    local code, out = sh("build/leash status -c config/r1.ini --json")
+    local code, out = sh("build/leash status -c config/leash.ini --json")
     if code ~= 0 then return nil end
     return json.decode(out, 1, json.null)     -- nulls kept: their keys count
   end
@@ -130,22 +130,15 @@ describe("README.md", function()
       assert.are.equal(0, code, out .. err)
       last_out = out
     end },
-    { "^for r in r1 r2 r3; do", run = function(body)
-      local code, out, err = sh(body)
-      assert.are.equal(0, code, out .. err)
-      for _, r in ipairs { "r1", "r2", "r3" } do
-        assert.matches("\nreplica = " .. r .. "\n", L.read(dir .. "/config/" .. r .. ".ini"))
-      end
-    end },
-    { "^build/leash run %-c config/r1%.ini$", run = function(body)
+    { "^build/leash run %-c config/leash%.ini %-o leash%.replica=r1$", run = function(body)
       -- One terminal per line: each in the background, its log kept.
       for _, line in ipairs(lines_of(body)) do
-        local r = assert(line:match("config/(r%d)%.ini"), line)
+        local r = assert(line:match("leash%.replica=(r%d)"), line)
         log_of[r] = dir .. "/" .. r .. ".log"
         procs[r] = L.spawn_cmd("exec " .. line, { cwd = dir, log = log_of[r] })
       end
     end },
-    { "^build/leash status %-c config/r1%.ini$", run = function(body)
+    { "^build/leash status %-c config/leash%.ini$", run = function(body)
       -- Until every job has a holder and the three replicas are live.
       local code, out, err = until_ok(body, function(c)
         local s = c == 0 and status_json()
@@ -158,7 +151,7 @@ describe("README.md", function()
       assert.are.equal(0, code, err)
       last_out = out
     end },
-    { "^build/leash trigger %-c config/r1%.ini disk%-report$", run = function(body)
+    { "^build/leash trigger %-c config/leash%.ini disk%-report$", run = function(body)
       local trigger, history = table.unpack(lines_of(body))
       assert.matches("^build/leash history ", history)
       local code, out, err = sh(trigger)

@@ -2,8 +2,11 @@
 --
 -- The C side reads the INI file with inih and hands over the entries it saw
 -- ({section=, key=, value=, line=}, and {section=, line=, header=true} for
--- each [section] line); build() turns them into a table of typed values with
--- the defaults filled in, or a list of errors naming file, line and key.
+-- each [section] line; then each `-o SECTION.KEY=VALUE` of the command line
+-- as {section=, key=, value=, option="-o ...", dir=the current directory},
+-- which replaces the file's value); build() turns them into a table of
+-- typed values with the defaults filled in, or a list of errors naming file,
+-- line (or option) and key.
 local duration = require "leash.duration"
 local core = require "leash.core"
 local limits = core.limits
@@ -265,7 +268,9 @@ function M.build(file, dir, entries)
       c[k.section][k.key] = v
     end
   end
-  local lines = {}
+  -- where: an entry's "file:line", or its "-o SECTION.KEY=VALUE"
+  local lines, opts = {}, {}
+  local function at(e) return e.option or ("%s:%d"):format(file, e.line) end
   for _, e in ipairs(entries) do
     if e.header then
       if not sections[e.section] then
@@ -276,21 +281,33 @@ function M.build(file, dir, entries)
           file, e.line, e.section, words(known))
       end
     elseif e.section == "" then
-      errors[#errors + 1] = ("%s:%d: %s: key outside any section"):format(file, e.line, e.key)
-    elseif sections[e.section] then
+      errors[#errors + 1] = ("%s: %s: key outside any section"):format(at(e), e.key)
+    elseif not sections[e.section] then
+      if e.option then          -- (the file's unknown sections are reported at their header)
+        local known = {}
+        for name in pairs(sections) do known[#known + 1] = name end
+        table.sort(known)
+        errors[#errors + 1] = ("%s: unknown section [%s] (known: %s)"):format(
+          e.option, e.section, words(known))
+      end
+    else
       local id = e.section .. "." .. e.key
       local k = by_key[id]
       if not k then
-        errors[#errors + 1] = ("%s:%d: [%s] %s: unknown key"):format(file, e.line, e.section, e.key)
-      elseif seen[id] then
+        errors[#errors + 1] = ("%s: [%s] %s: unknown key"):format(at(e), e.section, e.key)
+      elseif e.option and opts[id] then
+        errors[#errors + 1] = ("%s: [%s] %s: given twice (first as %s)"):format(
+          e.option, e.section, e.key, opts[id])
+      elseif not e.option and seen[id] then
         errors[#errors + 1] = ("%s:%d: [%s] %s: given twice (first on line %d)"):format(
           file, e.line, e.section, e.key, seen[id])
       else
-        seen[id] = e.line
-        lines[id] = e.line
-        local v, msg = convert(k, e.value, dir)
+        -- an option replaces the file's value
+        if e.option then opts[id] = e.option else seen[id] = e.line end
+        lines[id] = at(e)
+        local v, msg = convert(k, e.value, e.dir or dir)
         if v == nil then
-          errors[#errors + 1] = ("%s:%d: [%s] %s: %s"):format(file, e.line, e.section, e.key, msg)
+          errors[#errors + 1] = ("%s: [%s] %s: %s"):format(at(e), e.section, e.key, msg)
         else
           c[e.section][e.key] = v
         end
@@ -298,14 +315,13 @@ function M.build(file, dir, entries)
     end
   end
   for _, b in ipairs(bad_default) do
-    if not seen[b.k.section .. "." .. b.k.key] then
+    if not lines[b.k.section .. "." .. b.k.key] then
       errors[#errors + 1] = ("%s: [%s] %s: %s"):format(file, b.k.section, b.k.key, b.msg)
     end
   end
   if #errors == 0 then
     derive(c, function(key, section)
-      local line = lines[(section or "singleton") .. "." .. key]
-      return line and ("%s:%d"):format(file, line) or file
+      return lines[(section or "singleton") .. "." .. key] or file
     end, errors)
   end
   c.file = file

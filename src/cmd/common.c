@@ -29,16 +29,16 @@
 #include "cmd/cmd.h"
 
 const char cmd_usage[] =
-	"usage: leash run [-c FILE]\n"
-	"       leash status [-c FILE] [--json] [--leases] [-w|--watch] [--check [--fail N]]\n"
-	"       leash history [-c FILE] [JOB] [--since D] [--limit N] [--json]\n"
-	"       leash check [-c FILE] [--next N]\n"
-	"       leash pause [-c FILE] JOB [--for D]\n"
-	"       leash resume [-c FILE] JOB\n"
-	"       leash trigger [-c FILE] JOB\n"
-	"       leash handoff [-c FILE] JOB\n"
-	"       leash drain [-c FILE] REPLICA [--until-restart]\n"
-	"       leash undrain [-c FILE] REPLICA\n"
+	"usage: leash run [-c FILE] [-o KEY=VALUE]\n"
+	"       leash status [-c FILE] [-o KEY=VALUE] [--json] [--leases] [-w|--watch] [--check [--fail N]]\n"
+	"       leash history [-c FILE] [-o KEY=VALUE] [JOB] [--since D] [--limit N] [--json]\n"
+	"       leash check [-c FILE] [-o KEY=VALUE] [--next N]\n"
+	"       leash pause [-c FILE] [-o KEY=VALUE] JOB [--for D]\n"
+	"       leash resume [-c FILE] [-o KEY=VALUE] JOB\n"
+	"       leash trigger [-c FILE] [-o KEY=VALUE] JOB\n"
+	"       leash handoff [-c FILE] [-o KEY=VALUE] JOB\n"
+	"       leash drain [-c FILE] [-o KEY=VALUE] REPLICA [--until-restart]\n"
+	"       leash undrain [-c FILE] [-o KEY=VALUE] REPLICA\n"
 	"       leash version\n"
 	"       leash COMMAND -h|--help\n";
 

@@ -79,6 +79,59 @@ static void add_entry(struct reader *r, const char *section, const char *key,
 	lua_rawseti(L, r->entries, luaL_len(L, r->entries) + 1);
 }
 
+/* -o options, in the order given (see cfg_option). */
+static const char *options[CFG_OPTIONS_MAX];
+static int noptions;
+
+int cfg_option(const char *arg, char *err, size_t errlen)
+{
+	const char *dot = strchr(arg, '.'), *eq = strchr(arg, '=');
+
+	if (!dot || !eq || dot > eq || dot == arg || eq == dot + 1) {
+		snprintf(err, errlen, "leash: -o %s: not SECTION.KEY=VALUE (e.g. -o leash.replica=r2)", arg);
+		return -1;
+	}
+	if (noptions == CFG_OPTIONS_MAX) {
+		snprintf(err, errlen, "leash: -o %s: at most %d options", arg, CFG_OPTIONS_MAX);
+		return -1;
+	}
+	options[noptions++] = arg;
+	return 0;
+}
+
+int cfg_options(const char *const **list)
+{
+	*list = options;
+	return noptions;
+}
+
+/* Each -o as an entry after the file's, with the option as it was given
+ * for the messages. */
+static void add_options(struct reader *r)
+{
+	lua_State *L = r->L;
+	char *cwd = noptions ? getcwd(NULL, 0) : NULL;
+
+	for (int i = 0; i < noptions; i++) {
+		const char *dot = strchr(options[i], '.'), *eq = strchr(options[i], '=');
+
+		lua_createtable(L, 0, 5);
+		lua_pushlstring(L, options[i], (size_t)(dot - options[i]));
+		lua_setfield(L, -2, "section");
+		lua_pushlstring(L, dot + 1, (size_t)(eq - dot - 1));
+		lua_setfield(L, -2, "key");
+		lua_pushstring(L, eq + 1);
+		lua_setfield(L, -2, "value");
+		lua_pushfstring(L, "-o %s", options[i]);
+		lua_setfield(L, -2, "option");
+		/* a relative path in an option is the shell's: from here */
+		lua_pushstring(L, cwd ? cwd : ".");
+		lua_setfield(L, -2, "dir");
+		lua_rawseti(L, r->entries, luaL_len(L, r->entries) + 1);
+	}
+	free(cwd);
+}
+
 static char *reader(char *str, int num, void *stream)
 {
 	struct reader *r = stream;
@@ -269,6 +322,7 @@ int cfg_load(lua_State *L, const char *file, struct cfg *c, char *errs, size_t e
 	lua_newtable(L);
 	r.longs = lua_gettop(L);
 	syntax = ini_parse_stream(reader, &r, handler, &r);
+	add_options(&r);
 	lua_pop(L, 1);                  /* the long values */
 	if (lx_pcall(L, 3, 2) != LUA_OK)
 		goto lua_fail;

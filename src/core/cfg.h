@@ -25,6 +25,16 @@ const char *cfg_locate(const char *path);
  * line, each naming file, line and key) written to errs. */
 int cfg_load(lua_State *L, const char *file, struct cfg *c, char *errs, size_t errlen);
 
+/* -o SECTION.KEY=VALUE on the command line: kept for every cfg_load after
+ * it, where each replaces the file's value of its key (checked as the file's
+ * are; an error names the option).  Returns 0, or -1 with err set when arg
+ * is not SECTION.KEY=VALUE or there are too many. */
+#define CFG_OPTIONS_MAX 64
+int cfg_option(const char *arg, char *err, size_t errlen);
+
+/* The options given, as "SECTION.KEY=VALUE" (for a process leash starts
+ * with its own command line: the HTTP server). */
+int cfg_options(const char *const **list);
 
 void cfg_free(struct cfg *c);
 

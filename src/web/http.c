@@ -112,11 +112,14 @@ int http_open(struct http *h, const struct cfg *c, char *err, size_t errlen)
 	return 0;
 }
 
-/* Forks and execs `leash _http -c FILE` with the socket on HTTP_LISTEN_FD
- * and the pipe's read end on HTTP_SNAP_FD. */
+/* Forks and execs `leash _http -c FILE [-o OPTION]...` (the options
+ * leash was given) with the socket on HTTP_LISTEN_FD and the pipe's read
+ * end on HTTP_SNAP_FD. */
 static void spawn(struct http *h, int64_t now)
 {
-	char *argv[] = { "leash", "_http", "-c", h->cfg->file, NULL };
+	const char *const *opts;
+	int nopts = cfg_options(&opts), argc = 0;
+	char *argv[4 + 2 * CFG_OPTIONS_MAX + 1];
 	pid_t parent = getpid(), pid;
 	int p[2];
 
@@ -127,6 +130,15 @@ static void spawn(struct http *h, int64_t now)
 		return;
 	}
 	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	argv[argc++] = "leash";
+	argv[argc++] = "_http";
+	argv[argc++] = "-c";
+	argv[argc++] = h->cfg->file;
+	for (int i = 0; i < nopts; i++) {
+		argv[argc++] = "-o";
+		argv[argc++] = (char *)opts[i];
+	}
+	argv[argc] = NULL;
 	pid = fork();
 	if (pid < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "http: cannot start the server: %s", strerror(errno));
