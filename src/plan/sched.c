@@ -1119,6 +1119,14 @@ int sched_trigger(struct sched *s, struct job *j)
 		start(s, j, wall(s), SCHED_MANUAL);
 		return 1;
 	}
+	/* A fire claimed and not yet begun (claims go out ahead of it): no
+	 * run goes, so the overlap rule has nothing to skip or replace; the
+	 * trigger runs once that fire's run has ended. */
+	if (!j->run) {
+		log_msg(LOG_INFO, j->name, 0, "trigger queued: it runs after the fire about to start");
+		j->manual_wait = 1;
+		return 1;
+	}
 	switch (j->overlap) {
 	case JOB_SKIP:
 		log_msg(LOG_WARN, j->name, 0, "trigger skipped: run %ld is still going", j->run_id);
