@@ -245,6 +245,11 @@ describe("leash run, one replica with many jobs", function()
     assert.matches("%[raises run %d+%] run failed: [^\n]*raises%.lua:1: deliberate failure", log)
     assert.matches("traceback=", log, 1, true)
     assert.matches("%[raises run %d+%] failed after [%d.]+s: the body raised an error", log)
+    -- the job's frames only: not leash's modules, not the xpcall below the body
+    local tb = assert(log:match('%[raises run %d+%] run failed: [^\n]*traceback="([^\n]*)"'), log)
+    assert.matches("raises%.lua:1: in ", tb)
+    assert.is_nil(tb:find("lua/leash/", 1, true), tb)
+    assert.is_nil(tb:find("xpcall", 1, true), tb)
   end)
 
   it("os.exit(3) and death by a signal are failed runs with their reason", function()

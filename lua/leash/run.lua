@@ -73,6 +73,17 @@ function M.ctx(job, info)
   return ctx
 end
 
+-- A traceback's lines without leash's own frames: those in its Lua modules,
+-- and from the xpcall that runs the body on (the frames below the job's).
+function M.traceback(tb)
+  local out = {}
+  for line in tb:gmatch("[^\n]+") do
+    if line:find("^\t%[C%]: in function 'xpcall'") then break end
+    if not line:find("lua/leash/[%w_]+%.lua:%d+:") then out[#out + 1] = line end
+  end
+  return "\n" .. table.concat(out, "\n")
+end
+
 -- Runs the body (or, with info.hook, the job's on_failure/on_recover with
 -- info.run) with ctx (built from info when nil: a child forked ahead of its
 -- fire builds it while it waits); returns true, or false and the error with
@@ -85,8 +96,9 @@ function M.main(job, info, ctx)
     fn, what, ctx.hook = job[info.hook], info.hook, info.hook
   end
   -- The error and its traceback; not debug.traceback(e) itself, which
-  -- cuts a message at its first NUL.
-  local ok, err = xpcall(fn, function(e) return tostring(e) .. debug.traceback("", 2) end,
+  -- cuts a message at its first NUL.  The frames are the job's: leash's
+  -- own (this xpcall, ctx's functions in lua/leash/) are left out.
+  local ok, err = xpcall(fn, function(e) return tostring(e) .. M.traceback(debug.traceback("", 2)) end,
     ctx, info.run)
   if not ok then
     local first = tostring(err):match("^[^\n]*")

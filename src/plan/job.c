@@ -599,6 +599,24 @@ int64_t job_check_turn(struct job_check *c)
 	}
 }
 
+/* dir as a path from the current directory when it lies below it (jobs/,
+ * not /home/me/demo/jobs/): the name every message and traceback gives a
+ * job file is the one the operator would type.  Under a service (its
+ * directory /) it stays whole.  leash never changes its directory (a run's
+ * process does, after its files are loaded). */
+static char *shown_dir(const char *dir)
+{
+	char *cwd = getcwd(NULL, 0), *out;
+	size_t n = cwd ? strlen(cwd) : 0;
+
+	if (n > 1 && strncmp(dir, cwd, n) == 0 && dir[n] == '/' && dir[n + 1])
+		out = strdup(dir + n + 1);
+	else
+		out = strdup(dir);
+	free(cwd);
+	return out;
+}
+
 struct job_check *job_check_start(lua_State *L, const char *dir, int64_t limit_ms, int epfd,
                                   struct watch *w)
 {
@@ -607,7 +625,7 @@ struct job_check *job_check_start(lua_State *L, const char *dir, int64_t limit_m
 	struct dirent *e;
 	size_t cap = 0;
 
-	if (!c || !(c->dir = strdup(dir))) {
+	if (!c || !(c->dir = shown_dir(dir))) {
 		free(c);
 		return NULL;
 	}
