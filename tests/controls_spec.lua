@@ -249,6 +249,12 @@ for _, p in ipairs(R.list_of()) do
       local code, _, stderr = leash("pause", "nope")
       assert.equal(1, code)
       assert.matches("no job nope in the store or in ", stderr)
+      -- history of a job nobody knows fails as the controls do; of a known one with no runs, not
+      code, _, stderr = leash("history", "nope")
+      assert.equal(1, code)
+      assert.matches("leash history: no job nope in the store or in ", stderr)
+      code, _, stderr = leash("history", "rec")
+      assert.equal(0, code, stderr)
       code, _, stderr = leash("pause", "rec", "--for", "3x")
       assert.equal(2, code)
       assert.matches("%-%-for: \"3x\" is not a duration", stderr)

@@ -31,6 +31,11 @@ struct store *cmd_control_store(const char *cmd, const struct cfg *c, int *rc);
 int cmd_record_control(struct store *s, const char *cmd, const char *job, int64_t at,
                        int64_t token, const char *text);
 
+/* Whether job is one the cluster knows: a lease row in the store, or a
+ * file in this host's jobs/.  1, 0, or -1 when the store cannot be read
+ * (the reason in s->err). */
+int cmd_job_known(struct store *s, const struct cfg *c, const char *job);
+
 int cmd_check(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_history(int argc, char **argv);

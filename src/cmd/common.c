@@ -64,6 +64,26 @@ int cmd_setup(const char *path, lua_State **L, struct cfg *c)
 	return 0;
 }
 
+int cmd_job_known(struct store *s, const struct cfg *c, const char *job)
+{
+	struct lease_row *rows = NULL;
+	size_t n = 0;
+	int64_t now;
+	char file[4096];
+	int known = 0;
+
+	if (store_list(s, &rows, &n, &now) != STORE_OK)
+		return -1;
+	for (size_t i = 0; i < n && !known; i++)
+		known = strcmp(rows[i].name, job) == 0;
+	free(rows);
+	if (!known && !strchr(job, '/') && job[0] != '.') {
+		snprintf(file, sizeof file, "%s/%s.lua", c->jobs, job);
+		known = access(file, F_OK) == 0;
+	}
+	return known;
+}
+
 /* -c FILE, then fn with the Lua state and the checked config: `leash run`,
  * and `leash _http`, the HTTP server process that `leash run` starts
  * (http.c) and nothing else does (not in the cmd_usage). */

@@ -93,6 +93,19 @@ int cmd_history(int argc, char **argv)
 		fprintf(stderr, "leash history: cannot open the %s store: %s\n", c.provider, err);
 		goto done;
 	}
+	/* A job nobody knows is an error, as for the controls (a typo read
+	 * as "no runs" would hide it). */
+	switch (job ? cmd_job_known(s, &c, job) : 1) {
+	case 1:
+		break;
+	case 0:
+		fprintf(stderr, "leash history: no job %s in the store or in %s/\n", job, c.jobs);
+		goto done;
+	default:
+		fprintf(stderr, "leash history: cannot read the leases of the %s store: %s\n",
+		        c.provider, s->err);
+		goto done;
+	}
 	if (view_history(L, &c, s, job, since_at, lim, json, err, sizeof err) < 0) {
 		fprintf(stderr, "leash history: %s\n", err);
 		goto done;
