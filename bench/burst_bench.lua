@@ -88,7 +88,7 @@ local function cpu_of(pid)
   if not f then return { self = 0, runs = 0, spawner = 0 } end
   local sp = 0
   for _, c in ipairs(L.children(pid)) do
-    if (L.read("/proc/" .. c .. "/comm") or ""):match("^leash%-spawner") then
+    if (L.read("/proc/" .. c .. "/comm") or ""):match("^leash: spawner") then
       local g = stat(c)
       if g then sp = sp + (g[12] + g[13]) / TICK end
     end

@@ -8,6 +8,7 @@
 
 #include "cmd/cmd.h"
 #include "core/cfg.h"
+#include "core/title.h"
 
 static const struct command {
 	const char *name;
@@ -121,6 +122,7 @@ static int take_options(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	title_init(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "run") == 0)
 		bind_now(argv);
 	if (argc < 2) {

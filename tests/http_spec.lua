@@ -162,6 +162,14 @@ describe("http server [sqlite, two replicas]", function()
     H.wait_up(d.url .. "/healthz", 10)
   end)
 
+  it("is named `leash: http` in ps (its command line and its comm)", function()
+    local pid = H.server_pid(procs[1])
+    assert(L.wait_for(function()
+      return L.read(("/proc/%d/comm"):format(pid)) == "leash: http\n"
+    end, 10), "comm: " .. tostring(L.read(("/proc/%d/comm"):format(pid))))
+    assert.equal("leash: http", (L.read(("/proc/%d/cmdline"):format(pid)):gsub("%z+$", "")))
+  end)
+
   it("a server that dies is started again, the same port serving", function()
     local proc = procs[1]
     local pid = H.server_pid(proc)

@@ -11,7 +11,7 @@ local function comm(pid) return (L.read(("/proc/%d/comm"):format(pid)):gsub("\n$
 local function spawners(pid)
   local out = {}
   for _, c in ipairs(L.children(pid)) do
-    if L.alive(c) and comm(c) == "leash-spawner" then out[#out + 1] = c end
+    if L.alive(c) and comm(c) == "leash: spawner" then out[#out + 1] = c end
   end
   return out
 end
@@ -53,13 +53,15 @@ local function setup()
 end
 
 describe("the spawner", function()
-  it("is a child of leash named leash-spawner; the runs it forks are leash's children, named leash", function()
+  it("is a child of leash named `leash: spawner` in ps; the runs it forks are leash's children, named leash", function()
     local d, out = setup()
     local p = L.spawn(d)
     finally(function() p:stop(10) end)
     assert(L.wait_for(function() return #runs(out) >= 3 end, 6), p:log_text())
     local sp = spawners(p.pid)
     assert.equal(1, #sp, "one spawner")
+    -- its command line too, which ps shows; a run's is leash's own
+    assert.equal("leash: spawner", (L.read(("/proc/%d/cmdline"):format(sp[1])):gsub("%z+$", "")))
     for _, r in ipairs(runs(out)) do
       assert.equal(p.pid, r.ppid, "a run's parent is leash")
       assert.equal("leash", r.name)

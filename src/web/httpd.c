@@ -38,6 +38,7 @@
 
 #include <microhttpd.h>
 
+#include "core/title.h"
 #include "core/clock.h"
 #include "web/http.h"
 #include "core/metrics.h"
@@ -855,6 +856,7 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 		fprintf(stderr, "leash _http: only `leash run` starts the HTTP server\n");
 		return 2;
 	}
+	title_set("leash: http");
 	/* A thread per connection: without a bound, glibc gives threads
 	 * arenas of their own, and what a large answer took stays mapped. */
 	mallopt(M_ARENA_MAX, 2);

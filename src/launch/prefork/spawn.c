@@ -50,6 +50,7 @@
 #include "launch/child.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/title.h"
 #include "launch/prefork/spawn.h"
 #include "store/store.h"
 #include "launch/prefork/warm.h"
@@ -129,6 +130,7 @@ static void fork_one(lua_State *L, int s, struct ask *a, struct answers *out)
 	if (ok && (pid = clone_parent()) == 0) {
 		close(s);
 		prctl(PR_SET_NAME, name);
+		title_restore();
 		child_main(L, a->job, &a->info, 0, fds, gofds[0]);
 	}
 	*ans = (struct answer){ .pid = pid > 0 ? pid : 0 };
@@ -332,7 +334,7 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	if (getppid() != parent)
 		_exit(0);
 	prctl(PR_GET_NAME, name);
-	prctl(PR_SET_NAME, "leash-spawner");
+	title_set("leash: spawner");
 	/* Everything of the parent's but stdin, stdout and stderr (its
 	 * children's until they set theirs) goes: the database's socket, the
 	 * runs' pipes, the HTTP listener. */
