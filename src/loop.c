@@ -169,7 +169,7 @@ static int on_signal(struct loop *lp)
 			 * does not answer cannot hold the stop up.) */
 			spawn_stop();
 			for (struct run *r = lp->runs; r; r = r->next)
-				if (!r->armed)
+				if (!runner_prepared(r))
 					runner_stop(r, RUN_STOP_STOPPED, "shutdown");
 			break;
 		}

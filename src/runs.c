@@ -12,8 +12,8 @@
 #include "core/log.h"
 #include "cluster/hooks.h"
 #include "cluster/singleton.h"
+#include "launch/launch.h"
 #include "launch/runner.h"
-#include "launch/prefork/spawn.h"
 #include "plan/sched.h"
 #include "loop.h"
 #include "runs.h"
@@ -53,13 +53,7 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 		r = prep;
 	else if (prep)
 		runner_discard(prep);   /* its child died: a fresh one */
-	/* A fire nothing was forked ahead for: the spawner forks it while the
-	 * loop goes on (a regular fire; catch-ups, triggers and services fork
-	 * here). */
-	if (!r && scheduled_ms && !catchup && lp->cfg->prefork &&
-	    (r = runner_start_soon(lp->L, j, &info)))
-		add_run(lp, r);
-	if (!r && (r = runner_start(lp->L, j, &info)))
+	if (!r && (r = lp->launch->start(lp->L, j, &info, scheduled_ms && !catchup)))
 		add_run(lp, r);
 	if (!r)
 		return NULL;
@@ -82,7 +76,7 @@ static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 	struct run *r;
 	int later;
 
-	if (!(r = runner_prepare(lp->L, j, &info, &later)))
+	if (!(r = lp->launch->prepare(lp->L, j, &info, &later)))
 		return later ? 0 : -1;
 	add_run(lp, r);
 	*out = r;
@@ -91,21 +85,20 @@ static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 
 static int go_ahead_run(void *arg, struct job *j, struct run *r, int64_t fire)
 {
-	struct run_info info = fire_info(arg, j, fire);
+	struct loop *lp = arg;
+	struct run_info info = fire_info(lp, j, fire);
 
-	return runner_go_ahead(r, &info);
+	return lp->launch->go_ahead(r, &info);
 }
 
 static int take_back_run(void *arg, struct run *r)
 {
-	(void)arg;
-	return runner_take_back(r);
+	return ((struct loop *)arg)->launch->take_back(r);
 }
 
 static int64_t prep_cost(void *arg)
 {
-	(void)arg;
-	return spawn_cost_us();
+	return ((struct loop *)arg)->launch->prep_cost_us();
 }
 
 static int body_over(void *arg, const struct run *r)
@@ -149,10 +142,10 @@ static void finish_done_runs(struct loop *lp)
 		*p = r->next;
 		/* Its start went ahead and it read it: the fire ran, now (or
 		 * before the turn that was to start it came). */
-		if (r->armed && r->ahead && r->job && runner_take_back(r) < 0)
+		if (r->state == RUN_AHEAD && r->job && lp->launch->take_back(r) < 0)
 			sched_prep_started(&lp->sched, r->job, r);
-		if (r->armed) {         /* never started: nothing to tell but its death */
-			if (r->job && r->lost) {
+		if (runner_prepared(r)) {       /* never started: nothing to tell but its death */
+			if (r->job && r->state == RUN_LOST) {
 				sched_prep_ended(&lp->sched, r->job, r);
 			} else if (r->job) {
 				log_msg(LOG_WARN, r->job->name, 0, "the process forked ahead of a fire "
@@ -215,11 +208,12 @@ void runs_finish(struct loop *lp)
 
 void runs_env(struct loop *lp, struct sched_env *env)
 {
+	lp->launch = launch_pick(lp->cfg->prefork);
 	*env = (struct sched_env){
 		.arg = lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
 		.adopt = adopt_run, .body_over = body_over, .discard = discard_run,
 	};
-	if (lp->cfg->prefork) {         /* [leash] prefork = false: each run forks at its start */
+	if (lp->launch->prepare) {      /* [leash] prefork = false: each run forks at its start */
 		env->prepare = prepare_run;
 		env->prep_cost_us = prep_cost;
 		env->go_ahead = go_ahead_run;
