@@ -21,29 +21,42 @@ void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sch
 	s->load_timeout_ms = JOB_LOAD_TIMEOUT_MS;
 }
 
-static int64_t wall(struct sched *s) { return s->env.wall_ms(s->env.arg); }
-static int64_t mono(struct sched *s) { return s->env.mono_ms(s->env.arg); }
+static int64_t wall(struct sched *s) { return s->env.now(s->env.arg, SCHED_WALL); }
+static int64_t mono(struct sched *s) { return s->env.now(s->env.arg, SCHED_MONO); }
+
+/* What the job table does to a run (sched_env.act). */
+static int64_t act(const struct sched *s, enum sched_act what, struct run *r, struct job *j,
+                   int64_t fire, const char *reason)
+{
+	return s->env.act(s->env.arg, what, r, j, fire, reason);
+}
+
+/* The election's word on j (0 without one). */
+static int ask(struct sched *s, const struct job *j, enum sched_ask what)
+{
+	return s->env.ask ? s->env.ask(s->env.elect_arg, j, what) : 0;
+}
 
 static int takes_part(struct sched *s, const struct job *j)
 {
-	return s->env.takes_part && s->env.takes_part(s->env.elect_arg, j);
+	return ask(s, j, SCHED_TAKES_PART);
 }
 
 static int stale(struct sched *s, const struct job *j)
 {
-	return s->env.stale && s->env.stale(s->env.elect_arg, j);
+	return ask(s, j, SCHED_STALE);
 }
 
 static void enter(struct sched *s, struct job *j)
 {
-	if (s->env.enter && takes_part(s, j))
-		s->env.enter(s->env.elect_arg, j);
+	if (s->env.stand && takes_part(s, j))
+		s->env.stand(s->env.elect_arg, j, 1);
 }
 
 static void leave(struct sched *s, struct job *j)
 {
-	if (s->env.leave)
-		s->env.leave(s->env.elect_arg, j);
+	if (s->env.stand)
+		s->env.stand(s->env.elect_arg, j, 0);
 }
 
 struct job *sched_find(struct sched *s, const char *name)
@@ -191,7 +204,7 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->hook_wait = old->hook_wait;
 	old->hook_wait = NULL;
 	if (fresh->hook_run)
-		s->env.adopt(s->env.arg, fresh->hook_run, fresh);
+		act(s, SCHED_ADOPT, fresh->hook_run, fresh, 0, NULL);
 	/* A fire waiting for the run keeps its place only under the same
 	 * schedule (jitter and overlap are part of it, see describe). */
 	if (!changed)
@@ -205,18 +218,18 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 			account(s, fresh, old->pending_ms, 0, "missed", "the schedule changed");
 	}
 	if (fresh->run)
-		s->env.adopt(s->env.arg, fresh->run, fresh);
+		act(s, SCHED_ADOPT, fresh->run, fresh, 0, NULL);
 	fresh->elect = old->elect;
 	fresh->follow_logged = old->follow_logged;
 	fresh->metrics = old->metrics;
 	if (fresh->elect) {
-		if (s->env.enter)
-			s->env.enter(s->env.elect_arg, fresh);    /* the election's user is the new one */
+		if (s->env.stand)
+			s->env.stand(s->env.elect_arg, fresh, 1); /* the election's user is the new one */
 		if (stale(s, fresh)) {
 			/* Leaves once the run is over (sched_run_ended), then
 			 * stands again with the new settings. */
-			if (fresh->run && s->env.may_run(s->env.elect_arg, fresh))
-				s->env.stop(s->env.arg, fresh->run, "the job's lease settings changed");
+			if (fresh->run && ask(s, fresh, SCHED_MAY_RUN))
+				act(s, SCHED_STOP, fresh->run, NULL, 0, "the job's lease settings changed");
 			if (!fresh->run)
 				leave(s, fresh);
 		}
@@ -243,7 +256,7 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 		fresh->prep_ahead = old->prep_ahead;
 		old->prep = NULL;
 		old->prep_ahead = 0;
-		s->env.adopt(s->env.arg, fresh->prep, fresh);
+		act(s, SCHED_ADOPT, fresh->prep, fresh, 0, NULL);
 	}
 	old->run = NULL;
 	old->elect = NULL;
@@ -287,7 +300,7 @@ void sched_load_checked(struct sched *s, int reload, struct job_check *c)
 			j->pending_ms = 0;
 			log_msg(LOG_INFO, j->name, 0, "removed: %s is gone", j->file);
 			if (j->run)
-				s->env.stop(s->env.arg, j->run, "job file removed");
+				act(s, SCHED_STOP, j->run, NULL, 0, "job file removed");
 		}
 	}
 	for (size_t k = 0; k < r.nfresh; k++) {
@@ -336,7 +349,7 @@ static int may_run(struct sched *s, const struct job *j)
 		return 0;
 	if (!takes_part(s, j))
 		return 1;
-	return s->env.may_run(s->env.elect_arg, j);
+	return ask(s, j, SCHED_MAY_RUN);
 }
 
 static void start(struct sched *, struct job *, int64_t scheduled_ms, int catchup);
@@ -357,7 +370,7 @@ static int take_back(struct sched *s, struct job *j)
 {
 	if (!j->prep || !j->prep_ahead)
 		return 0;
-	if (s->env.take_back(s->env.arg, j->prep) == 0) {
+	if (act(s, SCHED_TAKE_BACK, j->prep, NULL, 0, NULL) == 0) {
 		j->prep_ahead = 0;
 		return 0;
 	}
@@ -370,8 +383,8 @@ static int take_back(struct sched *s, struct job *j)
  * late, behind other processes' runs on a busy machine, delays it no more). */
 static void go_ahead(struct sched *s, struct job *j)
 {
-	if (s->env.go_ahead && j->prep && j->prep_ms == j->claimed_ms &&
-	    s->env.go_ahead(s->env.arg, j, j->prep, j->claimed_ms) == 0)
+	if (j->prep && j->prep_ms == j->claimed_ms &&
+	    act(s, SCHED_GO_AHEAD, j->prep, j, j->claimed_ms, NULL) == 0)
 		j->prep_ahead = 1;
 }
 
@@ -381,7 +394,7 @@ static void drop_prep(struct sched *s, struct job *j)
 {
 	if (!j->prep || take_back(s, j))
 		return;
-	s->env.discard(s->env.arg, j->prep);
+	act(s, SCHED_DISCARD, j->prep, NULL, 0, NULL);
 	j->prep = NULL;
 }
 
@@ -485,7 +498,7 @@ static void overlapped(struct sched *s, struct job *j, int64_t fire)
 		}
 		j->pending_ms = fire;
 		snprintf(why, sizeof why, "replaced by the fire at %s", at);
-		s->env.stop(s->env.arg, j->run, why);
+		act(s, SCHED_STOP, j->run, NULL, 0, why);
 		break;
 	}
 }
@@ -726,7 +739,7 @@ static int64_t claim_batch(struct sched *s, size_t n)
 	if (n == 0)
 		return wake;
 	t0 = wall(s);
-	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
+	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok, 0);
 	now = wall(s);
 	s->claim_n[s->nclaims % (sizeof s->claim_ms / sizeof *s->claim_ms)] = n;
 	s->claim_ms[s->nclaims++ % (sizeof s->claim_ms / sizeof *s->claim_ms)] = now - t0;
@@ -846,7 +859,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
 		if (claims(s, j) && fire < now && !behind)
 			fire = passed_over(s, j, fire, now);
-		if (s->env.paused && takes_part(s, j) && s->env.paused(s->env.elect_arg, j) > 0) {
+		if (takes_part(s, j) && ask(s, j, SCHED_PAUSED) > 0) {
 			skip_paused(s, j, fire);
 		} else if (behind) {
 			/* missed = "all": a fire during a catch-up waits behind it. */
@@ -914,7 +927,7 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		}
 	} else if (now < j->retry_at) {
 		sleep_ms = min64(sleep_ms, j->retry_at - now);
-	} else if (s->env.paused && (paused = s->env.paused(s->env.elect_arg, j)) != 0) {
+	} else if ((paused = ask(s, j, SCHED_PAUSED)) != 0) {
 		if (paused < 0) {
 			/* Just taken: the first renew reads the controls. */
 			sleep_ms = min64(sleep_ms, SCHED_CTL_WAIT_MS);
@@ -941,10 +954,10 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 static int wants_prep(struct sched *s, const struct job *j, int64_t now)
 {
 	if (!s->env.prepare || j->prep || j->prep_ms == j->next_fire_ms ||
-	    (j->run && !(s->env.body_over && s->env.body_over(s->env.arg, j->run))) ||
+	    (j->run && !act(s, SCHED_BODY_OVER, j->run, NULL, 0, NULL)) ||
 	    !sched_idle(j) || j->next_fire_ms < 0 || j->next_fire_ms - now > SCHED_PREP_AHEAD_MS)
 		return 0;
-	return !s->env.paused || !takes_part(s, j) || s->env.paused(s->env.elect_arg, j) == 0;
+	return !takes_part(s, j) || ask(s, j, SCHED_PAUSED) == 0;
 }
 
 /* How long before its fire the forking ahead of n processes starts: as late
@@ -957,7 +970,7 @@ static int wants_prep(struct sched *s, const struct job *j, int64_t now)
 static int64_t prep_lead(const struct sched *s, size_t n)
 {
 	int64_t us = s->prep_us / (s->prep_n ? s->prep_n : 1);
-	int64_t there = s->env.prep_cost_us ? s->env.prep_cost_us(s->env.arg) : 0;
+	int64_t there = act(s, SCHED_PREP_COST, NULL, NULL, 0, NULL);
 	int64_t lead;
 
 	if (there > us)
@@ -1129,7 +1142,7 @@ int sched_trigger(struct sched *s, struct job *j)
 	case JOB_REPLACE:
 		log_msg(LOG_INFO, j->name, 0, "trigger replaces run %ld", j->run_id);
 		if (j->run)
-			s->env.stop(s->env.arg, j->run, "replaced by a triggered run");
+			act(s, SCHED_STOP, j->run, NULL, 0, "replaced by a triggered run");
 		break;
 	}
 	j->manual_wait = 1;
@@ -1269,7 +1282,7 @@ static void give_back(struct sched *s)
 	size_t n = 0;
 	int rc;
 
-	if (!s->env.unclaim || grow_batch(s, s->njobs) < 0)
+	if (!s->env.claim || grow_batch(s, s->njobs) < 0)
 		return;
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
@@ -1282,7 +1295,7 @@ static void give_back(struct sched *s)
 	}
 	if (n == 0)
 		return;
-	rc = s->env.unclaim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
+	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok, 1);
 	for (size_t k = 0; rc == 0 && k < n; k++) {
 		struct job *j = s->cj[k];
 		char at[32];
