@@ -174,19 +174,11 @@ static int is_broken(struct reload *r, const char *name)
 	return 0;
 }
 
-/* Takes in a fresh definition for a job that exists: the schedule state and
- * a run in progress stay, the definition is replaced. */
-static void replace_job(struct sched *s, struct job *old, struct job *fresh)
+/* A reload's fresh definition takes over what old had going: its times,
+ * its run, its fires waiting (a fire waiting for the run only under the
+ * same schedule), its hooks, its election and metrics. */
+static void carry_over(struct sched *s, struct job *old, struct job *fresh, int changed)
 {
-	int changed = strcmp(old->describe, fresh->describe) != 0;
-	int edited = strcmp(old->digest, fresh->digest) != 0;
-
-	/* A start gone ahead is taken back when the fire may not start as it
-	 * is (the process forked ahead with the old file goes, below; the old
-	 * schedule's fires are dropped), unless the process went with it
-	 * already: a run like any other, carried over. */
-	if (edited || changed)
-		take_back(s, old);
 	fresh->next_fire_ms = old->next_fire_ms;
 	fresh->restart_at = old->restart_at;
 	fresh->backoff_ms = old->backoff_ms;
@@ -222,18 +214,28 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->elect = old->elect;
 	fresh->follow_logged = old->follow_logged;
 	fresh->metrics = old->metrics;
-	if (fresh->elect) {
-		if (s->env.stand)
-			s->env.stand(s->env.elect_arg, fresh, 1); /* the election's user is the new one */
-		if (stale(s, fresh)) {
-			/* Leaves once the run is over (sched_run_ended), then
-			 * stands again with the new settings. */
-			if (fresh->run && ask(s, fresh, SCHED_MAY_RUN))
-				act(s, SCHED_STOP, fresh->run, NULL, 0, "the job's lease settings changed");
-			if (!fresh->run)
-				leave(s, fresh);
-		}
+}
+
+/* The election's user is the fresh definition; a standing that no longer
+ * fits its settings leaves once the run is over (sched_run_ended), then
+ * stands again with the new settings. */
+static void restand(struct sched *s, struct job *fresh)
+{
+	if (s->env.stand)
+		s->env.stand(s->env.elect_arg, fresh, 1); /* the election's user is the new one */
+	if (stale(s, fresh)) {
+		if (fresh->run && ask(s, fresh, SCHED_MAY_RUN))
+			act(s, SCHED_STOP, fresh->run, NULL, 0, "the job's lease settings changed");
+		if (!fresh->run)
+			leave(s, fresh);
 	}
+}
+
+/* What the reload says, and a changed schedule's consequences: the next
+ * fire (or restart) under it, the old schedule's fires dropped. */
+static void take_new_file(struct sched *s, struct job *old, struct job *fresh, int edited,
+                          int changed)
+{
 	if (edited && !changed)
 		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s (the next run uses the new file)",
 		        fresh->describe);
@@ -248,8 +250,12 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 		/* Fires of the old schedule: none is started under the new one. */
 		drop_wanted(s, fresh, "the schedule changed", may_run(s, fresh));
 	}
-	/* A process forked ahead runs the file as it was then: kept only
-	 * when the file is the same. */
+}
+
+/* A process forked ahead runs the file as it was then: kept only when the
+ * file is the same. */
+static void keep_prep(struct sched *s, struct job *old, struct job *fresh, int edited)
+{
 	if (old->prep && !edited) {
 		fresh->prep = old->prep;
 		fresh->prep_ms = old->prep_ms;
@@ -258,6 +264,26 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 		old->prep_ahead = 0;
 		act(s, SCHED_ADOPT, fresh->prep, fresh, 0, NULL);
 	}
+}
+
+/* Takes in a fresh definition for a job that exists: the schedule state and
+ * a run in progress stay, the definition is replaced. */
+static void replace_job(struct sched *s, struct job *old, struct job *fresh)
+{
+	int changed = strcmp(old->describe, fresh->describe) != 0;
+	int edited = strcmp(old->digest, fresh->digest) != 0;
+
+	/* A start gone ahead is taken back when the fire may not start as it
+	 * is (the process forked ahead with the old file goes, below; the old
+	 * schedule's fires are dropped), unless the process went with it
+	 * already: a run like any other, carried over. */
+	if (edited || changed)
+		take_back(s, old);
+	carry_over(s, old, fresh, changed);
+	if (fresh->elect)
+		restand(s, fresh);
+	take_new_file(s, old, fresh, edited, changed);
+	keep_prep(s, old, fresh, edited);
 	old->run = NULL;
 	old->elect = NULL;
 	drop_prep(s, old);
@@ -834,82 +860,70 @@ static int64_t passed_over(struct sched *s, struct job *j, int64_t fire, int64_t
 	return fire;
 }
 
-/* A periodic job that may run: its fire if due (or about to be, when it is
- * claimed), and the fire it wants started, into the claim batch (*n). */
-static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
+/* j's fire at next_fire_ms came (or is about to, within its claim's lead):
+ * the next one is set, and this one is wanted (to claim and start), waits
+ * behind a run or a catch-up, or is skipped (paused, or by the overlap
+ * rule). */
+static void fire_came(struct sched *s, struct job *j, int64_t now)
 {
-	int64_t sleep_ms = INT64_MAX, ahead = 0;
+	int64_t fire = j->next_fire_ms;
 	char at[32], was[32];
-	int paused;
+	int behind = claims(s, j) && j->missed == JOB_MISSED_ALL && catching_up(j);
 
-	if (j->claimed_ms && !j->run) {
-		if (now < j->claimed_ms)
-			return j->claimed_ms - now;
-		start(s, j, j->claimed_ms, 0);
-		j->claimed_ms = 0;
-	}
-	/* Ahead only with nothing waiting: an older fire's claim goes first. */
-	if (claims(s, j) && !j->run && !j->claimed_ms && !j->want_ms && !j->backlog_ms)
-		ahead = claim_lead(s, j->next_fire_ms == s->next_instant ? s->next_instant_n : 1);
-	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead) {
-		int64_t fire = j->next_fire_ms;
+	j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
+	if (claims(s, j) && fire < now && !behind)
+		fire = passed_over(s, j, fire, now);
+	if (takes_part(s, j) && ask(s, j, SCHED_PAUSED) > 0) {
+		skip_paused(s, j, fire);
+	} else if (behind) {
+		/* missed = "all": a fire during a catch-up waits behind it. */
+		backlog_add(s, j, fire, now);
+		log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up (%d "
+		        "fire%s to go)", fire_iso(at, sizeof at, fire), j->backlog_left,
+		        j->backlog_left == 1 ? "" : "s");
+	} else if (j->run && j->run_catchup && j->missed == JOB_MISSED_ONCE && claims(s, j)) {
+		/* missed = "once": the present fire wins over the catch-up:
+		 * it runs once the catch-up run ends, whatever the overlap. */
+		if (j->pending_ms) {
+			char why[64];
 
-		int behind = claims(s, j) && j->missed == JOB_MISSED_ALL && catching_up(j);
-
-		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
-		if (claims(s, j) && fire < now && !behind)
-			fire = passed_over(s, j, fire, now);
-		if (takes_part(s, j) && ask(s, j, SCHED_PAUSED) > 0) {
-			skip_paused(s, j, fire);
-		} else if (behind) {
-			/* missed = "all": a fire during a catch-up waits behind it. */
-			backlog_add(s, j, fire, now);
-			log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up (%d "
-			        "fire%s to go)", fire_iso(at, sizeof at, fire), j->backlog_left,
-			        j->backlog_left == 1 ? "" : "s");
-		} else if (j->run && j->run_catchup && j->missed == JOB_MISSED_ONCE && claims(s, j)) {
-			/* missed = "once": the present fire wins over the catch-up:
-			 * it runs once the catch-up run ends, whatever the overlap. */
-			if (j->pending_ms) {
-				char why[64];
-
-				snprintf(why, sizeof why, "the fire at %s took its place",
-				         fire_iso(at, sizeof at, fire));
-				account(s, j, j->pending_ms, 0, "missed", why);
-			}
-			j->pending_ms = fire;
-			log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up run %ld",
-			        fire_iso(at, sizeof at, fire), j->run_id);
-		} else if (j->run || j->claimed_ms || j->backlog_ms) {
-			/* missed = "all": the older fires first.  ("once": the
-			 * newest fire takes the waiting one's place, below.) */
-			overlapped(s, j, fire);
-		} else {
-			if (j->want_ms) {
-				char why[64];
-
-				log_msg(LOG_WARN, j->name, 0, "fire at %s missed: the fire at %s takes its "
-				        "place", fire_iso(was, sizeof was, j->want_ms),
-				        fire_iso(at, sizeof at, fire));
-				snprintf(why, sizeof why, "the fire at %s took its place", at);
-				account(s, j, j->want_ms, 0, "missed", why);
-			}
-			j->want_ms = fire;
-			j->want_catchup = 0;
-			j->retry_at = 0;
+			snprintf(why, sizeof why, "the fire at %s took its place",
+			         fire_iso(at, sizeof at, fire));
+			account(s, j, j->pending_ms, 0, "missed", why);
 		}
-	}
-	if (j->next_fire_ms >= 0)
-		sleep_ms = j->next_fire_ms - ahead - now;
-	/* A fire that queued behind a catch-up whose last fire is done. */
-	if (j->pending_ms && !j->want_ms && !j->run && !j->claimed_ms && !j->backlog_ms) {
-		j->want_ms = j->pending_ms;
+		j->pending_ms = fire;
+		log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up run %ld",
+		        fire_iso(at, sizeof at, fire), j->run_id);
+	} else if (j->run || j->claimed_ms || j->backlog_ms) {
+		/* missed = "all": the older fires first.  ("once": the
+		 * newest fire takes the waiting one's place, below.) */
+		overlapped(s, j, fire);
+	} else {
+		if (j->want_ms) {
+			char why[64];
+
+			log_msg(LOG_WARN, j->name, 0, "fire at %s missed: the fire at %s takes its "
+			        "place", fire_iso(was, sizeof was, j->want_ms),
+			        fire_iso(at, sizeof at, fire));
+			snprintf(why, sizeof why, "the fire at %s took its place", at);
+			account(s, j, j->want_ms, 0, "missed", why);
+		}
+		j->want_ms = fire;
 		j->want_catchup = 0;
 		j->retry_at = 0;
-		j->pending_ms = 0;
 	}
-	if (!j->want_ms || j->run || j->claimed_ms)
-		return sleep_ms;
+}
+
+/* j's wanted fire (want_ms; no run going, none claimed ahead): started
+ * when it is not claimed, else into the claim batch (*n), missed once no
+ * claim succeeded within missed_within, skipped while paused, or tried
+ * again later.  Returns sleep_ms, or sooner. */
+static int64_t claim_wanted(struct sched *s, struct job *j, int64_t now, int64_t sleep_ms,
+                            size_t *n)
+{
+	char at[32];
+	int paused;
+
 	if (!claims(s, j)) {
 		start_wanted(s, j);
 	} else if (now - j->want_ms > j->missed_within_ms) {
@@ -944,6 +958,37 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 		s->cf[(*n)++] = j->want_ms;
 	}
 	return sleep_ms;
+}
+
+/* A periodic job that may run: its fire if due (or about to be, when it is
+ * claimed), and the fire it wants started, into the claim batch (*n). */
+static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
+{
+	int64_t sleep_ms = INT64_MAX, ahead = 0;
+
+	if (j->claimed_ms && !j->run) {
+		if (now < j->claimed_ms)
+			return j->claimed_ms - now;
+		start(s, j, j->claimed_ms, 0);
+		j->claimed_ms = 0;
+	}
+	/* Ahead only with nothing waiting: an older fire's claim goes first. */
+	if (claims(s, j) && !j->run && !j->claimed_ms && !j->want_ms && !j->backlog_ms)
+		ahead = claim_lead(s, j->next_fire_ms == s->next_instant ? s->next_instant_n : 1);
+	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead)
+		fire_came(s, j, now);
+	if (j->next_fire_ms >= 0)
+		sleep_ms = j->next_fire_ms - ahead - now;
+	/* A fire that queued behind a catch-up whose last fire is done. */
+	if (j->pending_ms && !j->want_ms && !j->run && !j->claimed_ms && !j->backlog_ms) {
+		j->want_ms = j->pending_ms;
+		j->want_catchup = 0;
+		j->retry_at = 0;
+		j->pending_ms = 0;
+	}
+	if (!j->want_ms || j->run || j->claimed_ms)
+		return sleep_ms;
+	return claim_wanted(s, j, now, sleep_ms, n);
 }
 
 /* Whether j's next fire is one to fork the process of ahead: a regular fire
