@@ -487,8 +487,8 @@ static int l_jobs(lua_State *L)
 		lua_pushstring(L, overlaps[j->overlap]);
 		lua_setfield(L, -2, "overlap");
 		SETINT("pending_ms", j->pending_ms);
-		SETINT("want_ms", j->want_ms);
-		SETINT("claimed_ms", j->claimed_ms);
+		SETINT("want_ms", j->fire.state == FIRE_DUE ? j->fire.at : 0);
+		SETINT("claimed_ms", j->fire.state == FIRE_CLAIMED ? j->fire.at : 0);
 		SETINT("backlog_ms", j->backlog_ms);
 		SETINT("backlog_left", j->backlog_left);
 		SETINT("restart_at", j->restart_at);
