@@ -169,7 +169,7 @@ static int on_signal(struct loop *lp)
 			 * does not answer cannot hold the stop up.) */
 			spawn_stop();
 			for (struct run *r = lp->runs; r; r = r->next)
-				if (!r->armed)
+				if (!runner_prepared(r))
 					runner_stop(r, RUN_STOP_STOPPED, "shutdown");
 			break;
 		}
@@ -243,25 +243,6 @@ static void block_signals(sigset_t *mask)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* The job table's environment: what it asks of the runs (src/runs.c) and,
- * in singleton mode, of the election. */
-static void set_env(struct loop *lp, struct sched_env *env)
-{
-	runs_env(lp, env);
-	if (!lp->cfg->singleton)
-		return;
-	env->elect_arg = &lp->sg;
-	env->takes_part = singleton_takes_part;
-	env->may_run = singleton_may_run;
-	env->enter = singleton_enter;
-	env->leave = singleton_leave;
-	env->stale = singleton_stale;
-	env->claim = singleton_claim;
-	env->account = singleton_account;
-	env->unclaim = singleton_unclaim;
-	env->paused = singleton_paused;
-}
-
 /* Everything leash run needs before its first turn: signals, the event
  * set, the HTTP server's socket, the store, the job table.  0, or the
  * exit code with the reason logged (and everything opened closed again). */
@@ -313,7 +294,7 @@ static int loop_open(struct loop *lp)
 		close(lp->sigfd);
 		return 2;
 	}
-	set_env(lp, &env);
+	runs_env(lp, &env);
 	lp->hooks = (struct hooks){ .L = lp->L, .replica = lp->owner, .grace_ms = cfg->grace_ms,
 	                            .runs = &lp->runs };
 	if (cfg->singleton) {
@@ -428,7 +409,7 @@ static int loop_close(struct loop *lp, int rc)
 			singleton_release_all(&lp->sg);
 		}
 	} else {
-		lp->sched.env.leave = NULL;
+		lp->sched.env.stand = NULL;
 	}
 	sched_free(&lp->sched);
 	if (cfg->singleton)

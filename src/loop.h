@@ -15,6 +15,8 @@
 #include "store/store.h"
 #include "web/http.h"
 
+struct launch_ops;
+
 /* The parent's state, one per `leash run` (loop.c turns it; runs.c keeps
  * its runs). */
 struct loop {
@@ -24,6 +26,7 @@ struct loop {
 	struct sched sched;
 	struct singleton sg;            /* singleton mode only */
 	struct run *runs;
+	const struct launch_ops *launch; /* how runs are started ([leash] prefork) */
 	struct hooks hooks;
 	struct http http;               /* [http] listen: the server process */
 	unsigned reloads;               /* reloads done so far, for the server */

@@ -1,6 +1,7 @@
-/* runs.c - the runs of `leash run`: what the job table asks of them (the
- * run callbacks of its sched_env: start one, fork one ahead, give it its
- * start ahead or take it back, stop it, discard it), their deadlines, and
+/* runs.c - the runs of `leash run`: what the job table asks of them (its
+ * sched_env: start one, fork one ahead, give it its start ahead or take it
+ * back, stop it, discard it; and, in singleton mode, the election's calls,
+ * the singleton glue's), their deadlines, and
  * their ends, reported to the job table, the election and the hooks.  The
  * loop (src/loop.c) reaps their exits and turns the wheel; a run's life as
  * a process is src/launch/'s. */
@@ -12,14 +13,17 @@
 #include "core/log.h"
 #include "cluster/hooks.h"
 #include "cluster/singleton.h"
+#include "launch/launch.h"
 #include "launch/runner.h"
-#include "launch/prefork/spawn.h"
 #include "plan/sched.h"
 #include "loop.h"
 #include "runs.h"
 
-static int64_t wall(void *arg) { (void)arg; return clock_wall_ms(); }
-static int64_t mono(void *arg) { (void)arg; return clock_mono_ms(); }
+static int64_t now(void *arg, enum sched_clock which)
+{
+	(void)arg;
+	return which == SCHED_WALL ? clock_wall_ms() : clock_mono_ms();
+}
 
 static void add_run(struct loop *lp, struct run *r)
 {
@@ -53,13 +57,7 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 		r = prep;
 	else if (prep)
 		runner_discard(prep);   /* its child died: a fresh one */
-	/* A fire nothing was forked ahead for: the spawner forks it while the
-	 * loop goes on (a regular fire; catch-ups, triggers and services fork
-	 * here). */
-	if (!r && scheduled_ms && !catchup && lp->cfg->prefork &&
-	    (r = runner_start_soon(lp->L, j, &info)))
-		add_run(lp, r);
-	if (!r && (r = runner_start(lp->L, j, &info)))
+	if (!r && (r = lp->launch->start(lp->L, j, &info, scheduled_ms && !catchup)))
 		add_run(lp, r);
 	if (!r)
 		return NULL;
@@ -82,54 +80,71 @@ static int prepare_run(void *arg, struct job *j, int64_t fire, struct run **out)
 	struct run *r;
 	int later;
 
-	if (!(r = runner_prepare(lp->L, j, &info, &later)))
+	if (!(r = lp->launch->prepare(lp->L, j, &info, &later)))
 		return later ? 0 : -1;
 	add_run(lp, r);
 	*out = r;
 	return 1;
 }
 
-static int go_ahead_run(void *arg, struct job *j, struct run *r, int64_t fire)
+/* What the job table does to a run (sched.h's enum sched_act). */
+static int64_t act_on_run(void *arg, enum sched_act what, struct run *r, struct job *j,
+                          int64_t fire, const char *reason)
 {
-	struct run_info info = fire_info(arg, j, fire);
+	struct loop *lp = arg;
+	const struct launch_ops *ops = lp->launch;
+	struct run_info info;
 
-	return runner_go_ahead(r, &info);
+	switch (what) {
+	case SCHED_STOP:
+		runner_stop(r, RUN_STOP_STOPPED, reason);
+		return 0;
+	case SCHED_ADOPT:
+		r->job = j;
+		return 0;
+	case SCHED_DISCARD:
+		runner_discard(r);
+		return 0;
+	case SCHED_GO_AHEAD:
+		if (!ops->go_ahead)
+			return -1;
+		info = fire_info(lp, j, fire);
+		return ops->go_ahead(r, &info);
+	case SCHED_TAKE_BACK:
+		return ops->take_back ? ops->take_back(r) : 0;
+	case SCHED_BODY_OVER:
+		return r->ended_ms != 0;
+	case SCHED_PREP_COST:
+		return ops->prep_cost_us ? ops->prep_cost_us() : 0;
+	}
+	return -1;
 }
 
-static int take_back_run(void *arg, struct run *r)
+/* The election's word on a job (sched.h's enum sched_ask). */
+static int elect_ask(void *sg, const struct job *j, enum sched_ask what)
 {
-	(void)arg;
-	return runner_take_back(r);
+	switch (what) {
+	case SCHED_TAKES_PART: return singleton_takes_part(sg, j);
+	case SCHED_MAY_RUN: return singleton_may_run(sg, j);
+	case SCHED_STALE: return singleton_stale(sg, j);
+	case SCHED_PAUSED: return singleton_paused(sg, j);
+	}
+	return 0;
 }
 
-static int64_t prep_cost(void *arg)
+static void elect_stand(void *sg, struct job *j, int in)
 {
-	(void)arg;
-	return spawn_cost_us();
+	if (in)
+		singleton_enter(sg, j);
+	else
+		singleton_leave(sg, j);
 }
 
-static int body_over(void *arg, const struct run *r)
+static int elect_claim(void *sg, struct job *const *jobs, const int64_t *fires, size_t n,
+                       int *ok, int back)
 {
-	(void)arg;
-	return r->ended_ms != 0;
-}
-
-static void discard_run(void *arg, struct run *r)
-{
-	(void)arg;
-	runner_discard(r);
-}
-
-static void stop_run(void *arg, struct run *r, const char *reason)
-{
-	(void)arg;
-	runner_stop(r, RUN_STOP_STOPPED, reason);
-}
-
-static void adopt_run(void *arg, struct run *r, struct job *j)
-{
-	(void)arg;
-	r->job = j;
+	return back ? singleton_unclaim(sg, jobs, fires, n, ok)
+	            : singleton_claim(sg, jobs, fires, n, ok);
 }
 
 /* Runs whose child exited and whose pipes are drained: logged, handed back
@@ -149,10 +164,10 @@ static void finish_done_runs(struct loop *lp)
 		*p = r->next;
 		/* Its start went ahead and it read it: the fire ran, now (or
 		 * before the turn that was to start it came). */
-		if (r->armed && r->ahead && r->job && runner_take_back(r) < 0)
+		if (r->state == RUN_AHEAD && r->job && lp->launch->take_back(r) < 0)
 			sched_prep_started(&lp->sched, r->job, r);
-		if (r->armed) {         /* never started: nothing to tell but its death */
-			if (r->job && r->lost) {
+		if (runner_prepared(r)) {       /* never started: nothing to tell but its death */
+			if (r->job && r->state == RUN_LOST) {
 				sched_prep_ended(&lp->sched, r->job, r);
 			} else if (r->job) {
 				log_msg(LOG_WARN, r->job->name, 0, "the process forked ahead of a fire "
@@ -215,14 +230,17 @@ void runs_finish(struct loop *lp)
 
 void runs_env(struct loop *lp, struct sched_env *env)
 {
+	lp->launch = launch_pick(lp->cfg->prefork);
 	*env = (struct sched_env){
-		.arg = lp, .wall_ms = wall, .mono_ms = mono, .start = start_run, .stop = stop_run,
-		.adopt = adopt_run, .body_over = body_over, .discard = discard_run,
+		.arg = lp, .now = now, .start = start_run, .act = act_on_run,
 	};
-	if (lp->cfg->prefork) {         /* [leash] prefork = false: each run forks at its start */
+	if (lp->launch->prepare)        /* [leash] prefork = false: each run forks at its start */
 		env->prepare = prepare_run;
-		env->prep_cost_us = prep_cost;
-		env->go_ahead = go_ahead_run;
-		env->take_back = take_back_run;
-	}
+	if (!lp->cfg->singleton)
+		return;
+	env->elect_arg = &lp->sg;
+	env->ask = elect_ask;
+	env->stand = elect_stand;
+	env->claim = elect_claim;
+	env->account = singleton_account;
 }

@@ -8,8 +8,8 @@
 struct loop;
 struct sched_env;
 
-/* The run callbacks of the job table's environment (the election's are
- * the loop's); with [leash] prefork = false, none that forks ahead. */
+/* The job table's environment: its clocks, its runs (with [leash] prefork
+ * = false, none forked ahead) and, in singleton mode, the election. */
 void runs_env(struct loop *lp, struct sched_env *env);
 
 /* Timeouts and kills that are due; returns ms until the next one, at most

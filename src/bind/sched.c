@@ -114,8 +114,12 @@ static int64_t call_clock(struct lsched *ls, int ref)
 	return v;
 }
 
-static int64_t wall(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->wall_ref); }
-static int64_t mono(void *arg) { struct lsched *ls = arg; return call_clock(ls, ls->mono_ref); }
+static int64_t now(void *arg, enum sched_clock which)
+{
+	struct lsched *ls = arg;
+
+	return call_clock(ls, which == SCHED_WALL ? ls->wall_ref : ls->mono_ref);
+}
 
 static struct run *start(void *arg, struct job *j, int64_t scheduled_ms, int catchup,
                          struct run *prep, long *id)
@@ -158,9 +162,8 @@ static int prepare(void *arg, struct job *j, int64_t fire, struct run **out)
 	return 1;
 }
 
-static void discard(void *arg, struct run *run)
+static void discard(struct lsched *ls, struct run *run)
 {
-	struct lsched *ls = arg;
 	struct fake_run *r = (struct fake_run *)run;
 
 	if (ls->open)
@@ -168,16 +171,17 @@ static void discard(void *arg, struct run *run)
 	free(r);
 }
 
-static int go_ahead(void *arg, struct job *j, struct run *run, int64_t fire)
+/* Without the spec's take_back, no start goes ahead. */
+static int go_ahead(struct lsched *ls, struct job *j, int64_t fire)
 {
-	(void)run;
-	event(arg, "ahead", j->name, fire, NULL);
+	if (ls->take_back_ref == LUA_NOREF)
+		return -1;
+	event(ls, "ahead", j->name, fire, NULL);
 	return 0;
 }
 
-static int take_back(void *arg, struct run *run)
+static int take_back(struct lsched *ls, struct run *run)
 {
-	struct lsched *ls = arg;
 	struct fake_run *r = (struct fake_run *)run;
 	lua_State *L = ls->L;
 	int taken;
@@ -192,21 +196,31 @@ static int take_back(void *arg, struct run *run)
 	return taken ? 0 : -1;
 }
 
-static void stop(void *arg, struct run *r, const char *reason)
+static int64_t act(void *arg, enum sched_act what, struct run *r, struct job *j, int64_t fire,
+                   const char *reason)
 {
-	event(arg, "stop", ((struct fake_run *)r)->job->name, 0, reason);
-}
+	struct lsched *ls = arg;
 
-static void adopt(void *arg, struct run *r, struct job *j)
-{
-	(void)arg;
-	((struct fake_run *)r)->job = j;
-}
-
-static int takes_part(void *arg, const struct job *j)
-{
-	(void)arg;
-	return j->singleton;
+	switch (what) {
+	case SCHED_STOP:
+		event(ls, "stop", ((struct fake_run *)r)->job->name, 0, reason);
+		return 0;
+	case SCHED_ADOPT:
+		((struct fake_run *)r)->job = j;
+		return 0;
+	case SCHED_DISCARD:
+		discard(ls, r);
+		return 0;
+	case SCHED_GO_AHEAD:
+		return go_ahead(ls, j, fire);
+	case SCHED_TAKE_BACK:
+		return take_back(ls, r);
+	case SCHED_BODY_OVER:
+		return ((const struct fake_run *)r)->over;
+	case SCHED_PREP_COST:
+		return 0;
+	}
+	return -1;
 }
 
 /* The spec's function ref called with the job's name, as a boolean. */
@@ -223,34 +237,33 @@ static int ask(struct lsched *ls, int ref, const struct job *j)
 	return v;
 }
 
-static int may_run(void *arg, const struct job *j)
+/* The election's word: a job that says singleton takes part; it may run
+ * as the spec's holds says, is paused as its paused says (never without
+ * one, or without its claim). */
+static int elect_ask(void *arg, const struct job *j, enum sched_ask what)
 {
-	return ask(arg, ((struct lsched *)arg)->holds_ref, j);
+	struct lsched *ls = arg;
+
+	switch (what) {
+	case SCHED_TAKES_PART:
+		return j->singleton;
+	case SCHED_MAY_RUN:
+		return ask(ls, ls->holds_ref, j);
+	case SCHED_STALE:
+		return j->elect && !j->singleton;
+	case SCHED_PAUSED:
+		if (ls->paused_ref == LUA_NOREF || ls->claim_ref == LUA_NOREF)
+			return 0;
+		return ask(ls, ls->paused_ref, j);
+	}
+	return 0;
 }
 
-static int paused(void *arg, const struct job *j)
+static void stand(void *arg, struct job *j, int in)
 {
-	return ask(arg, ((struct lsched *)arg)->paused_ref, j);
-}
-
-static void enter(void *arg, struct job *j)
-{
-	if (!j->elect)
-		event(arg, "enter", j->name, 0, NULL);
-	j->elect = &fake_elect;
-}
-
-static void leave(void *arg, struct job *j)
-{
-	if (j->elect)
-		event(arg, "leave", j->name, 0, NULL);
-	j->elect = NULL;
-}
-
-static int stale(void *arg, const struct job *j)
-{
-	(void)arg;
-	return j->elect && !j->singleton;
+	if (!j->elect != !in)
+		event(arg, in ? "enter" : "leave", j->name, 0, NULL);
+	j->elect = in ? &fake_elect : NULL;
 }
 
 /* The spec's claim (or unclaim, fn): a list of { name=, fire= } in, a list
@@ -288,18 +301,18 @@ static int call_claims(struct lsched *ls, int fn, struct job *const *jobs, const
 	return rc;
 }
 
-static int claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
+/* Without the spec's unclaim, every fire given back is refused. */
+static int claim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok,
+                 int back)
 {
 	struct lsched *ls = arg;
 
-	return call_claims(ls, ls->claim_ref, jobs, fires, n, ok);
-}
-
-static int unclaim(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok)
-{
-	struct lsched *ls = arg;
-
-	return call_claims(ls, ls->unclaim_ref, jobs, fires, n, ok);
+	if (back && ls->unclaim_ref == LUA_NOREF) {
+		for (size_t i = 0; i < n; i++)
+			ok[i] = 0;
+		return 0;
+	}
+	return call_claims(ls, back ? ls->unclaim_ref : ls->claim_ref, jobs, fires, n, ok);
 }
 
 /* A fire the table did not run: an event the spec reads. */
@@ -367,12 +380,6 @@ static struct job *find(lua_State *L, struct lsched *ls)
 		luaL_error(L, "no job %s", lua_tostring(L, 2));
 	}
 	return j;
-}
-
-static int body_over(void *arg, const struct run *r)
-{
-	(void)arg;
-	return ((const struct fake_run *)r)->over;
 }
 
 /* The job named by argument 2, with a run going (an error if not). */
@@ -480,8 +487,8 @@ static int l_jobs(lua_State *L)
 		lua_pushstring(L, overlaps[j->overlap]);
 		lua_setfield(L, -2, "overlap");
 		SETINT("pending_ms", j->pending_ms);
-		SETINT("want_ms", j->want_ms);
-		SETINT("claimed_ms", j->claimed_ms);
+		SETINT("want_ms", j->fire.state == FIRE_DUE ? j->fire.at : 0);
+		SETINT("claimed_ms", j->fire.state == FIRE_CLAIMED ? j->fire.at : 0);
 		SETINT("backlog_ms", j->backlog_ms);
 		SETINT("backlog_left", j->backlog_left);
 		SETINT("restart_at", j->restart_at);
@@ -519,7 +526,7 @@ static int l_gc(lua_State *L)
 		ls->L = L;
 		ls->open = 0;
 		/* No election to leave; events and logs go nowhere now. */
-		ls->s.env.leave = NULL;
+		ls->s.env.stand = NULL;
 		log_set_sink(NULL, NULL);
 		for (size_t i = 0; i < ls->s.njobs; i++) {
 			free(ls->s.jobs[i]->run);
@@ -579,33 +586,17 @@ static int l_sched(lua_State *L)
 	lua_newtable(L);
 	ls->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	env.arg = env.elect_arg = ls;
-	env.wall_ms = wall;
-	env.mono_ms = mono;
+	env.now = now;
 	env.start = start;
-	env.stop = stop;
-	env.adopt = adopt;
-	if (ls->prepare_ref != LUA_NOREF) {
+	env.act = act;
+	if (ls->prepare_ref != LUA_NOREF)
 		env.prepare = prepare;
-		env.discard = discard;
-		env.body_over = body_over;
-		if (ls->take_back_ref != LUA_NOREF) {
-			env.go_ahead = go_ahead;
-			env.take_back = take_back;
-		}
-	}
 	if (ls->holds_ref != LUA_NOREF) {
-		env.takes_part = takes_part;
-		env.may_run = may_run;
-		env.enter = enter;
-		env.leave = leave;
-		env.stale = stale;
+		env.ask = elect_ask;
+		env.stand = stand;
 		if (ls->claim_ref != LUA_NOREF) {
 			env.claim = claim;
 			env.account = account;
-			if (ls->paused_ref != LUA_NOREF)
-				env.paused = paused;
-			if (ls->unclaim_ref != LUA_NOREF)
-				env.unclaim = unclaim;
 		}
 	}
 	sched_init(&ls->s, L, ls->dir, &env);

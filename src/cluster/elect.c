@@ -215,21 +215,14 @@ static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 	       !(j->next_in_line && (j->wake_at <= t || polls_behind(el, j)));
 }
 
-/* Tries, in one statement, every due follower with this lease duration. */
-static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
+/* The followers with this lease duration whose try is due: those whose
+ * retry comes within half a period go along (one statement per period,
+ * however many jobs).  Returns how many, into names and js. */
+static size_t due_followers(struct elector *el, int64_t lease_ms, int64_t now,
+                            const char **names, struct elect_job **js)
 {
-	const char **names = malloc(el->n * sizeof *names);
-	struct elect_job **js = malloc(el->n * sizeof *js);
-	struct lease_info *info = malloc(el->n * sizeof *info);
-	int *got = malloc(el->n * sizeof *got);
-	int64_t next, after;
 	size_t k = 0;
-	int rc;
 
-	if (!names || !js || !info || !got)
-		goto done;
-	/* The ones whose retry comes within half a period go along: one
-	 * statement per period, however many jobs. */
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_FOLLOWER && j->lease_ms == lease_ms &&
@@ -239,18 +232,74 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 			js[k++] = j;
 		}
 	}
-	if (k == 0)
+	return k;
+}
+
+/* The store's timeout for a follower's try: nor may it hold the loop past
+ * a held lease's deadline. */
+static int64_t try_timeout(const struct elector *el, int64_t now)
+{
+	int64_t timeout = el->cfg.timeout_ms;
+
+	for (size_t i = 0; i < el->n; i++)
+		if (el->jobs[i]->state == ELECT_HOLDER)
+			timeout = min64(timeout, el->jobs[i]->deadline - now);
+	return timeout > 1 ? timeout : 1;
+}
+
+/* j's try took the lease (li: what the store said). */
+static void acquired(struct elector *el, struct elect_job *j, const struct lease_info *li,
+                     int64_t now)
+{
+	j->last_fire = li->last_fire;
+	/* Requests made before we held it were not for us. */
+	j->trigger_seen = j->handoff_seen = j->gained_db = li->now;
+	j->ctl = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
+	become_holder(el, j, now, li->token);
+	/* The acquire does not read the controls: a renew at once does (a job
+	 * taken over while paused must not run its catch-up before it knows). */
+	j->ctl_known = 0;
+	j->renew_due = now;
+}
+
+/* j's try found the lease held by li->owner: tried again at next, or when
+ * that lease runs out (after: our clock at the call's end). */
+static void still_follows(struct elector *el, struct elect_job *j, const struct lease_info *li,
+                          int64_t after, int64_t next)
+{
+	j->next_try = next;
+	if (!j->holder || strcmp(j->holder, li->owner) != 0) {
+		free(j->holder);
+		j->holder = strdup(li->owner);
+		if (el->on_follow)
+			el->on_follow(el->arg, j, li->owner, li->expires_at);
+	}
+	/* Wake exactly when the holder's lease runs out (database time
+	 * converted to our clock through the call's own end). */
+	j->wake_at = li->expires_at > li->now ? after + (li->expires_at - li->now) + 1 : after;
+	if (j->other_preferred)
+		j->not_before = j->wake_at + j->renew_ms + el->cfg.retry_ms;
+}
+
+/* Tries, in one statement, every due follower with this lease duration. */
+static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
+{
+	const char **names = malloc(el->n * sizeof *names);
+	struct elect_job **js = malloc(el->n * sizeof *js);
+	struct lease_info *info = malloc(el->n * sizeof *info);
+	int *got = malloc(el->n * sizeof *got);
+	int64_t next, after;
+	size_t k;
+	int rc;
+
+	if (!names || !js || !info || !got)
+		goto done;
+	if ((k = due_followers(el, lease_ms, now, names, js)) == 0)
 		goto done;
 	if (!el->store) {
 		rc = STORE_ERR;
 	} else {
-		/* Nor may a follower's try hold the loop past a held lease's
-		 * deadline. */
-		int64_t timeout = el->cfg.timeout_ms;
-		for (size_t i = 0; i < el->n; i++)
-			if (el->jobs[i]->state == ELECT_HOLDER)
-				timeout = min64(timeout, el->jobs[i]->deadline - now);
-		store_set_timeout(el->store, (int)(timeout > 1 ? timeout : 1));
+		store_set_timeout(el->store, (int)try_timeout(el, now));
 		rc = store_acquire_all(el->store, el->owner, names, k, lease_ms, info, got);
 	}
 	after = now_of(el);
@@ -264,33 +313,10 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 		goto done;
 	}
 	for (size_t i = 0; i < k; i++) {
-		struct elect_job *j = js[i];
-		if (got[i]) {
-			j->last_fire = info[i].last_fire;
-			/* Requests made before we held it were not for us. */
-			j->trigger_seen = j->handoff_seen = j->gained_db = info[i].now;
-			j->ctl = (struct store_ctl){ STORE_NO_TIME, STORE_NO_TIME, STORE_NO_TIME };
-			become_holder(el, j, now, info[i].token);
-			/* The acquire does not read the controls: a renew at
-			 * once does (a job taken over while paused must not run
-			 * its catch-up before it knows). */
-			j->ctl_known = 0;
-			j->renew_due = now;
-			continue;
-		}
-		j->next_try = next;
-		if (!j->holder || strcmp(j->holder, info[i].owner) != 0) {
-			free(j->holder);
-			j->holder = strdup(info[i].owner);
-			if (el->on_follow)
-				el->on_follow(el->arg, j, info[i].owner, info[i].expires_at);
-		}
-		/* Wake exactly when the holder's lease runs out (database time
-		 * converted to our clock through the call's own end). */
-		j->wake_at = info[i].expires_at > info[i].now
-		           ? after + (info[i].expires_at - info[i].now) + 1 : after;
-		if (j->other_preferred)
-			j->not_before = j->wake_at + j->renew_ms + el->cfg.retry_ms;
+		if (got[i])
+			acquired(el, js[i], &info[i], now);
+		else
+			still_follows(el, js[i], &info[i], after, next);
 	}
 done:
 	free(names);

@@ -261,7 +261,7 @@ static void decision_of(struct singleton *sg, struct elect_job *ej, int64_t now,
 	in->handing_off = ej->handing_off;
 	in->handing_ms = now - ej->handing_since;
 	in->service = j->kind == JOB_SERVICE;
-	in->busy = j->run || j->claimed_ms || j->want_ms || j->pending_ms || j->backlog_ms;
+	in->busy = j->run || !sched_idle(j);
 	in->now = wall;
 	in->next_fire = in->service ? -1 : j->next_fire_ms;
 	in->after_next = -1;

@@ -706,24 +706,29 @@ static int64_t timeout_stop(const struct job *job, const struct run_info *info)
 	return ms ? clock_boot_ms() + ms : 0;
 }
 
-void child_main(lua_State *L, const struct job *job, const struct run_info *info, long id,
-                int fds[][2], int go)
+/* The child's first step: its own process group (a stop reaches what its
+ * body starts), default signal dispositions, the fence signals blocked
+ * (as the parent had them at fork) until their handlers are in place: a
+ * deadline push that arrives now waits instead of killing the run with its
+ * default action. */
+static void reset_signals(void)
 {
-	pid_t parent = getppid();
 	sigset_t fence;
-	int devnull, code, learn = 0, class = 0;
-	int64_t next_ms;
-	struct instant *peers = NULL;
 
 	setpgid(0, 0);
 	for (int s = 1; s < NSIG; s++)
 		if (s != SIGKILL && s != SIGSTOP)
 			signal(s, SIG_DFL);
-	/* The fence signals stay blocked (as the parent had them at fork)
-	 * until their handlers are in place: a deadline push that arrives
-	 * now waits instead of killing the run with its default action. */
 	child_fence_sigset(&fence);
 	sigprocmask(SIG_SETMASK, &fence, NULL);
+}
+
+/* Its descriptors: stdin /dev/null, stdout, stderr and fd 3 its pipes, the
+ * go pipe (go, -1: none) at fd 4; nothing else it inherited.  Returns the
+ * go pipe's new number (or -1). */
+static int take_streams(int fds[][2], int go)
+{
+	int devnull;
 
 	/* The go pipe out of the way of the dup2s below (above fd 4). */
 	if (go >= 0)
@@ -748,8 +753,13 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	syscall(SYS_close_range, go >= 0 ? 5U : 4U, ~0U, 0U);
 	log_fd = 3;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	/* Before any Lua runs: leash's secrets are not the run's, nor is its
-	 * user (a run that cannot shed it does not run). */
+	return go;
+}
+
+/* Before any Lua runs: leash's secrets are not the run's, nor is its user
+ * (a run that cannot shed it does not run), nor its raised file limit. */
+static void shed_leash(void)
+{
 	scrub_env();
 	if (guard.switch_user && become_user() < 0) {
 		fprintf(stderr, "leash: cannot run the job as %s: %s\n", guard.user, strerror(errno));
@@ -763,56 +773,53 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
+}
 
-	if (child_fence(info->fence_stop_ms, info->fence_slack_ms,
-	                go >= 0 ? 0 : timeout_stop(job, info)) < 0)
-		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
-	sigemptyset(&fence);
-	sigprocmask(SIG_SETMASK, &fence, NULL);
+/* Forked ahead of the fire: nothing runs until it starts.  Counted in its
+ * instant first (a later class at the fire waits for it even while it is
+ * still warming up), it warms up and waits for its start on go; then its
+ * ctx has the start's token and id, and its fence the start's deadline.
+ * No start (the parent gone, or the fire dropped): it exits here.  *peers:
+ * its instant; returns whether its warm-up learns (warm_learn at the end). */
+static int await_start(lua_State *L, const struct job *job, const struct run_info *info,
+                       int go, pid_t parent, int64_t next_ms, struct instant **peers)
+{
+	struct child_go g;
+	cpu_set_t cpus;
+	int pinned, learn;
+	int class = fire_class(next_ms < 0 ? -1 : next_ms - info->scheduled_ms);
 
-	hold_gc(L);
-	push_info(L, job, info, id);
-	next_ms = job_next_fire(L, job, info->scheduled_ms);
-	if (go >= 0) {
-		/* Forked ahead of the fire: nothing runs until it starts. */
-		struct child_go g;
-		cpu_set_t cpus;
-		int pinned;
-
-		/* Counted in its instant first: a later class at the fire
-		 * waits for it even while it is still warming up. */
-		class = fire_class(next_ms < 0 ? -1 : next_ms - info->scheduled_ms);
-		peers = instant_join(info->scheduled_ms, class);
-		prebuild_ctx(L);
-		pinned = wait_on_one_cpu(&cpus) == 0;
-		learn = warm_up(job, ns_until(info->scheduled_ms));
-		if (wait_go(go, &g, parent, info->scheduled_ms, peers, class) < 0) {
-			instant_leave(peers, info->scheduled_ms, class);
-			_exit(0);
-		}
-		if (pinned)
-			sched_setaffinity(0, sizeof cpus, &cpus);
-		set_started(L, g.token, g.run_id);
-		child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
-		instant_leave(peers, info->scheduled_ms, class);
-	} else {
-		lua_pushnil(L);
+	*peers = instant_join(info->scheduled_ms, class);
+	prebuild_ctx(L);
+	pinned = wait_on_one_cpu(&cpus) == 0;
+	learn = warm_up(job, ns_until(info->scheduled_ms));
+	if (wait_go(go, &g, parent, info->scheduled_ms, *peers, class) < 0) {
+		instant_leave(*peers, info->scheduled_ms, class);
+		_exit(0);
 	}
-	code = run_body(L);
-	fflush(NULL);
-	/* The run is over; tearing down a copy of the parent's address space
-	 * is not (a third of a millisecond): it yields to the runs starting
-	 * now, so a burst's bodies start one after the other, not each after
-	 * the previous one's exit.  (Lowering the priority alone does not give
-	 * the CPU up.)  First the body's end is made final: the log-record
-	 * pipe closes (the parent stops no run whose records ended, see
-	 * runner_stop) and no signal can turn the exit code into a death. */
-	{
-		sigset_t all;
+	if (pinned)
+		sched_setaffinity(0, sizeof cpus, &cpus);
+	set_started(L, g.token, g.run_id);
+	child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
+	instant_leave(*peers, info->scheduled_ms, class);
+	return learn;
+}
 
-		sigfillset(&all);
-		sigprocmask(SIG_BLOCK, &all, NULL);
-	}
+/* The body is over: its end made final, then the process goes.  Tearing
+ * down a copy of the parent's address space (a third of a millisecond)
+ * yields to the runs starting now, so a burst's bodies start one after the
+ * other, not each after the previous one's exit.  (Lowering the priority
+ * alone does not give the CPU up.) */
+static _Noreturn void exit_run(const struct job *job, const struct run_info *info,
+                               int64_t next_ms, struct instant *peers, int learn, int code)
+{
+	sigset_t all;
+
+	/* First the body's end is made final: the log-record pipe closes (the
+	 * parent stops no run whose records ended, see runner_stop) and no
+	 * signal can turn the exit code into a death. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
 	close(STDOUT_FILENO);
 	close(STDERR_FILENO);
 	close(3);
@@ -829,6 +836,36 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	if (learn)
 		warm_learn(job);
 	_exit(code);
+}
+
+void child_main(lua_State *L, const struct job *job, const struct run_info *info, long id,
+                int fds[][2], int go)
+{
+	pid_t parent = getppid();
+	sigset_t none;
+	int code, learn = 0;
+	int64_t next_ms;
+	struct instant *peers = NULL;
+
+	reset_signals();
+	go = take_streams(fds, go);
+	shed_leash();
+	if (child_fence(info->fence_stop_ms, info->fence_slack_ms,
+	                go >= 0 ? 0 : timeout_stop(job, info)) < 0)
+		fprintf(stderr, "leash: cannot arm the self-fencing timer: %s\n", strerror(errno));
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	hold_gc(L);
+	push_info(L, job, info, id);
+	next_ms = job_next_fire(L, job, info->scheduled_ms);
+	if (go >= 0)
+		learn = await_start(L, job, info, go, parent, next_ms, &peers);
+	else
+		lua_pushnil(L);
+	code = run_body(L);
+	fflush(NULL);
+	exit_run(job, info, next_ms, peers, learn, code);
 }
 
 /* ---- self-fencing ----

@@ -4,6 +4,7 @@
  * The child is the leader of its own process group, so stopping a run also
  * stops whatever its ctx.exec started.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -35,6 +36,38 @@ static unsigned going;                  /* runs started and not yet freed */
 static struct run **unsaid;
 static size_t nunsaid, unsaid_cap;
 
+static const char *const state_names[RUN_STATES] = {
+	"new", "asked", "armed", "ahead", "lost", "soon", "waking", "going",
+};
+
+/* The phases each phase may go to (enum run_state's picture in runner.h). */
+static const unsigned legal[RUN_STATES] = {
+	[RUN_NEW] = 1u << RUN_ASKED | 1u << RUN_ARMED | 1u << RUN_SOON | 1u << RUN_GOING,
+	[RUN_ASKED] = 1u << RUN_ARMED | 1u << RUN_LOST,
+	[RUN_ARMED] = 1u << RUN_AHEAD | 1u << RUN_WAKING,
+	[RUN_AHEAD] = 1u << RUN_ARMED | 1u << RUN_WAKING,
+	[RUN_SOON] = 1u << RUN_GOING,
+	[RUN_WAKING] = 1u << RUN_GOING,
+};
+
+/* Every change of a run's phase.  One that is not in the table is a bug:
+ * logged, and an assertion in a build with them. */
+static void run_to(struct run *r, enum run_state to)
+{
+	if (!(legal[r->state] & 1u << to)) {
+		log_msg(LOG_ERROR, r->job ? r->job->name : NULL, r->id, "internal error: a run "
+		        "went from %s to %s", state_names[r->state], state_names[to]);
+		assert(!"an illegal run_state transition");
+	}
+	r->state = to;
+}
+
+int runner_prepared(const struct run *r)
+{
+	return r->state == RUN_ASKED || r->state == RUN_ARMED || r->state == RUN_AHEAD ||
+	       r->state == RUN_LOST;
+}
+
 /* The run's go pipe is done with (started, or never to be). */
 static void close_go(struct run *r)
 {
@@ -52,7 +85,7 @@ void runner_watch(int epfd)
 
 static void close_stream(struct run *r, enum run_stream i)
 {
-	if (i == RUN_RECORDS && !r->ended_ms && !r->armed) {
+	if (i == RUN_RECORDS && !r->ended_ms && !runner_prepared(r)) {
 		r->ended_ms = clock_mono_ms();
 		r->ended_wall = clock_wall_ms();
 	}
@@ -103,14 +136,14 @@ static void set_error(struct run *r, const char *s)
 	r->error[n] = '\0';
 }
 
-static struct run *new_run(struct job *job, const struct run_info *info, int go)
+static struct run *new_run(struct job *job, const struct run_info *info)
 {
 	struct run *r = calloc(1, sizeof *r);
 
 	if (!r)
 		return NULL;
 	r->job = job;
-	r->armed = go;
+	r->state = RUN_NEW;
 	r->go_fd = r->go_rfd = -1;
 	r->fence_ms = info->fence_stop_ms;
 	for (int i = 0; i < RUN_STREAMS; i++)
@@ -149,12 +182,14 @@ fail:
 /* Forks the child of a new run; go: whether it waits for runner_go. */
 static struct run *spawn(lua_State *L, struct job *job, const struct run_info *info, int go)
 {
-	struct run *r = new_run(job, info, go);
+	struct run *r = new_run(job, info);
 
 	if (r && !go)
 		r->id = ++next_run_id;
-	if (r && fork_child(L, r, info, go) == 0)
+	if (r && fork_child(L, r, info, go) == 0) {
+		run_to(r, go ? RUN_ARMED : RUN_GOING);
 		return r;
+	}
 	log_msg(LOG_ERROR, job->name, 0, "cannot %s a run: %s", go ? "prepare" : "start",
 	        strerror(errno));
 	free(r);
@@ -215,7 +250,7 @@ static void start_pending(struct run *r, pid_t pid)
 	struct child_go go = { .token = r->info.token, .fence_stop_ms = r->fence_ms,
 	                       .run_id = r->id };
 
-	r->go_pending = 0;
+	run_to(r, RUN_GOING);
 	if (r->stop_reason[0] || r->kill_at) {
 		/* Stopped before its body could start: it never does. */
 		if (pid)
@@ -285,7 +320,6 @@ static void answered(void *tag, pid_t pid, const int fd[3], const int go[2])
 	struct run *r = tag;
 	int status;
 
-	r->asked = 0;
 	if (pid && died_early(pid, &status)) {
 		/* Reaped already: no child to start or to wait for, as if the
 		 * spawner had forked none (its pipes go). */
@@ -305,7 +339,7 @@ static void answered(void *tag, pid_t pid, const int fd[3], const int go[2])
 		if (r->fence_ms && r->fence_ms != r->go_fence_ms)
 			runner_push_fence(r, r->fence_ms);
 	}
-	if (r->go_pending) {
+	if (r->state == RUN_SOON) {
 		start_pending(r, pid);
 		return;
 	}
@@ -313,20 +347,22 @@ static void answered(void *tag, pid_t pid, const int fd[3], const int go[2])
 		/* No child (the spawner's fork failed, or it went): the run is
 		 * over before it was one, quietly, and the fire forks its own. */
 		r->exited = 1;
-		r->lost = 1;
+		run_to(r, RUN_LOST);
 		return;
 	}
+	run_to(r, RUN_ARMED);
 	if (!r->job)
 		runner_discard(r);      /* discarded while it was asked for */
 }
 
-/* Asks the spawner for r's child (spawn_ask's answer). */
-static int ask(lua_State *L, struct run *r, const struct run_info *info)
+/* Asks the spawner for r's child (spawn_ask's answer); to: what r is
+ * while it is asked for (ASKED or SOON). */
+static int ask(lua_State *L, struct run *r, const struct run_info *info, enum run_state to)
 {
 	int rc = spawn_ask(L, r->job, info, r, answered);
 
 	if (rc == 0) {
-		r->asked = 1;
+		run_to(r, to);
 		r->go_fence_ms = info->fence_stop_ms;
 	}
 	return rc;
@@ -334,14 +370,13 @@ static int ask(lua_State *L, struct run *r, const struct run_info *info)
 
 struct run *runner_start_soon(lua_State *L, struct job *job, const struct run_info *info)
 {
-	struct run *r = new_run(job, info, 0);
+	struct run *r = new_run(job, info);
 
-	if (!r || ask(L, r, info) != 0) {
+	if (!r || ask(L, r, info, RUN_SOON) != 0) {
 		free(r);
 		return NULL;
 	}
 	soon_L = L;
-	r->go_pending = 1;
 	r->info = *info;
 	r->id = ++next_run_id;
 	begin_clocks(r, info);
@@ -351,14 +386,14 @@ struct run *runner_start_soon(lua_State *L, struct job *job, const struct run_in
 struct run *runner_prepare(lua_State *L, struct job *job, const struct run_info *info,
                            int *later)
 {
-	struct run *r = new_run(job, info, 1);
+	struct run *r = new_run(job, info);
 
 	*later = 0;
 	if (!r) {
 		log_msg(LOG_ERROR, job->name, 0, "cannot prepare a run: %s", strerror(errno));
 		return NULL;
 	}
-	switch (ask(L, r, info)) {
+	switch (ask(L, r, info, RUN_ASKED)) {
 	case 0:
 		return r;
 	case 1:
@@ -374,40 +409,38 @@ int runner_go_ahead(struct run *r, const struct run_info *info)
 {
 	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
 
-	if (!r->armed || r->exited || r->asked || r->ahead || r->go_rfd < 0)
+	if (r->state != RUN_ARMED || r->exited || r->go_rfd < 0)
 		return -1;
 	go.run_id = next_run_id + 1;
 	if (child_go_send(r->go_fd, &go, info->scheduled_ms) < 0)
 		return -1;
 	r->id = ++next_run_id;
-	r->ahead = 1;
+	run_to(r, RUN_AHEAD);
 	r->go_fence_ms = info->fence_stop_ms;
 	return 0;
 }
 
 int runner_take_back(struct run *r)
 {
-	if (!r->ahead)
+	if (r->state != RUN_AHEAD)
 		return 0;
 	if (child_go_take_back(r->go_rfd) < 0)
 		return -1;
-	r->ahead = 0;
+	run_to(r, RUN_ARMED);
 	return 0;
 }
 
 int runner_go(struct run *r, const struct run_info *info)
 {
 	struct child_go go = { .token = info->token, .fence_stop_ms = info->fence_stop_ms };
-	int ahead = r->ahead;
+	int ahead = r->state == RUN_AHEAD;
 
-	if (ahead) {
-		/* Its start is with it already: it went at the fire by
-		 * itself (gone since, maybe: its exit is the run's end). */
-		r->ahead = 0;
-	} else {
-		if (r->asked)
+	/* AHEAD: its start is with it already: it went at the fire by itself
+	 * (gone since, maybe: its exit is the run's end). */
+	if (!ahead) {
+		if (r->state == RUN_ASKED)
 			spawn_wait(r);
-		if (!r->armed || r->exited || r->asked)
+		if (r->state != RUN_ARMED || r->exited)
 			return -1;
 		go.run_id = next_run_id + 1;
 		if (child_go_send(r->go_fd, &go, 0) < 0)
@@ -415,7 +448,7 @@ int runner_go(struct run *r, const struct run_info *info)
 		r->id = ++next_run_id;
 	}
 	close_go(r);
-	r->armed = 0;
+	run_to(r, RUN_WAKING);
 	begin_clocks(r, info);
 	/* A renewal since the start went ahead: the child's deadline too. */
 	if (ahead && r->fence_ms != r->go_fence_ms)
@@ -427,6 +460,7 @@ int runner_go(struct run *r, const struct run_info *info)
 		struct run **p = realloc(unsaid, cap * sizeof *p);
 
 		if (!p) {
+			run_to(r, RUN_GOING);
 			say_started(r, info, info->token);
 			return 0;
 		}
@@ -434,7 +468,6 @@ int runner_go(struct run *r, const struct run_info *info)
 		unsaid_cap = cap;
 	}
 	unsaid[nunsaid++] = r;
-	r->unsaid = 1;
 	return 0;
 }
 
@@ -443,7 +476,7 @@ static void say_now(struct run *r)
 {
 	struct run_info info = { .token = r->token };
 
-	r->unsaid = 0;
+	run_to(r, RUN_GOING);
 	say_started(r, &info, r->token);
 }
 
@@ -460,7 +493,7 @@ void runner_wake(void)
 void runner_discard(struct run *r)
 {
 	r->job = NULL;
-	if (r->asked)
+	if (r->state == RUN_ASKED)
 		return;         /* its child goes when the answer comes */
 	close_go(r);
 	if (!r->exited && r->pid > 0)
@@ -751,7 +784,7 @@ void runner_report(struct run *r, int *failed)
 
 void runner_free(struct run *r)
 {
-	if (r->unsaid) {
+	if (r->state == RUN_WAKING) {
 		say_now(r);
 		for (size_t i = 0; i < nunsaid; i++)
 			if (unsaid[i] == r)
@@ -763,7 +796,7 @@ void runner_free(struct run *r)
 		free(r->lb[i].b);
 	}
 	close_go(r);
-	if (!r->armed)
+	if (!runner_prepared(r))
 		going--;
 	free(r->error);
 	free(r);

@@ -67,17 +67,42 @@ struct run_stream_ref {
 	enum run_stream stream;
 };
 
+/* A run's phase.  Every change goes through one function (run_to in
+ * runner.c), which knows the legal ones and logs any other as a bug.
+ *
+ *   runner_start        NEW -------------------------------> GOING
+ *   runner_start_soon   NEW --> SOON --(its child came)------> GOING
+ *   runner_prepare      NEW --> ASKED --(no child came)------> LOST
+ *                       NEW --> ARMED <-> AHEAD               (go_ahead, take_back)
+ *                       (spawner) ASKED --> ARMED
+ *   runner_go           ARMED or AHEAD --> WAKING --(runner_wake)--> GOING
+ *
+ * ASKED, ARMED, AHEAD and LOST are a process forked ahead of its fire, not
+ * a run yet (runner_prepared); the others are runs, counted by
+ * runner_going.  Whether the process has exited (exited, status) is a fact
+ * of the process, not a phase: a child forked ahead can die in any of them. */
+enum run_state {
+	RUN_NEW,        /* made, no child yet */
+	RUN_ASKED,      /* forked ahead: its child asked of the spawner, not come */
+	RUN_ARMED,      /* forked ahead: its child waits for its start (go pipe) */
+	RUN_AHEAD,      /* forked ahead: its start written already (runner_go_ahead) */
+	RUN_LOST,       /* forked ahead: no child came (the spawner could not); over */
+	RUN_SOON,       /* started, its child asked of the spawner (runner_start_soon) */
+	RUN_WAKING,     /* started by runner_go: woken and logged at runner_wake */
+	RUN_GOING,      /* started, its child told so (and "started" logged) */
+	RUN_STATES
+};
+
 struct run {
 	pid_t pid;
 	long id;
 	struct job *job;
+	enum run_state state;           /* changed by run_to only */
 	int fd[RUN_STREAMS];            /* -1 once closed */
 	struct run_stream_ref ref[RUN_STREAMS];
-	/* Forked ahead of its fire (runner_prepare) and not started yet: the
-	 * ends of the pipe its child waits on (go_fd writes, go_rfd takes a
-	 * start back); ahead: its start is written already (runner_go_ahead). */
-	int armed, go_fd, go_rfd, ahead;
-	int unsaid;                     /* started by runner_go: "started" not logged yet */
+	/* Forked ahead of its fire: the ends of the pipe its child waits on
+	 * (go_fd writes, go_rfd takes a start back). */
+	int go_fd, go_rfd;
 	struct linebuf lb[RUN_STREAMS];
 	int64_t started_ms;             /* monotonic */
 	int64_t timeout_at;             /* monotonic; 0 = none */
@@ -99,19 +124,17 @@ struct run {
 	int64_t ended_ms, ended_wall;   /* monotonic, wall clock */
 	int hook;                       /* a failure hook's child: no run of the job */
 	char *error;
-	int exited, status;
-	/* Prepared by the spawner: asked for, its child (pid, pipes) not
-	 * come yet (pid 0); lost: none will come (exited, quietly). */
-	int asked, lost;
-	/* Started before its child came (runner_start_soon): the start, sent
-	 * when the spawner's answer comes; the info to fork it with if none
-	 * does.  go_fence_ms: the deadline the asked-for child was armed with,
-	 * or the one a start written ahead carries. */
-	int go_pending;
+	int exited, status;             /* the process was reaped, and how it ended */
+	/* SOON: the info to fork its child with if the spawner gives none.
+	 * go_fence_ms: the deadline the asked-for child was armed with, or the
+	 * one a start written ahead carries. */
 	int64_t go_fence_ms;
 	struct run_info info;
 	struct run *next;
 };
+
+/* Whether r is a process forked ahead of its fire, not (yet) a run. */
+int runner_prepared(const struct run *);
 
 /* The event set (core/events.h) every run's streams are added to (and
  * taken out of before they close); -1: none. */

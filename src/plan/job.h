@@ -26,6 +26,25 @@ struct run;
 struct run_report;
 struct metrics_job;
 
+/* A job's next fire to start, as the job table moves it (sched.c's
+ * fire_to, the one place that changes it):
+ *   NONE -> DUE         its time came (or a catch-up's, or a queued fire's
+ *                       turn): to claim, when the job claims, and start
+ *   DUE -> DUE          a newer fire takes its place (the older one missed)
+ *   DUE -> CLAIMED      claimed ahead of its time: it starts at that time
+ *   DUE, CLAIMED -> NONE  started (it is the job's run now), or missed,
+ *                       skipped, refused, dropped, or given back at the stop
+ * Besides this one, a job may have a fire queued behind its run
+ * (pending_ms) and a catch-up's backlog (backlog_ms...). */
+enum fire_state { FIRE_NONE, FIRE_DUE, FIRE_CLAIMED, FIRE_STATES };
+
+struct fire {
+	enum fire_state state;
+	int64_t at;                     /* wall clock: the fire's time; 0 with NONE */
+	int catchup;                    /* a catch-up fire (a missed one, run late) */
+	int64_t retry_at;               /* wall clock: its claim erred: the next try */
+};
+
 struct job {
 	char *name, *file;
 	int ref;                        /* registry ref to the normalised Lua table */
@@ -56,15 +75,12 @@ struct job {
 	int64_t pending_ms;             /* a fire waiting for that run to end
 	                                 * (queue, replace), or 0 */
 	long run_id;                    /* its id */
-	/* Fires of a job that claims them (singleton mode). */
-	int64_t want_ms;                /* to claim and start when no run goes (a
-	                                 * catch-up, or one whose claim erred), or 0 */
-	int want_catchup;               /* want_ms is a catch-up fire */
+	/* Fires of a job that claims them (singleton mode), and of one that
+	 * does not while it waits for no run. */
+	struct fire fire;               /* the next to start */
 	int paused_logged;              /* singleton: the pause the log last told */
 	int manual_wait;                /* a trigger (leash trigger) waits for the run
 	                                 * to end (overlap queue, replace) */
-	int64_t retry_at;               /* wall clock: an erred claim's next try */
-	int64_t claimed_ms;             /* claimed ahead of its time: starts then, or 0 */
 	int64_t backlog_ms;             /* missed = "all": the next catch-up fire, or 0 */
 	int64_t backlog_until;          /* the catch-up's fires are before this */
 	int backlog_left;               /* how many more (backlog_ms included) */

@@ -1,4 +1,5 @@
 /* sched.c - the job table: what runs when, on an injected clock. */
+#include <assert.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,29 +22,84 @@ void sched_init(struct sched *s, lua_State *L, const char *dir, const struct sch
 	s->load_timeout_ms = JOB_LOAD_TIMEOUT_MS;
 }
 
-static int64_t wall(struct sched *s) { return s->env.wall_ms(s->env.arg); }
-static int64_t mono(struct sched *s) { return s->env.mono_ms(s->env.arg); }
+static int64_t wall(struct sched *s) { return s->env.now(s->env.arg, SCHED_WALL); }
+static int64_t mono(struct sched *s) { return s->env.now(s->env.arg, SCHED_MONO); }
+
+/* What the job table does to a run (sched_env.act). */
+static int64_t act(const struct sched *s, enum sched_act what, struct run *r, struct job *j,
+                   int64_t fire, const char *reason)
+{
+	return s->env.act(s->env.arg, what, r, j, fire, reason);
+}
+
+/* The election's word on j (0 without one). */
+static int ask(struct sched *s, const struct job *j, enum sched_ask what)
+{
+	return s->env.ask ? s->env.ask(s->env.elect_arg, j, what) : 0;
+}
 
 static int takes_part(struct sched *s, const struct job *j)
 {
-	return s->env.takes_part && s->env.takes_part(s->env.elect_arg, j);
+	return ask(s, j, SCHED_TAKES_PART);
 }
 
 static int stale(struct sched *s, const struct job *j)
 {
-	return s->env.stale && s->env.stale(s->env.elect_arg, j);
+	return ask(s, j, SCHED_STALE);
 }
 
 static void enter(struct sched *s, struct job *j)
 {
-	if (s->env.enter && takes_part(s, j))
-		s->env.enter(s->env.elect_arg, j);
+	if (s->env.stand && takes_part(s, j))
+		s->env.stand(s->env.elect_arg, j, 1);
 }
 
 static void leave(struct sched *s, struct job *j)
 {
-	if (s->env.leave)
-		s->env.leave(s->env.elect_arg, j);
+	if (s->env.stand)
+		s->env.stand(s->env.elect_arg, j, 0);
+}
+
+/* The fire j wants started (DUE), or has claimed ahead of its time
+ * (CLAIMED); 0 when it has none such. */
+static int64_t want_of(const struct job *j)
+{
+	return j->fire.state == FIRE_DUE ? j->fire.at : 0;
+}
+
+static int64_t claimed_of(const struct job *j)
+{
+	return j->fire.state == FIRE_CLAIMED ? j->fire.at : 0;
+}
+
+/* Every change of j's next fire (job.h's enum fire_state): to DUE at at
+ * (catchup: a catch-up fire), to CLAIMED (the due one), to NONE.  Each
+ * starts its claim's retries afresh; NONE leaves catchup as it was (the
+ * callers clear it where a catch-up is over).  A change the picture in
+ * job.h does not have is a bug: logged, and an assertion in a build with
+ * them. */
+static void fire_to(struct job *j, enum fire_state to, int64_t at, int catchup)
+{
+	static const char *const names[FIRE_STATES] = { "none", "due", "claimed" };
+	static const unsigned legal[FIRE_STATES] = {
+		[FIRE_NONE] = 1u << FIRE_NONE | 1u << FIRE_DUE,
+		[FIRE_DUE] = 1u << FIRE_NONE | 1u << FIRE_DUE | 1u << FIRE_CLAIMED,
+		[FIRE_CLAIMED] = 1u << FIRE_NONE,
+	};
+
+	if (!(legal[j->fire.state] & 1u << to)) {
+		log_msg(LOG_ERROR, j->name, 0, "internal error: a fire went from %s to %s",
+		        names[j->fire.state], names[to]);
+		assert(!"an illegal fire_state transition");
+	}
+	if (to == FIRE_DUE) {
+		j->fire.at = at;
+		j->fire.catchup = catchup;
+	} else if (to == FIRE_NONE) {
+		j->fire.at = 0;
+	}
+	j->fire.state = to;
+	j->fire.retry_at = 0;
 }
 
 struct job *sched_find(struct sched *s, const char *name)
@@ -161,28 +217,17 @@ static int is_broken(struct reload *r, const char *name)
 	return 0;
 }
 
-/* Takes in a fresh definition for a job that exists: the schedule state and
- * a run in progress stay, the definition is replaced. */
-static void replace_job(struct sched *s, struct job *old, struct job *fresh)
+/* A reload's fresh definition takes over what old had going: its times,
+ * its run, its fires waiting (a fire waiting for the run only under the
+ * same schedule), its hooks, its election and metrics. */
+static void carry_over(struct sched *s, struct job *old, struct job *fresh, int changed)
 {
-	int changed = strcmp(old->describe, fresh->describe) != 0;
-	int edited = strcmp(old->digest, fresh->digest) != 0;
-
-	/* A start gone ahead is taken back when the fire may not start as it
-	 * is (the process forked ahead with the old file goes, below; the old
-	 * schedule's fires are dropped), unless the process went with it
-	 * already: a run like any other, carried over. */
-	if (edited || changed)
-		take_back(s, old);
 	fresh->next_fire_ms = old->next_fire_ms;
 	fresh->restart_at = old->restart_at;
 	fresh->backoff_ms = old->backoff_ms;
 	fresh->run = old->run;
 	fresh->run_id = old->run_id;
-	fresh->want_ms = old->want_ms;
-	fresh->want_catchup = old->want_catchup;
-	fresh->retry_at = old->retry_at;
-	fresh->claimed_ms = old->claimed_ms;
+	fresh->fire = old->fire;
 	fresh->backlog_ms = old->backlog_ms;
 	fresh->backlog_until = old->backlog_until;
 	fresh->backlog_left = old->backlog_left;
@@ -191,7 +236,7 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 	fresh->hook_wait = old->hook_wait;
 	old->hook_wait = NULL;
 	if (fresh->hook_run)
-		s->env.adopt(s->env.arg, fresh->hook_run, fresh);
+		act(s, SCHED_ADOPT, fresh->hook_run, fresh, 0, NULL);
 	/* A fire waiting for the run keeps its place only under the same
 	 * schedule (jitter and overlap are part of it, see describe). */
 	if (!changed)
@@ -205,22 +250,32 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 			account(s, fresh, old->pending_ms, 0, "missed", "the schedule changed");
 	}
 	if (fresh->run)
-		s->env.adopt(s->env.arg, fresh->run, fresh);
+		act(s, SCHED_ADOPT, fresh->run, fresh, 0, NULL);
 	fresh->elect = old->elect;
 	fresh->follow_logged = old->follow_logged;
 	fresh->metrics = old->metrics;
-	if (fresh->elect) {
-		if (s->env.enter)
-			s->env.enter(s->env.elect_arg, fresh);    /* the election's user is the new one */
-		if (stale(s, fresh)) {
-			/* Leaves once the run is over (sched_run_ended), then
-			 * stands again with the new settings. */
-			if (fresh->run && s->env.may_run(s->env.elect_arg, fresh))
-				s->env.stop(s->env.arg, fresh->run, "the job's lease settings changed");
-			if (!fresh->run)
-				leave(s, fresh);
-		}
+}
+
+/* The election's user is the fresh definition; a standing that no longer
+ * fits its settings leaves once the run is over (sched_run_ended), then
+ * stands again with the new settings. */
+static void restand(struct sched *s, struct job *fresh)
+{
+	if (s->env.stand)
+		s->env.stand(s->env.elect_arg, fresh, 1); /* the election's user is the new one */
+	if (stale(s, fresh)) {
+		if (fresh->run && ask(s, fresh, SCHED_MAY_RUN))
+			act(s, SCHED_STOP, fresh->run, NULL, 0, "the job's lease settings changed");
+		if (!fresh->run)
+			leave(s, fresh);
 	}
+}
+
+/* What the reload says, and a changed schedule's consequences: the next
+ * fire (or restart) under it, the old schedule's fires dropped. */
+static void take_new_file(struct sched *s, struct job *old, struct job *fresh, int edited,
+                          int changed)
+{
 	if (edited && !changed)
 		log_msg(LOG_INFO, fresh->name, 0, "reloaded: %s (the next run uses the new file)",
 		        fresh->describe);
@@ -235,16 +290,40 @@ static void replace_job(struct sched *s, struct job *old, struct job *fresh)
 		/* Fires of the old schedule: none is started under the new one. */
 		drop_wanted(s, fresh, "the schedule changed", may_run(s, fresh));
 	}
-	/* A process forked ahead runs the file as it was then: kept only
-	 * when the file is the same. */
+}
+
+/* A process forked ahead runs the file as it was then: kept only when the
+ * file is the same. */
+static void keep_prep(struct sched *s, struct job *old, struct job *fresh, int edited)
+{
 	if (old->prep && !edited) {
 		fresh->prep = old->prep;
 		fresh->prep_ms = old->prep_ms;
 		fresh->prep_ahead = old->prep_ahead;
 		old->prep = NULL;
 		old->prep_ahead = 0;
-		s->env.adopt(s->env.arg, fresh->prep, fresh);
+		act(s, SCHED_ADOPT, fresh->prep, fresh, 0, NULL);
 	}
+}
+
+/* Takes in a fresh definition for a job that exists: the schedule state and
+ * a run in progress stay, the definition is replaced. */
+static void replace_job(struct sched *s, struct job *old, struct job *fresh)
+{
+	int changed = strcmp(old->describe, fresh->describe) != 0;
+	int edited = strcmp(old->digest, fresh->digest) != 0;
+
+	/* A start gone ahead is taken back when the fire may not start as it
+	 * is (the process forked ahead with the old file goes, below; the old
+	 * schedule's fires are dropped), unless the process went with it
+	 * already: a run like any other, carried over. */
+	if (edited || changed)
+		take_back(s, old);
+	carry_over(s, old, fresh, changed);
+	if (fresh->elect)
+		restand(s, fresh);
+	take_new_file(s, old, fresh, edited, changed);
+	keep_prep(s, old, fresh, edited);
 	old->run = NULL;
 	old->elect = NULL;
 	drop_prep(s, old);
@@ -287,7 +366,7 @@ void sched_load_checked(struct sched *s, int reload, struct job_check *c)
 			j->pending_ms = 0;
 			log_msg(LOG_INFO, j->name, 0, "removed: %s is gone", j->file);
 			if (j->run)
-				s->env.stop(s->env.arg, j->run, "job file removed");
+				act(s, SCHED_STOP, j->run, NULL, 0, "job file removed");
 		}
 	}
 	for (size_t k = 0; k < r.nfresh; k++) {
@@ -336,7 +415,7 @@ static int may_run(struct sched *s, const struct job *j)
 		return 0;
 	if (!takes_part(s, j))
 		return 1;
-	return s->env.may_run(s->env.elect_arg, j);
+	return ask(s, j, SCHED_MAY_RUN);
 }
 
 static void start(struct sched *, struct job *, int64_t scheduled_ms, int catchup);
@@ -347,7 +426,7 @@ static void went_ahead(struct sched *s, struct job *j)
 {
 	j->prep_ahead = 0;
 	start(s, j, j->prep_ms, 0);
-	j->claimed_ms = 0;
+	fire_to(j, FIRE_NONE, 0, 0);
 }
 
 /* j's claimed fire, if its process forked ahead has its start already:
@@ -357,7 +436,7 @@ static int take_back(struct sched *s, struct job *j)
 {
 	if (!j->prep || !j->prep_ahead)
 		return 0;
-	if (s->env.take_back(s->env.arg, j->prep) == 0) {
+	if (act(s, SCHED_TAKE_BACK, j->prep, NULL, 0, NULL) == 0) {
 		j->prep_ahead = 0;
 		return 0;
 	}
@@ -370,8 +449,8 @@ static int take_back(struct sched *s, struct job *j)
  * late, behind other processes' runs on a busy machine, delays it no more). */
 static void go_ahead(struct sched *s, struct job *j)
 {
-	if (s->env.go_ahead && j->prep && j->prep_ms == j->claimed_ms &&
-	    s->env.go_ahead(s->env.arg, j, j->prep, j->claimed_ms) == 0)
+	if (j->prep && j->prep_ms == claimed_of(j) &&
+	    act(s, SCHED_GO_AHEAD, j->prep, j, claimed_of(j), NULL) == 0)
 		j->prep_ahead = 1;
 }
 
@@ -381,7 +460,7 @@ static void drop_prep(struct sched *s, struct job *j)
 {
 	if (!j->prep || take_back(s, j))
 		return;
-	s->env.discard(s->env.arg, j->prep);
+	act(s, SCHED_DISCARD, j->prep, NULL, 0, NULL);
 	j->prep = NULL;
 }
 
@@ -390,8 +469,8 @@ static void drop_prep(struct sched *s, struct job *j)
  * ahead of its time. */
 static int prep_fits(const struct job *j)
 {
-	return j->prep_ms == j->next_fire_ms || j->prep_ms == j->claimed_ms ||
-	       (j->prep_ms == j->want_ms && !j->want_catchup);
+	return j->prep_ms == j->next_fire_ms || j->prep_ms == claimed_of(j) ||
+	       (j->prep_ms == want_of(j) && !j->fire.catchup);
 }
 
 static void start(struct sched *s, struct job *j, int64_t scheduled_ms, int catchup)
@@ -427,7 +506,7 @@ static void account(struct sched *s, struct job *j, int64_t fire, int claimed,
 
 int sched_idle(const struct job *j)
 {
-	return !j->pending_ms && !j->want_ms && !j->claimed_ms && !j->backlog_ms;
+	return !j->pending_ms && !want_of(j) && !claimed_of(j) && !j->backlog_ms;
 }
 
 /* A fire came while run j->run still goes, or while the older fires of a
@@ -469,7 +548,7 @@ static void overlapped(struct sched *s, struct job *j, int64_t fire)
 			/* Nothing to stop: the waiting fires give way at once. */
 			snprintf(why, sizeof why, "replaced by the fire at %s", at);
 			drop_wanted(s, j, why, 1);
-			j->want_ms = fire;
+			fire_to(j, FIRE_DUE, fire, 0);
 			break;
 		}
 		/* The new run starts once the old one ended (sched_run_ended), so
@@ -485,7 +564,7 @@ static void overlapped(struct sched *s, struct job *j, int64_t fire)
 		}
 		j->pending_ms = fire;
 		snprintf(why, sizeof why, "replaced by the fire at %s", at);
-		s->env.stop(s->env.arg, j->run, why);
+		act(s, SCHED_STOP, j->run, NULL, 0, why);
 		break;
 	}
 }
@@ -516,16 +595,16 @@ static void drop_wanted(struct sched *s, struct job *j, const char *why, int hel
 		if (held)
 			account(s, j, j->pending_ms, 0, "missed", why);
 	}
-	if (j->want_ms) {
+	if (want_of(j)) {
 		log_msg(LOG_INFO, j->name, 0, "fire at %s not started: %s", fire_iso(at, sizeof at,
-		        j->want_ms), why);
+		        want_of(j)), why);
 		if (held)
-			account(s, j, j->want_ms, 0, "missed", why);
+			account(s, j, want_of(j), 0, "missed", why);
 	}
-	if (j->claimed_ms) {
+	if (claimed_of(j)) {
 		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: claimed, but not started: %s",
-		        fire_iso(at, sizeof at, j->claimed_ms), why);
-		account(s, j, j->claimed_ms, 1, "missed", why);
+		        fire_iso(at, sizeof at, claimed_of(j)), why);
+		account(s, j, claimed_of(j), 1, "missed", why);
 	}
 	if (j->backlog_ms) {
 		log_msg(LOG_INFO, j->name, 0, "%d missed fire%s from %s to before %s not caught up: %s",
@@ -536,9 +615,9 @@ static void drop_wanted(struct sched *s, struct job *j, const char *why, int hel
 		     f = job_next_fire(s->L, j, f))
 			account(s, j, f, 0, "missed", why);
 	}
-	j->want_ms = j->claimed_ms = j->backlog_ms = j->pending_ms = 0;
-	j->want_catchup = 0;
-	j->retry_at = 0;
+	fire_to(j, FIRE_NONE, 0, 0);
+	j->fire.catchup = 0;
+	j->backlog_ms = j->pending_ms = 0;
 	j->backlog_left = 0;
 }
 
@@ -546,7 +625,7 @@ static void drop_wanted(struct sched *s, struct job *j, const char *why, int hel
  * one of them runs. */
 static int catching_up(const struct job *j)
 {
-	return j->backlog_ms || j->want_catchup || (j->run && j->run_catchup);
+	return j->backlog_ms || j->fire.catchup || (j->run && j->run_catchup);
 }
 
 /* missed = "all", while a catch-up goes on: the fires from first to the
@@ -578,9 +657,7 @@ static void backlog_pop(struct sched *s, struct job *j)
 {
 	int64_t next;
 
-	j->want_ms = j->backlog_ms;
-	j->want_catchup = 1;
-	j->retry_at = 0;
+	fire_to(j, FIRE_DUE, j->backlog_ms, 1);
 	next = --j->backlog_left > 0 ? job_next_fire(s->L, j, j->backlog_ms) : -1;
 	if (next < 0 || next >= j->backlog_until) {
 		j->backlog_ms = 0;
@@ -613,7 +690,7 @@ static int next_wanted(struct sched *s, struct job *j, long ended_id)
 		drop_wanted(s, j, "this replica no longer holds the lease", 0);
 		return 0;
 	}
-	if (j->want_ms)
+	if (want_of(j))
 		return 1;
 	if (fire && j->overlap == JOB_REPLACE && j->backlog_ms) {
 		j->pending_ms = 0;      /* it replaces them: not dropped with them */
@@ -623,7 +700,7 @@ static int next_wanted(struct sched *s, struct job *j, long ended_id)
 	if (j->backlog_ms) {
 		backlog_pop(s, j);
 		log_msg(LOG_INFO, j->name, 0, "catching up the fire at %s", fire_iso(at, sizeof at,
-		        j->want_ms));
+		        want_of(j)));
 		return 1;
 	}
 	if (!fire)
@@ -635,9 +712,7 @@ static int next_wanted(struct sched *s, struct job *j, long ended_id)
 	else
 		log_msg(LOG_INFO, j->name, 0, "starting the fire at %s: run %ld was replaced", at,
 		        ended_id);
-	j->want_ms = fire;
-	j->want_catchup = 0;
-	j->retry_at = 0;
+	fire_to(j, FIRE_DUE, fire, 0);
 	return 1;
 }
 
@@ -706,8 +781,8 @@ static void slow_claim(const struct sched *s, size_t n, int64_t t0, int64_t now)
 	char at[32];
 
 	for (size_t i = 0; i < n; i++)
-		if (!s->cj[i]->want_catchup)
-			first = min64(first, s->cj[i]->want_ms);
+		if (!s->cj[i]->fire.catchup)
+			first = min64(first, want_of(s->cj[i]));
 	if (now - t0 < SCHED_CLAIM_SLOW_MS || now <= first)
 		return;
 	log_msg(LOG_INFO, NULL, 0, "a claim of %zu fire%s took %lldms: the fire%s at %s start%s %lldms late",
@@ -726,7 +801,7 @@ static int64_t claim_batch(struct sched *s, size_t n)
 	if (n == 0)
 		return wake;
 	t0 = wall(s);
-	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
+	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok, 0);
 	now = wall(s);
 	s->claim_n[s->nclaims % (sizeof s->claim_ms / sizeof *s->claim_ms)] = n;
 	s->claim_ms[s->nclaims++ % (sizeof s->claim_ms / sizeof *s->claim_ms)] = now - t0;
@@ -735,37 +810,37 @@ static int64_t claim_batch(struct sched *s, size_t n)
 		struct job *j = s->cj[i];
 		char at[32], until[32];
 
-		fire_iso(at, sizeof at, j->want_ms);
+		fire_iso(at, sizeof at, want_of(j));
 		if (rc < 0) {
-			if (!j->retry_at)
+			if (!j->fire.retry_at)
 				log_msg(LOG_WARN, j->name, 0, "fire at %s not started yet: its claim failed "
 				        "(the store did not answer); trying again until %s", at,
-				        fire_iso(until, sizeof until, j->want_ms + j->missed_within_ms));
-			j->retry_at = now + SCHED_CLAIM_RETRY_MS;
+				        fire_iso(until, sizeof until, want_of(j) + j->missed_within_ms));
+			j->fire.retry_at = now + SCHED_CLAIM_RETRY_MS;
 			wake = min64(wake, SCHED_CLAIM_RETRY_MS);
 			continue;
 		}
 		if (!s->cok[i]) {
 			log_msg(LOG_WARN, j->name, 0, "fire at %s not started: the claim was refused "
 			        "(another replica holds the lease, or the fire ran already)", at);
-		} else if (j->want_ms > now) {
-			j->claimed_ms = j->want_ms;
+		} else if (j->fire.at > now) {
+			fire_to(j, FIRE_CLAIMED, 0, 0);
 			go_ahead(s, j);
-			wake = min64(wake, j->claimed_ms - now);
+			wake = min64(wake, j->fire.at - now);
 		} else {
-			if (j->want_catchup)
+			if (j->fire.catchup)
 				log_msg(LOG_INFO, j->name, 0, "catch-up run of the fire at %s", at);
-			start(s, j, j->want_ms, j->want_catchup);
+			start(s, j, j->fire.at, j->fire.catchup);
 		}
-		j->want_ms = 0;
-		j->want_catchup = 0;
-		j->retry_at = 0;
+		if (j->fire.state == FIRE_DUE)
+			fire_to(j, FIRE_NONE, 0, 0);
+		j->fire.catchup = 0;
 		/* A refused catch-up fire: the next one of the backlog, if any,
 		 * waits for the next turn. */
-		if (!j->run && !j->claimed_ms && j->backlog_ms) {
+		if (!j->run && !claimed_of(j) && j->backlog_ms) {
 			backlog_pop(s, j);
 			wake = 0;
-		} else if (!j->run && !j->claimed_ms && j->pending_ms) {
+		} else if (!j->run && !claimed_of(j) && j->pending_ms) {
 			wake = 0;       /* the queued fire, next turn (due_fire) */
 		}
 	}
@@ -777,9 +852,9 @@ static int64_t claim_batch(struct sched *s, size_t n)
 static void start_wanted(struct sched *s, struct job *j)
 {
 	if (!claims(s, j)) {
-		start(s, j, j->want_ms, j->want_catchup);
-		j->want_ms = 0;
-		j->want_catchup = 0;
+		start(s, j, j->fire.at, j->fire.catchup);
+		fire_to(j, FIRE_NONE, 0, 0);
+		j->fire.catchup = 0;
 		return;
 	}
 	if (grow_batch(s, 1) < 0) {
@@ -787,7 +862,7 @@ static void start_wanted(struct sched *s, struct job *j)
 		return;
 	}
 	s->cj[0] = j;
-	s->cf[0] = j->want_ms;
+	s->cf[0] = want_of(j);
 	claim_batch(s, 1);
 }
 
@@ -821,116 +896,132 @@ static int64_t passed_over(struct sched *s, struct job *j, int64_t fire, int64_t
 	return fire;
 }
 
-/* A periodic job that may run: its fire if due (or about to be, when it is
- * claimed), and the fire it wants started, into the claim batch (*n). */
-static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
+/* j's fire at next_fire_ms came (or is about to, within its claim's lead):
+ * the next one is set, and this one is wanted (to claim and start), waits
+ * behind a run or a catch-up, or is skipped (paused, or by the overlap
+ * rule). */
+static void fire_came(struct sched *s, struct job *j, int64_t now)
 {
-	int64_t sleep_ms = INT64_MAX, ahead = 0;
+	int64_t fire = j->next_fire_ms;
 	char at[32], was[32];
+	int behind = claims(s, j) && j->missed == JOB_MISSED_ALL && catching_up(j);
+
+	j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
+	if (claims(s, j) && fire < now && !behind)
+		fire = passed_over(s, j, fire, now);
+	if (takes_part(s, j) && ask(s, j, SCHED_PAUSED) > 0) {
+		skip_paused(s, j, fire);
+	} else if (behind) {
+		/* missed = "all": a fire during a catch-up waits behind it. */
+		backlog_add(s, j, fire, now);
+		log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up (%d "
+		        "fire%s to go)", fire_iso(at, sizeof at, fire), j->backlog_left,
+		        j->backlog_left == 1 ? "" : "s");
+	} else if (j->run && j->run_catchup && j->missed == JOB_MISSED_ONCE && claims(s, j)) {
+		/* missed = "once": the present fire wins over the catch-up:
+		 * it runs once the catch-up run ends, whatever the overlap. */
+		if (j->pending_ms) {
+			char why[64];
+
+			snprintf(why, sizeof why, "the fire at %s took its place",
+			         fire_iso(at, sizeof at, fire));
+			account(s, j, j->pending_ms, 0, "missed", why);
+		}
+		j->pending_ms = fire;
+		log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up run %ld",
+		        fire_iso(at, sizeof at, fire), j->run_id);
+	} else if (j->run || claimed_of(j) || j->backlog_ms) {
+		/* missed = "all": the older fires first.  ("once": the
+		 * newest fire takes the waiting one's place, below.) */
+		overlapped(s, j, fire);
+	} else {
+		if (want_of(j)) {
+			char why[64];
+
+			log_msg(LOG_WARN, j->name, 0, "fire at %s missed: the fire at %s takes its "
+			        "place", fire_iso(was, sizeof was, want_of(j)),
+			        fire_iso(at, sizeof at, fire));
+			snprintf(why, sizeof why, "the fire at %s took its place", at);
+			account(s, j, want_of(j), 0, "missed", why);
+		}
+		fire_to(j, FIRE_DUE, fire, 0);
+	}
+}
+
+/* j's wanted fire (DUE; no run going, none claimed ahead): started
+ * when it is not claimed, else into the claim batch (*n), missed once no
+ * claim succeeded within missed_within, skipped while paused, or tried
+ * again later.  Returns sleep_ms, or sooner. */
+static int64_t claim_wanted(struct sched *s, struct job *j, int64_t now, int64_t sleep_ms,
+                            size_t *n)
+{
+	char at[32];
 	int paused;
 
-	if (j->claimed_ms && !j->run) {
-		if (now < j->claimed_ms)
-			return j->claimed_ms - now;
-		start(s, j, j->claimed_ms, 0);
-		j->claimed_ms = 0;
-	}
-	/* Ahead only with nothing waiting: an older fire's claim goes first. */
-	if (claims(s, j) && !j->run && !j->claimed_ms && !j->want_ms && !j->backlog_ms)
-		ahead = claim_lead(s, j->next_fire_ms == s->next_instant ? s->next_instant_n : 1);
-	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead) {
-		int64_t fire = j->next_fire_ms;
-
-		int behind = claims(s, j) && j->missed == JOB_MISSED_ALL && catching_up(j);
-
-		j->next_fire_ms = job_next_fire(s->L, j, fire > now ? fire : now);
-		if (claims(s, j) && fire < now && !behind)
-			fire = passed_over(s, j, fire, now);
-		if (s->env.paused && takes_part(s, j) && s->env.paused(s->env.elect_arg, j) > 0) {
-			skip_paused(s, j, fire);
-		} else if (behind) {
-			/* missed = "all": a fire during a catch-up waits behind it. */
-			backlog_add(s, j, fire, now);
-			log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up (%d "
-			        "fire%s to go)", fire_iso(at, sizeof at, fire), j->backlog_left,
-			        j->backlog_left == 1 ? "" : "s");
-		} else if (j->run && j->run_catchup && j->missed == JOB_MISSED_ONCE && claims(s, j)) {
-			/* missed = "once": the present fire wins over the catch-up:
-			 * it runs once the catch-up run ends, whatever the overlap. */
-			if (j->pending_ms) {
-				char why[64];
-
-				snprintf(why, sizeof why, "the fire at %s took its place",
-				         fire_iso(at, sizeof at, fire));
-				account(s, j, j->pending_ms, 0, "missed", why);
-			}
-			j->pending_ms = fire;
-			log_msg(LOG_INFO, j->name, 0, "queued the fire at %s behind the catch-up run %ld",
-			        fire_iso(at, sizeof at, fire), j->run_id);
-		} else if (j->run || j->claimed_ms || j->backlog_ms) {
-			/* missed = "all": the older fires first.  ("once": the
-			 * newest fire takes the waiting one's place, below.) */
-			overlapped(s, j, fire);
-		} else {
-			if (j->want_ms) {
-				char why[64];
-
-				log_msg(LOG_WARN, j->name, 0, "fire at %s missed: the fire at %s takes its "
-				        "place", fire_iso(was, sizeof was, j->want_ms),
-				        fire_iso(at, sizeof at, fire));
-				snprintf(why, sizeof why, "the fire at %s took its place", at);
-				account(s, j, j->want_ms, 0, "missed", why);
-			}
-			j->want_ms = fire;
-			j->want_catchup = 0;
-			j->retry_at = 0;
-		}
-	}
-	if (j->next_fire_ms >= 0)
-		sleep_ms = j->next_fire_ms - ahead - now;
-	/* A fire that queued behind a catch-up whose last fire is done. */
-	if (j->pending_ms && !j->want_ms && !j->run && !j->claimed_ms && !j->backlog_ms) {
-		j->want_ms = j->pending_ms;
-		j->want_catchup = 0;
-		j->retry_at = 0;
-		j->pending_ms = 0;
-	}
-	if (!j->want_ms || j->run || j->claimed_ms)
-		return sleep_ms;
 	if (!claims(s, j)) {
 		start_wanted(s, j);
-	} else if (now - j->want_ms > j->missed_within_ms) {
+	} else if (now - want_of(j) > j->missed_within_ms) {
 		log_msg(LOG_WARN, j->name, 0, "fire at %s missed: no claim succeeded within "
-		        "missed_within", fire_iso(at, sizeof at, j->want_ms));
-		account(s, j, j->want_ms, 0, "missed",
+		        "missed_within", fire_iso(at, sizeof at, want_of(j)));
+		account(s, j, want_of(j), 0, "missed",
 		        "no claim succeeded within missed_within (the store did not answer)");
-		j->want_ms = 0;
-		j->retry_at = 0;
+		/* (Its catchup flag stays set, as it always did: catching_up
+		 * reads it until the next fire is wanted.) */
+		fire_to(j, FIRE_NONE, 0, 0);
 		if (j->backlog_ms) {
 			backlog_pop(s, j);
 			sleep_ms = 0;
 		} else if (j->pending_ms) {
 			sleep_ms = 0;
 		}
-	} else if (now < j->retry_at) {
-		sleep_ms = min64(sleep_ms, j->retry_at - now);
-	} else if (s->env.paused && (paused = s->env.paused(s->env.elect_arg, j)) != 0) {
+	} else if (now < j->fire.retry_at) {
+		sleep_ms = min64(sleep_ms, j->fire.retry_at - now);
+	} else if ((paused = ask(s, j, SCHED_PAUSED)) != 0) {
 		if (paused < 0) {
 			/* Just taken: the first renew reads the controls. */
 			sleep_ms = min64(sleep_ms, SCHED_CTL_WAIT_MS);
 		} else {
-			skip_paused(s, j, j->want_ms);
-			j->want_ms = 0;
-			j->want_catchup = 0;
+			skip_paused(s, j, j->fire.at);
+			fire_to(j, FIRE_NONE, 0, 0);
+			j->fire.catchup = 0;
 			if (j->backlog_ms)
 				backlog_pop(s, j);
 			sleep_ms = 0;
 		}
 	} else {
 		s->cj[*n] = j;
-		s->cf[(*n)++] = j->want_ms;
+		s->cf[(*n)++] = want_of(j);
 	}
 	return sleep_ms;
+}
+
+/* A periodic job that may run: its fire if due (or about to be, when it is
+ * claimed), and the fire it wants started, into the claim batch (*n). */
+static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
+{
+	int64_t sleep_ms = INT64_MAX, ahead = 0;
+
+	if (claimed_of(j) && !j->run) {
+		if (now < claimed_of(j))
+			return claimed_of(j) - now;
+		start(s, j, j->fire.at, 0);
+		fire_to(j, FIRE_NONE, 0, 0);
+	}
+	/* Ahead only with nothing waiting: an older fire's claim goes first. */
+	if (claims(s, j) && !j->run && !claimed_of(j) && !want_of(j) && !j->backlog_ms)
+		ahead = claim_lead(s, j->next_fire_ms == s->next_instant ? s->next_instant_n : 1);
+	if (j->next_fire_ms >= 0 && now >= j->next_fire_ms - ahead)
+		fire_came(s, j, now);
+	if (j->next_fire_ms >= 0)
+		sleep_ms = j->next_fire_ms - ahead - now;
+	/* A fire that queued behind a catch-up whose last fire is done. */
+	if (j->pending_ms && !want_of(j) && !j->run && !claimed_of(j) && !j->backlog_ms) {
+		fire_to(j, FIRE_DUE, j->pending_ms, 0);
+		j->pending_ms = 0;
+	}
+	if (!want_of(j) || j->run || claimed_of(j))
+		return sleep_ms;
+	return claim_wanted(s, j, now, sleep_ms, n);
 }
 
 /* Whether j's next fire is one to fork the process of ahead: a regular fire
@@ -941,10 +1032,10 @@ static int64_t due_fire(struct sched *s, struct job *j, int64_t now, size_t *n)
 static int wants_prep(struct sched *s, const struct job *j, int64_t now)
 {
 	if (!s->env.prepare || j->prep || j->prep_ms == j->next_fire_ms ||
-	    (j->run && !(s->env.body_over && s->env.body_over(s->env.arg, j->run))) ||
+	    (j->run && !act(s, SCHED_BODY_OVER, j->run, NULL, 0, NULL)) ||
 	    !sched_idle(j) || j->next_fire_ms < 0 || j->next_fire_ms - now > SCHED_PREP_AHEAD_MS)
 		return 0;
-	return !s->env.paused || !takes_part(s, j) || s->env.paused(s->env.elect_arg, j) == 0;
+	return !takes_part(s, j) || ask(s, j, SCHED_PAUSED) == 0;
 }
 
 /* How long before its fire the forking ahead of n processes starts: as late
@@ -957,7 +1048,7 @@ static int wants_prep(struct sched *s, const struct job *j, int64_t now)
 static int64_t prep_lead(const struct sched *s, size_t n)
 {
 	int64_t us = s->prep_us / (s->prep_n ? s->prep_n : 1);
-	int64_t there = s->env.prep_cost_us ? s->env.prep_cost_us(s->env.arg) : 0;
+	int64_t there = act(s, SCHED_PREP_COST, NULL, NULL, 0, NULL);
 	int64_t lead;
 
 	if (there > us)
@@ -1040,7 +1131,7 @@ int64_t sched_start_due(struct sched *s)
 		if (!ok) {
 			/* A follower's fire times pass too: what it catches up
 			 * when it becomes the holder is sched_gained's choice. */
-			if (j->want_ms || j->claimed_ms || j->backlog_ms || j->pending_ms)
+			if (want_of(j) || claimed_of(j) || j->backlog_ms || j->pending_ms)
 				drop_wanted(s, j, j->removed ? "the job was removed"
 				            : "this replica no longer holds the lease", 0);
 			if (j->kind != JOB_SERVICE && j->next_fire_ms >= 0 && !j->removed) {
@@ -1097,7 +1188,7 @@ void sched_run_ended(struct sched *s, struct job *j, int failed, int64_t ran_ms)
 	} else if (j->kind != JOB_SERVICE && next_wanted(s, j, j->run_id)) {
 		start_wanted(s, j);
 	}
-	if (j->manual_wait && !j->run && !j->claimed_ms) {
+	if (j->manual_wait && !j->run && !claimed_of(j)) {
 		j->manual_wait = 0;
 		if (!s->stopping && may_run(s, j)) {
 			log_msg(LOG_INFO, j->name, 0, "triggered run starts (it waited for run %ld)",
@@ -1114,7 +1205,7 @@ int sched_trigger(struct sched *s, struct job *j)
 		        ? "a service runs already" : "this replica cannot run the job now");
 		return 0;
 	}
-	if (!j->run && !j->claimed_ms) {
+	if (!j->run && !claimed_of(j)) {
 		log_msg(LOG_INFO, j->name, 0, "triggered: one run now (leash trigger)");
 		start(s, j, wall(s), SCHED_MANUAL);
 		return 1;
@@ -1137,7 +1228,7 @@ int sched_trigger(struct sched *s, struct job *j)
 	case JOB_REPLACE:
 		log_msg(LOG_INFO, j->name, 0, "trigger replaces run %ld", j->run_id);
 		if (j->run)
-			s->env.stop(s->env.arg, j->run, "replaced by a triggered run");
+			act(s, SCHED_STOP, j->run, NULL, 0, "replaced by a triggered run");
 		break;
 	}
 	j->manual_wait = 1;
@@ -1239,9 +1330,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire, int *bud
 	}
 	log_msg(LOG_INFO, j->name, 0, "catching up %d missed fire%s (%s)", run, run == 1 ? "" : "s",
 	        why);
-	j->want_ms = run_from;
-	j->want_catchup = 1;
-	j->retry_at = 0;
+	fire_to(j, FIRE_DUE, run_from, 1);
 	if (run > 1) {
 		j->backlog_ms = job_next_fire(s->L, j, run_from);
 		j->backlog_left = run - 1;
@@ -1277,20 +1366,20 @@ static void give_back(struct sched *s)
 	size_t n = 0;
 	int rc;
 
-	if (!s->env.unclaim || grow_batch(s, s->njobs) < 0)
+	if (!s->env.claim || grow_batch(s, s->njobs) < 0)
 		return;
 	for (size_t i = 0; i < s->njobs; i++) {
 		struct job *j = s->jobs[i];
 
 		take_back(s, j);        /* (too late: it runs) */
-		if (j->claimed_ms && !j->run && claims(s, j)) {
+		if (claimed_of(j) && !j->run && claims(s, j)) {
 			s->cj[n] = j;
-			s->cf[n++] = j->claimed_ms;
+			s->cf[n++] = claimed_of(j);
 		}
 	}
 	if (n == 0)
 		return;
-	rc = s->env.unclaim(s->env.elect_arg, s->cj, s->cf, n, s->cok);
+	rc = s->env.claim(s->env.elect_arg, s->cj, s->cf, n, s->cok, 1);
 	for (size_t k = 0; rc == 0 && k < n; k++) {
 		struct job *j = s->cj[k];
 		char at[32];
@@ -1298,8 +1387,8 @@ static void give_back(struct sched *s)
 		if (!s->cok[k])
 			continue;
 		log_msg(LOG_INFO, j->name, 0, "fire at %s given back: leash is stopping and did "
-		        "not start it (whoever holds the job next runs it)", fire_iso(at, sizeof at, j->claimed_ms));
-		j->claimed_ms = 0;
+		        "not start it (whoever holds the job next runs it)", fire_iso(at, sizeof at, claimed_of(j)));
+		fire_to(j, FIRE_NONE, 0, 0);
 	}
 }
 
@@ -1310,7 +1399,7 @@ void sched_stopped(struct sched *s)
 		struct job *j = s->jobs[i];
 
 		j->pending_ms = 0;
-		if (j->want_ms || j->claimed_ms || j->backlog_ms)
+		if (want_of(j) || claimed_of(j) || j->backlog_ms)
 			drop_wanted(s, j, "leash is stopping", 0);
 	}
 }

@@ -31,10 +31,51 @@
 #define SCHED_ACCOUNT_TURN_MAX 10000    /* and all the catch-ups between two turns */
 #define SCHED_ACCOUNT_SPAN (24LL * 3600 * 1000) /* and how far back it looks at most */
 
+/* The clocks the job table reads (sched_env.now). */
+enum sched_clock {
+	SCHED_WALL,                     /* fire times */
+	SCHED_MONO,                     /* services' restarts */
+};
+
+/* What the job table does to a run or a process forked ahead
+ * (sched_env.act), each with the arguments it uses:
+ * - STOP (run, reason): asks a run to stop (it ends later, through
+ *   sched_run_ended).  The reason may live on the caller's stack: keep a
+ *   copy.
+ * - ADOPT (run, job): a reload replaced the definition of a job whose run
+ *   goes on: the run now belongs to the fresh struct job (the old one is
+ *   freed).
+ * - DISCARD (run): a process forked ahead that will not start goes,
+ *   quietly.
+ * - GO_AHEAD (run, job, fire): the start of a claimed fire's process
+ *   forked ahead, given it ahead of the fire's time: it goes at that time
+ *   by itself, whatever this process is doing then; start still follows at
+ *   the time.  0, or -1 when it cannot be (start gives it then).
+ * - TAKE_BACK (run): such a start taken back (0), or -1 when too late: the
+ *   process has gone, and the fire started (the job table makes it the run
+ *   with start).
+ * - BODY_OVER (run): 1 when the run's body is over, its process only
+ *   exiting (then the next fire's process may be forked ahead; the fire
+ *   itself still waits for the run to end); 0 when not.
+ * - PREP_COST: what forking one ahead costs where it is done (µs; 0:
+ *   unknown, then prepare's own time counts). */
+enum sched_act {
+	SCHED_STOP, SCHED_ADOPT, SCHED_DISCARD, SCHED_GO_AHEAD, SCHED_TAKE_BACK,
+	SCHED_BODY_OVER, SCHED_PREP_COST,
+};
+
+/* What the job table asks the election of an elected job (sched_env.ask):
+ * TAKES_PART the job is elected; MAY_RUN it holds its lease now; STALE its
+ * standing no longer fits its settings; PAUSED (leash pause) 1 its fires are
+ * accounted "skipped-paused" instead of run, -1 not known yet (just taken:
+ * nothing is claimed until it is), 0 not. */
+enum sched_ask { SCHED_TAKES_PART, SCHED_MAY_RUN, SCHED_STALE, SCHED_PAUSED };
+
+/* The job table's environment: eight callbacks, the first four about
+ * runs (given arg), the last four about the election (given elect_arg). */
 struct sched_env {
 	void *arg;
-	int64_t (*wall_ms)(void *arg);  /* fire times */
-	int64_t (*mono_ms)(void *arg);  /* services' restarts */
+	int64_t (*now)(void *arg, enum sched_clock);
 	/* Starts a run of the job (scheduled_ms 0 for a service; catchup: a
 	 * missed fire run late): the run's handle and id, or NULL when it could
 	 * not start (the env logs why).  prep: the process prepare made for
@@ -46,62 +87,37 @@ struct sched_env {
 	 * is given it.  *out set: 1; 0 when not now (whoever forks is busy: asked
 	 * again SCHED_PREP_LATER_MS later); -1 when it failed
 	 * (the fire's process is forked at the fire).  NULL: runs are forked
-	 * when they start. */
+	 * when they start, and act is never asked to DISCARD, GO_AHEAD,
+	 * TAKE_BACK, BODY_OVER or PREP_COST. */
 	int (*prepare)(void *arg, struct job *, int64_t fire, struct run **out);
-	/* A prepared process that will not start: it goes, quietly. */
-	void (*discard)(void *arg, struct run *);
-	/* The start of a claimed fire's prepared process, given it ahead of
-	 * the fire's time (fire): it goes at that time by itself, whatever
-	 * this process is doing then; start still follows at the time.  0, or
-	 * -1 when it cannot be (start gives it then).  take_back: such a start
-	 * taken back (0), or -1 when too late: the process has gone, and the
-	 * fire started (the job table makes it the run with start).  NULL:
-	 * starts are given at the fire. */
-	int (*go_ahead)(void *arg, struct job *, struct run *, int64_t fire);
-	int (*take_back)(void *arg, struct run *);
-	/* What preparing one costs where it is done (µs; 0: unknown), when
-	 * that is not the time prepare itself takes (the spawner's forks).
-	 * NULL: prepare's time. */
-	int64_t (*prep_cost_us)(void *arg);
-	/* Whether a run's body is over, its process only exiting (then the
-	 * next fire's process may be forked ahead; the fire itself still waits
-	 * for the run to end).  NULL: never. */
-	int (*body_over)(void *arg, const struct run *);
-	/* Asks a run to stop (it ends later, through sched_run_ended).  The
-	 * reason may live on the caller's stack: keep a copy. */
-	void (*stop)(void *arg, struct run *, const char *reason);
-	/* A reload replaced the definition of a job whose run goes on: the run
-	 * now belongs to the fresh struct job (the old one is freed). */
-	void (*adopt)(void *arg, struct run *, struct job *);
-	/* The election, in singleton mode; all NULL without it.  They get
-	 * elect_arg. */
+	/* enum sched_act: one of the things done to a run (run or job may be
+	 * NULL where the act takes none; fire is 0 but for GO_AHEAD, reason
+	 * NULL but for STOP). */
+	int64_t (*act)(void *arg, enum sched_act, struct run *, struct job *, int64_t fire,
+	               const char *reason);
+	/* The election, in singleton mode; all NULL without it. */
 	void *elect_arg;
-	int (*takes_part)(void *arg, const struct job *);   /* the job is elected */
-	int (*may_run)(void *arg, const struct job *);      /* holds its lease now */
-	void (*enter)(void *arg, struct job *);             /* stand for election */
-	void (*leave)(void *arg, struct job *);             /* release, forget */
-	int (*stale)(void *arg, const struct job *);        /* standing no longer fits */
+	int (*ask)(void *arg, const struct job *, enum sched_ask);
+	/* The job stands for election (in 1), or leaves it: released,
+	 * forgotten (in 0). */
+	void (*stand)(void *arg, struct job *, int in);
 	/* Claims fires[i] of the elected jobs[i] (distinct jobs, each holding
 	 * its lease), all in one store call: ok[i] is 1 when the fire may
 	 * start, 0 when the store refused it (another replica holds the lease,
-	 * or the fire ran already).  0, or -1 when the store did not answer
-	 * (ok unset; the env logs why).  NULL: fires start unclaimed. */
-	int (*claim)(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
+	 * or the fire ran already).  With back, at the stop: the fires claimed
+	 * ahead of their time that did not start are given back instead, so
+	 * that the next holder runs them (ok[i] 1 given back, 0 refused: the
+	 * lease moved on; refused, they are accounted missed).  0, or -1 when
+	 * the store did not answer (ok unset; the env logs why).  NULL: fires
+	 * start unclaimed. */
+	int (*claim)(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok,
+	             int back);
 	/* A fire of a job that claims, while it holds its lease, did not run:
-	 * outcome "missed" or "skipped-overlap", why says why.  claimed: the
-	 * fire was claimed (and so recorded) already.  NULL: nothing is told. */
+	 * outcome "missed", "skipped-overlap" or "skipped-paused", why says
+	 * why.  claimed: the fire was claimed (and so recorded) already.  Set
+	 * with claim. */
 	void (*account)(void *arg, struct job *, int64_t fire, int claimed, const char *outcome,
 	                const char *why);
-	/* Whether the elected job is paused (leash pause): 1 its fires are
-	 * accounted "skipped-paused" instead of run; -1 not known yet (just
-	 * taken: nothing is claimed until it is); 0 not.  NULL: never. */
-	int (*paused)(void *arg, const struct job *);
-	/* At the stop, the fires claimed ahead of their time that did not
-	 * start: fires[i] of jobs[i] given back in one store call, so that the
-	 * next holder runs it.  ok[i] 1 given back, 0 refused (the lease moved
-	 * on); 0, or -1 when the store did not answer (ok unset; the env logs
-	 * why).  NULL: they are accounted missed. */
-	int (*unclaim)(void *arg, struct job *const *jobs, const int64_t *fires, size_t n, int *ok);
 };
 
 /* env.start's catchup for a manual run (leash trigger). */
