@@ -65,6 +65,7 @@ return {
     if m == "fail" then error("nope") end
   end,
   on_failure = function(ctx, run)
+    print("hook's run_id " .. ctx.run_id)
     append(("on_failure %%s %%s %%s %%s"):format(run.job, run.outcome, run.error, tostring(run.duration_ms)))
   end,
   on_recover = function(ctx, run) append("on_recover " .. run.outcome) end,
@@ -85,5 +86,17 @@ return {
     assert.same({ "on_recover ok" }, { L.lines(hooked)[2] })
     assert.equal(2, #L.lines(hooked))
     assert.equal(0, proc:stop(10))
+    -- A hook is no run: logged as [flaky hook on_failure], its output too,
+    -- with no run number of its own (ctx.run_id 0; the runs' numbers go on
+    -- without a gap)
+    local log = proc:log_text()
+    assert.matches("%[flaky hook on_failure%] started pid=%d+", log)
+    assert.matches("%[flaky hook on_failure%] hook's run_id 0 stream=stdout", log)
+    assert.matches("%[flaky hook on_recover%] started pid=%d+", log)
+    assert.is_nil(log:find("hook started", 1, true), log)
+    local ids = {}
+    for id in log:gmatch("%[flaky run (%d+)%] started") do ids[#ids + 1] = tonumber(id) end
+    assert.is_true(#ids >= 5, log)
+    for i = 2, #ids do assert.equal(ids[i - 1] + 1, ids[i], "a run number taken by a hook") end
   end)
 end)

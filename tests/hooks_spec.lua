@@ -118,7 +118,7 @@ for _, p in ipairs(R.list_of()) do
       assert.equal(1, count(hooks(hooked), "on_recover"))
       assert.equal(1, count(hooks(hooked), "on_failure"))
       assert.truthy(other:log_text():find("on_recover failed: [^\n]*this hook fails too"))
-      assert.truthy(other:log_text():find("on_recover hook started"))
+      assert.truthy(other:log_text():find("hook on_recover%] started pid="))
     end)
   end)
 end

@@ -126,7 +126,10 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
 			puts_(&b, ",\"job\":");
 			putjson(&b, job, LOG_TEXT_MAX);
 		}
-		if (run) {
+		if (run < 0)
+			puts_(&b, run == LOG_HOOK_ON_FAILURE ? ",\"hook\":\"on_failure\""
+			                                     : ",\"hook\":\"on_recover\"");
+		else if (run) {
 			snprintf(num, sizeof num, ",\"run\":%ld", run);
 			puts_(&b, num);
 		}
@@ -146,7 +149,9 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
 		if (job) {
 			puts_(&b, "[");
 			esc_text(put, &b, job, strlen(job), LOG_TEXT_MAX, ESC_TEXT);
-			if (run) {
+			if (run < 0) {
+				puts_(&b, run == LOG_HOOK_ON_FAILURE ? " hook on_failure" : " hook on_recover");
+			} else if (run) {
 				snprintf(num, sizeof num, " run %ld", run);
 				puts_(&b, num);
 			}

@@ -23,8 +23,13 @@ void log_set_sink(log_sink_fn fn, void *arg);
 /* Parses "debug", "info", "warn" or "error"; -1 when it is none of them. */
 int log_level_parse(const char *s);
 
+/* A hook's records: not a run, so no run number ("[job hook on_failure]",
+ * JSON "hook":"on_failure"). */
+#define LOG_HOOK_ON_FAILURE (-1L)
+#define LOG_HOOK_ON_RECOVER (-2L)
+
 /* Writes one record.  job may be NULL (the scheduler itself); run is 0 when
- * the record belongs to no run.  fields holds nfields key/value pairs.  Any
+ * the record belongs to no run, a LOG_HOOK_* for a hook's.  fields holds nfields key/value pairs.  Any
  * bytes may come in: the line written is valid UTF-8 with its control
  * characters escaped (as JSON escapes in the JSON format, as \xNN in the
  * text format's message and keys, a text value quoted as a JSON string when

@@ -275,7 +275,7 @@ static void push_info(lua_State *L, const struct job *job, const struct run_info
 	lua_setfield(L, -2, "replica");
 	lua_pushinteger(L, info->token);
 	lua_setfield(L, -2, "token");
-	lua_pushinteger(L, id);
+	lua_pushinteger(L, id > 0 ? id : 0);   /* a hook's: 0 */
 	lua_setfield(L, -2, "run_id");
 	if (info->scheduled_ms)
 		lua_pushinteger(L, info->scheduled_ms / 1000);

@@ -184,8 +184,10 @@ static struct run *spawn(lua_State *L, struct job *job, const struct run_info *i
 {
 	struct run *r = new_run(job, info);
 
+	/* A hook is no run: it takes no run number (see LOG_HOOK_*). */
 	if (r && !go)
-		r->id = ++next_run_id;
+		r->id = !info->hook ? ++next_run_id : strcmp(info->hook->hook, "on_failure") == 0
+		        ? LOG_HOOK_ON_FAILURE : LOG_HOOK_ON_RECOVER;
 	if (r && fork_child(L, r, info, go) == 0) {
 		run_to(r, go ? RUN_ARMED : RUN_GOING);
 		return r;
@@ -202,8 +204,7 @@ static void say_started(struct run *r, const struct run_info *info, int64_t toke
 	struct job *job = r->job;
 
 	if (info->hook)
-		log_msg(LOG_INFO, job->name, r->id, "%s hook started pid=%d", info->hook->hook,
-		        (int)r->pid);
+		log_msg(LOG_INFO, job->name, r->id, "started pid=%d", (int)r->pid);
 	else if (token)
 		log_msg(LOG_INFO, job->name, r->id, "started pid=%d token=%lld", (int)r->pid,
 		        (long long)token);
