@@ -352,6 +352,36 @@ end }]]):format(out))
     end
   end)
 
+  it("logs a run's started line before anything the run printed, and before its end", function()
+    -- 30 jobs every second whose bodies print at once: their processes wake
+    -- by their own timers, and leash reads their output as it comes
+    local d = L.dir { config = { leash = { grace = "1s" } } }
+    for i = 1, 30 do
+      d.write_job(("p%02d"):format(i), 'return { every = "1s", run = function() print("hi") end }')
+    end
+    local p = L.spawn(d)
+    finally(function() p:stop(10) end)
+    local n = 0
+    assert(L.wait_for(function()
+      n = select(2, p:log_text():gsub("%] finished in", ""))
+      return n >= 120
+    end, 30), "runs finished: " .. n)
+    assert.equal(0, p:stop(10))
+    local said, checked = {}, 0
+    for _, line in ipairs(p:log_lines()) do
+      local id, rest = line:match("%[p%d%d run (%d+)%] (.*)$")
+      if id then
+        if rest:find("^started pid=") then
+          said[id] = true
+        else
+          assert.is_true(said[id] == true, "before its started line: " .. line)
+          checked = checked + 1
+        end
+      end
+    end
+    assert.is_true(checked >= 240, "lines checked: " .. checked)
+  end)
+
   it("leaves a run's outcome to its body: failed and fine runs end as they did", function()
     local d = L.dir { config = { leash = { grace = "1s" } } }
     d.write_job("fails", "return { every = '1s', run = function() error('no') end }")

@@ -29,6 +29,8 @@
 #include "store/store.h"
 
 static long next_run_id;
+
+static void flush_held(struct run *r);
 static int watch_fd = -1;
 static unsigned going;                  /* runs started and not yet freed */
 /* The runs runner_go started since the last runner_wake, whose "started"
@@ -210,6 +212,8 @@ static void say_started(struct run *r, const struct run_info *info, int64_t toke
 		        (long long)token);
 	else
 		log_msg(LOG_INFO, job->name, r->id, "started pid=%d", (int)r->pid);
+	if (r->held)
+		flush_held(r);
 }
 
 /* The run is under way from now: its clocks. */
@@ -541,16 +545,63 @@ static void log_record(struct run *r, char *line)
 	log_rec(lv, r->job->name, r->id, parts[1], parts + 2, (n - 2) / 2);
 }
 
+/* A run whose "started" line waits (runner_go) says it now, out of turn:
+ * before its first output or its end. */
+static void say_unsaid(struct run *r)
+{
+	if (r->state != RUN_WAKING)
+		return;
+	say_now(r);
+	for (size_t i = 0; i < nunsaid; i++)
+		if (unsaid[i] == r)
+			unsaid[i] = NULL;
+}
+
+/* Keeps line for flush_held; 0 when there is no room (RUN_HELD_MAX), and
+ * the line is logged at once. */
+#define RUN_HELD_MAX (64 * 1024)
+static int hold(struct run *r, enum run_stream i, const char *line)
+{
+	size_t len = strlen(line) + 2;
+	char *p;
+
+	if (r->held_n + len > RUN_HELD_MAX || !(p = realloc(r->held, r->held_n + len)))
+		return 0;
+	p[r->held_n] = (char)i;
+	memcpy(p + r->held_n + 1, line, len - 1);
+	r->held = p;
+	r->held_n += len;
+	return 1;
+}
+
 static void emit(struct run *r, enum run_stream i, char *line)
 {
 	static const char *const out[] = { "stream", "stdout" };
 	static const char *const err[] = { "stream", "stderr" };
 
+	say_unsaid(r);
+	if ((r->state == RUN_AHEAD || r->state == RUN_ARMED) && hold(r, i, line))
+		return;
 	if (i == RUN_RECORDS)
 		log_record(r, line);
 	else
 		log_rec(i == RUN_STDOUT ? LOG_INFO : LOG_WARN, r->job->name, r->id, line,
 		        i == RUN_STDOUT ? out : err, 1);
+}
+
+/* The lines held for r (emit), to the log after its started line. */
+static void flush_held(struct run *r)
+{
+	char *held = r->held;
+	size_t n = r->held_n;
+
+	r->held = NULL;
+	r->held_n = 0;
+	for (size_t at = 0, len; at < n; at += len + 2) {
+		len = strlen(held + at + 1);     /* before emit cuts the line up */
+		emit(r, (enum run_stream)held[at], held + at + 1);
+	}
+	free(held);
 }
 
 /* After a read: the partial line left in buf waits in lb (in a buffer of
@@ -753,6 +804,7 @@ void runner_report(struct run *r, int *failed)
 	double secs = runner_ran_ms(r) / 1000.0;
 	int st = r->status, code, sig;
 
+	say_unsaid(r);
 	if (!r->hook)           /* a failure hook is no run of its job */
 		metrics_note_run(r->job->metrics, runner_outcome(r, &code, &sig), runner_ran_ms(r),
 		                 runner_ended_wall(r));
@@ -785,12 +837,9 @@ void runner_report(struct run *r, int *failed)
 
 void runner_free(struct run *r)
 {
-	if (r->state == RUN_WAKING) {
-		say_now(r);
-		for (size_t i = 0; i < nunsaid; i++)
-			if (unsaid[i] == r)
-				unsaid[i] = NULL;
-	}
+	say_unsaid(r);
+	if (r->held)
+		flush_held(r);  /* a run that never went: what it wrote all the same */
 	for (int i = 0; i < RUN_STREAMS; i++) {
 		if (r->fd[i] >= 0)
 			close_stream(r, i);

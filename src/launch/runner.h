@@ -104,6 +104,11 @@ struct run {
 	 * (go_fd writes, go_rfd takes a start back). */
 	int go_fd, go_rfd;
 	struct linebuf lb[RUN_STREAMS];
+	/* Lines a child forked ahead wrote before the parent said it started
+	 * (it began at its fire by its own timer): each a stream byte, the
+	 * line and its NUL, logged after the started line. */
+	char *held;
+	size_t held_n;
 	int64_t started_ms;             /* monotonic */
 	int64_t timeout_at;             /* monotonic; 0 = none */
 	int64_t kill_at;                /* monotonic; SIGKILL then; 0 = not stopping */
