@@ -35,6 +35,15 @@ static void push_row(lua_State *L, const struct lease_row *r)
 		lua_pushinteger(L, r->paused_until);
 		lua_setfield(L, -2, "paused_until");
 	}
+	{
+		int64_t v = 0;
+		const char *col = store_lease_corrupt(r->token, r->last_fire, &v);
+
+		if (col) {                      /* nil: within store.h's bounds */
+			lua_pushfstring(L, "%s = %I", col, (lua_Integer)v);
+			lua_setfield(L, -2, "corrupt");
+		}
+	}
 }
 
 void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)
@@ -621,6 +630,15 @@ static void push_run_row(lua_State *L, const struct store_run_row *r)
 	set_int(L, "recorded_at", r->recorded_at, STORE_NO_TIME);
 	set_int(L, "exit_code", r->exit_code, STORE_NO_CODE);
 	set_int(L, "exit_signal", r->exit_signal, STORE_NO_CODE);
+	{
+		int64_t v = 0;
+		const char *col = store_run_corrupt(r, &v);
+
+		if (col) {                      /* nil: within store.h's bounds */
+			lua_pushfstring(L, "%s = %I", col, (lua_Integer)v);
+			lua_setfield(L, -2, "corrupt");
+		}
+	}
 }
 
 /* s:read_runs{ job=, since=, limit= (default 100) } -> rows, now; or nil,
@@ -682,6 +700,14 @@ void lx_push_job_runs(lua_State *L, const struct store_job_runs *j)
 	lua_pushinteger(L, j->fails);
 	lua_setfield(L, -2, "fails");
 	set_int(L, "handled_at", j->handled_at, STORE_NO_TIME);
+	{
+		char buf[96];
+
+		if (store_runs_corrupt_text(j, buf, sizeof buf)) {
+			lua_pushstring(L, buf);
+			lua_setfield(L, -2, "corrupt");
+		}
+	}
 }
 
 /* s:last_runs() -> { [job] = { job=, last=, ok=, failed=, fails=,

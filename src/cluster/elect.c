@@ -181,14 +181,15 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 	}
 	metrics_note_renew(nearest - now_of(el));
 	for (size_t i = 0; i < k; i++) {
-		if (tokens[i] >= 0) {
+		if (tokens[i] >= 0 && tokens[i] < STORE_TOKEN_LIMIT) {
 			js[i]->ctl = ctl[i];
 			js[i]->ctl_now = dbnow;
 			js[i]->ctl_known = 1;
 			become_holder(el, js[i], start, tokens[i]);
 		} else
 			become_follower(el, js[i], now_of(el),
-			                "lease lost: the store says another replica holds it or it expired");
+			                "lease lost: the store says another replica holds it, it expired, or "
+			                "its row is corrupt");
 	}
 done:
 	free(names);
@@ -265,6 +266,28 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 	}
 	for (size_t i = 0; i < k; i++) {
 		struct elect_job *j = js[i];
+		int64_t v = 0;
+		const char *bad = store_lease_corrupt(info[i].token, info[i].last_fire, &v);
+
+		if (bad) {
+			/* Not taken (the store refuses a corrupt row; should one
+			 * be taken all the same, it runs out unrenewed), tried
+			 * again at the next retry, reported once. */
+			j->next_try = next;
+			j->wake_at = NEVER;
+			if (!j->corrupt || strcmp(j->corrupt, bad) != 0 || j->corrupt_value != v) {
+				j->corrupt = bad;
+				j->corrupt_value = v;
+				if (el->on_corrupt)
+					el->on_corrupt(el->arg, j, bad, v);
+			}
+			continue;
+		}
+		if (j->corrupt) {
+			j->corrupt = NULL;
+			if (el->on_corrupt)
+				el->on_corrupt(el->arg, j, NULL, 0);
+		}
 		if (got[i]) {
 			j->last_fire = info[i].last_fire;
 			/* Requests made before we held it were not for us. */

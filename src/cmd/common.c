@@ -37,10 +37,20 @@ const char cmd_usage[] =
 	"       leash resume [-c FILE] JOB\n"
 	"       leash trigger [-c FILE] JOB\n"
 	"       leash handoff [-c FILE] JOB\n"
+	"       leash repair [-c FILE] JOB\n"
 	"       leash drain [-c FILE] REPLICA [--until-restart]\n"
 	"       leash undrain [-c FILE] REPLICA\n"
 	"       leash version\n"
 	"       leash COMMAND -h|--help\n";
+
+int cmd_end(struct store *s, struct cfg *c, lua_State *L, int rc)
+{
+	if (s)
+		store_close(s);
+	cfg_free(c);
+	lua_close(L);
+	return rc;
+}
 
 /* Everything a command needs: the Lua state and the checked config. */
 int cmd_setup(const char *path, lua_State **L, struct cfg *c)
