@@ -199,6 +199,30 @@ static int l_health(lua_State *L)
 	return 1;
 }
 
+static void set_int(lua_State *L, const char *k, int64_t v, int64_t null);
+
+/* s:repair(name) -> { found=, lease_bad=, token=, last_fire= (nil for
+ * NULL), new_token=, dropped=, now= }, or nil, err. */
+static int l_repair(lua_State *L)
+{
+	struct store *s = check_open(L);
+	struct store_repair r;
+
+	if (store_repair(s, opt_str(L, 2), &r) == STORE_ERR)
+		return push_err(L, s);
+	lua_createtable(L, 0, 7);
+	lua_pushboolean(L, r.found);
+	lua_setfield(L, -2, "found");
+	lua_pushboolean(L, r.lease_bad);
+	lua_setfield(L, -2, "lease_bad");
+	set_int(L, "token", r.token, INT64_MIN);
+	set_int(L, "last_fire", r.last_fire, STORE_NO_FIRE);
+	set_int(L, "new_token", r.new_token, INT64_MIN);
+	set_int(L, "dropped", r.dropped, INT64_MIN);
+	set_int(L, "now", r.now, INT64_MIN);
+	return 1;
+}
+
 /* The names of a Lua list at index i, in a userdata-free malloc'd array
  * whose strings stay anchored in the Lua list.  NULL entries for non-strings
  * (the wrapper refuses them). */
@@ -973,6 +997,7 @@ void lx_store_lib(lua_State *L)
 		{ "renew_ctl", l_renew_ctl },
 		{ "control", l_control },
 		{ "health", l_health },
+		{ "repair", l_repair },
 		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },
