@@ -174,6 +174,10 @@ for _, p in ipairs(R.list_of()) do
       local h = start()
       by_hand(p, ("INSERT INTO %s_runs (job, scheduled_at, owner, token, outcome, recorded_at)"
         .. " VALUES ('rec', %s, 'x', 1, 'ok', 0);"):format(tbl, MAX64))
+      -- The replica's upkeep (5-15 s after its start, then each minute)
+      -- finds it.
+      assert(h:wait_log("%[rec%] corrupt ledger row: scheduled_at = " .. MAX64
+        .. " is out of bounds", 40), "the corrupt ledger row was not reported")
       shown_corrupt("ledger scheduled_at = " .. MAX64)
       repaired("1 corrupt ledger row dropped")
       local ccode, check = leash("status", "--check")
@@ -184,6 +188,7 @@ for _, p in ipairs(R.list_of()) do
       local n = #tokens(out)
       assert(L.wait_for(function() return #tokens(out) > n end, 10), "rec stopped")
       assert.equal(0, #h:grep("corrupt lease row"))
+      assert.equal(1, #h:grep("corrupt ledger row"))
     end)
 
     it("repair says what is wrong with its arguments", function()
@@ -277,6 +282,10 @@ for _, key_p in ipairs(providers.proof_list) do
       assert.equal(1000, runs[1].scheduled_at)
       -- k's corrupt row is k's to repair; nothing else to do for j.
       assert.equal(1, #assert(s:read_runs { job = "k", limit = 10 }))
+      local bad = assert(s:corrupt_runs())
+      assert.equal(1, #bad)
+      assert.equal("k", bad[1].job)
+      assert.equal(math.tointeger(tonumber(MAX64)), bad[1].scheduled_at)
       fixed = assert(s:repair("j"))
       assert.is_true(fixed.found)
       assert.is_false(fixed.lease_bad)
@@ -288,6 +297,7 @@ for _, key_p in ipairs(providers.proof_list) do
       fixed = assert(s:repair("k"))
       assert.is_false(fixed.lease_bad)
       assert.equal(1, fixed.dropped)
+      assert.same({}, assert(s:corrupt_runs()))
     end)
   end)
 end

@@ -223,6 +223,27 @@ static int l_repair(lua_State *L)
 	return 1;
 }
 
+/* s:corrupt_runs() -> { { job=, scheduled_at= }, ... }, or nil, err. */
+static int l_corrupt_runs(lua_State *L)
+{
+	struct store *s = check_open(L);
+	struct store_bad_run rows[STORE_BAD_RUNS_MAX];
+	size_t n = 0;
+
+	if (store_corrupt_runs(s, rows, &n) == STORE_ERR)
+		return push_err(L, s);
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		lua_createtable(L, 0, 2);
+		lua_pushstring(L, rows[k].job);
+		lua_setfield(L, -2, "job");
+		lua_pushinteger(L, rows[k].scheduled_at);
+		lua_setfield(L, -2, "scheduled_at");
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
+	return 1;
+}
+
 /* The names of a Lua list at index i, in a userdata-free malloc'd array
  * whose strings stay anchored in the Lua list.  NULL entries for non-strings
  * (the wrapper refuses them). */
@@ -998,6 +1019,7 @@ void lx_store_lib(lua_State *L)
 		{ "control", l_control },
 		{ "health", l_health },
 		{ "repair", l_repair },
+		{ "corrupt_runs", l_corrupt_runs },
 		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },

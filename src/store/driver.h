@@ -73,7 +73,11 @@
 	 * dropped), read before the writes (store.h's repair): found 0 and \
 	 * token, last_fire NULL when there is no lease row; new_token the \
 	 * token the row has afterwards */ \
-	X(REPAIR, "repair")
+	X(REPAIR, "repair") \
+	/* -> (job, scheduled_at) of each ledger row whose scheduled_at is out \
+	 * of bounds, at most STORE_BAD_RUNS_MAX, sorted by job (bytewise), \
+	 * then scheduled_at */ \
+	X(CORRUPT_RUNS, "corrupt_runs")
 
 /* RUN columns: job, owner, actor, outcome, error, scheduled_at, token,
  * claimed_at, started_at, ended_at, duration_ms, recorded_at, exit_code,
@@ -98,6 +102,10 @@
 	"(" c " IS NULL OR " c " BETWEEN -1 AND " STORE_SQL_STR(STORE_TIME_MAX) ")"
 #define STORE_SQL_LEASE_OK(p) \
 	"(" STORE_SQL_TOKEN_OK(p "token") " AND " STORE_SQL_FIRE_OK(p "last_fire") ")"
+/* A ledger row's scheduled_at out of bounds, as the scheduled_at index
+ * finds it. */
+#define STORE_SQL_RUN_AT_BAD \
+	"(scheduled_at < 0 OR scheduled_at > " STORE_SQL_STR(STORE_TIME_MAX) ")"
 #define STORE_SQL_RUN_OK(p) \
 	"(" p "scheduled_at BETWEEN 0 AND " STORE_SQL_STR(STORE_TIME_MAX) " AND " \
 	STORE_SQL_TOKEN_OK(p "token") " AND " STORE_SQL_TIME_OK(p "claimed_at") " AND " \
@@ -196,5 +204,6 @@ int store_op_replicas(struct store *, struct store_replica **rows, size_t *n, in
 int store_op_beat(struct store *, const struct store_replica *me, int64_t prune_ms,
                   struct store_replica **rows, size_t *n, int64_t *now);
 int store_op_repair(struct store *, const char *name, struct store_repair *out);
+int store_op_corrupt_runs(struct store *, struct store_bad_run *rows, size_t *n);
 
 #endif

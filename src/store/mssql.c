@@ -1376,6 +1376,7 @@ static const struct store_ops ms_ops = {
 	.renew_beat = store_op_renew_beat,
 	.unclaim_all = ms_unclaim_all,
 	.repair = store_op_repair,
+	.corrupt_runs = store_op_corrupt_runs,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1867,6 +1868,11 @@ static const struct {
 	"SELECT @now, @found, @token, @fire, @bad, CASE WHEN @bad = 1 THEN @top ELSE @token END, "
 	"@dropped;",
 	"@name " VC },
+	[ST_CORRUPT_RUNS] = {
+	"/* leash:corrupt_runs */ SET NOCOUNT ON; "
+	"SELECT TOP (" STORE_SQL_STR(STORE_BAD_RUNS_MAX) ") job, scheduled_at FROM [%1$s_runs] "
+	"WHERE " STORE_SQL_RUN_AT_BAD " ORDER BY job, scheduled_at;",
+	"" },
 };
 
 static int build_dialect(struct ms_store *st)

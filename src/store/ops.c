@@ -318,6 +318,32 @@ int store_op_repair(struct store *s, const char *name, struct store_repair *out)
 	return STORE_OK;
 }
 
+struct bad_answer {
+	struct store_bad_run *rows;
+	size_t n;
+};
+
+static int bad_row(struct store *s, void *arg, int set)
+{
+	struct bad_answer *a = arg;
+
+	(void)set;
+	if (a->n == STORE_BAD_RUNS_MAX)
+		return 0;
+	store_col_copy(s, 0, a->rows[a->n].job, sizeof a->rows[a->n].job);
+	a->rows[a->n++].scheduled_at = store_col_int(s, 1);
+	return 0;
+}
+
+int store_op_corrupt_runs(struct store *s, struct store_bad_run *rows, size_t *n)
+{
+	struct bad_answer a = { rows, 0 };
+	int rc = store_exec(s, ST_CORRUPT_RUNS, NULL, 0, bad_row, &a);
+
+	*n = a.n;
+	return rc;
+}
+
 /* ---- presence ---- */
 
 int store_op_leave(struct store *s, const char *owner)

@@ -1349,6 +1349,7 @@ static const struct store_ops postgres_ops = {
 	.replicas = store_op_replicas,
 	.unclaim_all = pg_unclaim_all,
 	.repair = store_op_repair,
+	.corrupt_runs = store_op_corrupt_runs,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -1555,6 +1556,9 @@ static const char *const dialect[ST_MAX] = {
 	" coalesce(o.bad, false)::int, coalesce((SELECT up.token FROM up), o.token),"
 	" (SELECT count(*) FROM del), pg_notify('%1$s', $1::text)"
 	" FROM t0 LEFT JOIN o ON true",
+	[ST_CORRUPT_RUNS] =
+	"SELECT job, scheduled_at FROM \"%1$s_runs\" WHERE " STORE_SQL_RUN_AT_BAD
+	" ORDER BY job COLLATE \"C\", scheduled_at LIMIT " STORE_SQL_STR(STORE_BAD_RUNS_MAX),
 };
 
 static void stmt_name(char *buf, size_t n, int st)

@@ -878,6 +878,9 @@ static const char *const dialect[ST_MAX] = {
 	" last_fire = CASE WHEN " STORE_SQL_FIRE_OK("last_fire") " THEN last_fire END"
 	" WHERE name = ?1 AND NOT " LEASE_OK ";"
 	"DELETE FROM \"%1$s_runs\" WHERE job = ?1 AND NOT " STORE_SQL_RUN_OK("") ,
+	[ST_CORRUPT_RUNS] =
+	"SELECT job, scheduled_at FROM \"%1$s_runs\" WHERE " STORE_SQL_RUN_AT_BAD
+	" ORDER BY job, scheduled_at LIMIT " STORE_SQL_STR(STORE_BAD_RUNS_MAX),
 };
 
 /* Prepares every entry of the dialect, each statement of a chain apart. */
@@ -1048,6 +1051,7 @@ static const struct store_ops sqlite_ops = {
 	.renew_beat = store_op_renew_beat,
 	.unclaim_all = sq_unclaim_all,
 	.repair = store_op_repair,
+	.corrupt_runs = store_op_corrupt_runs,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */

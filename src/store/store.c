@@ -729,6 +729,16 @@ int store_repair(struct store *s, const char *name, struct store_repair *out)
 	return FAULTY("repair", s->ops->repair(s, name, out));
 }
 
+int store_corrupt_runs(struct store *s, struct store_bad_run *rows, size_t *n)
+{
+	begin(s);
+	*n = 0;
+	if (!s->ops->corrupt_runs)
+		return STORE_OK;
+	s->calls++;
+	return FAULTY("corrupt_runs", s->ops->corrupt_runs(s, rows, n));
+}
+
 const char *store_lease_corrupt(int64_t token, int64_t last_fire, int64_t *value)
 {
 	if (token < 0 || token >= STORE_TOKEN_LIMIT) {

@@ -104,6 +104,14 @@ const char *store_run_corrupt(const struct store_run_row *r, int64_t *value);
 struct store_job_runs;
 const char *store_runs_corrupt_text(const struct store_job_runs *j, char *buf, size_t len);
 
+/* A ledger row whose scheduled_at is out of bounds, as the replicas'
+ * upkeep finds them (the corrupt_runs op). */
+#define STORE_BAD_RUNS_MAX 16
+struct store_bad_run {
+	char job[STORE_NAME_MAX + 1];
+	int64_t scheduled_at;
+};
+
 /* What leash repair found and did (the repair op). */
 struct store_repair {
 	int found;                      /* the lease row is there */
@@ -449,6 +457,12 @@ struct store_ops {
 	 * ledger rows; and the job's corrupt ledger rows are deleted.  *out
 	 * says what was found and done.  Optional. */
 	int (*repair)(struct store *, const char *name, struct store_repair *out);
+
+	/* Reads, in one statement, up to STORE_BAD_RUNS_MAX ledger rows whose
+	 * scheduled_at is out of bounds (below 0 or past STORE_TIME_MAX: the
+	 * two ends of the scheduled_at index), sorted by job, then
+	 * scheduled_at.  Optional. */
+	int (*corrupt_runs)(struct store *, struct store_bad_run *rows, size_t *n);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -591,6 +605,8 @@ int store_drain(struct store *, const char *name, const char *const *owners, siz
                 int64_t *changed, int64_t *now);
 /* repair: checks name; refused ("not supported") when the provider lacks it. */
 int store_repair(struct store *, const char *name, struct store_repair *out);
+/* corrupt_runs: rows[STORE_BAD_RUNS_MAX]; a provider without it finds none. */
+int store_corrupt_runs(struct store *, struct store_bad_run *rows, size_t *n);
 /* Faults, for the specs: plan is "op:n:kind[,op:n:kind...]": the n-th
  * call (from 1) of operation op (try_acquire, renew_beat, claim_runs, ...)
  * in this process fails before it reaches the provider, STORE_ERR with the

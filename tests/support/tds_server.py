@@ -683,6 +683,15 @@ def repair(db, t, p, faults):
                              top if bad else (row[0] if row else None), dropped)])]
 
 
+def corrupt_runs(db, t, p, faults):
+    """The ledger rows whose scheduled_at is out of bounds, TOP (16), by job
+    (BIN2 order), then scheduled_at."""
+    rows = db.execute(f'SELECT job, scheduled_at FROM "{t}" '
+                      f'WHERE scheduled_at < 0 OR scheduled_at > {TIME_MAX}').fetchall()
+    rows = sorted(rows, key=lambda r: (utf16(r[0]), r[1]))[:16]
+    return [("rows", [("job", "str"), ("scheduled_at", "int")], rows)]
+
+
 def leave(db, t, p, faults):
     db.execute(f'DELETE FROM "{t}" WHERE owner = ?', (p["@owner"],))
     return []
@@ -721,6 +730,7 @@ STATEMENTS = {
     "renew_beat": renew_beat,
     "last_runs": last_runs,
     "repair": repair,
+    "corrupt_runs": corrupt_runs,
 }
 # The statements whose function reads the statement's own text.
 READS_TEXT = {check_runs, claim_runs, record_runs, read_runs, prune_runs,
