@@ -257,6 +257,23 @@ for _, key_p in ipairs(providers.proof_list) do
       end
     end)
 
+    it("leash's own writes stay within the bounds", function()
+      local good = { job = "w", scheduled_at = 1, owner = "A", token = 0, outcome = "ok" }
+      for k, v in pairs { scheduled_at = math.maxinteger, token = LIMIT,
+                          started_at = 253402300800000 } do
+        local bad = {}
+        for key, val in pairs(good) do bad[key] = val end
+        bad[k] = v
+        local ok, err = s:record_runs({ bad })
+        assert.is_nil(ok, k)
+        assert.matches(k .. " must be 0 to ", err)
+      end
+      assert.is_true((s:try_acquire("w", "A", 60000)))
+      local ok, err = s:claim_all("A", { { name = "w", token = 1, fire = 253402300800000 } })
+      assert.is_nil(ok)
+      assert.matches("fire must be 0 to 253402300799999 ms", err)
+    end)
+
     it("repair: a token above every sane one of the table and the job's ledger, its corrupt ledger rows dropped", function()
       assert.is_true((s:try_acquire("j", "o1", 60000)))
       assert.is_true((s:try_acquire("k", "o1", 60000)))

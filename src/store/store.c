@@ -348,9 +348,9 @@ static int check_claims(struct store *s, const struct store_claim *c, size_t n)
 		if (c[i].token <= 0)
 			return store_fail(s, "claim of \"%s\": token must be > 0, got %lld", c[i].name,
 			                  (long long)c[i].token);
-		if (c[i].fire < 0)
-			return store_fail(s, "claim of \"%s\": fire must be >= 0 ms, got %lld",
-			                  c[i].name, (long long)c[i].fire);
+		if (!store_time_sane(c[i].fire))
+			return store_fail(s, "claim of \"%s\": fire must be 0 to %lld ms, got %lld",
+			                  c[i].name, (long long)STORE_TIME_MAX, (long long)c[i].fire);
 	}
 	if (n < 2)
 		return STORE_OK;
@@ -448,9 +448,9 @@ static void clean_error(char *dst, const char *src)
 /* A NULL-able time (STORE_NO_TIME or >= 0). */
 static int check_time(struct store *s, const char *job, const char *what, int64_t v)
 {
-	if (v < 0 && v != STORE_NO_TIME)
-		return store_fail(s, "run of \"%s\": %s must be >= 0 ms or unknown, got %lld", job,
-		                  what, (long long)v);
+	if ((v < 0 && v != STORE_NO_TIME) || v > STORE_TIME_MAX)
+		return store_fail(s, "run of \"%s\": %s must be 0 to %lld ms or unknown, got %lld", job,
+		                  what, (long long)STORE_TIME_MAX, (long long)v);
 	return STORE_OK;
 }
 
@@ -464,11 +464,11 @@ static int check_run(struct store *s, const struct store_run *r)
 		                  "timeout, lost, killed, skipped-overlap, skipped-paused, missed, manual, "
 		                  "control, handed-off, stopped",
 		                  r->job, r->outcome ? r->outcome : "(missing)");
-	if (r->scheduled_at < 0)
-		return store_fail(s, "run of \"%s\": scheduled_at must be >= 0 ms, got %lld", r->job,
-		                  (long long)r->scheduled_at);
-	if (r->token < 0)
-		return store_fail(s, "run of \"%s\": token must be >= 0, got %lld", r->job,
+	if (!store_time_sane(r->scheduled_at))
+		return store_fail(s, "run of \"%s\": scheduled_at must be 0 to %lld ms, got %lld",
+		                  r->job, (long long)STORE_TIME_MAX, (long long)r->scheduled_at);
+	if (r->token < 0 || r->token >= STORE_TOKEN_LIMIT)
+		return store_fail(s, "run of \"%s\": token must be 0 to 2^62 - 1, got %lld", r->job,
 		                  (long long)r->token);
 	if (check_time(s, r->job, "claimed_at", r->claimed_at) != STORE_OK ||
 	    check_time(s, r->job, "started_at", r->started_at) != STORE_OK ||

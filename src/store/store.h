@@ -544,7 +544,7 @@ int store_acquire_all(struct store *, const char *owner, const char *const *name
  * that does not answer costs one timeout, not one per name). */
 int store_release_all(struct store *, const char *owner, const char *const *names,
                       size_t n);
-/* Also checks each claim (name 1-200 bytes, token > 0, fire >= 0, no name
+/* Also checks each claim (name 1-200 bytes, token > 0, fire 0 to STORE_TIME_MAX, no name
  * twice) and refuses the call ("not supported") when the provider has no
  * claim_all: a claim is never silently accepted.  n == 0 sends nothing and
  * sets *now to 0. */
@@ -555,7 +555,8 @@ int store_claim_all(struct store *, const char *owner, const struct store_claim 
 int store_unclaim_all(struct store *, const char *owner, const struct store_claim *claims,
                       size_t n, int *ok);
 /* The ledger.  Each checks every row (job and owner 1-200 bytes, a known
- * outcome, scheduled_at >= 0, token >= 0, times and duration >= 0 or
+ * outcome, scheduled_at 0 to STORE_TIME_MAX, token 0 to below
+ * STORE_TOKEN_LIMIT, times and duration 0 to STORE_TIME_MAX or
  * STORE_NO_TIME, codes >= 0 or STORE_NO_CODE, actor NULL or 1-200 bytes;
  * for claim_runs claim < n and job == that claim's name), refuses a key
  * (job, scheduled_at, owner) listed twice in one call, cuts and cleans error
