@@ -22,6 +22,7 @@ static const struct command {
 	{ "resume", cmd_resume },
 	{ "trigger", cmd_trigger },
 	{ "handoff", cmd_handoff },
+	{ "repair", cmd_repair },
 	{ "drain", cmd_drain },
 	{ "undrain", cmd_undrain },
 	{ "version", cmd_version },

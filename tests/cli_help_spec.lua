@@ -2,7 +2,7 @@
 -- and each option that line names is in leash(1)'s synopsis for CMD.
 local L = require "e2e"
 
-local COMMANDS = { "run", "status", "history", "check", "pause", "resume", "trigger",
+local COMMANDS = { "run", "status", "history", "check", "pause", "resume", "trigger", "repair",
                    "handoff", "drain", "undrain", "version" }
 
 -- leash(1)'s synopsis of cmd: its options, as "--json", "-c", ...

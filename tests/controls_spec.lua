@@ -63,13 +63,7 @@ for _, p in ipairs(R.list_of()) do
       d.write_job("rec", JOB:format(out, sched, overlap or "skip", body or ""))
     end
 
-    local function leash(...)
-      local args = { ... }
-      table.insert(args, 2, "-c")
-      table.insert(args, 3, d.config)
-      return L.leash(args, { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "",
-        USER = "ops" } })
-    end
+    local function leash(...) return R.leash_in(d, p, ...) end
 
     local host = select(2, L.sh("hostname")):match("^%s*(.-)%s*$")
     -- The actor is the system's name for the user, whatever $USER says

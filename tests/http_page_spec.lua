@@ -51,6 +51,11 @@ describe("the status page in headless Chromium", function()
         duration_ms = 60000, error = PWN },
     }))
     s:close()
+    -- A corrupt ledger row (by hand: leash writes none), in the hour the
+    -- timeline shows: the page must not break on it ("Invalid time value").
+    assert(L.exec({ "sqlite3", "-cmd", ".timeout 5000", p.path, ("INSERT INTO %s_runs (job,"
+      .. " scheduled_at, owner, token, outcome, recorded_at) VALUES ('stale',"
+      .. " 9223372036854775807, 'x:1:00000002', 1, 'ok', 0);"):format(tbl) }) == 0)
     for i = 1, 2 do
       ds[i], procs[i] = H.replica(p, tbl, H.free_port(), {
         jobs = JOBS, singleton = { spread = "true" } })
@@ -89,6 +94,8 @@ describe("the status page in headless Chromium", function()
     assert.is_truthy(last == "failed" or last == "running", boom_row)
     local tick_row = dom:match('<tr data%-job="tick">(.-)</tr>')
     assert.matches('class="state state%-ok">ok<', tick_row)
+    local stale_row = dom:match('<tr data%-job="stale">(.-)</tr>') or ""
+    assert.matches('class="state state%-corrupt">corrupt<', stale_row)
     -- The timeline: a lane per replica, bars by outcome.
     local lanes = 0
     for _ in dom:gmatch('<div class="lane" data%-replica=') do lanes = lanes + 1 end

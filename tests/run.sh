@@ -129,6 +129,7 @@ store_outage 3
 presence_conformance 24
 status_cli 1
 secrets 4
+corrupt_rows 120
 "
 new_secs=20
 nlanes="${LEASH_TEST_LANES:-3}"

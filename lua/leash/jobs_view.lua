@@ -59,6 +59,8 @@ function M.build(input)
   for _, r in ipairs(input.leases or {}) do
     local j = job(r.name)
     j.lease, j.token = r, r.token
+    -- Out of store.h's bounds (the C side judges): the job runs nowhere.
+    if r.corrupt then j.corrupt = "lease " .. r.corrupt end
     if r.expires_at > now then j.holder = r.owner else j.unheld_ms = now - r.expires_at end
   end
   for name, r in pairs(input.runs or {}) do
@@ -67,6 +69,7 @@ function M.build(input)
       local j = job(name)
       j.last, j.ok, j.failed, j.fails, j.handled_at = r.last, r.ok, r.failed, r.fails or 0,
         r.handled_at
+      j.corrupt = j.corrupt or r.corrupt
     end
   end
   table.sort(names)
@@ -82,7 +85,8 @@ function M.build(input)
     if j.lease and j.lease.paused_until and j.lease.paused_until > now then
       j.paused_until = j.lease.paused_until
     end
-    if j.paused_until then j.state = "paused"
+    if j.corrupt then j.state = "corrupt"
+    elseif j.paused_until then j.state = "paused"
     elseif j.unheld then j.state = "unheld"
     elseif j.overdue_ms then j.state = "overdue"
     elseif j.fails > 0 then j.state = "failing"
@@ -190,7 +194,7 @@ function M.json(model)
       { "lease_ms", jv(j.lease_ms) }, { "next", jv(j.next) }, { "due", jv(j.due) },
       { "overdue_ms", jv(j.overdue_ms) }, { "fails_in_a_row", jv(j.fails) },
       { "last", M.run_json(j.last) }, { "last_ok", M.run_json(j.ok) },
-      { "last_failure", M.run_json(j.failed) },
+      { "last_failure", M.run_json(j.failed) }, { "corrupt", jv(j.corrupt) },
     }
   end
   -- The lease array (and the replicas, when the store keeps presence rows)
@@ -216,6 +220,13 @@ function M.problems(model, opts)
   local out = {}
   for _, j in ipairs(model.jobs) do
     local name = M.safe(j.name)
+    if j.corrupt then
+      local what = M.safe(j.corrupt)
+      out[#out + 1] = { level = M.CRITICAL, kind = "corrupt", job = name,
+        short = ("%s (%s)"):format(name, what),
+        text = ("%s: corrupt: %s is out of bounds; `leash repair %s` resets it"):format(name,
+          what, name) }
+    end
     if j.in_jobs and j.overdue_ms then
       out[#out + 1] = { level = M.CRITICAL, kind = "overdue", job = name,
         short = ("%s (due %s, %s)"):format(name, M.iso(j.due), ago(j.overdue_ms)),
@@ -241,7 +252,7 @@ function M.problems(model, opts)
   return out
 end
 
-local KIND_ORDER = { "overdue", "unheld", "failing" }
+local KIND_ORDER = { "corrupt", "overdue", "unheld", "failing" }
 
 -- Exit code and text: the status line, then one line per problem.
 function M.check(model, opts)

@@ -104,6 +104,10 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
 "use strict";
 (function () {
   var HOUR = 3600000, REFRESH = @REFRESH@;
+  // The last instant a row may hold (src/store/store.h, STORE_TIME_MAX): a
+  // corrupt row's time past it is shown as a number, never as a Date.
+  var TIME_MAX = 253402300799999;
+  function sane(t) { return typeof t === "number" && t >= 0 && t <= TIME_MAX; }
   var OUTCOMES = ["ok", "failed", "timeout", "lost", "missed"];
   var token = null;
   var m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
@@ -131,7 +135,10 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
     if (t === null || t === undefined) return "-";
     return t <= now ? human(now - t) + " ago" : "in " + human(t - now);
   }
-  function iso(t) { return t === null || t === undefined ? "-" : new Date(t).toISOString(); }
+  function iso(t) {
+    if (t === null || t === undefined) return "-";
+    return sane(t) ? new Date(t).toISOString() : t + " (out of bounds)";
+  }
   function get(path) {
     var headers = {};
     if (token) headers.Authorization = "Bearer " + token;
@@ -199,7 +206,7 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
     }
     (st.replicas || []).forEach(function (r) { lane(r.owner); });
     (hist.runs || []).forEach(function (r) {
-      if (r.outcome === "control" || !r.owner) return;
+      if (r.outcome === "control" || !r.owner || !sane(r.scheduled_at)) return;
       var start = r.started_at !== null ? r.started_at : r.scheduled_at;
       var end = r.ended_at !== null ? r.ended_at : (r.outcome === "running" ? now : start);
       if (end < from) return;

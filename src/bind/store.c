@@ -35,6 +35,15 @@ static void push_row(lua_State *L, const struct lease_row *r)
 		lua_pushinteger(L, r->paused_until);
 		lua_setfield(L, -2, "paused_until");
 	}
+	{
+		int64_t v = 0;
+		const char *col = store_lease_corrupt(r->token, r->last_fire, &v);
+
+		if (col) {                      /* nil: within store.h's bounds */
+			lua_pushfstring(L, "%s = %I", col, (lua_Integer)v);
+			lua_setfield(L, -2, "corrupt");
+		}
+	}
 }
 
 void lx_push_rows(lua_State *L, const struct lease_row *rows, size_t n)
@@ -187,6 +196,51 @@ static int l_health(lua_State *L)
 	if (rc == STORE_ERR)
 		return push_err(L, s);
 	lua_pushboolean(L, changed);
+	return 1;
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v, int64_t null);
+
+/* s:repair(name) -> { found=, lease_bad=, token=, last_fire= (nil for
+ * NULL), new_token=, dropped=, now= }, or nil, err. */
+static int l_repair(lua_State *L)
+{
+	struct store *s = check_open(L);
+	struct store_repair r;
+
+	if (store_repair(s, opt_str(L, 2), &r) == STORE_ERR)
+		return push_err(L, s);
+	lua_createtable(L, 0, 7);
+	lua_pushboolean(L, r.found);
+	lua_setfield(L, -2, "found");
+	lua_pushboolean(L, r.lease_bad);
+	lua_setfield(L, -2, "lease_bad");
+	set_int(L, "token", r.token, INT64_MIN);
+	set_int(L, "last_fire", r.last_fire, STORE_NO_FIRE);
+	set_int(L, "new_token", r.new_token, INT64_MIN);
+	set_int(L, "dropped", r.dropped, INT64_MIN);
+	set_int(L, "now", r.now, INT64_MIN);
+	return 1;
+}
+
+/* s:corrupt_runs() -> { { job=, scheduled_at= }, ... }, or nil, err. */
+static int l_corrupt_runs(lua_State *L)
+{
+	struct store *s = check_open(L);
+	struct store_bad_run rows[STORE_BAD_RUNS_MAX];
+	size_t n = 0;
+
+	if (store_corrupt_runs(s, rows, &n) == STORE_ERR)
+		return push_err(L, s);
+	lua_createtable(L, (int)n, 0);
+	for (size_t k = 0; k < n; k++) {
+		lua_createtable(L, 0, 2);
+		lua_pushstring(L, rows[k].job);
+		lua_setfield(L, -2, "job");
+		lua_pushinteger(L, rows[k].scheduled_at);
+		lua_setfield(L, -2, "scheduled_at");
+		lua_rawseti(L, -2, (lua_Integer)k + 1);
+	}
 	return 1;
 }
 
@@ -621,6 +675,15 @@ static void push_run_row(lua_State *L, const struct store_run_row *r)
 	set_int(L, "recorded_at", r->recorded_at, STORE_NO_TIME);
 	set_int(L, "exit_code", r->exit_code, STORE_NO_CODE);
 	set_int(L, "exit_signal", r->exit_signal, STORE_NO_CODE);
+	{
+		int64_t v = 0;
+		const char *col = store_run_corrupt(r, &v);
+
+		if (col) {                      /* nil: within store.h's bounds */
+			lua_pushfstring(L, "%s = %I", col, (lua_Integer)v);
+			lua_setfield(L, -2, "corrupt");
+		}
+	}
 }
 
 /* s:read_runs{ job=, since=, limit= (default 100) } -> rows, now; or nil,
@@ -682,6 +745,14 @@ void lx_push_job_runs(lua_State *L, const struct store_job_runs *j)
 	lua_pushinteger(L, j->fails);
 	lua_setfield(L, -2, "fails");
 	set_int(L, "handled_at", j->handled_at, STORE_NO_TIME);
+	{
+		char buf[96];
+
+		if (store_runs_corrupt_text(j, buf, sizeof buf)) {
+			lua_pushstring(L, buf);
+			lua_setfield(L, -2, "corrupt");
+		}
+	}
 }
 
 /* s:last_runs() -> { [job] = { job=, last=, ok=, failed=, fails=,
@@ -947,6 +1018,8 @@ void lx_store_lib(lua_State *L)
 		{ "renew_ctl", l_renew_ctl },
 		{ "control", l_control },
 		{ "health", l_health },
+		{ "repair", l_repair },
+		{ "corrupt_runs", l_corrupt_runs },
 		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },
 		{ "event_fd", l_event_fd },

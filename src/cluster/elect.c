@@ -181,14 +181,15 @@ static void renew_group(struct elector *el, int64_t lease_ms, int64_t now)
 	}
 	metrics_note_renew(nearest - now_of(el));
 	for (size_t i = 0; i < k; i++) {
-		if (tokens[i] >= 0) {
+		if (tokens[i] >= 0 && tokens[i] < STORE_TOKEN_LIMIT) {
 			js[i]->ctl = ctl[i];
 			js[i]->ctl_now = dbnow;
 			js[i]->ctl_known = 1;
 			become_holder(el, js[i], start, tokens[i]);
 		} else
 			become_follower(el, js[i], now_of(el),
-			                "lease lost: the store says another replica holds it or it expired");
+			                "lease lost: the store says another replica holds it, it expired, or "
+			                "its row is corrupt");
 	}
 done:
 	free(names);
@@ -281,6 +282,34 @@ static void still_follows(struct elector *el, struct elect_job *j, const struct 
 		j->not_before = j->wake_at + j->renew_ms + el->cfg.retry_ms;
 }
 
+/* A corrupt lease row (store_lease_corrupt): not taken (the store refuses
+ * it; should one be taken all the same, it runs out unrenewed), tried again
+ * at the next retry, reported once per column and value.  1 when it is. */
+static int corrupt_row(struct elector *el, struct elect_job *j, const struct lease_info *info,
+                       int64_t next)
+{
+	int64_t v = 0;
+	const char *bad = store_lease_corrupt(info->token, info->last_fire, &v);
+
+	if (bad) {
+		j->next_try = next;
+		j->wake_at = NEVER;
+		if (!j->corrupt || strcmp(j->corrupt, bad) != 0 || j->corrupt_value != v) {
+			j->corrupt = bad;
+			j->corrupt_value = v;
+			if (el->on_corrupt)
+				el->on_corrupt(el->arg, j, bad, v);
+		}
+		return 1;
+	}
+	if (j->corrupt) {
+		j->corrupt = NULL;
+		if (el->on_corrupt)
+			el->on_corrupt(el->arg, j, NULL, 0);
+	}
+	return 0;
+}
+
 /* Tries, in one statement, every due follower with this lease duration. */
 static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 {
@@ -313,6 +342,8 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 		goto done;
 	}
 	for (size_t i = 0; i < k; i++) {
+		if (corrupt_row(el, js[i], &info[i], next))
+			continue;
 		if (got[i])
 			acquired(el, js[i], &info[i], now);
 		else

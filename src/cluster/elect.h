@@ -67,6 +67,12 @@ struct elect_job {
 	int handoff_wanted;             /* holder: leash handoff asked for a release */
 	int64_t hold_until;             /* follower: after a manual hand-off, tries no
 	                                 * sooner (elect_hold) */
+	/* The lease row is corrupt (store.h's bounds): the column and the
+	 * value last reported (on_corrupt), else NULL.  No acquire takes such
+	 * a row; the follower tries it at every retry, and reports it again
+	 * only when the column or the value changes. */
+	const char *corrupt;
+	int64_t corrupt_value;
 };
 
 /* A presence beat the next renew carries (spread.c): while want is set
@@ -92,6 +98,10 @@ struct elect_cfg {
 /* What happened to a job: gained (now holder, with token and the cursor
  * last_fire the acquire read) or lost (the body must stop now), and why. */
 typedef void (*elect_change_fn)(void *arg, struct elect_job *, int gained, const char *why);
+/* A try found the job's lease row corrupt (column, value), once per
+ * column and value; column NULL: a later try found it sane again. */
+typedef void (*elect_corrupt_fn)(void *arg, struct elect_job *, const char *column,
+                                 int64_t value);
 /* A store call failed; what = "renew" or "acquire". */
 typedef void (*elect_error_fn)(void *arg, const char *what, const char *err);
 /* A follower learned who holds its job (a new or another holder), with the
@@ -112,6 +122,7 @@ struct elector {
 	elect_error_fn on_error;
 	void *arg;
 	elect_follow_fn on_follow;      /* may be NULL */
+	elect_corrupt_fn on_corrupt;    /* may be NULL */
 	int draining;                   /* leash drain: no follower tries (elect_drain) */
 	struct elect_beat *beat;        /* NULL: no beat rides on the renewals */
 };

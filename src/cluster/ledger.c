@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "cluster/ledger.h"
 #include "core/log.h"
 
@@ -301,6 +302,32 @@ int ledger_flush(struct ledger *l, struct store *s, int64_t now)
 	return STORE_OK;
 }
 
+/* Logs the corrupt rows the last upkeep did not find. */
+static int report_bad(struct ledger *l, struct store *s)
+{
+	struct store_bad_run rows[STORE_BAD_RUNS_MAX];
+	uint64_t seen[STORE_BAD_RUNS_MAX];
+	size_t n = 0;
+
+	if (store_corrupt_runs(s, rows, &n) != STORE_OK)
+		return STORE_ERR;
+	for (size_t i = 0; i < n; i++) {
+		char at[24];
+		int known = 0;
+
+		snprintf(at, sizeof at, "%lld", (long long)rows[i].scheduled_at);
+		seen[i] = hash_fnv(hash_sep(hash_fnv(HASH_FNV_OFFSET, rows[i].job), 0), at);
+		for (size_t k = 0; k < l->nbad; k++)
+			known |= l->bad[k] == seen[i];
+		if (!known)
+			log_msg(LOG_ERROR, rows[i].job, 0, "corrupt ledger row: scheduled_at = %s is out "
+			        "of bounds; `leash repair %s` drops it", at, rows[i].job);
+	}
+	memcpy(l->bad, seen, n * sizeof *seen);
+	l->nbad = n;
+	return STORE_OK;
+}
+
 int ledger_prune(struct ledger *l, struct store *s, int64_t now)
 {
 	int64_t changed = 0;
@@ -316,5 +343,5 @@ int ledger_prune(struct ledger *l, struct store *s, int64_t now)
 	if (changed)
 		log_msg(LOG_DEBUG, NULL, 0, "run ledger: %lld rows pruned or marked lost",
 		        (long long)changed);
-	return STORE_OK;
+	return report_bad(l, s);
 }

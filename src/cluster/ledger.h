@@ -53,6 +53,11 @@ struct ledger {
 	int failures;                   /* failed writes of the batch in front */
 	uint64_t dropped;               /* rows lost since the last log line */
 	int64_t drop_logged;            /* boottime */
+	/* The corrupt rows (store.h's bounds) the last upkeep found, each a
+	 * hash of job and scheduled_at: a row is logged when an upkeep finds
+	 * it and the one before did not. */
+	uint64_t bad[STORE_BAD_RUNS_MAX];
+	size_t nbad;
 };
 
 void ledger_init(struct ledger *, const char *owner, int64_t keep_ms, int64_t keep_per_job);
@@ -94,7 +99,8 @@ int64_t ledger_due(const struct ledger *);
  * write was LEDGER_FLUSH_EVERY_MS ago).  Returns STORE_OK when nothing
  * was due or all went, STORE_ERR with the reason in s->err. */
 int ledger_flush(struct ledger *, struct store *, int64_t now_boot);
-/* The periodic upkeep (prune_runs) when due; STORE_OK or STORE_ERR. */
+/* The periodic upkeep when due: prune_runs, then corrupt_runs, each newly
+ * found corrupt row logged once; STORE_OK or STORE_ERR. */
 int ledger_prune(struct ledger *, struct store *, int64_t now_boot);
 
 #endif

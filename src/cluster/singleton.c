@@ -104,6 +104,20 @@ static void on_follow(void *arg, struct elect_job *ej, const char *holder, int64
 	j->follow_logged = 1;
 }
 
+static void on_corrupt(void *arg, struct elect_job *ej, const char *column, int64_t value)
+{
+	struct job *j = ej->user;
+
+	(void)arg;
+	if (column)
+		log_msg(LOG_ERROR, j->name, 0, "corrupt lease row: %s = %lld is out of bounds; the "
+		        "job runs nowhere until `leash repair %s` resets it", column, (long long)value,
+		        j->name);
+	else
+		log_msg(LOG_INFO, j->name, 0, "the lease row is within bounds again (repaired): "
+		        "taking it as usual");
+}
+
 static void on_release_event(void *arg, const char *name)
 {
 	struct singleton *sg = arg;
@@ -138,6 +152,7 @@ int singleton_init(struct singleton *sg, const struct cfg *cfg, struct sched *sc
 	elect_init(&sg->el, &ec, owner, boot_clock, NULL, seed);
 	ledger_init(&sg->ledger, sg->el.owner, cfg->ledger_keep_ms, cfg->ledger_keep_per_job);
 	sg->el.on_change = on_change;
+	sg->el.on_corrupt = on_corrupt;
 	sg->el.on_error = on_error;
 	sg->el.on_follow = on_follow;
 	sg->el.arg = sg;

@@ -18,6 +18,10 @@ extern const char cmd_usage[];
 /* Everything a command needs: the Lua state and the checked config. */
 int cmd_setup(const char *path, lua_State **L, struct cfg *c);
 
+/* A command's end after cmd_setup: closes s (when not NULL), frees c and
+ * L; returns rc. */
+int cmd_end(struct store *s, struct cfg *c, lua_State *L, int rc);
+
 /* -c FILE, then fn with the Lua state and the checked config. */
 int cmd_with_config(int argc, char **argv, int (*fn)(lua_State *, const struct cfg *));
 
@@ -36,6 +40,10 @@ int cmd_record_control(struct store *s, const char *cmd, const char *job, int64_
  * (the reason in s->err). */
 int cmd_job_known(struct store *s, const struct cfg *c, const char *job);
 
+/* Whether jobs/JOB.lua exists in c's jobs directory (a job only this
+ * host's jobs/ knows). */
+int cmd_local_job(const struct cfg *c, const char *job);
+
 int cmd_check(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_history(int argc, char **argv);
@@ -43,6 +51,7 @@ int cmd_pause(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
 int cmd_handoff(int argc, char **argv);
+int cmd_repair(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_undrain(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -37,10 +37,20 @@ const char cmd_usage[] =
 	"       leash resume [-c FILE] [-o KEY=VALUE] JOB\n"
 	"       leash trigger [-c FILE] [-o KEY=VALUE] JOB\n"
 	"       leash handoff [-c FILE] [-o KEY=VALUE] JOB\n"
+	"       leash repair [-c FILE] [-o KEY=VALUE] JOB\n"
 	"       leash drain [-c FILE] [-o KEY=VALUE] REPLICA [--until-restart]\n"
 	"       leash undrain [-c FILE] [-o KEY=VALUE] REPLICA\n"
 	"       leash version\n"
 	"       leash COMMAND -h|--help\n";
+
+int cmd_end(struct store *s, struct cfg *c, lua_State *L, int rc)
+{
+	if (s)
+		store_close(s);
+	cfg_free(c);
+	lua_close(L);
+	return rc;
+}
 
 /* Everything a command needs: the Lua state and the checked config. */
 int cmd_setup(const char *path, lua_State **L, struct cfg *c)
@@ -69,7 +79,6 @@ int cmd_job_known(struct store *s, const struct cfg *c, const char *job)
 	struct lease_row *rows = NULL;
 	size_t n = 0;
 	int64_t now;
-	char file[4096];
 	int known = 0;
 
 	if (store_list(s, &rows, &n, &now) != STORE_OK)
@@ -77,11 +86,7 @@ int cmd_job_known(struct store *s, const struct cfg *c, const char *job)
 	for (size_t i = 0; i < n && !known; i++)
 		known = strcmp(rows[i].name, job) == 0;
 	free(rows);
-	if (!known && !strchr(job, '/') && job[0] != '.') {
-		snprintf(file, sizeof file, "%s/%s.lua", c->jobs, job);
-		known = access(file, F_OK) == 0;
-	}
-	return known;
+	return known || cmd_local_job(c, job);
 }
 
 /* -c FILE, then fn with the Lua state and the checked config: `leash run`,

@@ -39,8 +39,7 @@ static void actor_of(char *out, size_t len)
 	snprintf(out, len, "%.80s@%.100s", pw && pw->pw_name[0] ? pw->pw_name : uid, host);
 }
 
-/* Whether jobs/NAME.lua exists (a job only this host's jobs/ knows). */
-static int local_job(const struct cfg *c, const char *job)
+int cmd_local_job(const struct cfg *c, const char *job)
 {
 	char file[4096];
 
@@ -156,7 +155,7 @@ static int control(int argc, char **argv, const char *cmd, int what)
 	for (size_t i = 0; i < n && !row; i++)
 		if (strcmp(rows[i].name, job) == 0)
 			row = &rows[i];
-	if (!row && !local_job(&c, job)) {
+	if (!row && !cmd_local_job(&c, job)) {
 		fprintf(stderr, "leash %s: no job %s in the store or in %s/\n", cmd, job, c.jobs);
 		goto done;
 	}

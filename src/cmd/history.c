@@ -115,9 +115,5 @@ int cmd_history(int argc, char **argv)
 		fputc('\n', stdout);
 	rc = 0;
 done:
-	if (s)
-		store_close(s);
-	cfg_free(&c);
-	lua_close(L);
-	return rc;
+	return cmd_end(s, &c, L, rc);
 }

@@ -68,7 +68,16 @@
 	X(BEAT, "beat") \
 	/* owners (texts), name (NULL: none), on -> (now, n): changed is the sum \
 	 * of n over the rows, now the last row's */ \
-	X(DRAIN, "drain")
+	X(DRAIN, "drain") \
+	/* name -> one row (now, found, token, last_fire, lease_bad, new_token, \
+	 * dropped), read before the writes (store.h's repair): found 0 and \
+	 * token, last_fire NULL when there is no lease row; new_token the \
+	 * token the row has afterwards */ \
+	X(REPAIR, "repair") \
+	/* -> (job, scheduled_at) of each ledger row whose scheduled_at is out \
+	 * of bounds, at most STORE_BAD_RUNS_MAX, sorted by job (bytewise), \
+	 * then scheduled_at */ \
+	X(CORRUPT_RUNS, "corrupt_runs")
 
 /* RUN columns: job, owner, actor, outcome, error, scheduled_at, token,
  * claimed_at, started_at, ended_at, duration_ms, recorded_at, exit_code,
@@ -80,6 +89,28 @@
  * PRESENCE rows: (now, owner, host, pid, version, started_at, heartbeat,
  * draining, jobs_hash, jobs) sorted by owner (bytewise), drain markers left
  * out, and one row with owner NULL (the clock only) when there is none. */
+
+/* The bounds of store.h as SQL, the same text in every dialect: a lease
+ * row that is sane, its columns prefixed with p ("l." or ""); a time
+ * column c that is NULL or sane; a ledger row that is sane. */
+#define STORE_SQL_STR_(x) #x
+#define STORE_SQL_STR(x) STORE_SQL_STR_(x)
+#define STORE_SQL_TOKEN_OK(c) \
+	"(" c " >= 0 AND " c " < " STORE_SQL_STR(STORE_TOKEN_LIMIT) ")"
+#define STORE_SQL_TIME_OK(c) "(" c " IS NULL OR " c " BETWEEN 0 AND " STORE_SQL_STR(STORE_TIME_MAX) ")"
+#define STORE_SQL_FIRE_OK(c) \
+	"(" c " IS NULL OR " c " BETWEEN -1 AND " STORE_SQL_STR(STORE_TIME_MAX) ")"
+#define STORE_SQL_LEASE_OK(p) \
+	"(" STORE_SQL_TOKEN_OK(p "token") " AND " STORE_SQL_FIRE_OK(p "last_fire") ")"
+/* A ledger row's scheduled_at out of bounds, as the scheduled_at index
+ * finds it. */
+#define STORE_SQL_RUN_AT_BAD \
+	"(scheduled_at < 0 OR scheduled_at > " STORE_SQL_STR(STORE_TIME_MAX) ")"
+#define STORE_SQL_RUN_OK(p) \
+	"(" p "scheduled_at BETWEEN 0 AND " STORE_SQL_STR(STORE_TIME_MAX) " AND " \
+	STORE_SQL_TOKEN_OK(p "token") " AND " STORE_SQL_TIME_OK(p "claimed_at") " AND " \
+	STORE_SQL_TIME_OK(p "started_at") " AND " STORE_SQL_TIME_OK(p "ended_at") " AND " \
+	STORE_SQL_TIME_OK(p "recorded_at") ")"
 
 enum store_stmt {
 #define X(id, what) ST_##id,
@@ -172,5 +203,7 @@ int store_op_leave(struct store *, const char *owner);
 int store_op_replicas(struct store *, struct store_replica **rows, size_t *n, int64_t *now);
 int store_op_beat(struct store *, const struct store_replica *me, int64_t prune_ms,
                   struct store_replica **rows, size_t *n, int64_t *now);
+int store_op_repair(struct store *, const char *name, struct store_repair *out);
+int store_op_corrupt_runs(struct store *, struct store_bad_run *rows, size_t *n);
 
 #endif

@@ -43,6 +43,9 @@
  * units) survives; BIN2, so that names compare and sort by code point and
  * case matters, as on the other providers. */
 #define VC "NVARCHAR(200)"
+/* A sane lease row (store.h): a corrupt one is never taken nor renewed,
+ * nor its token grown. */
+#define LEASE_OK STORE_SQL_LEASE_OK("")
 /* The ledger's outcome and error text: at most STORE_RUN_ERROR_MAX bytes of
  * UTF-8 are at most as many UTF-16 units. */
 #define OC "NVARCHAR(15)"
@@ -1372,6 +1375,8 @@ static const struct store_ops ms_ops = {
 	.drain = store_op_drain,
 	.renew_beat = store_op_renew_beat,
 	.unclaim_all = ms_unclaim_all,
+	.repair = store_op_repair,
+	.corrupt_runs = store_op_corrupt_runs,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1405,7 +1410,8 @@ static void build_sql(struct ms_store *st)
 	    "THEN acquired_at ELSE @now END, "
 	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
 	    "OUTPUT inserted.name INTO @r "
-	    "WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now); "
+	    "WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now) "
+	    "AND " LEASE_OK "; "
 	    "WHILE 1 = 1 BEGIN "
 	    "SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
 	    "AND NOT EXISTS (SELECT 1 FROM [%s] x WHERE x.name = n.name) ORDER BY n.i; "
@@ -1738,7 +1744,7 @@ static const struct {
 	"THEN acquired_at ELSE @now END, "
 	"owner = @owner, renewed_at = @now, expires_at = @now + @ms "
 	"OUTPUT inserted.name INTO @r "
-	"WHERE name = @name AND (owner = @owner OR expires_at <= @now); "
+	"WHERE name = @name AND (owner = @owner OR expires_at <= @now) AND " LEASE_OK "; "
 	"IF NOT EXISTS (SELECT 1 FROM @r) AND NOT EXISTS (SELECT 1 FROM [%1$s] WHERE name = @name) "
 	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
 	"OUTPUT inserted.name INTO @r VALUES (@name, @owner, 1, @now, @now, @now + @ms); "
@@ -1755,7 +1761,7 @@ static const struct {
 	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
 	"OUTPUT 1, inserted.owner, inserted.token, inserted.expires_at, @now, "
 	"inserted.last_fire "
-	"WHERE name = @name AND owner = @owner AND expires_at > @now;",
+	"WHERE name = @name AND owner = @owner AND expires_at > @now AND " LEASE_OK ";",
 	"@name " VC ", @owner " VC ", @ms BIGINT" },
 	[ST_RELEASE] = {
 	"/* leash:release */ SET NOCOUNT ON; "
@@ -1816,7 +1822,7 @@ static const struct {
 	"DECLARE @now BIGINT = " NOW "; "
 	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
 	"OUTPUT inserted.name, inserted.token "
-	"WHERE owner = @owner AND expires_at > @now AND name IN (@n);",
+	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n);",
 	"@owner " VC ", @n " VC ", @ms BIGINT" },
 	[ST_RENEW_CTL] = {
 	"/* leash:renew_ctl */ SET NOCOUNT ON; "
@@ -1824,7 +1830,7 @@ static const struct {
 	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
 	"OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
 	"inserted.handoff_at, @now "
-	"WHERE owner = @owner AND expires_at > @now AND name IN (@n);",
+	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n);",
 	"@owner " VC ", @n " VC ", @ms BIGINT" },
 	/* renew_ctl's UPDATE, then the beat (its own transaction), so a failed
 	 * beat fails the call and the renew counts for nothing. */
@@ -1834,9 +1840,39 @@ static const struct {
 	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
 	"OUTPUT @now, inserted.name, NULL, inserted.token, NULL, inserted.paused_until, "
 	"inserted.trigger_at, NULL, NULL, NULL, 'L', inserted.handoff_at "
-	"WHERE owner = @owner AND expires_at > @now AND name IN (@n); "
+	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n); "
 	BEAT_WRITE BEAT_READ(", 'R', NULL"),
 	"@owner " VC ", " BEAT_DECL ", @n " VC ", @ms BIGINT" },
+	/* repair: the row as it was, under an update lock kept to the end;
+	 * the new token (one above every sane one of the table and the job's
+	 * ledger rows); the row's reset and the ledger rows' delete; then the
+	 * answer. */
+	[ST_REPAIR] = {
+	"/* leash:repair */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"DECLARE @found INT = 0, @token BIGINT = NULL, @fire BIGINT = NULL, @bad INT = 0, "
+	"@top BIGINT, @dropped BIGINT = 0; "
+	"BEGIN TRANSACTION; "
+	"SELECT @found = 1, @token = token, @fire = last_fire, "
+	"@bad = CASE WHEN " LEASE_OK " THEN 0 ELSE 1 END "
+	"FROM [%1$s] WITH (UPDLOCK, HOLDLOCK) WHERE name = @name; "
+	"SELECT @top = ISNULL(MAX(x.t), 0) + 1 FROM (SELECT token AS t FROM [%1$s] WHERE "
+	STORE_SQL_TOKEN_OK("token") " UNION ALL SELECT token FROM [%1$s_runs] "
+	"WHERE job = @name AND " STORE_SQL_TOKEN_OK("token") ") AS x; "
+	"IF @bad = 1 UPDATE [%1$s] SET token = @top, owner = N'', expires_at = @now, "
+	"last_fire = CASE WHEN " STORE_SQL_FIRE_OK("last_fire") " THEN last_fire ELSE NULL END "
+	"WHERE name = @name; "
+	"DELETE FROM [%1$s_runs] WHERE job = @name AND NOT " STORE_SQL_RUN_OK("") "; "
+	"SET @dropped = @@ROWCOUNT; "
+	"COMMIT TRANSACTION; "
+	"SELECT @now, @found, @token, @fire, @bad, CASE WHEN @bad = 1 THEN @top ELSE @token END, "
+	"@dropped;",
+	"@name " VC },
+	[ST_CORRUPT_RUNS] = {
+	"/* leash:corrupt_runs */ SET NOCOUNT ON; "
+	"SELECT TOP (" STORE_SQL_STR(STORE_BAD_RUNS_MAX) ") job, scheduled_at FROM [%1$s_runs] "
+	"WHERE " STORE_SQL_RUN_AT_BAD " ORDER BY job, scheduled_at;",
+	"" },
 };
 
 static int build_dialect(struct ms_store *st)

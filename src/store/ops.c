@@ -289,6 +289,61 @@ int store_op_health(struct store *s, const char *owner, const char *name, int64_
 	return store_exec(s, ST_HEALTH, p, 4, got_row, changed);
 }
 
+/* ---- leash repair ---- */
+
+static int repair_row(struct store *s, void *arg, int set)
+{
+	struct store_repair *r = arg;
+
+	(void)set;
+	r->now = store_col_int(s, 0);
+	r->found = store_col_int(s, 1) != 0;
+	r->token = store_col_int(s, 2);
+	r->last_fire = store_col_or(s, 3, STORE_NO_FIRE);
+	r->lease_bad = store_col_int(s, 4) != 0;
+	r->new_token = store_col_int(s, 5);
+	r->dropped = store_col_int(s, 6);
+	return 0;
+}
+
+int store_op_repair(struct store *s, const char *name, struct store_repair *out)
+{
+	struct store_param p[] = { SP_T(name) };
+
+	out->now = -1;
+	if (store_exec(s, ST_REPAIR, p, 1, repair_row, out) != STORE_OK)
+		return STORE_ERR;
+	if (out->now < 0)
+		return store_fail(s, "%s: repair: expected one row, got none", s->ops->name);
+	return STORE_OK;
+}
+
+struct bad_answer {
+	struct store_bad_run *rows;
+	size_t n;
+};
+
+static int bad_row(struct store *s, void *arg, int set)
+{
+	struct bad_answer *a = arg;
+
+	(void)set;
+	if (a->n == STORE_BAD_RUNS_MAX)
+		return 0;
+	store_col_copy(s, 0, a->rows[a->n].job, sizeof a->rows[a->n].job);
+	a->rows[a->n++].scheduled_at = store_col_int(s, 1);
+	return 0;
+}
+
+int store_op_corrupt_runs(struct store *s, struct store_bad_run *rows, size_t *n)
+{
+	struct bad_answer a = { rows, 0 };
+	int rc = store_exec(s, ST_CORRUPT_RUNS, NULL, 0, bad_row, &a);
+
+	*n = a.n;
+	return rc;
+}
+
 /* ---- presence ---- */
 
 int store_op_leave(struct store *s, const char *owner)

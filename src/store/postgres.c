@@ -45,16 +45,22 @@
  * renewed_at is the statement's now, else the clock is read once more. */
 #define EXPIRED "l.expires_at <= EXCLUDED.acquired_at"
 #define TAKE "(l.owner = EXCLUDED.owner OR " EXPIRED ")"
+/* A sane lease row (store.h): a corrupt one is never taken nor renewed,
+ * nor its token grown. */
+#define LEASE_OK STORE_SQL_LEASE_OK("l.")
 #define ACQUIRE_SQL \
 	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)" \
 	" SELECT $1, $2, 1, t0.n, t0.n, t0.n + $3::bigint FROM (SELECT " NOW " AS n) t0" \
 	" ON CONFLICT (name) DO UPDATE SET" \
-	"  owner = CASE WHEN " EXPIRED " THEN EXCLUDED.owner ELSE l.owner END," \
-	"  token = CASE WHEN " EXPIRED " THEN l.token + 1 ELSE l.token END," \
-	"  acquired_at = CASE WHEN " EXPIRED " THEN EXCLUDED.acquired_at ELSE l.acquired_at END," \
-	"  renewed_at = CASE WHEN " TAKE " THEN EXCLUDED.renewed_at ELSE l.renewed_at END," \
-	"  expires_at = CASE WHEN " TAKE " THEN EXCLUDED.expires_at ELSE l.expires_at END" \
-	" RETURNING (l.owner = $2)::int, l.owner, l.token, l.expires_at," \
+	"  owner = CASE WHEN " EXPIRED " AND " LEASE_OK " THEN EXCLUDED.owner ELSE l.owner END," \
+	"  token = CASE WHEN " EXPIRED " AND " LEASE_OK " THEN l.token + 1 ELSE l.token END," \
+	"  acquired_at = CASE WHEN " EXPIRED " AND " LEASE_OK \
+	"   THEN EXCLUDED.acquired_at ELSE l.acquired_at END," \
+	"  renewed_at = CASE WHEN " TAKE " AND " LEASE_OK \
+	"   THEN EXCLUDED.renewed_at ELSE l.renewed_at END," \
+	"  expires_at = CASE WHEN " TAKE " AND " LEASE_OK \
+	"   THEN EXCLUDED.expires_at ELSE l.expires_at END" \
+	" RETURNING (l.owner = $2 AND " LEASE_OK ")::int, l.owner, l.token, l.expires_at," \
 	"  CASE WHEN l.owner = $2 THEN l.renewed_at ELSE " NOW " END, l.last_fire"
 
 /* acquire_all's upsert: the token grows unless the same owner held it
@@ -65,7 +71,7 @@
 	"  token = CASE WHEN " MINE " THEN l.token ELSE l.token + 1 END," \
 	"  acquired_at = CASE WHEN " MINE " THEN l.acquired_at ELSE EXCLUDED.acquired_at END," \
 	"  renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at" \
-	" WHERE l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at"
+	" WHERE (l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at) AND " LEASE_OK
 
 enum {
 	Q_ACQUIRE_ALL,
@@ -1342,6 +1348,8 @@ static const struct store_ops postgres_ops = {
 	.leave = store_op_leave,
 	.replicas = store_op_replicas,
 	.unclaim_all = pg_unclaim_all,
+	.repair = store_op_repair,
+	.corrupt_runs = store_op_corrupt_runs,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -1452,13 +1460,14 @@ static const char *const dialect[ST_MAX] = {
 	"WITH t0 AS (SELECT " NOW " AS now)"
 	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
 	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" RETURNING l.name, l.token",
+	" AND " LEASE_OK " RETURNING l.name, l.token",
 	/* renew_ctl: renew_all, returning the control columns and the clock. */
 	[ST_RENEW_CTL] =
 	"WITH t0 AS (SELECT " NOW " AS now)"
 	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
 	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at, t0.now",
+	" AND " LEASE_OK " RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at,"
+	" t0.now",
 	/* renew_beat: renew_ctl's UPDATE ($9 names, $10 ms) and the beat's
 	 * CTEs in one statement.  Its rows are the beat's, with k = 'R', and
 	 * one per renewed lease with k = 'L' in the same columns: name in
@@ -1468,6 +1477,7 @@ static const char *const dialect[ST_MAX] = {
 	"WITH t0 AS (SELECT " NOW " AS now),"
 	" rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $10::bigint"
 	"  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($9::text[]) AND l.expires_at > t0.now"
+	"  AND " LEASE_OK
 	"  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at)," BEAT_CTES
 	" SELECT t0.now, x.* FROM t0 LEFT JOIN ("
 	"  SELECT " PRES_COLS ", NULL::text AS jobs, 'R' AS k, NULL::bigint AS h FROM up"
@@ -1480,7 +1490,7 @@ static const char *const dialect[ST_MAX] = {
 	[ST_RENEW] =
 	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"
 	" FROM (SELECT " NOW " AS n) t0"
-	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
+	" WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n AND " LEASE_OK
 	" RETURNING 1, l.owner, l.token, l.expires_at, t0.n, l.last_fire",
 	/* release: expires_at = now for the holder's unexpired row, and a NOTIFY
 	 * (delivered at commit) for each row it freed. */
@@ -1525,6 +1535,30 @@ static const char *const dialect[ST_MAX] = {
 	"  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
 	"  UNION ALL " BEAT_OTHERS("")
 	" ) x ON true ORDER BY x.owner COLLATE \"C\"",
+	/* repair: the row as it was (o), the new token (top: one above every
+	 * sane one of the table and the job's ledger rows), the lease row's
+	 * reset and the ledger rows' delete, in one statement; a NOTIFY wakes
+	 * the followers. */
+	[ST_REPAIR] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" o AS (SELECT l.token, l.last_fire, NOT " LEASE_OK " AS bad FROM \"%1$s\" l"
+	"  WHERE l.name = $1::text),"
+	" top AS (SELECT GREATEST((SELECT max(x.token) FROM \"%1$s\" x WHERE "
+	STORE_SQL_TOKEN_OK("x.token") "),"
+	"  (SELECT max(r.token) FROM \"%1$s_runs\" r WHERE r.job = $1::text AND "
+	STORE_SQL_TOKEN_OK("r.token") "), 0) + 1 AS t),"
+	" up AS (UPDATE \"%1$s\" l SET token = top.t, owner = '', expires_at = t0.now,"
+	"  last_fire = CASE WHEN " STORE_SQL_FIRE_OK("l.last_fire") " THEN l.last_fire END"
+	"  FROM t0, top WHERE l.name = $1::text AND NOT " LEASE_OK " RETURNING l.token),"
+	" del AS (DELETE FROM \"%1$s_runs\" r WHERE r.job = $1::text AND NOT "
+	STORE_SQL_RUN_OK("r.") " RETURNING 1)"
+	" SELECT t0.now, (o.token IS NOT NULL)::int, o.token, o.last_fire,"
+	" coalesce(o.bad, false)::int, coalesce((SELECT up.token FROM up), o.token),"
+	" (SELECT count(*) FROM del), pg_notify('%1$s', $1::text)"
+	" FROM t0 LEFT JOIN o ON true",
+	[ST_CORRUPT_RUNS] =
+	"SELECT job, scheduled_at FROM \"%1$s_runs\" WHERE " STORE_SQL_RUN_AT_BAD
+	" ORDER BY job COLLATE \"C\", scheduled_at LIMIT " STORE_SQL_STR(STORE_BAD_RUNS_MAX),
 };
 
 static void stmt_name(char *buf, size_t n, int st)

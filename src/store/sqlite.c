@@ -716,6 +716,20 @@ static void sq_set_timeout(struct store *s, int ms)
 	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0" \
 	" AND heartbeat < " NOW " - ?8;"
 
+/* A sane lease row (store.h); try_acquire's conditions on the row before
+ * it: free (expired) and sane, or also ours. */
+#define LEASE_OK STORE_SQL_LEASE_OK("")
+#define ACQ_FREE "(l.expires_at <= excluded.acquired_at AND " STORE_SQL_LEASE_OK("l.") ")"
+#define ACQ_TAKE \
+	"((l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner) AND " \
+	STORE_SQL_LEASE_OK("l.") ")"
+/* repair's new token: one above every sane one of the table and the job's
+ * ledger rows. */
+#define REPAIR_TOP \
+	"(max(coalesce((SELECT max(token) FROM \"%1$s\" WHERE " STORE_SQL_TOKEN_OK("token") "), 0)," \
+	" coalesce((SELECT max(token) FROM \"%1$s_runs\" WHERE job = ?1 AND " \
+	STORE_SQL_TOKEN_OK("token") "), 0)) + 1)"
+
 /* Each entry: one statement, or several separated by ';' that run in one
  * BEGIN IMMEDIATE transaction.  ?n is the n-th parameter in every one. */
 static const char *const dialect[ST_MAX] = {
@@ -782,19 +796,19 @@ static const char *const dialect[ST_MAX] = {
 	" SELECT n.now, j.* FROM (SELECT " NOW " AS now) n LEFT JOIN j ON 1 ORDER BY j.job, j.cls",
 	[ST_RENEW_ALL] =
 	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW
+	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
 	" AND name IN (SELECT value FROM json_each(?2))"
 	" RETURNING name, token",
 	/* renew_ctl: renew_all, returning the control columns too. */
 	[ST_RENEW_CTL] =
 	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW
+	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
 	" AND name IN (SELECT value FROM json_each(?2))"
 	" RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
 	/* renew_ctl's UPDATE, then the beat's statements, its rows of kind 'R'. */
 	[ST_RENEW_BEAT] =
 	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?10"
-	" WHERE owner = ?1 AND expires_at > " NOW
+	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
 	" AND name IN (SELECT value FROM json_each(?9))"
 	" RETURNING " NOW ", name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, NULL,"
 	" 'L', handoff_at;"
@@ -804,23 +818,21 @@ static const char *const dialect[ST_MAX] = {
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
 	" ORDER BY r.owner",
 	/* try_acquire: one upsert that always touches the row, so RETURNING
-	 * always tells the holder; a refused attempt writes the same values. */
+	 * always tells the holder; a refused attempt writes the same values.
+	 * A corrupt row (store.h) is never taken, nor its token grown. */
 	[ST_ACQUIRE] =
 	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
 	" VALUES (?1, ?2, 1, " NOW ", " NOW ", " NOW " + ?3)"
 	" ON CONFLICT (name) DO UPDATE SET"
-	"  owner = CASE WHEN l.expires_at <= excluded.acquired_at THEN excluded.owner ELSE l.owner END,"
-	"  token = CASE WHEN l.expires_at <= excluded.acquired_at THEN l.token + 1 ELSE l.token END,"
-	"  acquired_at = CASE WHEN l.expires_at <= excluded.acquired_at"
-	"   THEN excluded.acquired_at ELSE l.acquired_at END,"
-	"  renewed_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
-	"   THEN excluded.renewed_at ELSE l.renewed_at END,"
-	"  expires_at = CASE WHEN l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner"
-	"   THEN excluded.expires_at ELSE l.expires_at END"
-	" RETURNING owner = ?2, owner, token, expires_at, " NOW ", last_fire",
+	"  owner = CASE WHEN " ACQ_FREE " THEN excluded.owner ELSE l.owner END,"
+	"  token = CASE WHEN " ACQ_FREE " THEN l.token + 1 ELSE l.token END,"
+	"  acquired_at = CASE WHEN " ACQ_FREE " THEN excluded.acquired_at ELSE l.acquired_at END,"
+	"  renewed_at = CASE WHEN " ACQ_TAKE " THEN excluded.renewed_at ELSE l.renewed_at END,"
+	"  expires_at = CASE WHEN " ACQ_TAKE " THEN excluded.expires_at ELSE l.expires_at END"
+	" RETURNING owner = ?2 AND " LEASE_OK ", owner, token, expires_at, " NOW ", last_fire",
 	[ST_RENEW] =
 	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW
+	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW " AND " LEASE_OK
 	" RETURNING 1, owner, token, expires_at, " NOW ", last_fire",
 	[ST_RELEASE] =
 	"UPDATE \"%1$s\" SET expires_at = " NOW
@@ -855,6 +867,20 @@ static const char *const dialect[ST_MAX] = {
 	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
 	" ORDER BY r.owner",
+	/* repair: the read, then the writes, in one transaction. */
+	[ST_REPAIR] =
+	"SELECT " NOW ", l.name IS NOT NULL, l.token, l.last_fire,"
+	" coalesce(NOT " STORE_SQL_LEASE_OK("l.") ", 0),"
+	" CASE WHEN NOT " STORE_SQL_LEASE_OK("l.") " THEN " REPAIR_TOP " ELSE l.token END,"
+	" (SELECT count(*) FROM \"%1$s_runs\" r WHERE r.job = ?1 AND NOT " STORE_SQL_RUN_OK("r.") ")"
+	" FROM (SELECT 1) o LEFT JOIN \"%1$s\" l ON l.name = ?1;"
+	"UPDATE \"%1$s\" SET token = " REPAIR_TOP ", owner = '', expires_at = " NOW ","
+	" last_fire = CASE WHEN " STORE_SQL_FIRE_OK("last_fire") " THEN last_fire END"
+	" WHERE name = ?1 AND NOT " LEASE_OK ";"
+	"DELETE FROM \"%1$s_runs\" WHERE job = ?1 AND NOT " STORE_SQL_RUN_OK("") ,
+	[ST_CORRUPT_RUNS] =
+	"SELECT job, scheduled_at FROM \"%1$s_runs\" WHERE " STORE_SQL_RUN_AT_BAD
+	" ORDER BY job, scheduled_at LIMIT " STORE_SQL_STR(STORE_BAD_RUNS_MAX),
 };
 
 /* Prepares every entry of the dialect, each statement of a chain apart. */
@@ -1024,6 +1050,8 @@ static const struct store_ops sqlite_ops = {
 	.drain = store_op_drain,
 	.renew_beat = store_op_renew_beat,
 	.unclaim_all = sq_unclaim_all,
+	.repair = store_op_repair,
+	.corrupt_runs = store_op_corrupt_runs,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */

@@ -348,9 +348,9 @@ static int check_claims(struct store *s, const struct store_claim *c, size_t n)
 		if (c[i].token <= 0)
 			return store_fail(s, "claim of \"%s\": token must be > 0, got %lld", c[i].name,
 			                  (long long)c[i].token);
-		if (c[i].fire < 0)
-			return store_fail(s, "claim of \"%s\": fire must be >= 0 ms, got %lld",
-			                  c[i].name, (long long)c[i].fire);
+		if (!store_time_sane(c[i].fire))
+			return store_fail(s, "claim of \"%s\": fire must be 0 to %lld ms, got %lld",
+			                  c[i].name, (long long)STORE_TIME_MAX, (long long)c[i].fire);
 	}
 	if (n < 2)
 		return STORE_OK;
@@ -448,9 +448,9 @@ static void clean_error(char *dst, const char *src)
 /* A NULL-able time (STORE_NO_TIME or >= 0). */
 static int check_time(struct store *s, const char *job, const char *what, int64_t v)
 {
-	if (v < 0 && v != STORE_NO_TIME)
-		return store_fail(s, "run of \"%s\": %s must be >= 0 ms or unknown, got %lld", job,
-		                  what, (long long)v);
+	if ((v < 0 && v != STORE_NO_TIME) || v > STORE_TIME_MAX)
+		return store_fail(s, "run of \"%s\": %s must be 0 to %lld ms or unknown, got %lld", job,
+		                  what, (long long)STORE_TIME_MAX, (long long)v);
 	return STORE_OK;
 }
 
@@ -464,11 +464,11 @@ static int check_run(struct store *s, const struct store_run *r)
 		                  "timeout, lost, killed, skipped-overlap, skipped-paused, missed, manual, "
 		                  "control, handed-off, stopped",
 		                  r->job, r->outcome ? r->outcome : "(missing)");
-	if (r->scheduled_at < 0)
-		return store_fail(s, "run of \"%s\": scheduled_at must be >= 0 ms, got %lld", r->job,
-		                  (long long)r->scheduled_at);
-	if (r->token < 0)
-		return store_fail(s, "run of \"%s\": token must be >= 0, got %lld", r->job,
+	if (!store_time_sane(r->scheduled_at))
+		return store_fail(s, "run of \"%s\": scheduled_at must be 0 to %lld ms, got %lld",
+		                  r->job, (long long)STORE_TIME_MAX, (long long)r->scheduled_at);
+	if (r->token < 0 || r->token >= STORE_TOKEN_LIMIT)
+		return store_fail(s, "run of \"%s\": token must be 0 to 2^62 - 1, got %lld", r->job,
 		                  (long long)r->token);
 	if (check_time(s, r->job, "claimed_at", r->claimed_at) != STORE_OK ||
 	    check_time(s, r->job, "started_at", r->started_at) != STORE_OK ||
@@ -713,6 +713,87 @@ int store_control(struct store *s, const char *name, int what, int64_t until, in
 		                  "are not supported", s->ops->name);
 	s->calls++;
 	return TIMED(CONTROL, s->ops->control(s, name, what, until, now));
+}
+
+int store_repair(struct store *s, const char *name, struct store_repair *out)
+{
+	begin(s);
+	memset(out, 0, sizeof *out);
+	out->last_fire = STORE_NO_FIRE;
+	if (check_str(s, "lease name", name) < 0)
+		return STORE_ERR;
+	if (!s->ops->repair)
+		return store_fail(s, "the %s provider has no repair: leash repair is not supported",
+		                  s->ops->name);
+	s->calls++;
+	return FAULTY("repair", s->ops->repair(s, name, out));
+}
+
+int store_corrupt_runs(struct store *s, struct store_bad_run *rows, size_t *n)
+{
+	begin(s);
+	*n = 0;
+	if (!s->ops->corrupt_runs)
+		return STORE_OK;
+	s->calls++;
+	return FAULTY("corrupt_runs", s->ops->corrupt_runs(s, rows, n));
+}
+
+const char *store_lease_corrupt(int64_t token, int64_t last_fire, int64_t *value)
+{
+	if (token < 0 || token >= STORE_TOKEN_LIMIT) {
+		*value = token;
+		return "token";
+	}
+	if (last_fire < STORE_NO_FIRE || last_fire > STORE_TIME_MAX) {
+		*value = last_fire;
+		return "last_fire";
+	}
+	return NULL;
+}
+
+int store_time_sane(int64_t t)
+{
+	return t >= 0 && t <= STORE_TIME_MAX;
+}
+
+const char *store_run_corrupt(const struct store_run_row *r, int64_t *value)
+{
+	static const char *const names[] = { "claimed_at", "started_at", "ended_at",
+	                                     "recorded_at" };
+	const int64_t t[] = { r->claimed_at, r->started_at, r->ended_at, r->recorded_at };
+
+	*value = r->scheduled_at;
+	if (!store_time_sane(r->scheduled_at))
+		return "scheduled_at";
+	*value = r->token;
+	if (r->token < 0 || r->token >= STORE_TOKEN_LIMIT)
+		return "token";
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+		*value = t[i];
+		if (t[i] != STORE_NO_TIME && !store_time_sane(t[i]))
+			return names[i];
+	}
+	return NULL;
+}
+
+const char *store_runs_corrupt_text(const struct store_job_runs *j, char *buf, size_t len)
+{
+	const struct store_run_row *rows[] = { &j->last, &j->ok, &j->failed };
+	const char *col = NULL;
+	int64_t v = 0;
+
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0] && !col; i++)
+		if (rows[i]->job[0])
+			col = store_run_corrupt(rows[i], &v);
+	if (!col && j->handled_at != STORE_NO_TIME && !store_time_sane(j->handled_at)) {
+		col = "scheduled_at";
+		v = j->handled_at;
+	}
+	if (!col)
+		return NULL;
+	snprintf(buf, len, "ledger %s = %lld", col, (long long)v);
+	return buf;
 }
 
 int store_health(struct store *s, const char *owner, const char *name, int64_t token,

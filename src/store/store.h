@@ -72,6 +72,59 @@ struct store_ctl {
 	int64_t paused_until, trigger_at, handoff_at;   /* or STORE_NO_TIME (NULL) */
 };
 
+/* ---- the bounds of a sane row ----
+ *
+ * A lease row's token is 0 (a free row a pause made) up to below
+ * STORE_TOKEN_LIMIT (2^62): an acquire adds one to it, so it never comes
+ * near the end of a 64-bit integer.  Its fire cursor is NULL or -1 (no
+ * fire) up to STORE_TIME_MAX.  A ledger row's scheduled_at is 0 up to
+ * STORE_TIME_MAX, its token as a lease's, and its other times NULL or 0 up
+ * to STORE_TIME_MAX.  STORE_TIME_MAX is 9999-12-31T23:59:59.999Z, the last
+ * instant a browser's Date and an ISO 8601 timestamp of four-digit years
+ * can show.  Leash writes nothing outside them; a row outside them was
+ * written by hand or by a broken tool, and is corrupt: no acquire takes a
+ * corrupt lease row and no renew keeps one, so its job runs nowhere until
+ * leash repair (the repair op) resets it. */
+#define STORE_TOKEN_LIMIT 4611686018427387904            /* 2^62 */
+#define STORE_TIME_MAX 253402300799999
+
+/* The column of a lease row out of bounds ("token", "last_fire", with its
+ * value in *value), or NULL when the row is sane.  last_fire as read:
+ * STORE_NO_FIRE for NULL. */
+const char *store_lease_corrupt(int64_t token, int64_t last_fire, int64_t *value);
+/* 1 when t may be a ledger row's time (0 to STORE_TIME_MAX), else 0. */
+int store_time_sane(int64_t t);
+/* The column of a ledger row read back that is out of bounds, with its
+ * value in *value, or NULL when the row is sane. */
+struct store_run_row;
+const char *store_run_corrupt(const struct store_run_row *r, int64_t *value);
+/* "column = value" of a corrupt lease row, or of the first corrupt one of a
+ * job's latest ledger rows and handled_at (prefixed "ledger "), into buf;
+ * NULL when sane. */
+struct store_job_runs;
+const char *store_runs_corrupt_text(const struct store_job_runs *j, char *buf, size_t len);
+
+/* A ledger row whose scheduled_at is out of bounds, as the replicas'
+ * upkeep finds them (the corrupt_runs op). */
+#define STORE_BAD_RUNS_MAX 16
+struct store_bad_run {
+	char job[STORE_NAME_MAX + 1];
+	int64_t scheduled_at;
+};
+
+/* What leash repair found and did (the repair op). */
+struct store_repair {
+	int found;                      /* the lease row is there */
+	int lease_bad;                  /* ... and was corrupt: it is now free
+	                                 * (owner "", expired), its token new_token,
+	                                 * its cursor NULL when that was corrupt */
+	int64_t token, last_fire;       /* the row as found (last_fire STORE_NO_FIRE
+	                                 * for NULL) */
+	int64_t new_token;              /* the token it has now */
+	int64_t dropped;                /* the job's corrupt ledger rows deleted */
+	int64_t now;                    /* the database's clock */
+};
+
 /* One fire to claim: lease name, the token the caller holds it with, and the
  * fire's scheduled time (ms since the epoch, >= 0). */
 struct store_claim {
@@ -396,6 +449,20 @@ struct store_ops {
 	 * cursor and runs it, as a fire or as a catch-up.  Optional. */
 	int (*unclaim_all)(struct store *, const char *owner, const struct store_claim *claims,
 	                   size_t n, int *ok);
+
+	/* leash repair, in one statement or transaction: when lease name's row
+	 * is corrupt (the bounds above), it becomes free (owner "", expires_at
+	 * = db now), its cursor NULL when that was out of bounds, and its
+	 * token one above every sane token of the lease table and of the job's
+	 * ledger rows; and the job's corrupt ledger rows are deleted.  *out
+	 * says what was found and done.  Optional. */
+	int (*repair)(struct store *, const char *name, struct store_repair *out);
+
+	/* Reads, in one statement, up to STORE_BAD_RUNS_MAX ledger rows whose
+	 * scheduled_at is out of bounds (below 0 or past STORE_TIME_MAX: the
+	 * two ends of the scheduled_at index), sorted by job, then
+	 * scheduled_at.  Optional. */
+	int (*corrupt_runs)(struct store *, struct store_bad_run *rows, size_t *n);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -477,7 +544,7 @@ int store_acquire_all(struct store *, const char *owner, const char *const *name
  * that does not answer costs one timeout, not one per name). */
 int store_release_all(struct store *, const char *owner, const char *const *names,
                       size_t n);
-/* Also checks each claim (name 1-200 bytes, token > 0, fire >= 0, no name
+/* Also checks each claim (name 1-200 bytes, token > 0, fire 0 to STORE_TIME_MAX, no name
  * twice) and refuses the call ("not supported") when the provider has no
  * claim_all: a claim is never silently accepted.  n == 0 sends nothing and
  * sets *now to 0. */
@@ -488,7 +555,8 @@ int store_claim_all(struct store *, const char *owner, const struct store_claim 
 int store_unclaim_all(struct store *, const char *owner, const struct store_claim *claims,
                       size_t n, int *ok);
 /* The ledger.  Each checks every row (job and owner 1-200 bytes, a known
- * outcome, scheduled_at >= 0, token >= 0, times and duration >= 0 or
+ * outcome, scheduled_at 0 to STORE_TIME_MAX, token 0 to below
+ * STORE_TOKEN_LIMIT, times and duration 0 to STORE_TIME_MAX or
  * STORE_NO_TIME, codes >= 0 or STORE_NO_CODE, actor NULL or 1-200 bytes;
  * for claim_runs claim < n and job == that claim's name), refuses a key
  * (job, scheduled_at, owner) listed twice in one call, cuts and cleans error
@@ -536,6 +604,10 @@ int store_renew_beat(struct store *, const char *owner, const char *const *names
  * refused ("not supported") when the provider lacks it. */
 int store_drain(struct store *, const char *name, const char *const *owners, size_t n, int on,
                 int64_t *changed, int64_t *now);
+/* repair: checks name; refused ("not supported") when the provider lacks it. */
+int store_repair(struct store *, const char *name, struct store_repair *out);
+/* corrupt_runs: rows[STORE_BAD_RUNS_MAX]; a provider without it finds none. */
+int store_corrupt_runs(struct store *, struct store_bad_run *rows, size_t *n);
 /* Faults, for the specs: plan is "op:n:kind[,op:n:kind...]": the n-th
  * call (from 1) of operation op (try_acquire, renew_beat, claim_runs, ...)
  * in this process fails before it reaches the provider, STORE_ERR with the

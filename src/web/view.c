@@ -139,6 +139,9 @@ static void push_locals(lua_State *L, struct view_jobs *d, const struct cfg *c,
 		int64_t base = r && r->handled_at != STORE_NO_TIME ? r->handled_at
 		               : l ? l->acquired_at : -1;
 
+		if (!store_time_sane(base))     /* a corrupt row's: no due time */
+			base = -1;
+
 		lua_createtable(L, 0, 7);
 		lua_pushstring(L, j->name);
 		lua_setfield(L, -2, "name");

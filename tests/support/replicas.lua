@@ -168,6 +168,15 @@ function M.start_replicas(d, n)
   return procs
 end
 
+-- Runs `leash CMD -c <d's config> ARGS...` (d as L.dir made it, p the
+-- provider) with the store's password, and $USER set to someone else: a
+-- control's actor comes from the system, never from $USER.  Returns the exit
+-- code, stdout and stderr.
+function M.leash_in(d, p, cmd, ...)
+  return L.leash({ cmd, "-c", d.config, ... }, { env = {
+    LEASH_TEST_MSSQL_PASSWORD = p.password or "", USER = "ops" } })
+end
+
 function M.stop_all(procs)
   for _, proc in ipairs(procs) do
     if proc:alive() then proc:signal("CONT"); proc:stop(10) end

@@ -61,6 +61,26 @@ def now_ms():
     return int(time.time() * 1000)
 
 
+# The bounds of a sane row (src/store/store.h): a corrupt lease row is never
+# taken nor renewed, nor its token grown.
+TOKEN_LIMIT, TIME_MAX = 1 << 62, 253402300799999
+LEASE_OK = (f"(token >= 0 AND token < {TOKEN_LIMIT} AND "
+            f"(last_fire IS NULL OR last_fire BETWEEN -1 AND {TIME_MAX}))")
+
+
+def time_ok(c):
+    return f"({c} IS NULL OR {c} BETWEEN 0 AND {TIME_MAX})"
+
+
+RUN_OK = (f"(scheduled_at BETWEEN 0 AND {TIME_MAX} AND token >= 0 AND token < {TOKEN_LIMIT}"
+          f" AND {time_ok('claimed_at')} AND {time_ok('started_at')} AND {time_ok('ended_at')}"
+          f" AND {time_ok('recorded_at')})")
+
+
+def sane(token, last_fire):
+    return 0 <= token < TOKEN_LIMIT and (last_fire is None or -1 <= last_fire <= TIME_MAX)
+
+
 def create(db, t):
     db.execute(f'CREATE TABLE IF NOT EXISTS "{t}" (name TEXT PRIMARY KEY, '
                'owner TEXT NOT NULL, token INTEGER NOT NULL, acquired_at INTEGER NOT NULL, '
@@ -95,7 +115,7 @@ def renewed(db, t, p, cols):
     rows = []
     for name in dict.fromkeys(names):
         cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
-                         'WHERE name = ? AND owner = ? AND expires_at > ?',
+                         f'WHERE name = ? AND owner = ? AND expires_at > ? AND {LEASE_OK}',
                          (now, now + ms, name, owner, now))
         if cur.rowcount:
             args = (now, name) if "?" in cols else (name,)
@@ -149,7 +169,7 @@ def try_acquire(db, t, p, faults):
     out = []
     row = db.execute(f'SELECT owner, token, acquired_at, expires_at, last_fire FROM "{t}" '
                      'WHERE name = ?', (name,)).fetchone()
-    if row and (row[0] == owner or row[3] <= now):
+    if row and (row[0] == owner or row[3] <= now) and sane(row[1], row[4]):
         same = row[0] == owner and row[3] > now
         token = row[1] if same else row[1] + 1
         acquired = row[2] if same else now
@@ -174,7 +194,7 @@ def try_acquire(db, t, p, faults):
 def renew(db, t, p, faults):
     name, owner, ms, now = p["@name"], p["@owner"], p["@ms"], now_ms()
     cur = db.execute(f'UPDATE "{t}" SET renewed_at = ?, expires_at = ? '
-                     'WHERE name = ? AND owner = ? AND expires_at > ?',
+                     f'WHERE name = ? AND owner = ? AND expires_at > ? AND {LEASE_OK}',
                      (now, now + ms, name, owner, now))
     if cur.rowcount == 0:               # lost: the UPDATE's OUTPUT has no row
         return [("rows", LEASE_COLS, [])]
@@ -212,9 +232,10 @@ def acquire_all(db, t, p, faults):
     names = sorted((int(k[2:]), v) for k, v in p.items() if re.fullmatch(r"@n\d+", k))
     taken = {}
     for _, name in names:
-        row = db.execute(f'SELECT owner, token, acquired_at, expires_at FROM "{t}" '
+        row = db.execute(f'SELECT owner, token, acquired_at, expires_at, last_fire FROM "{t}" '
                          'WHERE name = ?', (name,)).fetchone()
-        if name in taken or not row or not (row[0] == owner or row[3] <= now):
+        if name in taken or not row or not (row[0] == owner or row[3] <= now) \
+                or not sane(row[1], row[4]):
             continue
         same = row[0] == owner and row[3] > now
         token = row[1] if same else row[1] + 1
@@ -637,6 +658,40 @@ def renew_beat(db, t, p, faults):
     return [("rows", cols, rows), ("rows", cols, [r + ("R", None) for r in pres])]
 
 
+def repair(db, t, p, faults):
+    """The row as it was, the new token (one above every sane one of the
+    table and the job's ledger rows), the row's reset when corrupt and the
+    job's corrupt ledger rows deleted; one row back."""
+    name, now = p["@name"], now_ms()
+    row = db.execute(f'SELECT token, last_fire FROM "{t}" WHERE name = ?', (name,)).fetchone()
+    bad = 1 if row and not sane(row[0], row[1]) else 0
+    top = 1 + max(
+        db.execute(f'SELECT coalesce(max(token), 0) FROM "{t}" '
+                   f'WHERE token >= 0 AND token < {TOKEN_LIMIT}').fetchone()[0],
+        db.execute(f'SELECT coalesce(max(token), 0) FROM "{t}_runs" WHERE job = ? '
+                   f'AND token >= 0 AND token < {TOKEN_LIMIT}', (name,)).fetchone()[0])
+    if bad:
+        fire = row[1] if row[1] is None or -1 <= row[1] <= TIME_MAX else None
+        db.execute(f'UPDATE "{t}" SET token = ?, owner = \'\', expires_at = ?, last_fire = ? '
+                   'WHERE name = ?', (top, now, fire, name))
+    dropped = db.execute(f'DELETE FROM "{t}_runs" WHERE job = ? AND NOT {RUN_OK}',
+                         (name,)).rowcount
+    cols = [("now", "int"), ("found", "int"), ("token", "int"), ("last_fire", "int"),
+            ("bad", "int"), ("new_token", "int"), ("dropped", "int")]
+    return [("rows", cols, [(now, 1 if row else 0, row[0] if row else None,
+                             row[1] if row else None, bad,
+                             top if bad else (row[0] if row else None), dropped)])]
+
+
+def corrupt_runs(db, t, p, faults):
+    """The ledger rows whose scheduled_at is out of bounds, TOP (16), by job
+    (BIN2 order), then scheduled_at."""
+    rows = db.execute(f'SELECT job, scheduled_at FROM "{t}" '
+                      f'WHERE scheduled_at < 0 OR scheduled_at > {TIME_MAX}').fetchall()
+    rows = sorted(rows, key=lambda r: (utf16(r[0]), r[1]))[:16]
+    return [("rows", [("job", "str"), ("scheduled_at", "int")], rows)]
+
+
 def leave(db, t, p, faults):
     db.execute(f'DELETE FROM "{t}" WHERE owner = ?', (p["@owner"],))
     return []
@@ -674,6 +729,8 @@ STATEMENTS = {
     "drain": drain,
     "renew_beat": renew_beat,
     "last_runs": last_runs,
+    "repair": repair,
+    "corrupt_runs": corrupt_runs,
 }
 # The statements whose function reads the statement's own text.
 READS_TEXT = {check_runs, claim_runs, record_runs, read_runs, prune_runs,
