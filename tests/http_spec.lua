@@ -57,6 +57,9 @@ describe("http server [sqlite, two replicas]", function()
     local _, h = H.request(ds[1].url .. "/")
     assert.matches("default-src 'none'", h["content-security-policy"], 1, true)
     assert.matches("connect-src 'self'", h["content-security-policy"], 1, true)
+    -- Only the page's own script runs: named by its hash, not any inline one.
+    local script_src = h["content-security-policy"]:match("script%-src ([^;]*)")
+    assert.matches("^'sha256%-[%w+/]+=*'$", script_src)
   end)
 
   it("/healthz says ok, /metrics is valid Prometheus text (promtool)", function()

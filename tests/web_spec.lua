@@ -176,6 +176,14 @@ describe("leash.web.render", function()
     -- name its hash).
     local script = "<script>" .. html:match("<script>(.-)</script>") .. "</script>"
     assert.equal(web.SCRIPT, script)
+    -- ... whose hash the policy names (SHA-256 checked against FIPS 180-4's vectors).
+    local function hex(d) return (d:gsub(".", function(c) return ("%02x"):format(c:byte()) end)) end
+    assert.equal("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", hex(web.sha256("abc")))
+    assert.equal("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1",
+      hex(web.sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")))
+    assert.equal("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", hex(web.sha256("")))
+    assert.equal("YWJj YWI= YQ==", web.base64("abc") .. " " .. web.base64("ab") .. " " .. web.base64("a"))
+    assert.equal("'sha256-" .. web.base64(web.sha256(script:sub(9, -10))) .. "'", web.SCRIPT_SOURCE)
     for _, s in ipairs(web.shells()) do
       assert.matches(web.SCRIPT, s.html, 1, true)
       assert.equal("loading ...", (health(s.html)))

@@ -554,7 +554,7 @@ local SCRIPT = ([==[
   document.querySelectorAll(".windows a").forEach(function (a) {
     a.addEventListener("click", function (ev) {
       var w = windowOf(a.dataset.window);
-      if (!w) return;
+      if (!w || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return;
       ev.preventDefault();
       win = w;
       try { history.replaceState(null, "", "?window=" + w.name + location.hash); } catch (e) {}
@@ -588,7 +588,7 @@ local SCRIPT = ([==[
         renderJobs(st);
         renderReplicas(st);
         renderTimeline(st, hist);
-        document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+        document.getElementById("updated").textContent = "updated " + new Date().toISOString().slice(11, 19) + " UTC";
         document.getElementById("error").textContent = "";
         document.body.dataset.loaded = String((Number(document.body.dataset.loaded) || 0) + 1);
       })
@@ -616,6 +616,69 @@ local SCRIPT = ([==[
   end)(),
 })
 M.SCRIPT = SCRIPT
+
+-- ---- the script's hash, for the Content-Security-Policy ----
+
+-- SHA-256 of s (FIPS 180-4), as 32 bytes.
+function M.sha256(s)
+  local K = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+  }
+  local H = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+              0x5be0cd19 }
+  local M32 = 0xffffffff
+  local function ror(x, n) return ((x >> n) | (x << (32 - n))) & M32 end
+  local msg = s .. "\128" .. ("\0"):rep((55 - #s) % 64) .. (">I8"):pack(#s * 8)
+  local w = {}
+  for at = 1, #msg, 64 do
+    for i = 1, 16 do w[i] = (">I4"):unpack(msg, at + (i - 1) * 4) end
+    for i = 17, 64 do
+      local a, b = w[i - 15], w[i - 2]
+      local s0 = ror(a, 7) ~ ror(a, 18) ~ (a >> 3)
+      local s1 = ror(b, 17) ~ ror(b, 19) ~ (b >> 10)
+      w[i] = (w[i - 16] + s0 + w[i - 7] + s1) & M32
+    end
+    local a, b, c, d, e, f, g, h = table.unpack(H)
+    for i = 1, 64 do
+      local t1 = (h + (ror(e, 6) ~ ror(e, 11) ~ ror(e, 25)) + ((e & f) ~ (~e & g)) + K[i] + w[i]) & M32
+      local t2 = ((ror(a, 2) ~ ror(a, 13) ~ ror(a, 22)) + ((a & b) ~ (a & c) ~ (b & c))) & M32
+      h, g, f, e, d, c, b, a = g, f, e, (d + t1) & M32, c, b, a, (t1 + t2) & M32
+    end
+    for i, v in ipairs { a, b, c, d, e, f, g, h } do H[i] = (H[i] + v) & M32 end
+  end
+  return (">I4I4I4I4I4I4I4I4"):pack(table.unpack(H))
+end
+
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+function M.base64(s)
+  local out = {}
+  for i = 1, #s, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local n = (a << 16) | ((b or 0) << 8) | (c or 0)
+    local q = {}
+    for k = 1, 4 do
+      local v = (n >> (6 * (4 - k))) & 63
+      q[k] = B64:sub(v + 1, v + 1)
+    end
+    if not b then q[3] = "=" end
+    if not c then q[4] = "=" end
+    out[#out + 1] = table.concat(q)
+  end
+  return table.concat(out)
+end
+
+-- The Content-Security-Policy's source for the page's one script: only
+-- that exact text runs, so no markup in a page (however a job is named)
+-- can start a script of its own.
+M.SCRIPT_SOURCE = "'sha256-" .. M.base64(M.sha256(SCRIPT:match("^<script>(.*)</script>$"))) .. "'"
 
 local function fill(template, values)
   return (template:gsub("@(%l+)@", function(k) return assert(values[k], k) end))

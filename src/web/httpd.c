@@ -129,6 +129,7 @@ static struct {
 		size_t len;
 	} shells[HTTPD_SHELLS_MAX];
 	size_t nshells, dflt;
+	char csp[512];                  /* the page's Content-Security-Policy */
 	/* The store's side: one request at a time. */
 	mtx_t store_mu;
 	lua_State *L;
@@ -187,13 +188,10 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, enu
 	mhd.MHD_add_response_header(r, "X-Frame-Options", "DENY");
 	mhd.MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
 	/* The page's style and script are inline and it fetches only from
-	 * here: nothing else may load, whatever a job's name holds. */
+	 * here: nothing else may load, and no script but its own (by hash)
+	 * may run, whatever a job's name holds. */
 	if (kind == HTML)
-		mhd.MHD_add_response_header(r, "Content-Security-Policy",
-		                            "default-src 'none'; script-src 'unsafe-inline'; "
-		                            "style-src 'unsafe-inline'; connect-src 'self'; "
-		                            "img-src data:; frame-ancestors 'none'; "
-		                            "base-uri 'none'; form-action 'none'");
+		mhd.MHD_add_response_header(r, "Content-Security-Policy", S.csp);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		mhd.MHD_add_response_header(r, "Allow", "GET, HEAD");
 	if (status == MHD_HTTP_UNAUTHORIZED)
@@ -1020,6 +1018,15 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 		log_msg(LOG_ERROR, NULL, 0, "http: %s", lx_report(L, err, sizeof err));
 		return 1;
 	}
+	lua_getfield(L, -1, "SCRIPT_SOURCE");
+	if (!lua_isstring(L, -1) || snprintf(S.csp, sizeof S.csp, "default-src 'none'; script-src %s; "
+	                                     "style-src 'unsafe-inline'; connect-src 'self'; "
+	                                     "img-src data:; frame-ancestors 'none'; base-uri 'none'; "
+	                                     "form-action 'none'", lua_tostring(L, -1)) >= (int)sizeof S.csp) {
+		log_msg(LOG_ERROR, NULL, 0, "http: leash.web.SCRIPT_SOURCE is not a short string");
+		return 1;
+	}
+	lua_pop(L, 1);
 	if (load_shells(L, err, sizeof err) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "http: the page: %s", err);
 		return 1;
