@@ -253,9 +253,9 @@ td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
 .rstate-dead { color: var(--failed); font-weight: 600; } td.drift.differs { color: var(--failed); }
 #warnings { margin: .4em 0 0; padding-left: 1.2em; color: var(--failed); }
 #warnings:empty { display: none; }
-.windows { display: flex; gap: .4em; align-items: baseline; margin: 1.2em 0 .4em; }
+.windows { display: flex; flex-wrap: wrap; gap: .4em; align-items: baseline; margin: 1.2em 0 .4em; }
 .windows h2 { margin: 0 .6em 0 0; }
-.windows a { font-size: 12px; color: #335; text-decoration: none; padding: .1em .5em;
+.windows a { font-size: 12px; color: #335; text-decoration: none; padding: .1em .5em; white-space: nowrap;
              border: 1px solid #c8cbd2; border-radius: 3px; background: #fff; }
 .windows a.on { background: #1f2430; color: #fff; border-color: #1f2430; }
 .o-ok { color: var(--ok); } .o-failed { color: var(--failed); } .o-timeout { color: var(--timeout); }
@@ -802,8 +802,5 @@ function M.shells()
   end
   return out
 end
-
--- The page as M.render(nil) draws it, for a caller that wants one string.
-M.page = M.render(nil, {})
 
 return M
