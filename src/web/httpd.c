@@ -63,6 +63,9 @@
 #define HTTPD_WATCH_MS 250
 /* The page's timeline windows (leash.web's M.WINDOWS) at most. */
 #define HTTPD_SHELLS_MAX 8
+/* A page drawn with data is answered again for this many ms: however many
+ * ask for /, the store is read for it at most once a second per window. */
+#define HTTPD_PAGE_FRESH_MS 1000
 /* The access log shows at most this much of a path. */
 #define HTTPD_LOG_URI_MAX 256
 /* /healthz: the loop sends a snapshot every HTTP_PUSH_MS; this many ms
@@ -127,6 +130,10 @@ static struct {
 		char window[8];
 		char *html;
 		size_t len;
+		/* The latest page with data of this window (store_mu). */
+		char *drawn;
+		size_t drawn_len;
+		int64_t drawn_at;       /* boottime ms */
 	} shells[HTTPD_SHELLS_MAX];
 	size_t nshells, dflt;
 	char csp[512];                  /* the page's Content-Security-Policy */
@@ -457,7 +464,7 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 static enum MHD_Result get_page(struct MHD_Connection *conn, int authed)
 {
 	const char *w = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "window");
-	const struct shell *sh = &S.shells[S.dflt];
+	struct shell *sh = &S.shells[S.dflt];
 	char err[STORE_ERR_MAX + 512], why[256];
 	enum MHD_Result ret;
 	int top, have = 0;
@@ -479,6 +486,11 @@ static enum MHD_Result get_page(struct MHD_Connection *conn, int authed)
 	}
 	if (!authed || store_lock() < 0)
 		return respond(conn, MHD_HTTP_OK, HTML, sh->html, sh->len);
+	if (sh->drawn && clock_boot_ms() - sh->drawn_at < HTTPD_PAGE_FRESH_MS) {
+		ret = respond(conn, MHD_HTTP_OK, HTML, sh->drawn, sh->drawn_len);
+		mtx_unlock(&S.store_mu);
+		return ret;
+	}
 	top = lua_gettop(S.L);
 	err[0] = '\0';
 	health_why(why, sizeof why);
@@ -510,8 +522,16 @@ static enum MHD_Result get_page(struct MHD_Connection *conn, int authed)
 	if (lx_callmod(S.L, "leash.web", "render", 2, 1) == LUA_OK && lua_isstring(S.L, -1)) {
 		size_t n;
 		const char *html = lua_tolstring(S.L, -1, &n);
+		char *copy = malloc(n);
 
 		ret = respond(conn, MHD_HTTP_OK, HTML, html, n);
+		if (copy) {
+			memcpy(copy, html, n);
+			free(sh->drawn);
+			sh->drawn = copy;
+			sh->drawn_len = n;
+			sh->drawn_at = clock_boot_ms();
+		}
 	} else {
 		/* A bug of the renderer's: the page without data still works. */
 		log_msg(LOG_ERROR, NULL, 0, "http: the page: %s", lx_report(S.L, err, sizeof err));
