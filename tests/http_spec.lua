@@ -352,5 +352,15 @@ for _, x in ipairs(R.list_of()) do
       assert.equal(HOSTILE_JOB, hv.runs[1].job)
       assert.is_nil(hbody:sub(1, -2):find("[%z\1-\31]"))
     end)
+
+    it("/ draws the same jobs and the replica, the hostile name as entities", function()
+      local st, _, page = H.request(d.url .. "/")
+      assert.equal(200, st)
+      assert.matches('<tr data-job="hourly">', page, 1, true)
+      assert.matches('<tr data-job="&lt;img src=x onerror=alert(1)&gt;&quot;&amp;&#39;&lt;/td&gt;">', page, 1, true)
+      assert.matches('<tr data-replica="' .. proc.owner .. '"><td class="mono name">' .. proc.owner
+        .. '</td><td class="rstate rstate-live">live</td>', page, 1, true)
+      assert.matches('<span id="health" class="good">all 2 jobs ok</span>', page, 1, true)
+    end)
   end)
 end
