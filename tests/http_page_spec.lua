@@ -2,17 +2,27 @@
 -- opens / of a replica of two, runs its script against the live API, and
 -- the DOM it leaves must list the jobs, hold a bar per run with the failed
 -- run shown as failed, and carry the hostile job name, replica id and error
--- text as text, never as markup.  Screenshots at 1280x800 and phone size go
--- under the test's temporary directory.  A Chromium that cannot start fails
--- the spec with its reason.
+-- text as text, never as markup.  The header says what is wrong (2 jobs
+-- failing), the replicas table shows each replica's state and version, the
+-- timeline's window goes to 24 h, and with JavaScript off the server's first
+-- paint already holds the tables.  Screenshots at 1280x800 and phone size
+-- (and one with JavaScript off) go under the test's temporary directory.  A
+-- Chromium that cannot start fails the spec with its reason.
 local L = require "e2e"
 local R = require "replicas"
 local H = require "http"
+
+local ROOT = os.getenv("LEASH_ROOT") or "."
 
 -- An injected element would run this and mark the body.
 local PWN = [[<img src=x onerror="document.body.dataset.pwned='1'">]]
 local HOSTILE_REPLICA = [[<b>r&amp;"'</b>]]
 local HOSTILE_JOB = [[<svg onload="document.body.dataset.pwned='2'">]]
+-- A replica that beat once and went: dead, of an old version.
+local GONE = [[<i>gone</i>:9:0000dead]]
+local GONE_VERSION = [[<i>0.0.1</i>]]
+-- A run three hours old: in the 24 h window, not in the hour's.
+local OLD_JOB = "three-hours-ago"
 
 local JOBS = {
   tick = 'return { every = "1s", run = function(ctx) end }\n',
@@ -29,10 +39,38 @@ local function chromium(args, dir)
   return out, err
 end
 
+-- The DOM as Chromium holds it, through the DevTools protocol
+-- (tests/support/cdp.py): o.noscript (scripts off from the first byte:
+-- what the server drew), o.loaded (wait until the script drew that many
+-- times), o.click (then click that element and wait for one more),
+-- o.screenshot (a PNG of the screen then).
+-- --dump-dom cannot show a page with scripts off (it reads the DOM with
+-- a script).
+local function cdp(url, dir, o)
+  o = o or {}
+  local argv = { "timeout", "90", "python3", ROOT .. "/tests/support/cdp.py", dir .. "/cdp-profile", url }
+  if o.noscript then argv[#argv + 1] = "--noscript" end
+  if o.loaded then argv[#argv + 1] = "--loaded"; argv[#argv + 1] = tostring(o.loaded) end
+  if o.click then argv[#argv + 1] = "--click"; argv[#argv + 1] = o.click end
+  if o.screenshot then argv[#argv + 1] = "--screenshot"; argv[#argv + 1] = o.screenshot end
+  local code, out, err = L.exec(argv, { env = { HOME = dir } })
+  assert(code == 0, ("cdp.py %s (exit %d): %s"):format(url, code, err:sub(-2000)))
+  return out, err
+end
+
 -- The DOM without its attributes' values: what is left of a tag there is
 -- an element, not text.
 local function tags_only(dom)
   return (dom:gsub('="[^"]*"', '=""'))
+end
+
+-- No element of dom was made from the hostile texts, and none ran.
+local function text_only(dom)
+  assert.is_nil(dom:match("<body[^>]*data%-pwned[^>]*>"), "an injected element ran")
+  local bare = tags_only(dom)
+  assert.is_nil(bare:find("<img", 1, true), "an <img> element was made from text")
+  assert.is_nil(bare:find("<svg", 1, true), "an <svg> element was made from text")
+  assert.is_nil(bare:find("<b>", 1, true), "a <b> element was made from a replica id")
 end
 
 describe("the status page in headless Chromium", function()
@@ -49,6 +87,9 @@ describe("the status page in headless Chromium", function()
       { job = HOSTILE_JOB, scheduled_at = now - 600000, owner = HOSTILE_REPLICA .. ":1:00000001", token = 1,
         outcome = "timeout", started_at = now - 600000, ended_at = now - 540000,
         duration_ms = 60000, error = PWN },
+      { job = OLD_JOB, scheduled_at = now - 3 * 3600000, owner = HOSTILE_REPLICA .. ":1:00000001", token = 1,
+        outcome = "ok", started_at = now - 3 * 3600000, ended_at = now - 3 * 3600000 + 60000,
+        duration_ms = 60000 },
     }))
     s:close()
     -- A corrupt ledger row (by hand: leash writes none), in the hour the
@@ -110,14 +151,96 @@ describe("the status page in headless Chromium", function()
   it("keeps hostile job names, replica ids and errors as text", function()
     local dom = L.read(dir .. "/page.html")
     assert.is_true(#dom > 0, "the first test saved no DOM")
-    assert.is_nil(dom:match("<body[^>]*data%-pwned[^>]*>"), "an injected element ran")
-    local bare = tags_only(dom)
-    assert.is_nil(bare:find("<img", 1, true), "an <img> element was made from text")
-    assert.is_nil(bare:find("<svg", 1, true), "an <svg> element was made from text")
-    assert.is_nil(bare:find("<b>", 1, true), "a <b> element was made from a replica id")
+    text_only(dom)
     -- ... and they are shown, escaped, as text.
     assert.matches("&lt;svg onload=", dom, 1, true)
     assert.matches("&lt;b&gt;r&amp;amp;\"'&lt;/b&gt;", dom, 1, true)
+  end)
+
+  it("says in the header that 2 jobs are failing, not that all is healthy", function()
+    -- boom fails each second; the hostile job's last run timed out.
+    local dom = L.read(dir .. "/page.html")
+    local health = dom:match('<span id="health"[^>]*>([^<]*)</span>')
+    assert.is_string(health, "no header summary")
+    assert.matches("^2 jobs failing", health)
+    assert.matches('<span id="health" class="bad">', dom, 1, true)
+  end)
+
+  it("draws the first paint on the server: with JavaScript off the page holds the tables", function()
+    local shot = dir .. "/page-noscript-1280x800.png"
+    local dom = cdp(ds[1].url .. "/", dir, { noscript = true, screenshot = shot })
+    L.write(dir .. "/page-noscript.html", dom)
+    -- The script did not run ...
+    assert.is_nil(dom:find("data-loaded", 1, true))
+    -- ... and the jobs table, the header's summary and the replicas are there.
+    assert.matches('<tr data%-job="tick">', dom)
+    local boom_row = assert(dom:match('<tr data%-job="boom">(.-)</tr>'), "no row for boom")
+    assert.matches('class="state state%-failing">failing<', boom_row)
+    assert.matches('<span id="health" class="bad">2 jobs failing', dom)
+    for i = 1, 2 do
+      assert.matches('<tr data-replica="' .. procs[i].owner .. '">', dom, 1, true)
+    end
+    -- Hostile text stays text in the server's HTML too.
+    text_only(dom)
+    assert.matches("&lt;svg onload=", dom, 1, true)
+    -- What the screen shows with no script run: the tables.
+    assert.equal("\137PNG", L.read(shot):sub(1, 4))
+    print("screenshot: " .. shot)
+  end)
+
+  it("shows each replica's state and version, a dead one's too", function()
+    -- A replica that beat once, under a hostile id, defining no job (so
+    -- spread gives it none); dead once a lease has passed without a beat.
+    local s = R.open(p, tbl, 5000)
+    assert(s:beat({ owner = GONE, host = HOSTILE_REPLICA, pid = 9, version = GONE_VERSION,
+                    jobs_hash = "gone", jobs = "" }, 600000))
+    s:close()
+    L.sleep(2.5)
+    local _, st = H.get_json(ds[1].url .. "/api/status")
+    local version = {}
+    for _, r in ipairs(st.replicas or {}) do version[r.owner] = r.version end
+    for _, js in ipairs { true, false } do
+      local dom = cdp(ds[2].url .. "/", dir, { noscript = not js, loaded = js and 1 or nil })
+      local what = js and "with the script" or "without it"
+      for i = 1, 2 do
+        local row = dom:match('<tr data%-replica="' .. procs[i].owner:gsub("%p", "%%%0") .. '">(.-)</tr>')
+        assert.is_string(row, procs[i].owner .. " has no row " .. what)
+        assert.matches('<td class="rstate rstate%-live">live</td>', row, nil, false, what)
+        assert.matches('<td class="mono version">' .. assert(version[procs[i].owner]) .. '</td>', row, 1, true)
+      end
+      local gone = dom:match('<td class="mono name">&lt;i&gt;gone&lt;/i&gt;:9:0000dead</td>(.-)</tr>')
+      assert.is_string(gone, "the dead replica has no row " .. what)
+      assert.matches('<td class="rstate rstate%-dead">dead</td>', gone, nil, false, what)
+      assert.matches('<td class="mono version">&lt;i&gt;0.0.1&lt;/i&gt;</td>', gone, 1, true)
+      assert.is_nil(tags_only(dom):find("<i>", 1, true), "an <i> element was made from text " .. what)
+    end
+  end)
+
+  it("switches the timeline to 24 h: its axis, and a run 3 h old", function()
+    local hour = L.read(dir .. "/page.html")
+    assert.matches('<div id="timeline" data-window="1h">', hour, 1, true)
+    assert.is_nil(hour:find('data-outcome="ok" data-job="' .. OLD_JOB .. '"', 1, true), "a run 3 h old in the hour")
+    -- The "24 h" link clicked on the page (kept in the address) ...
+    local dom, log = cdp(ds[1].url .. "/#token=none", dir, { loaded = 1, click = '.windows a[data-window="24h"]' })
+    assert.matches("location: /?window=24h#token=none", log, 1, true)
+    assert.is_nil(dom:find("data-failed", 1, true), dom:match('data%-failed="[^"]*"'))
+    assert.matches('<div id="timeline" data-window="24h">', dom, 1, true)
+    assert.matches('<div id="axis"><span>-24h</span><span>-18h</span><span>-12h</span><span>-6h</span>'
+      .. '<span>now</span></div>', dom, 1, true)
+    assert.matches('<a href="?window=24h" data-window="24h" class="on" aria-current="true">', dom, 1, true)
+    assert.matches('<div class="bar ok" data-outcome="ok" data-job="' .. OLD_JOB .. '"', dom, 1, true)
+    -- ... and the page opened at ?window=24h.
+    dom = chromium({ "--dump-dom", ds[1].url .. "/?window=24h" }, dir)
+    assert.matches('<body[^>]* data%-loaded="%d+"', dom, nil, false, "the script did not render")
+    assert.matches('<div id="timeline" data-window="24h">', dom, 1, true)
+    assert.matches('<div id="axis"><span>-24h</span><span>-18h</span><span>-12h</span><span>-6h</span>'
+      .. '<span>now</span></div>', dom, 1, true)
+    assert.matches('<a href="?window=24h" data-window="24h" class="on" aria-current="true">', dom, 1, true)
+    assert.matches('<div class="bar ok" data-outcome="ok" data-job="' .. OLD_JOB .. '"', dom, 1, true)
+    -- A window the page does not know is refused with the ones it does.
+    local code, _, body = H.request(ds[1].url .. "/?window=2h")
+    assert.equal(400, code)
+    assert.equal("window: expected 5m, 1h or 24h\n", body)
   end)
 
   it("saves screenshots at 1280x800 and at phone size", function()
@@ -139,10 +262,17 @@ describe("the status page in headless Chromium", function()
     H.wait_up(d.url .. "/healthz", 15, { headers = { Authorization = "Bearer tok-123" } })
     local ok, dom = pcall(chromium, { "--dump-dom", d.url .. "/#token=tok-123" }, dir)
     local ok2, bad = pcall(chromium, { "--dump-dom", d.url .. "/#token=wrong" }, dir)
+    -- The server draws no data for a request without the token (a
+    -- browser's navigation never has it), and does for one with it.
+    local _, _, page = H.request(d.url .. "/")
+    local _, _, with = H.request(d.url .. "/", { headers = { Authorization = "Bearer tok-123" } })
     R.stop_all { proc }
     assert(ok, dom)
     assert(ok2, bad)
     assert.matches('<tr data%-job="tick">', dom)
     assert.matches('data%-failed="[^"]*401', bad)
+    assert.is_nil(page:find('data-job="tick"', 1, true))
+    assert.matches('<span id="health">loading ...</span>', page, 1, true)
+    assert.matches('<tr data-job="tick">', with, 1, true)
   end)
 end)

@@ -57,6 +57,9 @@ describe("http server [sqlite, two replicas]", function()
     local _, h = H.request(ds[1].url .. "/")
     assert.matches("default-src 'none'", h["content-security-policy"], 1, true)
     assert.matches("connect-src 'self'", h["content-security-policy"], 1, true)
+    -- Only the page's own script runs: named by its hash, not any inline one.
+    local script_src = h["content-security-policy"]:match("script%-src ([^;]*)")
+    assert.matches("^'sha256%-[%w+/]+=*'$", script_src)
   end)
 
   it("/healthz says ok, /metrics is valid Prometheus text (promtool)", function()
@@ -136,14 +139,25 @@ describe("http server [sqlite, two replicas]", function()
     assert.matches([[\"boom\"]], body, 1, true)
   end)
 
-  it("the page is one self-contained document that holds no data of its own", function()
+  it("the page is one self-contained document, its first paint drawn by the server", function()
     local _, _, page = H.request(ds[1].url .. "/")
     assert.matches("^<!doctype html>", page)
     assert.is_nil(page:find("<script src", 1, true))
     assert.is_nil(page:find("<link", 1, true))
     assert.is_nil(page:find("https?://"))
     assert.is_nil(page:find("innerHTML", 1, true))
-    assert.is_nil(page:find("boom", 1, true))
+    -- The jobs table is in the HTML, hostile text as entities.
+    assert.matches('<tr data-job="boom">', page, 1, true)
+    assert.matches('<span id="health" class="bad">1 job failing', page, 1, true)
+    assert.is_nil(page:find(HOSTILE_ERROR, 1, true))
+    assert.is_nil(page:find(HOSTILE_REPLICA, 1, true))
+    -- One script, the same on every page (the Content-Security-Policy
+    -- allows inline scripts only).
+    local _, _, again = H.request(ds[2].url .. "/?window=5m")
+    assert.equal(page:match("<script>.-</script>"), again:match("<script>.-</script>"))
+    local n = 0
+    for _ in page:gmatch("<script") do n = n + 1 end
+    assert.equal(1, n)
   end)
 
   it("/healthz is 503 with the reason while the loop does not turn", function()
@@ -218,8 +232,13 @@ describe("http server with [http] token_env", function()
       end
       assert.equal(200, (H.request(d.url .. path, { headers = { Authorization = "Bearer s3cret-t0ken" } })), path)
     end
-    -- The page holds no data; its script sends the token from #token=.
-    assert.equal(200, (H.request(d.url .. "/")))
+    -- Without the token the page holds no data; its script sends the
+    -- token from #token=.
+    local st, _, page = H.request(d.url .. "/")
+    assert.equal(200, st)
+    assert.is_nil(page:find('data-job="tick"', 1, true))
+    local _, _, with = H.request(d.url .. "/", { headers = { Authorization = "Bearer s3cret-t0ken" } })
+    assert.matches('<tr data-job="tick">', with, 1, true)
     -- 405 whatever the token.
     assert.equal(405, (H.request(d.url .. "/api/status", { method = "POST" })))
   end)
@@ -249,6 +268,12 @@ describe("http server while the store does not answer", function()
       assert.matches("cannot open the postgres store", v.error, 1, true)
     end
     assert.equal(200, (H.request(d.url .. "/metrics")))
+  end)
+
+  it("the page says in its header that the store cannot be read", function()
+    local st, _, page = H.request(d.url .. "/")
+    assert.equal(200, st)
+    assert.matches('<span id="health" class="bad">cannot open the postgres store', page, 1, true)
   end)
 end)
 
@@ -334,6 +359,16 @@ for _, x in ipairs(R.list_of()) do
       assert.equal(2, #hv.runs)
       assert.equal(HOSTILE_JOB, hv.runs[1].job)
       assert.is_nil(hbody:sub(1, -2):find("[%z\1-\31]"))
+    end)
+
+    it("/ draws the same jobs and the replica, the hostile name as entities", function()
+      local st, _, page = H.request(d.url .. "/")
+      assert.equal(200, st)
+      assert.matches('<tr data-job="hourly">', page, 1, true)
+      assert.matches('<tr data-job="&lt;img src=x onerror=alert(1)&gt;&quot;&amp;&#39;&lt;/td&gt;">', page, 1, true)
+      assert.matches('<tr data-replica="' .. proc.owner .. '"><td class="mono name">' .. proc.owner
+        .. '</td><td class="rstate rstate-live">live</td>', page, 1, true)
+      assert.matches('<span id="health" class="good">all 2 jobs ok</span>', page, 1, true)
     end)
   end)
 end

@@ -78,8 +78,10 @@ local function sorted_keys(t)
   return out
 end
 
--- Each replica's state, its leases held now and its share of them.
-local function judge(replicas, rows, now, live_ms)
+-- Each replica's state ("live", "draining", "dead"), its leases held now
+-- and its share of them: { r =, live =, leases =, share =, state = } in the
+-- replicas' order (the status page draws them too).
+function M.judge(replicas, rows, now, live_ms)
   local held, total = {}, 0
   for _, r in ipairs(rows) do
     if r.expires_at > now then
@@ -153,7 +155,7 @@ function M.replicas_table(replicas, rows, now, live_ms)
   if not replicas or #replicas == 0 then return "" end
   local out = { "REPLICA", "HOST", "VERSION", "STATE", "LEASES", "SHARE", "JOBS HASH" }
   local lines = { out }
-  for _, j in ipairs(judge(replicas, rows, now, live_ms)) do
+  for _, j in ipairs(M.judge(replicas, rows, now, live_ms)) do
     lines[#lines + 1] = { M.safe(j.r.owner), M.safe(j.r.host), M.safe(j.r.version), j.state,
       tostring(j.leases), ("%d%%"):format(math.floor(j.share * 100 + 0.5)), M.safe(j.r.jobs_hash) }
   end
@@ -183,7 +185,7 @@ function M.json(provider, rows, now, replicas, live_ms)
   local more = ""
   if replicas then
     local reps, warns = {}, {}
-    for _, j in ipairs(judge(replicas, rows, now, live_ms)) do
+    for _, j in ipairs(M.judge(replicas, rows, now, live_ms)) do
       local r = j.r
       reps[#reps + 1] = ('{"owner":%s,"host":%s,"pid":%s,"version":%s,"state":"%s",'
         .. '"started_at":%s,"heartbeat":%s,"draining":%s,"leases":%s,"jobs_hash":%s}'):format(

@@ -62,6 +62,11 @@
 #define HTTPD_STACK (512 * 1024)
 /* How often the watchdog looks for requests past HTTPD_REQUEST_S. */
 #define HTTPD_WATCH_MS 250
+/* The page's timeline windows (leash.web's M.WINDOWS) at most. */
+#define HTTPD_SHELLS_MAX 8
+/* A page drawn with data is answered again for this many ms: however many
+ * ask for /, the store is read for it at most once a second per window. */
+#define HTTPD_PAGE_FRESH_MS 1000
 /* The access log shows at most this much of a path. */
 #define HTTPD_LOG_URI_MAX 256
 /* /healthz: the loop sends a snapshot every HTTP_PUSH_MS; this many ms
@@ -119,8 +124,20 @@ static struct {
 	/* The connections (conn_mu). */
 	mtx_t conn_mu;
 	struct conn conns[HTTPD_CONN_MAX];
-	char *page;                     /* leash.web's page */
-	size_t page_len;
+	/* leash.web's pages without data, one per timeline window (the
+	 * default's at dflt): for a request without the token, or while the
+	 * store is busy. */
+	struct shell {
+		char window[8];
+		char *html;
+		size_t len;
+		/* The latest page with data of this window (store_mu). */
+		char *drawn;
+		size_t drawn_len;
+		int64_t drawn_at;       /* boottime ms */
+	} shells[HTTPD_SHELLS_MAX];
+	size_t nshells, dflt;
+	char csp[512];                  /* the page's Content-Security-Policy */
 	/* The store's side: one request at a time. */
 	mtx_t store_mu;
 	lua_State *L;
@@ -179,13 +196,10 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, enu
 	mhd.MHD_add_response_header(r, "X-Frame-Options", "DENY");
 	mhd.MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
 	/* The page's style and script are inline and it fetches only from
-	 * here: nothing else may load, whatever a job's name holds. */
+	 * here: nothing else may load, and no script but its own (by hash)
+	 * may run, whatever a job's name holds. */
 	if (kind == HTML)
-		mhd.MHD_add_response_header(r, "Content-Security-Policy",
-		                            "default-src 'none'; script-src 'unsafe-inline'; "
-		                            "style-src 'unsafe-inline'; connect-src 'self'; "
-		                            "img-src data:; frame-ancestors 'none'; "
-		                            "base-uri 'none'; form-action 'none'");
+		mhd.MHD_add_response_header(r, "Content-Security-Policy", S.csp);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		mhd.MHD_add_response_header(r, "Allow", "GET, HEAD");
 	if (status == MHD_HTTP_UNAUTHORIZED)
@@ -262,23 +276,31 @@ static enum MHD_Result get_metrics(struct MHD_Connection *conn)
 	return ret;
 }
 
-static enum MHD_Result get_healthz(struct MHD_Connection *conn)
+/* Why /healthz is not ok, in why ("" when it is). */
+static void health_why(char *why, size_t len)
 {
 	int64_t now = clock_boot_ms();
-	char why[256] = "";
 
+	why[0] = '\0';
 	mtx_lock(&S.snap_mu);
 	if (!S.have_snap)
-		snprintf(why, sizeof why, "no word from the scheduler's loop yet");
+		snprintf(why, len, "no word from the scheduler's loop yet");
 	else if (now - S.snap.turn_at > HTTPD_LOOP_STALE_MS)
-		snprintf(why, sizeof why, "the scheduler's loop has not turned for %.1fs",
+		snprintf(why, len, "the scheduler's loop has not turned for %.1fs",
 		         (now - S.snap.turn_at) / 1000.0);
 	else if (S.snap.singleton && S.snap.answered_at < 0)
-		snprintf(why, sizeof why, "the lease store has not answered yet");
+		snprintf(why, len, "the lease store has not answered yet");
 	else if (S.snap.singleton && now - S.snap.answered_at > S.snap.lease_ms)
-		snprintf(why, sizeof why, "the lease store has not answered for %.1fs (the lease is "
+		snprintf(why, len, "the lease store has not answered for %.1fs (the lease is "
 		         "%.1fs)", (now - S.snap.answered_at) / 1000.0, S.snap.lease_ms / 1000.0);
 	mtx_unlock(&S.snap_mu);
+}
+
+static enum MHD_Result get_healthz(struct MHD_Connection *conn)
+{
+	char why[256];
+
+	health_why(why, sizeof why);
 	if (why[0]) {
 		strcat(why, "\n");
 		return text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, why);
@@ -435,6 +457,94 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 	return ret;
 }
 
+/* The page's first paint, rendered here (leash.web's render) from what
+ * /api/status reads (its first page): one snapshot of the store per
+ * request, under the store lock as the API's.  A request without the token
+ * gets the page without data, and so does one that finds the store busy:
+ * its script fills it. */
+static enum MHD_Result get_page(struct MHD_Connection *conn, int authed)
+{
+	const char *w = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "window");
+	struct shell *sh = &S.shells[S.dflt];
+	char err[STORE_ERR_MAX + 512], why[256];
+	enum MHD_Result ret;
+	int top, have = 0;
+
+	if (w && *w) {
+		sh = NULL;
+		for (size_t i = 0; i < S.nshells && !sh; i++)
+			if (strcmp(S.shells[i].window, w) == 0)
+				sh = &S.shells[i];
+		if (!sh) {
+			char msg[256] = "window: expected";
+
+			for (size_t i = 0; i < S.nshells; i++)
+				snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s %s",
+				         i ? (i + 1 == S.nshells ? " or" : ",") : "", S.shells[i].window);
+			strcat(msg, "\n");
+			return text(conn, MHD_HTTP_BAD_REQUEST, msg);
+		}
+	}
+	if (!authed || store_lock() < 0)
+		return respond(conn, MHD_HTTP_OK, HTML, sh->html, sh->len);
+	if (sh->drawn && clock_boot_ms() - sh->drawn_at < HTTPD_PAGE_FRESH_MS) {
+		ret = respond(conn, MHD_HTTP_OK, HTML, sh->drawn, sh->drawn_len);
+		mtx_unlock(&S.store_mu);
+		return ret;
+	}
+	top = lua_gettop(S.L);
+	err[0] = '\0';
+	health_why(why, sizeof why);
+	if (S.cfg->singleton && store_ready(err, sizeof err) == 0) {
+		S.jobs.offset = 0;
+		S.jobs.limit = VIEW_PAGE_DEFAULT;
+		if (view_jobs_input(S.L, S.cfg, S.store, &S.jobs, err, sizeof err) < 0)
+			store_failed();
+		else
+			have = 1;
+	}
+	if (!have)
+		lua_pushnil(S.L);
+	lua_createtable(S.L, 0, 4);
+	lua_pushstring(S.L, sh->window);
+	lua_setfield(S.L, -2, "window");
+	if (!S.cfg->singleton) {
+		lua_pushboolean(S.L, 0);
+		lua_setfield(S.L, -2, "singleton");
+	}
+	if (err[0]) {
+		lua_pushstring(S.L, err);
+		lua_setfield(S.L, -2, "error");
+	}
+	if (why[0]) {
+		lua_pushstring(S.L, why);
+		lua_setfield(S.L, -2, "health");
+	}
+	if (lx_callmod(S.L, "leash.web", "render", 2, 1) == LUA_OK && lua_isstring(S.L, -1)) {
+		size_t n;
+		const char *html = lua_tolstring(S.L, -1, &n);
+		char *copy = malloc(n);
+
+		ret = respond(conn, MHD_HTTP_OK, HTML, html, n);
+		if (copy) {
+			memcpy(copy, html, n);
+			free(sh->drawn);
+			sh->drawn = copy;
+			sh->drawn_len = n;
+			sh->drawn_at = clock_boot_ms();
+		}
+	} else {
+		/* A bug of the renderer's: the page without data still works. */
+		log_msg(LOG_ERROR, NULL, 0, "http: the page: %s", lx_report(S.L, err, sizeof err));
+		ret = respond(conn, MHD_HTTP_OK, HTML, sh->html, sh->len);
+	}
+	lua_settop(S.L, top);
+	lua_gc(S.L, LUA_GCCOLLECT, 0);
+	malloc_trim(0);
+	mtx_unlock(&S.store_mu);
+	return ret;
+}
+
 /* ---- requests ---- */
 
 /* Whether the request brings the token: "Bearer" in any case, then the
@@ -547,10 +657,10 @@ static enum MHD_Result route(struct MHD_Connection *conn, const char *url, const
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 		            "method not allowed: this server is read-only (GET and HEAD)\n");
-	/* The page holds no data (its script fetches the API, with the
-	 * token), so a browser can open it without a header. */
+	/* A browser opens the page without a header: then it holds no data
+	 * (its script fetches the API with the token from #token=). */
 	if (strcmp(url, "/") == 0)
-		return respond(conn, MHD_HTTP_OK, HTML, S.page, S.page_len);
+		return get_page(conn, authorized(conn));
 	if (!authorized(conn))
 		return text(conn, MHD_HTTP_UNAUTHORIZED,
 		            "unauthorized: send Authorization: Bearer <the token of [http] token_env>\n");
@@ -841,12 +951,51 @@ static char *slurp(const char *file, char *err, size_t errlen)
 	return buf;
 }
 
+/* leash.web's pages without data into S.shells; 0, or -1 with the reason. */
+static int load_shells(lua_State *L, char *err, size_t errlen)
+{
+	size_t n;
+
+	if (lx_callmod(L, "leash.web", "shells", 0, 1) != LUA_OK) {
+		lx_report(L, err, errlen);
+		return -1;
+	}
+	n = lua_rawlen(L, -1);
+	if (n < 1 || n > HTTPD_SHELLS_MAX) {
+		snprintf(err, errlen, "leash.web.shells: %zu windows (1 to %d)", n, HTTPD_SHELLS_MAX);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct shell *sh = &S.shells[i];
+		const char *s;
+		size_t len;
+
+		lua_rawgeti(L, -1, (lua_Integer)i + 1);
+		lua_getfield(L, -1, "window");
+		lua_getfield(L, -2, "html");
+		s = lua_tolstring(L, -1, &len);
+		if (!s || !lua_isstring(L, -2) || snprintf(sh->window, sizeof sh->window, "%s",
+		                                           lua_tostring(L, -2)) >= (int)sizeof sh->window ||
+		    !(sh->html = malloc(len))) {
+			snprintf(err, errlen, "leash.web.shells: entry %zu is not a window and its page", i + 1);
+			return -1;
+		}
+		memcpy(sh->html, s, len);
+		sh->len = len;
+		lua_getfield(L, -3, "default");
+		if (lua_toboolean(L, -1))
+			S.dflt = i;
+		lua_pop(L, 4);
+	}
+	S.nshells = n;
+	lua_pop(L, 1);
+	return 0;
+}
+
 int httpd_serve(lua_State *L, const struct cfg *c)
 {
 	struct MHD_Daemon *d;
 	char err[1024];
-	size_t n;
-	const char *page;
 	char *cert = NULL, *key = NULL;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 	                 MHD_USE_POLL;
@@ -891,13 +1040,19 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 		log_msg(LOG_ERROR, NULL, 0, "http: %s", lx_report(L, err, sizeof err));
 		return 1;
 	}
-	lua_getfield(L, -1, "page");
-	page = lua_tolstring(L, -1, &n);
-	S.page = page ? malloc(n) : NULL;
-	if (!S.page)
+	lua_getfield(L, -1, "SCRIPT_SOURCE");
+	if (!lua_isstring(L, -1) || snprintf(S.csp, sizeof S.csp, "default-src 'none'; script-src %s; "
+	                                     "style-src 'unsafe-inline'; connect-src 'self'; "
+	                                     "img-src data:; frame-ancestors 'none'; base-uri 'none'; "
+	                                     "form-action 'none'", lua_tostring(L, -1)) >= (int)sizeof S.csp) {
+		log_msg(LOG_ERROR, NULL, 0, "http: leash.web.SCRIPT_SOURCE is not a short string");
 		return 1;
-	memcpy(S.page, page, n);
-	S.page_len = n;
+	}
+	lua_pop(L, 1);
+	if (load_shells(L, err, sizeof err) < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "http: the page: %s", err);
+		return 1;
+	}
 	lua_settop(L, 0);
 	if (load_mhd(err, sizeof err) < 0) {
 		log_msg(LOG_ERROR, NULL, 0, "http: %s", err);

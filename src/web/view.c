@@ -170,8 +170,8 @@ static void push_locals(lua_State *L, struct view_jobs *d, const struct cfg *c,
 	}
 }
 
-int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jobs *d,
-              int view, long fail, char *err, size_t errlen)
+int view_jobs_input(lua_State *L, const struct cfg *c, struct store *s, struct view_jobs *d,
+                    char *err, size_t errlen)
 {
 	struct lease_row *rows = NULL;
 	struct store_job_runs *jr = NULL;
@@ -183,19 +183,6 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 
 	if (store_list(s, &rows, &n, &now) != STORE_OK) {
 		snprintf(err, errlen, "cannot list the leases in the %s store: %s", c->provider, s->err);
-		goto done;
-	}
-	if (view == VIEW_LEASES || view == VIEW_LEASES_JSON) {      /* --leases --watch */
-		if (view == VIEW_LEASES_JSON)
-			lua_pushstring(L, c->provider);
-		lx_push_rows(L, rows, n);
-		lua_pushinteger(L, now);
-		if (lx_callmod(L, "leash.status", view == VIEW_LEASES_JSON ? "json" : "table",
-		               view == VIEW_LEASES_JSON ? 3 : 2, 1) != LUA_OK) {
-			lx_report(L, err, errlen);
-			goto done;
-		}
-		rc = 0;
 		goto done;
 	}
 	if (store_last_runs(s, &jr, &njr, &rnow) != STORE_OK) {
@@ -249,19 +236,51 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 	}
 	push_locals(L, d, c, rows, n, jr, njr, now, page, npage);
 	lua_setfield(L, -2, "locals");
-	lua_pushstring(L, view == VIEW_JSON ? "json" : view == VIEW_CHECK ? "check" : "table");
-	lua_pushinteger(L, fail);
-	if (lx_callmod(L, "leash.jobs_view", "render", 3, 2) != LUA_OK) {
-		lx_report(L, err, errlen);
-		goto done;
-	}
-	rc = (int)lua_tointeger(L, -2);
-	lua_remove(L, -2);
+	rc = 0;
 done:
 	free(page);
 	free(rows);
 	free(jr);
 	store_free_replicas(reps, nreps);
+	return rc;
+}
+
+int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jobs *d,
+              int view, long fail, char *err, size_t errlen)
+{
+	struct lease_row *rows = NULL;
+	size_t n = 0;
+	int64_t now = 0;
+	int rc = -1;
+
+	if (view == VIEW_LEASES || view == VIEW_LEASES_JSON) {      /* --leases --watch */
+		if (store_list(s, &rows, &n, &now) != STORE_OK) {
+			snprintf(err, errlen, "cannot list the leases in the %s store: %s", c->provider,
+			         s->err);
+			return -1;
+		}
+		if (view == VIEW_LEASES_JSON)
+			lua_pushstring(L, c->provider);
+		lx_push_rows(L, rows, n);
+		lua_pushinteger(L, now);
+		if (lx_callmod(L, "leash.status", view == VIEW_LEASES_JSON ? "json" : "table",
+		               view == VIEW_LEASES_JSON ? 3 : 2, 1) != LUA_OK)
+			lx_report(L, err, errlen);
+		else
+			rc = 0;
+		free(rows);
+		return rc;
+	}
+	if (view_jobs_input(L, c, s, d, err, errlen) < 0)
+		return -1;
+	lua_pushstring(L, view == VIEW_JSON ? "json" : view == VIEW_CHECK ? "check" : "table");
+	lua_pushinteger(L, fail);
+	if (lx_callmod(L, "leash.jobs_view", "render", 3, 2) != LUA_OK) {
+		lx_report(L, err, errlen);
+		return -1;
+	}
+	rc = (int)lua_tointeger(L, -2);
+	lua_remove(L, -2);
 	return rc;
 }
 

@@ -40,7 +40,14 @@ void view_jobs_free(struct view_jobs *d);
 
 enum { VIEW_TABLE, VIEW_JSON, VIEW_CHECK, VIEW_LEASES, VIEW_LEASES_JSON };
 
-/* One snapshot of the jobs view: one list() and one last_runs() (and the
+/* The jobs view's input, as leash.jobs_view.build takes it: one list() and
+ * one last_runs() (and the replicas' presence), d's page of them.  Pushes
+ * the table and returns 0, or -1 with the reason in err when the store
+ * could not be read (nothing pushed). */
+int view_jobs_input(lua_State *L, const struct cfg *c, struct store *s, struct view_jobs *d,
+                    char *err, size_t errlen);
+
+/* One snapshot of the jobs view (view_jobs_input, rendered): one list() and one last_runs() (and the
  * replicas' presence).  Pushes the text; returns the exit code (the check's
  * level for VIEW_CHECK), or -1 with the reason in err when the store could
  * not be read. */
