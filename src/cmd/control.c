@@ -167,7 +167,7 @@ static int control(int argc, char **argv, const char *cmd, int what)
 	}
 	if (what == STORE_CTL_PAUSE)
 		until = for_ms ? now + for_ms : STORE_PAUSED_FOREVER;
-	rc = store_control(s, job, what, until, &at_db);
+	rc = store_control(s, job, what, until, NULL, &at_db);
 	if (rc != STORE_OK) {
 		fprintf(stderr, "leash %s: %s\n", cmd, rc == STORE_NO ? "the job's lease row is gone"
 		        : s->err);
