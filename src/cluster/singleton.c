@@ -111,6 +111,8 @@ static void on_release_event(void *arg, const char *name)
 
 	if (strncmp(name, STORE_EVENT_CONTROL, k) == 0 && strcmp(name + k, STORE_EVENT_DRAIN) == 0)
 		spread_poke(sg);
+	else if (strncmp(name, STORE_EVENT_HANDOFF, strlen(STORE_EVENT_HANDOFF)) == 0)
+		elect_look(&sg->el, name + strlen(STORE_EVENT_HANDOFF));
 	else if (strncmp(name, STORE_EVENT_CONTROL, k) == 0)
 		elect_poke(&sg->el, name + k);
 	else
@@ -503,6 +505,8 @@ static void open_store(struct singleton *sg, int64_t now)
 
 	sg->el.store = store_open(sg->cfg->provider, &sg->opts, err, sizeof err);
 	if (sg->el.store) {
+		/* Without release events a leash handoff --to is found by probes. */
+		sg->el.probe_ms = store_event_fd(sg->el.store) < 0 ? sg->cfg->retry_ms : 0;
 		log_msg(LOG_INFO, NULL, 0, "lease store: %s open, table %s", sg->cfg->provider,
 		        sg->cfg->table);
 		return;

@@ -36,7 +36,7 @@ const char cmd_usage[] =
 	"       leash pause [-c FILE] JOB [--for D]\n"
 	"       leash resume [-c FILE] JOB\n"
 	"       leash trigger [-c FILE] JOB\n"
-	"       leash handoff [-c FILE] JOB\n"
+	"       leash handoff [-c FILE] JOB [--to REPLICA]\n"
 	"       leash drain [-c FILE] REPLICA [--until-restart]\n"
 	"       leash undrain [-c FILE] REPLICA\n"
 	"       leash version\n"
