@@ -559,7 +559,7 @@ static int opt_bool(lua_State *L, const char *k)
 	return v;
 }
 
-/* core.handoff_decide{manual=, draining=, other=, fresh=, moved=, pinned=,
+/* core.handoff_decide{manual=, draining=, other=, fresh=, moved=, pinned=, joined_left=,
  * held=, lease=, handing_off=, handing=, service=, busy=, now=, next_fire=,
  * after_next=, handover=} -> "keep" | "wait" | "stop" | "release" | "cancel"
  * | "abandon", and the reason ("leash handoff", "leash drain", "preferred")
@@ -575,6 +575,7 @@ static int l_handoff_decide(lua_State *L)
 		.manual = opt_bool(L, "manual"), .draining = opt_bool(L, "draining"),
 		.other = opt_bool(L, "other"), .fresh = opt_bool(L, "fresh"),
 		.moved = opt_bool(L, "moved"), .pinned = opt_bool(L, "pinned"),
+		.joined_left = opt_bool(L, "joined_left"),
 		.held_ms = lx_field_int(L, 1, "held", 0), .lease_ms = lx_field_int(L, 1, "lease", 15000),
 		.handing_off = opt_bool(L, "handing_off"), .handing_ms = lx_field_int(L, 1, "handing", 0),
 		.service = opt_bool(L, "service"), .busy = opt_bool(L, "busy"),

@@ -54,7 +54,7 @@ struct elect_job {
 	/* Spread's bookkeeping of a hand-off (handoff.h): the membership the
 	 * holder took the lease under, when a hand-off began, and how long the
 	 * job stays after an abandoned one. */
-	uint64_t gained_sig;
+	uint64_t gained_sig, gained_members;
 	int64_t handing_since, keep_until;
 	/* Controls (leash pause/trigger/handoff), as the last renew read them
 	 * (store_renew_ctl), with the database's clock then (ctl_now).  A

@@ -75,6 +75,7 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
 		j->follow_logged = 0;
 		ej->gained_sig = sg->spread.sig;
+		ej->gained_members = sg->spread.members;
 		ej->keep_until = 0;
 		ledger_forget(&sg->ledger, j->name);
 		sched_gained(sg->sched, j, ej->last_fire);

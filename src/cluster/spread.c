@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "cluster/handoff.h"
 #include "core/log.h"
 #include "launch/runner.h"
@@ -142,6 +143,18 @@ static int64_t beat_args(struct singleton *sg)
 	return prune;
 }
 
+/* The owners of the presence rows, as one number: it changes when a
+ * replica joins or leaves (a clean stop, or a dead one's row pruned), not
+ * when a heartbeat runs late. */
+static uint64_t members(const struct presence *p)
+{
+	uint64_t h = HASH_FNV_OFFSET;
+
+	for (size_t i = 0; i < p->n; i++)
+		h = hash_sep(hash_fnv(h, p->reps[i].row.owner), '\n');
+	return hash_mix(h);
+}
+
 /* A beat's answer, read at db time dbnow (boottime now): the preferences
  * and my drain follow it. */
 static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows, size_t n,
@@ -157,6 +170,7 @@ static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows
 		return;
 	}
 	sp->sig = presence_inputs(&sp->pres);
+	sp->members = members(&sp->pres);
 	apply_preferences(sg);
 	drained(sg);
 }
@@ -254,6 +268,7 @@ static void decision_of(struct singleton *sg, struct elect_job *ej, int64_t now,
 	            now >= ej->keep_until;
 	in->fresh = sp->beat_ok > ej->gained_at;
 	in->moved = sp->sig != ej->gained_sig;
+	in->joined_left = sp->members != ej->gained_members;
 	in->pinned = ej->ctl_known && ej->ctl.handoff_at != STORE_NO_TIME &&
 	             ej->gained_db - ej->ctl.handoff_at <= 2 * lease;
 	in->held_ms = now - ej->gained_at;
