@@ -155,6 +155,10 @@ for _, p in ipairs(providers.proof_list) do
       local r = row(job)
       assert.same({ "T:1:01", a.token + 1, 5000 }, { r.owner, r.token, r.expires_at - r.renewed_at })
       assert.equal(r.acquired_at, r.renewed_at)
+      -- held: a read of which leases an owner holds (a follower's probe)
+      assert.same({ [job] = a.token + 1 }, assert(s:held("T:1:01", { job, "nope" })))
+      assert.same({}, assert(s:held("S:1:01", { job })))
+      assert.equal(r.expires_at, row(job).expires_at)            -- nothing renewed
       ok = s:try_acquire(job, "S:1:01", 5000)
       assert.is_false(ok)                                       -- held by T now
       local got, b = s:try_acquire(job, "T:1:01", 5000)

@@ -258,14 +258,16 @@ void lx_push_renewed(lua_State *L, const char *const *names, size_t n, const int
 	}
 }
 
-static int l_renew_all(lua_State *L)
+/* renew_all, or held (a read: the leases owner holds, nothing renewed). */
+static int renew_or_held(lua_State *L, int held)
 {
 	struct store *s = check_open(L);
 	size_t n;
 	const char **names = lx_names_arg(L, 3, &n);
 	int64_t *tokens = lua_newuserdatauv(L, (n ? n : 1) * sizeof *tokens, 0);
 
-	if (store_renew_all(s, opt_str(L, 2), names, n, opt_ms(L, 4), tokens) == STORE_ERR)
+	if ((held ? store_held(s, opt_str(L, 2), names, n, 1000, tokens)
+	          : store_renew_all(s, opt_str(L, 2), names, n, opt_ms(L, 4), tokens)) == STORE_ERR)
 		return push_err(L, s);
 	lua_newtable(L);
 	for (size_t k = 0; k < n; k++) {
@@ -275,6 +277,18 @@ static int l_renew_all(lua_State *L)
 		lua_setfield(L, -2, names[k]);
 	}
 	return 1;
+}
+
+static int l_renew_all(lua_State *L)
+{
+	return renew_or_held(L, 0);
+}
+
+/* s:held(owner, names) -> { [name] = token } of the leases owner holds
+ * unexpired, or nil, err */
+static int l_held(lua_State *L)
+{
+	return renew_or_held(L, 1);
 }
 
 /* s:release_all(owner, names) -> true, in one statement per chunk where the
@@ -964,6 +978,7 @@ void lx_store_lib(lua_State *L)
 		{ "renew_ctl", l_renew_ctl },
 		{ "control", l_control },
 		{ "handoff", l_handoff },
+		{ "held", l_held },
 		{ "health", l_health },
 		{ "prune_runs", l_prune_runs },
 		{ "list", l_list },

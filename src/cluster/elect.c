@@ -313,10 +313,10 @@ static int probing(struct elector *el, const struct elect_job *j)
 	       !el->draining;
 }
 
-/* Probes, in one store_renew_all, every due prober with this lease
- * duration: it renews only a lease that is mine, so a token back means a
- * leash handoff --to passed it to me; then the follower looks at once (its
- * acquire reads the fire cursor). */
+/* Probes, in one store_held (a read), every due prober with this lease
+ * duration: a token back means a leash handoff --to passed the lease to
+ * me; then the follower looks at once (its acquire reads the fire cursor
+ * and extends the lease). */
 static void probe_group(struct elector *el, int64_t lease_ms, int64_t now)
 {
 	const char **names = malloc(el->n * sizeof *names);
@@ -341,7 +341,7 @@ static void probe_group(struct elector *el, int64_t lease_ms, int64_t now)
 	if (k == 0 || !el->store)
 		goto done;
 	store_set_timeout(el->store, (int)(timeout > 1 ? timeout : 1));
-	if (store_renew_all(el->store, el->owner, names, k, lease_ms, tokens) != STORE_OK) {
+	if (store_held(el->store, el->owner, names, k, lease_ms, tokens) != STORE_OK) {
 		fail(el, "acquire");
 		goto done;
 	}

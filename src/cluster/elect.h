@@ -118,10 +118,9 @@ struct elector {
 	elect_follow_fn on_follow;      /* may be NULL */
 	int draining;                   /* leash drain: no follower tries (elect_drain) */
 	/* A store without release events: a follower held back by preference
-	 * looks every probe_ms (one store_renew_all for all of them, which
-	 * renews only a lease that is mine) whether a leash handoff --to passed
-	 * the lease to it, and takes it at once if so.  0: no probes (a store
-	 * with events: elect_look is told instead). */
+	 * looks every probe_ms (one store_held for all of them: a read) whether
+	 * a leash handoff --to passed the lease to it, and takes it at once if
+	 * so.  0: no probes (a store with events: elect_look is told instead). */
 	int64_t probe_ms;
 	struct elect_beat *beat;        /* NULL: no beat rides on the renewals */
 };

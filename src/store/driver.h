@@ -72,7 +72,10 @@
 	X(DRAIN, "drain") \
 	/* name, owner, ms, live_ms -> (to, now) iff owner held it: to the new \
 	 * holder, '' when freed (PostgreSQL: a third column, the NOTIFY) */ \
-	X(HANDOFF, "handoff")
+	X(HANDOFF, "handoff") \
+	/* owner, names (texts) -> (name, token) of each lease owner holds \
+	 * unexpired; writes nothing */ \
+	X(HELD, "held")
 
 /* RUN columns: job, owner, actor, outcome, error, scheduled_at, token,
  * claimed_at, started_at, ended_at, duration_ms, recorded_at, exit_code,
@@ -171,6 +174,8 @@ int store_op_renew_beat(struct store *, const char *owner, const char *const *na
                         struct store_replica **rows, size_t *nrows, int64_t *now);
 int store_op_control(struct store *, const char *name, int what, int64_t until, const char *to,
                      int64_t *now);
+int store_op_held(struct store *, const char *owner, const char *const *names, size_t n,
+                  int64_t *tokens);
 int store_op_handoff(struct store *, const char *name, const char *owner, int64_t ms,
                      int64_t live_ms, char *to);
 int store_op_health(struct store *, const char *owner, const char *name, int64_t token,

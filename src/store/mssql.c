@@ -1373,6 +1373,7 @@ static const struct store_ops ms_ops = {
 	.renew_beat = store_op_renew_beat,
 	.unclaim_all = ms_unclaim_all,
 	.handoff = store_op_handoff,
+	.held = store_op_held,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1837,6 +1838,11 @@ static const struct {
 	"DECLARE @now BIGINT = " NOW "; "
 	BEAT_WRITE BEAT_READ(""),
 	"@owner " VC ", " BEAT_DECL },
+	[ST_HELD] = {
+	"/* leash:held */ SET NOCOUNT ON; "
+	"SELECT name, token FROM [%1$s] "
+	"WHERE owner = @owner AND expires_at > " NOW " AND name IN (@n);",
+	"@owner " VC ", @n " VC },
 	[ST_RENEW_ALL] = {
 	"/* leash:renew_all */ SET NOCOUNT ON; "
 	"DECLARE @now BIGINT = " NOW "; "

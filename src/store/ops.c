@@ -428,8 +428,8 @@ static int renew_beat_row(struct store *s, void *arg, int set)
 	return rows_row(s, &a->pres, set);
 }
 
-/* RENEW_ALL or RENEW_CTL over the names, in as many statements as the
- * driver's bound asks. */
+/* RENEW_ALL, RENEW_CTL or HELD (no ms) over the names, in as many
+ * statements as the driver's bound asks. */
 static int renew_names(struct store *s, int st, const char *owner, const char *const *names,
                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now)
 {
@@ -447,7 +447,7 @@ static int renew_names(struct store *s, int st, const char *owner, const char *c
 
 		if (at > 0)
 			s->calls++;
-		rc = store_exec(s, st, p, 3, renew_row, &a);
+		rc = store_exec(s, st, p, st == ST_HELD ? 2 : 3, renew_row, &a);
 	}
 	free(a.x);
 	return rc;
@@ -457,6 +457,12 @@ int store_op_renew_all(struct store *s, const char *owner, const char *const *na
                        int64_t ms, int64_t *tokens)
 {
 	return renew_names(s, ST_RENEW_ALL, owner, names, n, ms, tokens, NULL, NULL);
+}
+
+int store_op_held(struct store *s, const char *owner, const char *const *names, size_t n,
+                  int64_t *tokens)
+{
+	return renew_names(s, ST_HELD, owner, names, n, 0, tokens, NULL, NULL);
 }
 
 int store_op_renew_ctl(struct store *s, const char *owner, const char *const *names, size_t n,

@@ -1345,6 +1345,7 @@ static const struct store_ops postgres_ops = {
 	.replicas = store_op_replicas,
 	.unclaim_all = pg_unclaim_all,
 	.handoff = store_op_handoff,
+	.held = store_op_held,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -1539,6 +1540,9 @@ static const char *const dialect[ST_MAX] = {
 	"  RETURNING l.name, CASE WHEN l.owner = $2 THEN '' ELSE l.owner END AS to_owner, t0.n)"
 	" SELECT u.to_owner, u.n, pg_notify('%1$s', CASE WHEN u.to_owner = '' THEN u.name"
 	"  ELSE '" STORE_EVENT_HANDOFF "' || u.name END) FROM u",
+	[ST_HELD] =
+	"SELECT l.name, l.token FROM \"%1$s\" l WHERE l.owner = $1 AND l.name = ANY ($2::text[])"
+	" AND l.expires_at > " NOW,
 	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = $1",
 	[ST_REPLICAS] =
 	"SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"

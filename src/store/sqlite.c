@@ -862,6 +862,9 @@ static const char *const dialect[ST_MAX] = {
 	" handoff_to = NULL"
 	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW
 	" RETURNING CASE WHEN owner = ?2 THEN '' ELSE owner END, " NOW,
+	[ST_HELD] =
+	"SELECT name, token FROM \"%1$s\" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))",
 	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1",
 	[ST_REPLICAS] =
 	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
@@ -1044,6 +1047,7 @@ static const struct store_ops sqlite_ops = {
 	.renew_beat = store_op_renew_beat,
 	.unclaim_all = sq_unclaim_all,
 	.handoff = store_op_handoff,
+	.held = store_op_held,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */

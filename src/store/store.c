@@ -718,6 +718,18 @@ int store_control(struct store *s, const char *name, int what, int64_t until, co
 	return TIMED(CONTROL, s->ops->control(s, name, what, until, to, now));
 }
 
+int store_held(struct store *s, const char *owner, const char *const *names, size_t n,
+               int64_t ms, int64_t *tokens)
+{
+	if (!s->ops->held)
+		return store_renew_all(s, owner, names, n, ms, tokens);
+	begin(s);
+	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 || check_names(s, names, n) < 0)
+		return STORE_ERR;
+	s->calls++;
+	return TIMED(HELD, s->ops->held(s, owner, names, n, tokens));
+}
+
 int store_handoff(struct store *s, const char *name, const char *owner, int64_t ms,
                   int64_t live_ms, char *to)
 {

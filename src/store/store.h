@@ -414,6 +414,13 @@ struct store_ops {
 	 * back to release. */
 	int (*handoff)(struct store *, const char *name, const char *owner, int64_t ms,
 	               int64_t live_ms, char *to);
+
+	/* Reads, in one statement (per chunk), which listed leases owner holds
+	 * unexpired: tokens[i] their token, else -1.  Writes nothing (a
+	 * follower's probe for a lease passed to it).  Optional: the wrapper
+	 * falls back to renew_all with ms. */
+	int (*held)(struct store *, const char *owner, const char *const *names, size_t n,
+	            int64_t *tokens);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -536,12 +543,16 @@ void store_free_replicas(struct store_replica *rows, size_t n);
 int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
 /* Controls.  renew_ctl checks as renew_all and falls back to it (ctl all
  * STORE_NO_TIME, *now 0) when the provider has no renew_ctl; control
- * checks name, what and (for a pause) until > 0, and is refused ("not
- * supported") when the provider lacks it. */
+ * checks name, what, (for a pause) until > 0 and to (NULL, or 1-200 bytes
+ * with a handoff only), and is refused ("not supported") when the provider
+ * lacks it. */
 int store_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
                     int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
 int store_control(struct store *, const char *name, int what, int64_t until, const char *to,
                   int64_t *now);
+/* held: checks as renew_all. */
+int store_held(struct store *, const char *owner, const char *const *names, size_t n,
+               int64_t ms, int64_t *tokens);
 /* handoff: checks name, owner, 0 < ms <= 24 h, 0 < live_ms <= 24 h; falls
  * back to store_release (to "") when the provider has none. */
 int store_handoff(struct store *, const char *name, const char *owner, int64_t ms,

@@ -225,6 +225,15 @@ def release_all(db, t, p, faults):
     return []
 
 
+def held(db, t, p, faults):
+    """(name, token) of each @n<i> the owner holds unexpired; writes nothing."""
+    owner, now = p["@owner"], now_ms()
+    names = list(dict.fromkeys(v for k, v in p.items() if re.fullmatch(r"@n\d+", k)))
+    rows = [db.execute(f'SELECT name, token FROM "{t}" WHERE name = ? AND owner = ? '
+                       'AND expires_at > ?', (n, owner, now)).fetchone() for n in names]
+    return [("rows", [("name", "str"), ("token", "int")], [r for r in rows if r])]
+
+
 def renew_all(db, t, p, faults):
     rows = renewed(db, t, p, "name, token")
     return [("rows", [("name", "str"), ("token", "int")], rows)]
@@ -679,6 +688,7 @@ STATEMENTS = {
     "control": control,
     "health": health,
     "handoff": handoff,
+    "held": held,
     "try_acquire": try_acquire,
     "renew": renew,
     "release": release,
