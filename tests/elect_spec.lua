@@ -573,18 +573,28 @@ describe("election state machine with spread", function()
     assert.equal(el:state("job").not_before, next)      -- no second look, no busy loop
   end)
 
-  it("a follower held back after its own hand-off does not look", function()
-    local el, store, clock = setup()
-    el:add("job")
-    el:step()
-    el:prefer("job", 2)
-    assert.is_true(el:handoff("job"))
-    el:hold("job", clock.t + 4000)
-    store.rows.job.owner, store.rows.job.expires_at = "target", clock.t + 3000
-    el:look("job")
-    store.calls = {}
-    el:step()
-    assert.same({}, store.calls)
+  -- (a lease handed off and then passed back at once by another --to)
+  it("a lease passed back to a follower holding back after its own hand-off is taken at once", function()
+    for _, probe in ipairs({ 500, 0 }) do
+      local el, store, clock = setup { probe = probe }
+      el:add("job")
+      el:step()
+      assert.is_true(el:handoff("job"))                 -- preferred, and holds back 4 s
+      el:hold("job", clock.t + 4000)
+      local hold_end = clock.t + 4000
+      local r = store.rows.job
+      r.owner, r.token, r.expires_at = "target", r.token + 1, clock.t + 3000
+      el:step()
+      clock.t = clock.t + 100
+      passed_to_me(store, clock)
+      if probe == 0 then el:look("job") end             -- the NOTIFY; else the next probe
+      local deadline = clock.t + 600
+      while clock.t < deadline and el:state("job").state ~= "holder" do
+        clock.t = math.min(el:step(), deadline)
+      end
+      assert.equal("holder", el:state("job").state, "probe " .. probe)
+      assert.is_true(clock.t < hold_end)
+    end
   end)
 
   it("handoff releases the leases in one call and holds back before trying again", function()

@@ -209,10 +209,12 @@ static int polls_behind(struct elector *el, const struct elect_job *j)
  * not_before, unless it is next in line and the holder's lease ran out. */
 static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 {
-	if (el->draining || j->hold_until > t)
+	if (el->draining)
 		return 1;
 	if (j->look)
-		return 0;
+		return 0;       /* passed to me, maybe: mine whoever is preferred */
+	if (j->hold_until > t)
+		return 1;
 	return j->other_preferred && j->not_before > t &&
 	       !(j->next_in_line && (j->wake_at <= t || polls_behind(el, j)));
 }
@@ -305,12 +307,12 @@ done:
 }
 
 /* Whether follower j probes (elector.probe_ms): another replica is
- * preferred for it, so it may be held back while a leash handoff --to
- * passes its lease to it. */
-static int probing(struct elector *el, const struct elect_job *j)
+ * preferred for it, or it holds back after its own hand-off, so it may
+ * not try while a leash handoff --to passes its lease to it. */
+static int probing(struct elector *el, const struct elect_job *j, int64_t now)
 {
-	return el->probe_ms > 0 && j->state == ELECT_FOLLOWER && j->other_preferred && !j->look &&
-	       !el->draining;
+	return el->probe_ms > 0 && j->state == ELECT_FOLLOWER && !j->look && !el->draining &&
+	       (j->other_preferred || j->hold_until > now);
 }
 
 /* Probes, in one store_held (a read), every due prober with this lease
@@ -327,7 +329,7 @@ static void probe_group(struct elector *el, int64_t lease_ms, int64_t now)
 
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *j = el->jobs[i];
-		if (probing(el, j) && j->lease_ms == lease_ms &&
+		if (probing(el, j, now) && j->lease_ms == lease_ms &&
 		    j->next_probe <= now + el->probe_ms / 2) {
 			j->next_probe = now + el->probe_ms;
 			if (names && js && tokens) {
@@ -396,7 +398,7 @@ static int try_due(struct elector *el, struct elect_job *j, int64_t now)
 
 static int probe_due(struct elector *el, struct elect_job *j, int64_t now)
 {
-	return probing(el, j) && j->next_probe <= now;
+	return probing(el, j, now) && j->next_probe <= now;
 }
 
 static void check_deadlines(struct elector *el, int64_t now)
@@ -411,7 +413,7 @@ static void check_deadlines(struct elector *el, int64_t now)
 
 static int64_t next_wake(struct elector *el)
 {
-	int64_t next = NEVER;
+	int64_t next = NEVER, now = now_of(el);
 
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *j = el->jobs[i];
@@ -421,12 +423,12 @@ static int64_t next_wake(struct elector *el)
 		}
 		if (el->draining)
 			continue;       /* tries nothing until elect_drain ends it */
-		if (probing(el, j))
+		if (probing(el, j, now))
 			next = min64(next, j->next_probe);
-		if (j->hold_until > min64(j->next_try, j->wake_at))
-			next = min64(next, j->hold_until);
-		else if (j->look)
+		if (j->look)
 			next = min64(next, min64(j->next_try, j->wake_at));
+		else if (j->hold_until > min64(j->next_try, j->wake_at))
+			next = min64(next, j->hold_until);
 		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at) &&
 		         !polls_behind(el, j))
 			next = min64(next, j->next_in_line ? min64(j->wake_at, j->not_before)

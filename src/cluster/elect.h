@@ -189,7 +189,8 @@ int elect_handoff_to(struct elector *, struct elect_job *j, int64_t live_ms, cha
 
 /* A lease of name was passed to a named replica (PostgreSQL NOTIFY of
  * STORE_EVENT_HANDOFF): a follower of it looks once, at once, whoever is
- * preferred (the one it went to finds it its own; the others are refused). */
+ * preferred and though it holds back after its own hand-off (the one it
+ * went to finds it its own; the others are refused). */
 void elect_look(struct elector *, const char *name);
 
 /* After a manual hand-off (leash handoff, drain): j tries again no sooner
