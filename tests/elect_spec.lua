@@ -73,6 +73,7 @@ local function setup(opts)
   local el = core.elector {
     owner = "me", lease = 3000, renew = 1000, retry = 500, margin = 600, timeout = 2000,
     store = (opts or {}).store or store, clock = function() return clock.t end, seed = 7,
+    probe = (opts or {}).probe,
   }
   return el, store, clock
 end
@@ -505,6 +506,95 @@ describe("election state machine with spread", function()
     el:step()
     assert.equal("holder", el:state("next").state)
     assert.equal("follower", el:state("other").state)
+  end)
+
+  -- leash handoff --to (issue 32 item 4): the holder passes the lease to a
+  -- named replica in the store (store_handoff); that replica must notice at
+  -- once, though spread holds it back from a job another one is preferred for.
+  local function passed_to_me(store, clock)
+    local r = store.rows.job
+    r.owner, r.token, r.expires_at = "me", r.token + 1, clock.t + 3000
+  end
+
+  -- A follower of job, held back: "pref" holds it and is preferred.
+  local function behind_pref(opts)
+    local el, store, clock = setup(opts)
+    store.rows.job = { owner = "pref", token = 4, expires_at = clock.t + 3000 }
+    el:add("job")
+    el:prefer("job", 2)
+    el:step()
+    return el, store, clock
+  end
+
+  it("without release events a held-back follower probes every retry and takes a lease passed to it", function()
+    local el, store, clock = behind_pref { probe = 500 }
+    local s = el:state("job")
+    assert.equal("follower", s.state)
+    assert.is_true(s.not_before > clock.t + 3000)      -- held back past the holder's expiry
+    -- the probes find nothing while pref holds it: one renew_all each, no acquire
+    clock.t = clock.t + 500
+    store.calls = {}
+    assert.equal(clock.t + 500, el:step())
+    assert.same({ { op = "renew_all", n = 1 } }, store.calls)
+    assert.equal("follower", el:state("job").state)
+    -- pref passes it to me: the next probe finds it, the acquire takes it
+    passed_to_me(store, clock)
+    clock.t = el:step()
+    el:step()
+    local h = el:state("job")
+    assert.equal("holder", h.state)
+    assert.equal(5, h.token)
+    assert.equal(5, store.rows.job.token)               -- no new token: it was passed
+    assert.equal("gained:job", kinds(el:events()))
+  end)
+
+  it("without probes (a store with release events) a passed lease waits for a look", function()
+    local el, store, clock = behind_pref()
+    local s = el:state("job")
+    passed_to_me(store, clock)
+    local next = el:step()
+    assert.equal(s.not_before, next)                    -- no probe: nothing before not_before
+    clock.t = clock.t + 10
+    el:look("job")                                      -- the NOTIFY of the hand-off
+    el:step()
+    local h = el:state("job")
+    assert.same({ "holder", 5 }, { h.state, h.token })
+  end)
+
+  it("a look at a lease passed to another replica is one refused try, then held back again", function()
+    local el, store, clock = behind_pref()
+    store.rows.job = { owner = "third", token = 5, expires_at = clock.t + 3000 }
+    el:look("job")
+    store.calls = {}
+    local next = el:step()
+    assert.same({ { op = "try_acquire", n = 1 } }, store.calls)
+    assert.equal("follower", el:state("job").state)
+    assert.equal("third", el:state("job").holder)
+    assert.equal(el:state("job").not_before, next)      -- no second look, no busy loop
+  end)
+
+  -- (a lease handed off and then passed back at once by another --to)
+  it("a lease passed back to a follower holding back after its own hand-off is taken at once", function()
+    for _, probe in ipairs({ 500, 0 }) do
+      local el, store, clock = setup { probe = probe }
+      el:add("job")
+      el:step()
+      assert.is_true(el:handoff("job"))                 -- preferred, and holds back 4 s
+      el:hold("job", clock.t + 4000)
+      local hold_end = clock.t + 4000
+      local r = store.rows.job
+      r.owner, r.token, r.expires_at = "target", r.token + 1, clock.t + 3000
+      el:step()
+      clock.t = clock.t + 100
+      passed_to_me(store, clock)
+      if probe == 0 then el:look("job") end             -- the NOTIFY; else the next probe
+      local deadline = clock.t + 600
+      while clock.t < deadline and el:state("job").state ~= "holder" do
+        clock.t = math.min(el:step(), deadline)
+      end
+      assert.equal("holder", el:state("job").state, "probe " .. probe)
+      assert.is_true(clock.t < hold_end)
+    end
   end)
 
   it("handoff releases the leases in one call and holds back before trying again", function()

@@ -136,6 +136,60 @@ for _, p in ipairs(providers.proof_list) do
       assert.is_false(t["G:7:01"].draining)
     end)
 
+    -- leash handoff --to (store.h handoff): the lease passes to the named
+    -- replica while its row is live and not draining, else it is freed.
+    it("handoff passes the lease to the live replica handoff_to names, else frees it", function()
+      local function row(name)
+        for _, r in ipairs(assert(s:list())) do if r.name == name then return r end end
+      end
+      local job = uniq("ho")
+      assert(s:beat(me("T:1:01", { name = "T" }), 60000))
+      local ok, a = s:try_acquire(job, "S:1:01", 60000)
+      assert.is_true(ok)
+      assert.is_false((s:handoff(job, "X:9:99", 5000, 10000)))   -- not the holder: nothing
+      -- directed at a live replica: it holds it, one token up, for ms
+      assert.is_true(s:control(job, "handoff", nil, "T:1:01"))
+      local done, to = s:handoff(job, "S:1:01", 5000, 10000)
+      assert.is_true(done)
+      assert.equal("T:1:01", to)
+      local r = row(job)
+      assert.same({ "T:1:01", a.token + 1, 5000 }, { r.owner, r.token, r.expires_at - r.renewed_at })
+      assert.equal(r.acquired_at, r.renewed_at)
+      -- held: a read of which leases an owner holds (a follower's probe)
+      assert.same({ [job] = a.token + 1 }, assert(s:held("T:1:01", { job, "nope" })))
+      assert.same({}, assert(s:held("S:1:01", { job })))
+      assert.equal(r.expires_at, row(job).expires_at)            -- nothing renewed
+      ok = s:try_acquire(job, "S:1:01", 5000)
+      assert.is_false(ok)                                       -- held by T now
+      local got, b = s:try_acquire(job, "T:1:01", 5000)
+      assert.is_true(got)
+      assert.equal(a.token + 1, b.token)                        -- T's own: no new token
+      -- handoff_to was cleared: a handoff without a new target frees it
+      done, to = s:handoff(job, "T:1:01", 5000, 10000)
+      assert.same({ true, "" }, { done, to })
+      r = row(job)
+      assert.is_true(r.expires_at <= r.renewed_at + 5000 and r.owner == "T:1:01")
+      assert.is_true((s:try_acquire(job, "S:1:01", 60000)))
+      -- a plain handoff clears a target set before
+      assert.is_true(s:control(job, "handoff", nil, "T:1:01"))
+      assert.is_true(s:control(job, "handoff"))
+      assert.same({ true, "" }, { s:handoff(job, "S:1:01", 5000, 10000) })
+      -- a draining target, a stale one, an unknown one, the holder itself: freed
+      assert(s:drain(nil, { "T:1:01" }, true))
+      for _, target in ipairs({ "T:1:01", "nobody:1:00", "S:1:01" }) do
+        assert.is_true((s:try_acquire(job, "S:1:01", 60000)))
+        assert.is_true(s:control(job, "handoff", nil, target))
+        assert.same({ true, "" }, { s:handoff(job, "S:1:01", 5000, 10000) }, target)
+      end
+      assert(s:drain(nil, { "T:1:01" }, false))
+      assert(s:beat(me("T:1:01", { name = "T" }), 60000))
+      sleep_ms(150)
+      assert.is_true((s:try_acquire(job, "S:1:01", 60000)))
+      assert.is_true(s:control(job, "handoff", nil, "T:1:01"))
+      assert.same({ true, "" }, { s:handoff(job, "S:1:01", 5000, 100) })   -- beat 150 ms ago
+      assert.equal("S:1:01", row(job).owner)
+    end)
+
     it("a drain marker drains the name's beats, new rows too; never read, never pruned", function()
       assert(s:beat(me("H:1:01", { name = "H" }), 60000))
       local changed = assert(s:drain("H", {}, true))

@@ -756,6 +756,10 @@ for _, p in ipairs(providers.proof_list) do
       -- and the health column, NULL (ok) until a run fails
       assert.is_false(s3:health("A", "held", 7, false))
       assert.is_true(s3:health("A", "held", 7, true))
+      -- and handoff_to: a handoff to nobody live frees the lease
+      assert.is_true(s3:control("held", "handoff", nil, "Z:1:01"))
+      assert.same({ true, "" }, { s3:handoff("held", "A", 5000, 10000) })
+      assert.is_true((s3:try_acquire("held", "A", 5000)))
       s3:close()
     end)
 

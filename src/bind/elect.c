@@ -286,13 +286,13 @@ static int field_ms(lua_State *L, const char *k, int64_t dflt, int64_t *out)
 }
 
 /* core.elector{owner=, lease=, renew=, retry=, margin=, timeout=, store=,
- * clock=, seed=} (all times in ms) */
+ * clock=, seed=, probe=} (all times in ms; probe: elector.probe_ms) */
 static int l_elector(lua_State *L)
 {
 	struct elect_cfg cfg;
 	struct lelector *le;
 	const char *owner;
-	lua_Integer seed;
+	lua_Integer seed, probe;
 
 	luaL_checktype(L, 1, LUA_TTABLE);
 	lua_getfield(L, 1, "owner");
@@ -307,6 +307,9 @@ static int l_elector(lua_State *L)
 	lua_getfield(L, 1, "seed");
 	seed = luaL_optinteger(L, -1, 1);
 	lua_pop(L, 1);
+	lua_getfield(L, 1, "probe");
+	probe = luaL_optinteger(L, -1, 0);
+	lua_pop(L, 1);
 
 	le = lua_newuserdatauv(L, sizeof *le, 0);
 	memset(le, 0, sizeof *le);
@@ -319,6 +322,7 @@ static int l_elector(lua_State *L)
 	lua_newtable(L);
 	le->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	elect_init(&le->el, &cfg, owner, lua_clock, le, (uint64_t)seed);
+	le->el.probe_ms = probe;
 	le->el.on_change = record;
 	le->el.on_error = record_error;
 	le->el.arg = le;
@@ -419,6 +423,8 @@ static int l_state(lua_State *L)
 			set_time(L, "not_before", j->not_before);
 		if (j->hold_until)
 			set_time(L, "hold_until", j->hold_until);
+		if (j->next_probe)
+			set_time(L, "next_probe", j->next_probe);
 	}
 	if (elect_paused(j) < 0)
 		lua_pushliteral(L, "unknown");
@@ -453,6 +459,15 @@ static int l_wake(lua_State *L)
 	struct lelector *le = check(L);
 
 	elect_wake(&le->el, luaL_checkstring(L, 2));
+	return 0;
+}
+
+/* el:look(name): elect_look (a lease passed to a named replica). */
+static int l_look(lua_State *L)
+{
+	struct lelector *le = check(L);
+
+	elect_look(&le->el, luaL_checkstring(L, 2));
 	return 0;
 }
 
@@ -544,7 +559,7 @@ static int opt_bool(lua_State *L, const char *k)
 	return v;
 }
 
-/* core.handoff_decide{manual=, draining=, other=, fresh=, moved=, pinned=,
+/* core.handoff_decide{manual=, draining=, other=, fresh=, moved=, pinned=, joined_left=,
  * held=, lease=, handing_off=, handing=, service=, busy=, now=, next_fire=,
  * after_next=, handover=} -> "keep" | "wait" | "stop" | "release" | "cancel"
  * | "abandon", and the reason ("leash handoff", "leash drain", "preferred")
@@ -560,6 +575,7 @@ static int l_handoff_decide(lua_State *L)
 		.manual = opt_bool(L, "manual"), .draining = opt_bool(L, "draining"),
 		.other = opt_bool(L, "other"), .fresh = opt_bool(L, "fresh"),
 		.moved = opt_bool(L, "moved"), .pinned = opt_bool(L, "pinned"),
+		.joined_left = opt_bool(L, "joined_left"),
 		.held_ms = lx_field_int(L, 1, "held", 0), .lease_ms = lx_field_int(L, 1, "lease", 15000),
 		.handing_off = opt_bool(L, "handing_off"), .handing_ms = lx_field_int(L, 1, "handing", 0),
 		.service = opt_bool(L, "service"), .busy = opt_bool(L, "busy"),
@@ -583,6 +599,7 @@ void lx_elect_lib(lua_State *L)
 		{ "events", l_events },
 		{ "state", l_state },
 		{ "wake", l_wake },
+		{ "look", l_look },
 		{ "release", l_release },
 		{ "release_all", l_release_all },
 		{ "prefer", l_prefer },

@@ -168,20 +168,37 @@ static void set_time(lua_State *L, const char *field, int64_t t)
  * trigger_at, handoff_at } } for the renewed ones (NULL columns absent), now */
 static int l_renew_ctl(lua_State *L);
 
-/* s:control(name, "pause"|"resume"|"trigger"|"handoff", until) -> true (or
- * false when there is no such row), now */
+/* s:control(name, "pause"|"resume"|"trigger"|"handoff", until, to) -> true
+ * (or false when there is no such row), now */
 static int l_control(lua_State *L)
 {
 	static const char *const whats[] = { "pause", "resume", "trigger", "handoff", NULL };
 	struct store *s = check_open(L);
 	int what = luaL_checkoption(L, 3, NULL, whats) + STORE_CTL_PAUSE;
 	int64_t until = (int64_t)luaL_optinteger(L, 4, 0), now;
-	int rc = store_control(s, opt_str(L, 2), what, until, &now);
+	int rc = store_control(s, opt_str(L, 2), what, until, luaL_optstring(L, 5, NULL), &now);
 
 	if (rc == STORE_ERR)
 		return push_err(L, s);
 	lua_pushboolean(L, rc == STORE_OK);
 	lua_pushinteger(L, now);
+	return 2;
+}
+
+/* s:handoff(name, owner, ms, live_ms) -> true, to ("" freed) | false | nil, err */
+static int l_handoff(lua_State *L)
+{
+	struct store *s = check_open(L);
+	char to[STORE_NAME_MAX + 1];
+	int rc = store_handoff(s, opt_str(L, 2), opt_str(L, 3), (int64_t)luaL_checkinteger(L, 4),
+	                       (int64_t)luaL_checkinteger(L, 5), to);
+
+	if (rc == STORE_ERR)
+		return push_err(L, s);
+	lua_pushboolean(L, rc == STORE_OK);
+	if (rc != STORE_OK)
+		return 1;
+	lua_pushstring(L, to);
 	return 2;
 }
 
@@ -295,14 +312,16 @@ void lx_push_renewed(lua_State *L, const char *const *names, size_t n, const int
 	}
 }
 
-static int l_renew_all(lua_State *L)
+/* renew_all, or held (a read: the leases owner holds, nothing renewed). */
+static int renew_or_held(lua_State *L, int held)
 {
 	struct store *s = check_open(L);
 	size_t n;
 	const char **names = lx_names_arg(L, 3, &n);
 	int64_t *tokens = lua_newuserdatauv(L, (n ? n : 1) * sizeof *tokens, 0);
 
-	if (store_renew_all(s, opt_str(L, 2), names, n, opt_ms(L, 4), tokens) == STORE_ERR)
+	if ((held ? store_held(s, opt_str(L, 2), names, n, 1000, tokens)
+	          : store_renew_all(s, opt_str(L, 2), names, n, opt_ms(L, 4), tokens)) == STORE_ERR)
 		return push_err(L, s);
 	lua_newtable(L);
 	for (size_t k = 0; k < n; k++) {
@@ -312,6 +331,18 @@ static int l_renew_all(lua_State *L)
 		lua_setfield(L, -2, names[k]);
 	}
 	return 1;
+}
+
+static int l_renew_all(lua_State *L)
+{
+	return renew_or_held(L, 0);
+}
+
+/* s:held(owner, names) -> { [name] = token } of the leases owner holds
+ * unexpired, or nil, err */
+static int l_held(lua_State *L)
+{
+	return renew_or_held(L, 1);
 }
 
 /* s:release_all(owner, names) -> true, in one statement per chunk where the
@@ -1017,6 +1048,8 @@ void lx_store_lib(lua_State *L)
 		{ "last_runs", l_last_runs },
 		{ "renew_ctl", l_renew_ctl },
 		{ "control", l_control },
+		{ "handoff", l_handoff },
+		{ "held", l_held },
 		{ "health", l_health },
 		{ "repair", l_repair },
 		{ "corrupt_runs", l_corrupt_runs },

@@ -210,7 +210,11 @@ static int polls_behind(struct elector *el, const struct elect_job *j)
  * not_before, unless it is next in line and the holder's lease ran out. */
 static int held_back(struct elector *el, struct elect_job *j, int64_t t)
 {
-	if (el->draining || j->hold_until > t)
+	if (el->draining)
+		return 1;
+	if (j->look)
+		return 0;       /* passed to me, maybe: mine whoever is preferred */
+	if (j->hold_until > t)
 		return 1;
 	return j->other_preferred && j->not_before > t &&
 	       !(j->next_in_line && (j->wake_at <= t || polls_behind(el, j)));
@@ -336,12 +340,14 @@ static void acquire_group(struct elector *el, int64_t lease_ms, int64_t now)
 	if (rc != STORE_OK) {
 		fail(el, "acquire");
 		for (size_t i = 0; i < k; i++) {
+			js[i]->look = 0;
 			js[i]->next_try = next;
 			js[i]->wake_at = NEVER;
 		}
 		goto done;
 	}
 	for (size_t i = 0; i < k; i++) {
+		js[i]->look = 0;
 		if (corrupt_row(el, js[i], &info[i], next))
 			continue;
 		if (got[i])
@@ -354,6 +360,58 @@ done:
 	free(js);
 	free(info);
 	free(got);
+}
+
+/* Whether follower j probes (elector.probe_ms): another replica is
+ * preferred for it, or it holds back after its own hand-off, so it may
+ * not try while a leash handoff --to passes its lease to it. */
+static int probing(struct elector *el, const struct elect_job *j, int64_t now)
+{
+	return el->probe_ms > 0 && j->state == ELECT_FOLLOWER && !j->look && !el->draining &&
+	       (j->other_preferred || j->hold_until > now);
+}
+
+/* Probes, in one store_held (a read), every due prober with this lease
+ * duration: a token back means a leash handoff --to passed the lease to
+ * me; then the follower looks at once (its acquire reads the fire cursor
+ * and extends the lease). */
+static void probe_group(struct elector *el, int64_t lease_ms, int64_t now)
+{
+	const char **names = malloc(el->n * sizeof *names);
+	struct elect_job **js = malloc(el->n * sizeof *js);
+	int64_t *tokens = malloc(el->n * sizeof *tokens);
+	int64_t timeout = el->cfg.timeout_ms;
+	size_t k = 0;
+
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+		if (probing(el, j, now) && j->lease_ms == lease_ms &&
+		    j->next_probe <= now + el->probe_ms / 2) {
+			j->next_probe = now + el->probe_ms;
+			if (names && js && tokens) {
+				names[k] = j->name;
+				js[k++] = j;
+			}
+		} else if (j->state == ELECT_HOLDER) {
+			timeout = min64(timeout, j->deadline - now);
+		}
+	}
+	if (k == 0 || !el->store)
+		goto done;
+	store_set_timeout(el->store, (int)(timeout > 1 ? timeout : 1));
+	if (store_held(el->store, el->owner, names, k, lease_ms, tokens) != STORE_OK) {
+		fail(el, "acquire");
+		goto done;
+	}
+	for (size_t i = 0; i < k; i++)
+		if (tokens[i] >= 0) {
+			js[i]->look = 1;
+			js[i]->wake_at = now;
+		}
+done:
+	free(names);
+	free(js);
+	free(tokens);
 }
 
 /* Runs f once per distinct lease duration among the jobs selected by want. */
@@ -394,6 +452,11 @@ static int try_due(struct elector *el, struct elect_job *j, int64_t now)
 	       !held_back(el, j, now);
 }
 
+static int probe_due(struct elector *el, struct elect_job *j, int64_t now)
+{
+	return probing(el, j, now) && j->next_probe <= now;
+}
+
 static void check_deadlines(struct elector *el, int64_t now)
 {
 	for (size_t i = 0; i < el->n; i++) {
@@ -406,14 +469,20 @@ static void check_deadlines(struct elector *el, int64_t now)
 
 static int64_t next_wake(struct elector *el)
 {
-	int64_t next = NEVER;
+	int64_t next = NEVER, now = now_of(el);
 
 	for (size_t i = 0; i < el->n; i++) {
 		struct elect_job *j = el->jobs[i];
-		if (j->state == ELECT_HOLDER)
+		if (j->state == ELECT_HOLDER) {
 			next = min64(next, min64(j->renew_due, j->deadline));
-		else if (el->draining)
+			continue;
+		}
+		if (el->draining)
 			continue;       /* tries nothing until elect_drain ends it */
+		if (probing(el, j, now))
+			next = min64(next, j->next_probe);
+		if (j->look)
+			next = min64(next, min64(j->next_try, j->wake_at));
 		else if (j->hold_until > min64(j->next_try, j->wake_at))
 			next = min64(next, j->hold_until);
 		else if (j->other_preferred && j->not_before > min64(j->next_try, j->wake_at) &&
@@ -434,6 +503,8 @@ int64_t elect_step(struct elector *el)
 	per_lease(el, now, renew_due, renew_group);
 	now = now_of(el);
 	check_deadlines(el, now);       /* a slow renew may have run past one */
+	per_lease(el, now, probe_due, probe_group);
+	now = now_of(el);
 	per_lease(el, now, try_due, acquire_group);
 	return next_wake(el);
 }
@@ -461,6 +532,18 @@ void elect_wake(struct elector *el, const char *name)
 			j->wake_at = now_of(el);
 		else if (j->next_in_line)
 			j->wake_at = now_of(el) + ELECT_WAKE_DEFER_MS;
+	}
+}
+
+void elect_look(struct elector *el, const char *name)
+{
+	for (size_t i = 0; i < el->n; i++) {
+		struct elect_job *j = el->jobs[i];
+
+		if (j->state == ELECT_FOLLOWER && strcmp(j->name, name) == 0) {
+			j->look = 1;
+			j->wake_at = now_of(el);
+		}
 	}
 }
 
@@ -587,6 +670,16 @@ int elect_paused(const struct elect_job *j)
 	       j->ctl.paused_until > j->ctl_now;
 }
 
+/* A holder whose lease was handed off (or that gave up handing it off):
+ * a follower held back as elect_handoff says. */
+static void handed(struct elector *el, struct elect_job *j, int64_t now)
+{
+	let_go(j, now + el->cfg.retry_ms);
+	j->handing_off = 0;
+	j->handoff_wanted = 0;
+	j->not_before = now + 2 * el->cfg.retry_ms + j->renew_ms;
+}
+
 int elect_handoff(struct elector *el, struct elect_job *const *js, size_t n)
 {
 	const char **names = malloc((n ? n : 1) * sizeof *names);
@@ -608,14 +701,25 @@ int elect_handoff(struct elector *el, struct elect_job *const *js, size_t n)
 	free(names);
 	/* Released or not (then it expires by itself), none is ours now. */
 	now = now_of(el);
-	for (size_t i = 0; i < n; i++) {
-		struct elect_job *j = js[i];
-		if (j->state != ELECT_HOLDER)
-			continue;
-		let_go(j, now + el->cfg.retry_ms);
-		j->handing_off = 0;
-		j->handoff_wanted = 0;
-		j->not_before = now + 2 * el->cfg.retry_ms + j->renew_ms;
+	for (size_t i = 0; i < n; i++)
+		if (js[i]->state == ELECT_HOLDER)
+			handed(el, js[i], now);
+	return rc;
+}
+
+int elect_handoff_to(struct elector *el, struct elect_job *j, int64_t live_ms, char *to)
+{
+	int rc = STORE_OK;
+
+	to[0] = '\0';
+	if (j->state != ELECT_HOLDER)
+		return STORE_OK;
+	if (el->store) {
+		store_set_timeout(el->store, (int)el->cfg.timeout_ms);
+		rc = store_handoff(el->store, j->name, el->owner, j->lease_ms, live_ms, to);
+		if (rc == STORE_ERR)
+			fail(el, "release");
 	}
+	handed(el, j, now_of(el));
 	return rc;
 }

@@ -54,7 +54,7 @@ struct elect_job {
 	/* Spread's bookkeeping of a hand-off (handoff.h): the membership the
 	 * holder took the lease under, when a hand-off began, and how long the
 	 * job stays after an abandoned one. */
-	uint64_t gained_sig;
+	uint64_t gained_sig, gained_members;
 	int64_t handing_since, keep_until;
 	/* Controls (leash pause/trigger/handoff), as the last renew read them
 	 * (store_renew_ctl), with the database's clock then (ctl_now).  A
@@ -73,6 +73,10 @@ struct elect_job {
 	 * only when the column or the value changes. */
 	const char *corrupt;
 	int64_t corrupt_value;
+	int look;                       /* follower: the lease may have been handed to
+	                                 * me (elect_look, or a probe found it mine):
+	                                 * one try at once, held back or not */
+	int64_t next_probe;             /* follower: the next probe (elector.probe_ms) */
 };
 
 /* A presence beat the next renew carries (spread.c): while want is set
@@ -124,6 +128,11 @@ struct elector {
 	elect_follow_fn on_follow;      /* may be NULL */
 	elect_corrupt_fn on_corrupt;    /* may be NULL */
 	int draining;                   /* leash drain: no follower tries (elect_drain) */
+	/* A store without release events: a follower held back by preference
+	 * looks every probe_ms (one store_held for all of them: a read) whether
+	 * a leash handoff --to passed the lease to it, and takes it at once if
+	 * so.  0: no probes (a store with events: elect_look is told instead). */
+	int64_t probe_ms;
 	struct elect_beat *beat;        /* NULL: no beat rides on the renewals */
 };
 
@@ -180,6 +189,20 @@ void elect_prefer(struct elector *, struct elect_job *, int other);
  * sooner than retry x 2 + renew unless it becomes preferred.  Returns the
  * store's answer. */
 int elect_handoff(struct elector *, struct elect_job *const *js, size_t n);
+
+/* leash handoff: releases held job j through store_handoff, which passes
+ * the lease to the replica the request named when that one is live (beat
+ * within live_ms, not draining), else frees it for the next in line.  j is
+ * a follower afterwards, held back as after elect_handoff.  to
+ * (STORE_NAME_MAX + 1 bytes): the new holder, "" when freed (or on an
+ * error: the lease then expires by itself).  Returns the store's answer. */
+int elect_handoff_to(struct elector *, struct elect_job *j, int64_t live_ms, char *to);
+
+/* A lease of name was passed to a named replica (PostgreSQL NOTIFY of
+ * STORE_EVENT_HANDOFF): a follower of it looks once, at once, whoever is
+ * preferred and though it holds back after its own hand-off (the one it
+ * went to finds it its own; the others are refused). */
+void elect_look(struct elector *, const char *name);
 
 /* After a manual hand-off (leash handoff, drain): j tries again no sooner
  * than until, whoever is preferred, so that another replica takes it. */

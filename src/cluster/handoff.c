@@ -11,9 +11,10 @@ const char *handoff_reason(const struct handoff_in *in)
 	if (in->draining)
 		return "leash drain";
 	/* Preference: only on a view that knows who is live now, and at most
-	 * one move a lease (a pinned job stays until the membership moves). */
-	if (in->other && in->fresh &&
-	    (in->moved || (in->held_ms >= in->lease_ms && !in->pinned)))
+	 * one move a lease (a pinned job stays until a replica joins or
+	 * leaves). */
+	if (in->other && in->fresh && (in->pinned ? in->joined_left
+	                               : in->moved || in->held_ms >= in->lease_ms))
 		return "preferred";
 	return NULL;
 }

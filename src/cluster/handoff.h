@@ -12,8 +12,8 @@
  * complete within the lease is abandoned.  A job moves at most once per
  * lease because of preference: a holder that took it while the placement
  * (the membership) was what it is now keeps it for a lease, and one that
- * took it through leash handoff (pinned) keeps it until the membership
- * changes. */
+ * took it through leash handoff (pinned) keeps it until a replica joins or
+ * leaves. */
 #ifndef LEASH_HANDOFF_H
 #define LEASH_HANDOFF_H
 
@@ -27,6 +27,10 @@ struct handoff_in {
 	int fresh;              /* the presence view was read after the lease was taken */
 	int moved;              /* the membership changed since the lease was taken */
 	int pinned;             /* taken through leash handoff */
+	int joined_left;        /* a replica joined or left (the set of presence rows
+	                         * changed) since the lease was taken: what ends a
+	                         * pin, where moved also counts a heartbeat that ran
+	                         * late a moment (a replica live, not live, live) */
 	int64_t held_ms;        /* how long this replica has held the lease */
 	int64_t lease_ms;
 	int handing_off;        /* a hand-off is under way: the run was stopped for it */

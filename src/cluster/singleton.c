@@ -75,6 +75,7 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
 		j->follow_logged = 0;
 		ej->gained_sig = sg->spread.sig;
+		ej->gained_members = sg->spread.members;
 		ej->keep_until = 0;
 		ledger_forget(&sg->ledger, j->name);
 		sched_gained(sg->sched, j, ej->last_fire);
@@ -125,6 +126,8 @@ static void on_release_event(void *arg, const char *name)
 
 	if (strncmp(name, STORE_EVENT_CONTROL, k) == 0 && strcmp(name + k, STORE_EVENT_DRAIN) == 0)
 		spread_poke(sg);
+	else if (strncmp(name, STORE_EVENT_HANDOFF, strlen(STORE_EVENT_HANDOFF)) == 0)
+		elect_look(&sg->el, name + strlen(STORE_EVENT_HANDOFF));
 	else if (strncmp(name, STORE_EVENT_CONTROL, k) == 0)
 		elect_poke(&sg->el, name + k);
 	else
@@ -518,6 +521,8 @@ static void open_store(struct singleton *sg, int64_t now)
 
 	sg->el.store = store_open(sg->cfg->provider, &sg->opts, err, sizeof err);
 	if (sg->el.store) {
+		/* Without release events a leash handoff --to is found by probes. */
+		sg->el.probe_ms = store_event_fd(sg->el.store) < 0 ? sg->cfg->retry_ms : 0;
 		log_msg(LOG_INFO, NULL, 0, "lease store: %s open, table %s", sg->cfg->provider,
 		        sg->cfg->table);
 		return;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "cluster/handoff.h"
 #include "core/log.h"
 #include "launch/runner.h"
@@ -142,6 +143,18 @@ static int64_t beat_args(struct singleton *sg)
 	return prune;
 }
 
+/* The owners of the presence rows, as one number: it changes when a
+ * replica joins or leaves (a clean stop, or a dead one's row pruned), not
+ * when a heartbeat runs late. */
+static uint64_t members(const struct presence *p)
+{
+	uint64_t h = HASH_FNV_OFFSET;
+
+	for (size_t i = 0; i < p->n; i++)
+		h = hash_sep(hash_fnv(h, p->reps[i].row.owner), '\n');
+	return hash_mix(h);
+}
+
 /* A beat's answer, read at db time dbnow (boottime now): the preferences
  * and my drain follow it. */
 static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows, size_t n,
@@ -157,6 +170,7 @@ static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows
 		return;
 	}
 	sp->sig = presence_inputs(&sp->pres);
+	sp->members = members(&sp->pres);
 	apply_preferences(sg);
 	drained(sg);
 }
@@ -254,6 +268,7 @@ static void decision_of(struct singleton *sg, struct elect_job *ej, int64_t now,
 	            now >= ej->keep_until;
 	in->fresh = sp->beat_ok > ej->gained_at;
 	in->moved = sp->sig != ej->gained_sig;
+	in->joined_left = sp->members != ej->gained_members;
 	in->pinned = ej->ctl_known && ej->ctl.handoff_at != STORE_NO_TIME &&
 	             ej->gained_db - ej->ctl.handoff_at <= 2 * lease;
 	in->held_ms = now - ej->gained_at;
@@ -284,11 +299,25 @@ static void say_handoff(struct singleton *sg, const struct job *j, const char *w
 	        pref ? " (preferred)" : ")", stop ? ": stopping the service" : "");
 }
 
+/* leash handoff of held job ej, at its safe point: to the replica the
+ * request named when it is live (beat within two renew intervals, not
+ * draining), else freed for the next in line.  Then another replica takes
+ * it, whoever is preferred: this one holds back, and the taker keeps it
+ * until the membership changes (pinned, handoff.h). */
+static void manual_handoff(struct singleton *sg, struct elect_job *ej, int64_t now)
+{
+	char to[STORE_NAME_MAX + 1];
+
+	if (elect_handoff_to(&sg->el, ej, 2 * sg->cfg->renew_ms, to) == STORE_OK && to[0])
+		log_msg(LOG_INFO, ej->name, 0, "the lease passed to %s (leash handoff --to)", to);
+	elect_hold(&sg->el, ej, now + sg->cfg->lease_ms + sg->cfg->renew_ms +
+	           2 * sg->cfg->retry_ms);
+}
+
 static void hand_off(struct singleton *sg)
 {
 	struct elector *el = &sg->el;
 	struct elect_job **js = NULL;
-	int *manual = NULL;
 	size_t k = 0;
 	int64_t now = clock_boot_ms(), wall = clock_wall_ms(), handover;
 
@@ -329,28 +358,20 @@ static void hand_off(struct singleton *sg)
 			            ? "handed off to the preferred replica" : why);
 			break;
 		case HANDOFF_RELEASE:
+			say_handoff(sg, j, why, 0);
+			if (ej->handoff_wanted) {
+				manual_handoff(sg, ej, now);
+				break;
+			}
 			if (!js && !(js = malloc(el->n * sizeof *js)))
 				return;
-			if (!manual && !(manual = malloc(el->n * sizeof *manual)))
-				goto done;
-			say_handoff(sg, j, why, 0);
-			manual[k] = ej->handoff_wanted;
 			js[k++] = ej;
 			break;
 		}
 	}
-	if (k == 0)
-		goto done;
-	elect_handoff(el, js, k);
-	/* Asked for: another replica takes it, whoever is preferred (spread
-	 * may bring it back once the membership changes). */
-	for (size_t i = 0; i < k; i++)
-		if (manual[i])
-			elect_hold(el, js[i], now + sg->cfg->lease_ms + sg->cfg->renew_ms +
-			           2 * sg->cfg->retry_ms);
-done:
+	if (k > 0)
+		elect_handoff(el, js, k);
 	free(js);
-	free(manual);
 }
 
 /* leash run is stopping (SIGTERM): the presence row goes first, so that

@@ -35,6 +35,7 @@ struct spread {
 	int turn_now;                   /* a drain or a handoff came: the hand-offs
 	                                 * are looked at next turn, not next renew */
 	uint64_t sig;                   /* the membership the last beat read */
+	uint64_t members;               /* ... its presence rows' owners alone */
 	int stopping;                   /* spread_stop: the row is gone, no more beats */
 };
 

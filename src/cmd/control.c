@@ -96,15 +96,92 @@ struct store *cmd_control_store(const char *cmd, const struct cfg *c, int *rc)
 	return s;
 }
 
+/* Whether a presence row's jobs text (a job a line, "name" or "name
+ * weight") lists job. */
+static int lists_job(const char *jobs, const char *job)
+{
+	size_t n = strlen(job);
+
+	for (const char *l = jobs; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+		if (strncmp(l, job, n) == 0 && (l[n] == '\n' || l[n] == ' ' || !l[n]))
+			return 1;
+	return 0;
+}
+
+/* The replica leash handoff --to names (a replica name or an owner id), for
+ * job held by holder: the one live replica of that name (beat within two
+ * renew intervals, as the holder judges it), not draining, that defines
+ * job.  0 with its owner id in out; 1 when it is the holder (nothing to
+ * do, said); EXIT_CONFIG or EXIT_PROBLEMS with the reason printed. */
+static int resolve_to(struct store *s, const struct cfg *c, const char *job, const char *to,
+                      const char *holder, char *out)
+{
+	struct store_replica *rows = NULL;
+	size_t n = 0, named = 0, live = 0, ready = 0, found = 0;
+	int64_t now, age = -1;
+	char name[STORE_NAME_MAX + 1];
+	int rc = EXIT_CONFIG;
+
+	presence_name_of(holder, name, sizeof name);
+	if (strcmp(holder, to) == 0 || strcmp(name, to) == 0) {
+		printf("%s is held by %s already: nothing to hand off\n", job, holder);
+		return 1;
+	}
+	if (store_replicas(s, &rows, &n, &now) != STORE_OK) {
+		fprintf(stderr, "leash handoff: cannot read the replicas of the %s store: %s\n",
+		        c->provider, s->err);
+		return EXIT_PROBLEMS;
+	}
+	for (size_t i = 0; i < n; i++) {
+		presence_name_of(rows[i].owner, name, sizeof name);
+		if (strcmp(rows[i].owner, to) != 0 && strcmp(name, to) != 0)
+			continue;
+		named++;
+		if (age < 0 || now - rows[i].heartbeat < age)
+			age = now - rows[i].heartbeat;
+		if (now - rows[i].heartbeat >= 2 * c->renew_ms)
+			continue;
+		live++;
+		if (rows[i].draining)
+			continue;
+		ready++;
+		if (!lists_job(rows[i].jobs, job))
+			continue;
+		if (found++ == 0)
+			snprintf(out, STORE_NAME_MAX + 1, "%s", rows[i].owner);
+	}
+	if (!named)
+		fprintf(stderr, "leash handoff: --to %s: no such replica in the store (unknown, "
+		        "stopped, or stopping: a stopping replica removes its presence row first)\n", to);
+	else if (!live)
+		fprintf(stderr, "leash handoff: --to %s: the replica is not live (its last heartbeat "
+		        "was %.1fs ago)\n", to, age / 1000.0);
+	else if (!ready)
+		fprintf(stderr, "leash handoff: --to %s: the replica is draining (leash drain): it "
+		        "takes no lease\n", to);
+	else if (!found)
+		fprintf(stderr, "leash handoff: --to %s: the replica does not define job %s\n", to,
+		        job);
+	else if (found > 1)
+		fprintf(stderr, "leash handoff: --to %s: %zu live replicas have that name; name one "
+		        "by its owner id (leash status --leases)\n", to, found);
+	else
+		rc = 0;
+	store_free_replicas(rows, n);
+	return rc;
+}
+
 /* One control on JOB: written to its lease row, and recorded in the run
  * ledger as a "control" row (owner and actor user@host, error the action). */
 static int control(int argc, char **argv, const char *cmd, int what)
 {
 	static const struct option longopts[] = {
 		{ "for", required_argument, NULL, 'f' },
+		{ "to", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *path = NULL, *job = NULL, *dur = NULL;
+	const char *path = NULL, *job = NULL, *dur = NULL, *to = NULL;
+	char target[STORE_NAME_MAX + 1] = "";
 	struct store *s = NULL;
 	struct lease_row *rows = NULL, *row = NULL;
 	struct cfg c;
@@ -119,6 +196,8 @@ static int control(int argc, char **argv, const char *cmd, int what)
 			path = optarg;
 		} else if (opt == 'f' && what == STORE_CTL_PAUSE) {
 			dur = optarg;
+		} else if (opt == 't' && what == STORE_CTL_HANDOFF) {
+			to = optarg;
 		} else {
 			fputs(cmd_usage, stderr);
 			return EXIT_CONFIG;
@@ -164,9 +243,13 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		fprintf(stderr, "leash %s: no replica holds %s now: nothing to %s\n", cmd, job, cmd);
 		goto done;
 	}
+	if (to && (rc = resolve_to(s, &c, job, to, row->owner, target)) != 0) {
+		rc = rc == 1 ? 0 : rc;
+		goto done;
+	}
 	if (what == STORE_CTL_PAUSE)
 		until = for_ms ? now + for_ms : STORE_PAUSED_FOREVER;
-	rc = store_control(s, job, what, until, &at_db);
+	rc = store_control(s, job, what, until, to ? target : NULL, &at_db);
 	if (rc != STORE_OK) {
 		fprintf(stderr, "leash %s: %s\n", cmd, rc == STORE_NO ? "the job's lease row is gone"
 		        : s->err);
@@ -177,6 +260,8 @@ static int control(int argc, char **argv, const char *cmd, int what)
 	if (what == STORE_CTL_PAUSE && for_ms)
 		snprintf(text, sizeof text, "pause for %s (until %s)", dur,
 		         clock_iso(at, sizeof at, until, 1));
+	else if (to)
+		snprintf(text, sizeof text, "handoff --to %.140s", target);
 	else
 		snprintf(text, sizeof text, "%s", cmd);
 	if (cmd_record_control(s, cmd, job, at_db, row ? row->token : 0, text) < 0)
@@ -189,6 +274,9 @@ static int control(int argc, char **argv, const char *cmd, int what)
 		printf("resumed %s\n", job);
 	else if (what == STORE_CTL_TRIGGER)
 		printf("triggered %s: %s runs it once at its next renew\n", job, row->owner);
+	else if (to)
+		printf("handoff of %s to %s asked: %s passes it on at its next safe point\n", job,
+		       target, row->owner);
 	else
 		printf("handoff of %s asked: %s releases it at its next safe point\n", job, row->owner);
 	rc = 0;

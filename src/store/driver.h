@@ -55,7 +55,8 @@
 	X(LIST, "list") \
 	/* name, until -> (now): the row is made free when missing */ \
 	X(CTL_PAUSE, "control") \
-	/* name, what (2 resume, 3 trigger, 4 handoff) -> (now) iff the row is there */ \
+	/* name, what (2 resume, 3 trigger, 4 handoff), to (NULL: none) -> (now) \
+	 * iff the row is there */ \
 	X(CTL_SET, "control") \
 	/* name, owner, token, failing -> a row iff this call changed it */ \
 	X(HEALTH, "health") \
@@ -77,7 +78,13 @@
 	/* -> (job, scheduled_at) of each ledger row whose scheduled_at is out \
 	 * of bounds, at most STORE_BAD_RUNS_MAX, sorted by job (bytewise), \
 	 * then scheduled_at */ \
-	X(CORRUPT_RUNS, "corrupt_runs")
+	X(CORRUPT_RUNS, "corrupt_runs") \
+	/* name, owner, ms, live_ms -> (to, now) iff owner held it: to the new \
+	 * holder, '' when freed (PostgreSQL: a third column, the NOTIFY) */ \
+	X(HANDOFF, "handoff") \
+	/* owner, names (texts) -> (name, token) of each lease owner holds \
+	 * unexpired; writes nothing */ \
+	X(HELD, "held")
 
 /* RUN columns: job, owner, actor, outcome, error, scheduled_at, token,
  * claimed_at, started_at, ended_at, duration_ms, recorded_at, exit_code,
@@ -196,7 +203,12 @@ int store_op_renew_beat(struct store *, const char *owner, const char *const *na
                         int64_t ms, int64_t *tokens, struct store_ctl *ctl,
                         const struct store_replica *me, int64_t prune_ms,
                         struct store_replica **rows, size_t *nrows, int64_t *now);
-int store_op_control(struct store *, const char *name, int what, int64_t until, int64_t *now);
+int store_op_control(struct store *, const char *name, int what, int64_t until, const char *to,
+                     int64_t *now);
+int store_op_held(struct store *, const char *owner, const char *const *names, size_t n,
+                  int64_t *tokens);
+int store_op_handoff(struct store *, const char *name, const char *owner, int64_t ms,
+                     int64_t live_ms, char *to);
 int store_op_health(struct store *, const char *owner, const char *name, int64_t token,
                     int failing, int *changed);
 int store_op_leave(struct store *, const char *owner);

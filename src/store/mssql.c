@@ -1377,6 +1377,8 @@ static const struct store_ops ms_ops = {
 	.unclaim_all = ms_unclaim_all,
 	.repair = store_op_repair,
 	.corrupt_runs = store_op_corrupt_runs,
+	.handoff = store_op_handoff,
+	.held = store_op_held,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1476,11 +1478,12 @@ static int make_schema(struct ms_store *st)
 	    "token BIGINT NOT NULL, acquired_at BIGINT NOT NULL, "
 	    "renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, last_fire BIGINT NULL, "
 	    "paused_until BIGINT NULL, trigger_at BIGINT NULL, handoff_at BIGINT NULL, "
-	    "health INT NULL) "
+	    "health INT NULL, handoff_to " VC " COLLATE Latin1_General_BIN2 NULL) "
 	    "ELSE BEGIN "
 	    ADD_COLUMN("last_fire", "BIGINT") ADD_COLUMN("paused_until", "BIGINT")
 	    ADD_COLUMN("trigger_at", "BIGINT") ADD_COLUMN("handoff_at", "BIGINT")
 	    ADD_COLUMN("health", "INT")
+	    ADD_COLUMN("handoff_to", VC " COLLATE Latin1_General_BIN2")
 	    "END; "
 	    "IF OBJECT_ID(N'[%1$s_runs]', N'U') IS NULL BEGIN "
 	    "CREATE TABLE [%1$s_runs] ("
@@ -1793,9 +1796,33 @@ static const struct {
 	"UPDATE [%1$s] SET "
 	"paused_until = CASE WHEN @what = 2 THEN NULL ELSE paused_until END, "
 	"trigger_at = CASE WHEN @what = 3 THEN @now ELSE trigger_at END, "
-	"handoff_at = CASE WHEN @what = 4 THEN @now ELSE handoff_at END "
+	"handoff_at = CASE WHEN @what = 4 THEN @now ELSE handoff_at END, "
+	"handoff_to = CASE WHEN @what = 4 THEN @to ELSE handoff_to END "
 	"OUTPUT @now, inserted.name WHERE name = @name;",
-	"@name " VC ", @what BIGINT" },
+	"@name " VC ", @what BIGINT, @to " VC },
+	/* handoff: the target read under the row's update lock, then the one
+	 * UPDATE; the answer is a row iff the UPDATE wrote (OUTPUT INTO @r: its
+	 * values are not read, as in try_acquire). */
+	[ST_HANDOFF] = {
+	"/* leash:handoff */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"DECLARE @r TABLE (name " VC " NOT NULL); "
+	"BEGIN TRANSACTION; "
+	"DECLARE @to " VC " = (SELECT l.handoff_to FROM [%1$s] AS l WITH (UPDLOCK, HOLDLOCK) "
+	"WHERE l.name = @name AND l.owner = @owner AND l.expires_at > @now "
+	"AND l.handoff_to <> @owner AND EXISTS (SELECT 1 FROM [%1$s_replicas] AS r "
+	"WHERE r.owner = l.handoff_to AND r.pid <> 0 AND r.draining = 0 "
+	"AND r.heartbeat > @now - @live)); "
+	"UPDATE [%1$s] SET owner = COALESCE(@to, owner), "
+	"token = CASE WHEN @to IS NULL THEN token ELSE token + 1 END, "
+	"acquired_at = CASE WHEN @to IS NULL THEN acquired_at ELSE @now END, "
+	"renewed_at = CASE WHEN @to IS NULL THEN renewed_at ELSE @now END, "
+	"expires_at = CASE WHEN @to IS NULL THEN @now ELSE @now + @ms END, "
+	"handoff_to = NULL OUTPUT inserted.name INTO @r "
+	"WHERE name = @name AND owner = @owner AND expires_at > @now; "
+	"COMMIT TRANSACTION; "
+	"SELECT ISNULL(@to, N''), @now FROM @r;",
+	"@name " VC ", @owner " VC ", @ms BIGINT, @live BIGINT" },
 	[ST_HEALTH] = {
 	"/* leash:health */ SET NOCOUNT ON; "
 	"DECLARE @now BIGINT = " NOW "; "
@@ -1817,6 +1844,11 @@ static const struct {
 	"DECLARE @now BIGINT = " NOW "; "
 	BEAT_WRITE BEAT_READ(""),
 	"@owner " VC ", " BEAT_DECL },
+	[ST_HELD] = {
+	"/* leash:held */ SET NOCOUNT ON; "
+	"SELECT name, token FROM [%1$s] "
+	"WHERE owner = @owner AND expires_at > " NOW " AND name IN (@n);",
+	"@owner " VC ", @n " VC },
 	[ST_RENEW_ALL] = {
 	"/* leash:renew_all */ SET NOCOUNT ON; "
 	"DECLARE @now BIGINT = " NOW "; "

@@ -259,18 +259,43 @@ static int got_now(struct store *s, void *arg, int set)
 	return 0;
 }
 
-int store_op_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
+int store_op_control(struct store *s, const char *name, int what, int64_t until, const char *to,
+                     int64_t *now)
 {
-	struct store_param p[] = { SP_T(name), SP_I(what == STORE_CTL_PAUSE ? until : what) };
+	struct store_param p[] = { SP_T(name), SP_I(what == STORE_CTL_PAUSE ? until : what),
+	                           SP_T(to) };
 	int64_t v[2] = { 0, 0 };
 
-	if (store_exec(s, what == STORE_CTL_PAUSE ? ST_CTL_PAUSE : ST_CTL_SET, p, 2, got_now, v) !=
-	    STORE_OK)
+	if (store_exec(s, what == STORE_CTL_PAUSE ? ST_CTL_PAUSE : ST_CTL_SET, p,
+	               what == STORE_CTL_PAUSE ? 2 : 3, got_now, v) != STORE_OK)
 		return STORE_ERR;
 	if (!v[0])
 		return STORE_NO;
 	*now = v[1];
 	return STORE_OK;
+}
+
+/* A HANDOFF row: (to, now). */
+static int handed(struct store *s, void *arg, int set)
+{
+	char *to = arg;
+
+	(void)set;
+	store_col_copy(s, 0, to + 1, STORE_NAME_MAX + 1);
+	to[0] = 1;
+	return 0;
+}
+
+int store_op_handoff(struct store *s, const char *name, const char *owner, int64_t ms,
+                     int64_t live_ms, char *to)
+{
+	struct store_param p[] = { SP_T(name), SP_T(owner), SP_I(ms), SP_I(live_ms) };
+	char got[STORE_NAME_MAX + 2] = "";
+
+	if (store_exec(s, ST_HANDOFF, p, 4, handed, got) != STORE_OK)
+		return STORE_ERR;
+	memcpy(to, got + 1, STORE_NAME_MAX + 1);
+	return got[0] ? STORE_OK : STORE_NO;
 }
 
 static int got_row(struct store *s, void *arg, int set)
@@ -458,8 +483,8 @@ static int renew_beat_row(struct store *s, void *arg, int set)
 	return rows_row(s, &a->pres, set);
 }
 
-/* RENEW_ALL or RENEW_CTL over the names, in as many statements as the
- * driver's bound asks. */
+/* RENEW_ALL, RENEW_CTL or HELD (no ms) over the names, in as many
+ * statements as the driver's bound asks. */
 static int renew_names(struct store *s, int st, const char *owner, const char *const *names,
                        size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now)
 {
@@ -477,7 +502,7 @@ static int renew_names(struct store *s, int st, const char *owner, const char *c
 
 		if (at > 0)
 			s->calls++;
-		rc = store_exec(s, st, p, 3, renew_row, &a);
+		rc = store_exec(s, st, p, st == ST_HELD ? 2 : 3, renew_row, &a);
 	}
 	free(a.x);
 	return rc;
@@ -487,6 +512,12 @@ int store_op_renew_all(struct store *s, const char *owner, const char *const *na
                        int64_t ms, int64_t *tokens)
 {
 	return renew_names(s, ST_RENEW_ALL, owner, names, n, ms, tokens, NULL, NULL);
+}
+
+int store_op_held(struct store *s, const char *owner, const char *const *names, size_t n,
+                  int64_t *tokens)
+{
+	return renew_names(s, ST_HELD, owner, names, n, 0, tokens, NULL, NULL);
 }
 
 int store_op_renew_ctl(struct store *s, const char *owner, const char *const *names, size_t n,

@@ -624,6 +624,8 @@ static const struct {
 	  " ADD COLUMN IF NOT EXISTS trigger_at BIGINT, ADD COLUMN IF NOT EXISTS handoff_at BIGINT",
 	  "add the control columns" },
 	{ "health", "ADD COLUMN IF NOT EXISTS health INTEGER", "add the health column" },
+	{ "handoff_to", "ADD COLUMN IF NOT EXISTS handoff_to VARCHAR(200)",
+	  "add the handoff_to column" },
 };
 
 /* Whether to connect with gssencmode=disable.  libpq's default, prefer,
@@ -1350,6 +1352,8 @@ static const struct store_ops postgres_ops = {
 	.unclaim_all = pg_unclaim_all,
 	.repair = store_op_repair,
 	.corrupt_runs = store_op_corrupt_runs,
+	.handoff = store_op_handoff,
+	.held = store_op_held,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -1421,6 +1425,13 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 	"  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END" extra \
 	"  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0" \
 	"  AND o.heartbeat >= t0.now - $8::bigint"
+
+/* handoff: the row's handoff_to names another owner whose presence row
+ * is live (beat within $4 ms) and not draining. */
+#define TO_LIVE \
+	"(l.handoff_to IS NOT NULL AND l.handoff_to <> $2 AND EXISTS (SELECT 1 FROM" \
+	" \"%1$s_replicas\" r WHERE r.owner = l.handoff_to AND r.pid <> 0" \
+	" AND r.draining = 0 AND r.heartbeat > t0.n - $4::bigint))"
 
 /* ---- the driver and the dialect (driver.h) ---- */
 
@@ -1513,7 +1524,8 @@ static const char *const dialect[ST_MAX] = {
 	" u AS (UPDATE \"%1$s\" l SET"
 	" paused_until = CASE WHEN $2::int = 2 THEN NULL ELSE l.paused_until END,"
 	" trigger_at = CASE WHEN $2::int = 3 THEN t0.now ELSE l.trigger_at END,"
-	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END"
+	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END,"
+	" handoff_to = CASE WHEN $2::int = 4 THEN $3::text ELSE l.handoff_to END"
 	" FROM t0 WHERE l.name = $1 RETURNING t0.now)"
 	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
 	[ST_HEALTH] =
@@ -1521,6 +1533,26 @@ static const char *const dialect[ST_MAX] = {
 	" UPDATE \"%1$s\" l SET health = $4::int FROM t0"
 	" WHERE l.name = $1 AND l.owner = $2 AND l.token = $3::bigint AND l.expires_at > t0.now"
 	" AND COALESCE(l.health, 0) <> $4::int RETURNING l.name",
+	/* handoff: every SET reads the row as it was, so TO_LIVE is judged
+	 * once on the old row; the NOTIFY wakes the new holder (every
+	 * follower looks once: STORE_EVENT_HANDOFF), or the next in line when
+	 * the lease was freed. */
+	[ST_HANDOFF] =
+	"WITH t0 AS (SELECT " NOW " AS n),"
+	" u AS (UPDATE \"%1$s\" l SET"
+	"  owner = CASE WHEN " TO_LIVE " THEN l.handoff_to ELSE l.owner END,"
+	"  token = CASE WHEN " TO_LIVE " THEN l.token + 1 ELSE l.token END,"
+	"  acquired_at = CASE WHEN " TO_LIVE " THEN t0.n ELSE l.acquired_at END,"
+	"  renewed_at = CASE WHEN " TO_LIVE " THEN t0.n ELSE l.renewed_at END,"
+	"  expires_at = CASE WHEN " TO_LIVE " THEN t0.n + $3::bigint ELSE t0.n END,"
+	"  handoff_to = NULL"
+	"  FROM t0 WHERE l.name = $1 AND l.owner = $2 AND l.expires_at > t0.n"
+	"  RETURNING l.name, CASE WHEN l.owner = $2 THEN '' ELSE l.owner END AS to_owner, t0.n)"
+	" SELECT u.to_owner, u.n, pg_notify('%1$s', CASE WHEN u.to_owner = '' THEN u.name"
+	"  ELSE '" STORE_EVENT_HANDOFF "' || u.name END) FROM u",
+	[ST_HELD] =
+	"SELECT l.name, l.token FROM \"%1$s\" l WHERE l.owner = $1 AND l.name = ANY ($2::text[])"
+	" AND l.expires_at > " NOW,
 	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = $1",
 	[ST_REPLICAS] =
 	"SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"

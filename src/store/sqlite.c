@@ -121,6 +121,12 @@ int store_sqlite_vfs_register(struct sqlite3_vfs *v)
 
 /* Milliseconds since the Unix epoch on SQLite's clock. */
 #define NOW "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+/* handoff: the row's handoff_to names another owner whose presence row
+ * is live (beat within ?4 ms) and not draining. */
+#define TO_LIVE \
+	"(handoff_to IS NOT NULL AND handoff_to <> ?2 AND EXISTS (SELECT 1 FROM" \
+	" \"%1$s_replicas\" r WHERE r.owner = \"%1$s\".handoff_to AND r.pid <> 0" \
+	" AND r.draining = 0 AND r.heartbeat > " NOW " - ?4))"
 
 enum {
 	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
@@ -849,12 +855,28 @@ static const char *const dialect[ST_MAX] = {
 	"UPDATE \"%1$s\" SET"
 	" paused_until = CASE ?2 WHEN 2 THEN NULL ELSE paused_until END,"
 	" trigger_at = CASE ?2 WHEN 3 THEN " NOW " ELSE trigger_at END,"
-	" handoff_at = CASE ?2 WHEN 4 THEN " NOW " ELSE handoff_at END"
+	" handoff_at = CASE ?2 WHEN 4 THEN " NOW " ELSE handoff_at END,"
+	" handoff_to = CASE ?2 WHEN 4 THEN ?3 ELSE handoff_to END"
 	" WHERE name = ?1 RETURNING " NOW,
 	[ST_HEALTH] =
 	"UPDATE \"%1$s\" SET health = ?4"
 	" WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > " NOW
 	" AND COALESCE(health, 0) <> ?4 RETURNING name",
+	/* handoff: every SET reads the row as it was, so TO_LIVE is judged
+	 * once on the old row. */
+	[ST_HANDOFF] =
+	"UPDATE \"%1$s\" SET"
+	" owner = CASE WHEN " TO_LIVE " THEN handoff_to ELSE owner END,"
+	" token = CASE WHEN " TO_LIVE " THEN token + 1 ELSE token END,"
+	" acquired_at = CASE WHEN " TO_LIVE " THEN " NOW " ELSE acquired_at END,"
+	" renewed_at = CASE WHEN " TO_LIVE " THEN " NOW " ELSE renewed_at END,"
+	" expires_at = CASE WHEN " TO_LIVE " THEN " NOW " + ?3 ELSE " NOW " END,"
+	" handoff_to = NULL"
+	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW
+	" RETURNING CASE WHEN owner = ?2 THEN '' ELSE owner END, " NOW,
+	[ST_HELD] =
+	"SELECT name, token FROM \"%1$s\" WHERE owner = ?1 AND expires_at > " NOW
+	" AND name IN (SELECT value FROM json_each(?2))",
 	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1",
 	[ST_REPLICAS] =
 	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
@@ -1052,6 +1074,8 @@ static const struct store_ops sqlite_ops = {
 	.unclaim_all = sq_unclaim_all,
 	.repair = store_op_repair,
 	.corrupt_runs = store_op_corrupt_runs,
+	.handoff = store_op_handoff,
+	.held = store_op_held,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */
@@ -1080,7 +1104,8 @@ static int add_column(struct sq_store *ss, const char *col, char *err, size_t er
 	int has = has_column(ss, col);
 
 	if (has == 0) {
-		snprintf(sql, sizeof sql, "ALTER TABLE \"%s\" ADD COLUMN %s BIGINT", ss->table, col);
+		snprintf(sql, sizeof sql, "ALTER TABLE \"%s\" ADD COLUMN %s %s", ss->table, col,
+		         strcmp(col, "handoff_to") == 0 ? "VARCHAR(200)" : "BIGINT");
 		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			has = has_column(ss, col);
 		else
@@ -1096,7 +1121,7 @@ static int add_column(struct sq_store *ss, const char *col, char *err, size_t er
 static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
 {
 	static const char *const cols[] = { "last_fire", "paused_until", "trigger_at",
-	                                    "handoff_at", "health" };
+	                                    "handoff_at", "health", "handoff_to" };
 
 	for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
 		if (add_column(ss, cols[i], err, errlen) < 0)

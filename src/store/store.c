@@ -698,12 +698,15 @@ int store_renew_beat(struct store *s, const char *owner, const char *const *name
 	return rc;
 }
 
-int store_control(struct store *s, const char *name, int what, int64_t until, int64_t *now)
+int store_control(struct store *s, const char *name, int what, int64_t until, const char *to,
+                  int64_t *now)
 {
 	begin(s);
 	*now = 0;
-	if (check_str(s, "lease name", name) < 0)
+	if (check_str(s, "lease name", name) < 0 || (to && check_str(s, "handoff target", to) < 0))
 		return STORE_ERR;
+	if (to && what != STORE_CTL_HANDOFF)
+		return store_fail(s, "control: only a handoff names a target");
 	if (what < STORE_CTL_PAUSE || what > STORE_CTL_HANDOFF)
 		return store_fail(s, "control: unknown control %d", what);
 	if (what == STORE_CTL_PAUSE && until <= 0)
@@ -712,7 +715,33 @@ int store_control(struct store *s, const char *name, int what, int64_t until, in
 		return store_fail(s, "the %s provider has no control: leash pause, trigger and handoff "
 		                  "are not supported", s->ops->name);
 	s->calls++;
-	return TIMED(CONTROL, s->ops->control(s, name, what, until, now));
+	return TIMED(CONTROL, s->ops->control(s, name, what, until, to, now));
+}
+
+int store_held(struct store *s, const char *owner, const char *const *names, size_t n,
+               int64_t ms, int64_t *tokens)
+{
+	if (!s->ops->held)
+		return store_renew_all(s, owner, names, n, ms, tokens);
+	begin(s);
+	if (check_str(s, "owner", owner) < 0 || check_ms(s, ms) < 0 || check_names(s, names, n) < 0)
+		return STORE_ERR;
+	s->calls++;
+	return TIMED(HELD, s->ops->held(s, owner, names, n, tokens));
+}
+
+int store_handoff(struct store *s, const char *name, const char *owner, int64_t ms,
+                  int64_t live_ms, char *to)
+{
+	begin(s);
+	to[0] = '\0';
+	if (check_str(s, "lease name", name) < 0 || check_str(s, "owner", owner) < 0 ||
+	    check_ms(s, ms) < 0 || check_ms(s, live_ms) < 0)
+		return STORE_ERR;
+	s->calls++;
+	if (!s->ops->handoff)
+		return TIMED(RELEASE, s->ops->release(s, name, owner));
+	return TIMED(HANDOFF, s->ops->handoff(s, name, owner, ms, live_ms, to));
 }
 
 int store_repair(struct store *s, const char *name, struct store_repair *out)

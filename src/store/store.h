@@ -60,12 +60,13 @@ struct lease_row {
 
 /* ---- controls (leash pause / resume / trigger / handoff) ----
  *
- * Three more columns of the lease row, NULL until a control sets them (a
- * table made before they existed gets them at open, as last_fire):
- * paused_until (db ms; STORE_PAUSED_FOREVER for a pause without --for),
- * trigger_at and handoff_at (the db clock of the latest request).  The
- * holder reads them on its renew (renew_ctl) and acts on a request newer
- * than its acquire. */
+ * More columns of the lease row, NULL until a control sets them (a table
+ * made before they existed gets them at open, as last_fire): paused_until
+ * (db ms; STORE_PAUSED_FOREVER for a pause without --for), trigger_at and
+ * handoff_at (the db clock of the latest request), and handoff_to (the
+ * owner id leash handoff --to named, NULL for a plain handoff).  The
+ * holder reads the times on its renew (renew_ctl) and acts on a request
+ * newer than its acquire; handoff_to is read by the handoff op alone. */
 #define STORE_PAUSED_FOREVER (INT64_C(1) << 62)
 enum { STORE_CTL_PAUSE = 1, STORE_CTL_RESUME, STORE_CTL_TRIGGER, STORE_CTL_HANDOFF };
 struct store_ctl {
@@ -145,6 +146,7 @@ struct store_claim {
 #define STORE_NO_TIME (-1LL)
 #define STORE_EVENT_CONTROL "control:"          /* drain_events: a control, not a release */
 #define STORE_EVENT_DRAIN "@drain"              /* ... of the replicas (leash drain), not a job */
+#define STORE_EVENT_HANDOFF "handoff:"          /* ... a lease handed to a named replica */
 #define STORE_NO_CODE (-1)                       /* exit_code / exit_signal NULL */
 #define STORE_RUN_ERROR_MAX 1024                 /* bytes of error text kept */
 #define STORE_OUTCOME_MAX 15
@@ -400,10 +402,12 @@ struct store_ops {
 	/* Sets a control on lease name, whoever holds it (one statement or
 	 * transaction): STORE_CTL_PAUSE sets paused_until = until (a db clock
 	 * time, or STORE_PAUSED_FOREVER), RESUME clears it, TRIGGER and HANDOFF
-	 * set trigger_at / handoff_at to the db's now.  A pause of a name with
-	 * no row inserts a free one (owner "", token 0, expired); the others
-	 * answer STORE_NO then.  *now: the database's clock.  Optional. */
-	int (*control)(struct store *, const char *name, int what, int64_t until, int64_t *now);
+	 * set trigger_at / handoff_at to the db's now, HANDOFF also handoff_to
+	 * = to (NULL: none).  A pause of a name with no row inserts a free one
+	 * (owner "", token 0, expired); the others answer STORE_NO then.
+	 * *now: the database's clock.  Optional. */
+	int (*control)(struct store *, const char *name, int what, int64_t until, const char *to,
+	               int64_t *now);
 
 	/* The job's health for its failure hooks (column health: NULL or 0 ok,
 	 * 1 failing): set to failing (0 or 1) iff lease name is held by owner
@@ -463,6 +467,27 @@ struct store_ops {
 	 * two ends of the scheduled_at index), sorted by job, then
 	 * scheduled_at.  Optional. */
 	int (*corrupt_runs)(struct store *, struct store_bad_run *rows, size_t *n);
+
+	/* leash handoff, in one statement or transaction: lease name, held by
+	 * owner unexpired, passes to the replica its handoff_to names when
+	 * that is another owner whose presence row is there, not draining, and
+	 * beat within live_ms (db clock): the row becomes that owner's as an
+	 * acquire would make it (token + 1, acquired_at = renewed_at = now,
+	 * expires_at = now + ms, last_fire kept); else it is freed as release
+	 * frees it.  handoff_to is cleared either way.  to (STORE_NAME_MAX + 1
+	 * bytes): the new holder, "" when freed.  STORE_NO: owner does not hold
+	 * it (nothing changed).  PostgreSQL NOTIFYs STORE_EVENT_HANDOFF name for
+	 * a lease passed on, name for one freed.  Optional: the wrapper falls
+	 * back to release. */
+	int (*handoff)(struct store *, const char *name, const char *owner, int64_t ms,
+	               int64_t live_ms, char *to);
+
+	/* Reads, in one statement (per chunk), which listed leases owner holds
+	 * unexpired: tokens[i] their token, else -1.  Writes nothing (a
+	 * follower's probe for a lease passed to it).  Optional: the wrapper
+	 * falls back to renew_all with ms. */
+	int (*held)(struct store *, const char *owner, const char *const *names, size_t n,
+	            int64_t *tokens);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -586,11 +611,20 @@ void store_free_replicas(struct store_replica *rows, size_t n);
 int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
 /* Controls.  renew_ctl checks as renew_all and falls back to it (ctl all
  * STORE_NO_TIME, *now 0) when the provider has no renew_ctl; control
- * checks name, what and (for a pause) until > 0, and is refused ("not
- * supported") when the provider lacks it. */
+ * checks name, what, (for a pause) until > 0 and to (NULL, or 1-200 bytes
+ * with a handoff only), and is refused ("not supported") when the provider
+ * lacks it. */
 int store_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
                     int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
-int store_control(struct store *, const char *name, int what, int64_t until, int64_t *now);
+int store_control(struct store *, const char *name, int what, int64_t until, const char *to,
+                  int64_t *now);
+/* held: checks as renew_all. */
+int store_held(struct store *, const char *owner, const char *const *names, size_t n,
+               int64_t ms, int64_t *tokens);
+/* handoff: checks name, owner, 0 < ms <= 24 h, 0 < live_ms <= 24 h; falls
+ * back to store_release (to "") when the provider has none. */
+int store_handoff(struct store *, const char *name, const char *owner, int64_t ms,
+                  int64_t live_ms, char *to);
 /* health: checks owner, name, token > 0 and failing 0 or 1; refused ("not
  * supported") when the provider lacks it. */
 int store_health(struct store *, const char *owner, const char *name, int64_t token,

@@ -93,7 +93,8 @@ def add_columns(db, t, names):
     cols = [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]
     for c in names:
         if c not in cols:
-            db.execute(f'ALTER TABLE "{t}" ADD COLUMN {c} INTEGER')
+            db.execute(f'ALTER TABLE "{t}" ADD COLUMN {c} '
+                       + ("TEXT" if c == "handoff_to" else "INTEGER"))
 
 
 def schema(db, t, p, faults):
@@ -101,7 +102,8 @@ def schema(db, t, p, faults):
     server's one write lock stands for it): the lease table and the columns
     an older one lacks, the ledger with its indexes, the presence table."""
     create(db, t)
-    add_columns(db, t, ("last_fire", "paused_until", "trigger_at", "handoff_at", "health"))
+    add_columns(db, t, ("last_fire", "paused_until", "trigger_at", "handoff_at", "health",
+                        "handoff_to"))
     create_runs(db, t + "_runs")
     create_replicas(db, t + "_replicas")
     return []
@@ -142,10 +144,35 @@ def control(db, t, p, faults):
         f'UPDATE "{t}" SET '
         'paused_until = CASE ? WHEN 1 THEN ? WHEN 2 THEN NULL ELSE paused_until END, '
         'trigger_at = CASE WHEN ? = 3 THEN ? ELSE trigger_at END, '
-        'handoff_at = CASE WHEN ? = 4 THEN ? ELSE handoff_at END WHERE name = ?',
-        (what, until, what, now, what, now, name))
+        'handoff_at = CASE WHEN ? = 4 THEN ? ELSE handoff_at END, '
+        'handoff_to = CASE WHEN ? = 4 THEN ? ELSE handoff_to END WHERE name = ?',
+        (what, until, what, now, what, now, what, p.get("@to"), name))
     rows = [(now, name)] if cur.rowcount else []
     return [("rows", [("now", "int"), ("name", "str")], rows)]
+
+
+def handoff(db, t, p, faults):
+    """The target read (handoff_to, when another owner's presence row is
+    live and not draining), then the UPDATE: passed on as an acquire would,
+    or freed.  A row (to, now) iff the holder held it."""
+    name, owner, ms, live, now = p["@name"], p["@owner"], p["@ms"], p["@live"], now_ms()
+    row = db.execute(f'SELECT handoff_to FROM "{t}" WHERE name = ? AND owner = ? '
+                     'AND expires_at > ?', (name, owner, now)).fetchone()
+    if not row:
+        return [("rows", [("to", "str"), ("now", "int")], [])]
+    to = row[0]
+    if to is not None and (to == owner or not db.execute(
+            f'SELECT 1 FROM "{t}_replicas" WHERE owner = ? AND pid <> 0 AND draining = 0 '
+            'AND heartbeat > ?', (to, now - live)).fetchone()):
+        to = None
+    if to is None:
+        db.execute(f'UPDATE "{t}" SET expires_at = ?, handoff_to = NULL WHERE name = ?',
+                   (now, name))
+    else:
+        db.execute(f'UPDATE "{t}" SET owner = ?, token = token + 1, acquired_at = ?, '
+                   'renewed_at = ?, expires_at = ?, handoff_to = NULL WHERE name = ?',
+                   (to, now, now, now + ms, name))
+    return [("rows", [("to", "str"), ("now", "int")], [(to or "", now)])]
 
 
 def health(db, t, p, faults):
@@ -216,6 +243,15 @@ def release_all(db, t, p, faults):
         db.execute(f'UPDATE "{t}" SET expires_at = ? WHERE name = ? AND owner = ? '
                    'AND expires_at > ?', (now, name, owner, now))
     return []
+
+
+def held(db, t, p, faults):
+    """(name, token) of each @n<i> the owner holds unexpired; writes nothing."""
+    owner, now = p["@owner"], now_ms()
+    names = list(dict.fromkeys(v for k, v in p.items() if re.fullmatch(r"@n\d+", k)))
+    rows = [db.execute(f'SELECT name, token FROM "{t}" WHERE name = ? AND owner = ? '
+                       'AND expires_at > ?', (n, owner, now)).fetchone() for n in names]
+    return [("rows", [("name", "str"), ("token", "int")], [r for r in rows if r])]
 
 
 def renew_all(db, t, p, faults):
@@ -706,6 +742,8 @@ STATEMENTS = {
     "renew_ctl": renew_ctl,
     "control": control,
     "health": health,
+    "handoff": handoff,
+    "held": held,
     "try_acquire": try_acquire,
     "renew": renew,
     "release": release,
