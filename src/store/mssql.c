@@ -18,8 +18,9 @@
  * The operations written once (ops.c) reach SQL Server through the driver
  * at the end of this file (ms_exec): the dialect table's batches with their
  * declared parameters, an array bound as @n1, @n2, ... where the batch says
- * @n.  The claims, the ledger's writes and prune, acquire_all and floor are
- * still this file's own (batches of 650 claims, OUTPUT ... INTO).
+ * @n, a table of rows in multi-row VALUES lists where it says {@name}, in
+ * batches within 2,100 parameters.  acquire_all and the schema are still
+ * this file's own.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -175,17 +176,22 @@ static struct ms_store *handle_of(DBPROCESS *db)
 	return st ? st : opening;
 }
 
-/* Records the first error of a call; later ones only mark it failed. */
-static void note(struct ms_store *st, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/* Records the first error of a call, and its kind; later ones only mark
+ * it failed.  With the handlers below, the one place db-lib's errors become
+ * the store's kinds: a server error is a refusal (a duplicate key is
+ * caught where it is expected), a timeout one, and every other db-lib
+ * error (no connection, a dead one, an answer cut short) gone. */
+static void note(struct ms_store *st, enum store_err_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static void note(struct ms_store *st, const char *fmt, ...)
+static void note(struct ms_store *st, enum store_err_kind kind, const char *fmt, ...)
 {
 	va_list ap;
 
 	st->failed = 1;
 	if (st->base.err[0])
 		return;
+	st->base.kind = kind;
 	va_start(ap, fmt);
 	vsnprintf(st->base.err, sizeof st->base.err, fmt, ap);
 	va_end(ap);
@@ -202,7 +208,8 @@ static int msg_handler(DBPROCESS *db, DBINT no, int state, int severity, char *t
 		st->dupkey = 1;
 		return 0;
 	}
-	note(st, "mssql %s:%d: server error %d: %s", st->host, st->port, (int)no, text);
+	note(st, STORE_E_REFUSED, "mssql %s:%d: server error %d: %s", st->host, st->port, (int)no,
+	     text);
 	return 0;
 }
 
@@ -225,7 +232,8 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		 * server the first statements on a new connection take 0.4-1 s:
 		 * a timeout could then follow every reconnect.) */
 		st->cancelling = 1;
-		note(st, "mssql %s:%d: no answer within %d s (statement timeout); cancelled",
+		note(st, STORE_E_TIMEOUT,
+		     "mssql %s:%d: no answer within %d s (statement timeout); cancelled",
 		     st->host, st->port, st->wait_s);
 		return INT_TIMEOUT;
 	}
@@ -233,6 +241,7 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		/* The cancel went unanswered as long: drop the connection (INT_CANCEL
 		 * closes it); the next call reconnects. */
 		st->failed = 1;
+		st->base.kind = STORE_E_TIMEOUT;
 		snprintf(st->base.err, sizeof st->base.err,
 		         "mssql %s:%d: no answer within %d s (statement timeout), nor to the "
 		         "cancel: connection dropped", st->host, st->port, st->wait_s);
@@ -240,12 +249,12 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 	}
 	lost = ours && dbdead(db) ? "connection lost: " : "";
 	if (dberr == SYBETIME)
-		note(st, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
+		note(st, STORE_E_TIMEOUT, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
 		     st->wait_s);
 	else if (oserr != DBNOERR && oserr != 0 && oserrstr)
-		note(st, "mssql %s:%d: %s%s (%s)", st->host, st->port, lost, dberrstr, oserrstr);
+		note(st, STORE_E_GONE, "mssql %s:%d: %s%s (%s)", st->host, st->port, lost, dberrstr, oserrstr);
 	else
-		note(st, "mssql %s:%d: %s%s", st->host, st->port, lost, dberrstr);
+		note(st, STORE_E_GONE, "mssql %s:%d: %s%s", st->host, st->port, lost, dberrstr);
 	return INT_CANCEL;
 }
 
@@ -294,7 +303,7 @@ static int connect_db(struct ms_store *st)
 	disconnect(st);
 	login = dblogin();
 	if (!login) {
-		note(st, "mssql: out of memory");
+		note(st, STORE_E_OTHER, "mssql: out of memory");
 		goto fail;
 	}
 	DBSETLUSER(login, st->user);
@@ -312,7 +321,7 @@ static int connect_db(struct ms_store *st)
 	opening = NULL;
 	dbloginfree(login);
 	if (!st->db) {
-		note(st, "mssql %s:%d: could not connect", st->host, st->port);
+		note(st, STORE_E_GONE, "mssql %s:%d: could not connect", st->host, st->port);
 		goto fail;
 	}
 	if (st->failed) {               /* a login error the server reported anyway */
@@ -394,11 +403,11 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
 	if (send_rpc(st->db, stmt, decl, p, np) != STORE_OK) {
-		note(st, "mssql %s:%d: could not send the request", st->host, st->port);
+		note(st, STORE_E_GONE, "mssql %s:%d: could not send the request", st->host, st->port);
 		goto fail;
 	}
 	if (read_results(st, row, arg) < 0)
-		note(st, "mssql %s:%d: %s", st->host, st->port,
+		note(st, STORE_E_GONE, "mssql %s:%d: %s", st->host, st->port,
 		     dbdead(st->db) ? "connection lost" : "could not read the answer");
 	if (st->failed)
 		goto fail;

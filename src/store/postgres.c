@@ -17,8 +17,9 @@
  * resident), which a replica on another provider should not pay for.
  * The operations written once (ops.c) reach PostgreSQL through the driver
  * (pg_exec): the dialect table's statements are prepared at connect as
- * leash_s<n>, arrays go as text[] literals.  The claims, the ledger's
- * writes and prune, acquire_all and floor are still this file's own.
+ * leash_s<n> (a few on first use), arrays go as text[] literals, a table
+ * of rows as one array per column.  acquire_all and the schema are still
+ * this file's own.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -157,7 +158,7 @@ static const char *const q_text[Q_MAX] = {
 	X(PQerrorMessage) X(PQfinish) X(PQbackendPID) X(PQserverVersion) \
 	X(PQsendPrepare) X(PQsendQueryPrepared) X(PQsendQuery) X(PQsendQueryParams) \
 	X(PQflush) X(PQconsumeInput) X(PQisBusy) X(PQgetResult) X(PQresultStatus) \
-	X(PQresultErrorMessage) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetisnull) \
+	X(PQresultErrorMessage) X(PQresultErrorField) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetisnull) \
 	X(PQgetvalue) X(PQgetlength) X(PQnotifies) X(PQfreemem) X(PQconninfoParse) X(PQconninfoFree)
 
 static struct {
@@ -192,6 +193,7 @@ static struct {
 #define PQgetResult pq.PQgetResult
 #define PQresultStatus pq.PQresultStatus
 #define PQresultErrorMessage pq.PQresultErrorMessage
+#define PQresultErrorField pq.PQresultErrorField
 #define PQclear pq.PQclear
 #define PQntuples pq.PQntuples
 #define PQnfields pq.PQnfields
@@ -333,9 +335,27 @@ static int conn_fail(struct pg_store *ps, PGconn *c, const char *why)
 	else
 		first_line(msg, sizeof msg, c ? PQerrorMessage(c) : NULL);
 	if (host && *host)
-		return store_fail(&ps->base, "postgres: connect to %s:%s: %s", host,
-		                  port && *port ? port : "5432", msg);
-	return store_fail(&ps->base, "postgres: connect: %s", msg);
+		return store_fail_kind(&ps->base, STORE_E_GONE, "postgres: connect to %s:%s: %s", host,
+		                       port && *port ? port : "5432", msg);
+	return store_fail_kind(&ps->base, STORE_E_GONE, "postgres: connect: %s", msg);
+}
+
+/* The one place PostgreSQL's errors become the store's kinds (a timeout
+ * of ours, or a connection that broke, are classified where they happen):
+ * by SQLSTATE, a unique violation is a duplicate, a cancel or a lock not
+ * had in time a timeout, a connection exception or a server shutting down
+ * gone. */
+static enum store_err_kind pg_kind(const char *state)
+{
+	if (!state)
+		return STORE_E_REFUSED;
+	if (strcmp(state, "23505") == 0)
+		return STORE_E_DUPLICATE;
+	if (strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0)
+		return STORE_E_TIMEOUT;
+	if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0)
+		return STORE_E_GONE;
+	return STORE_E_REFUSED;
 }
 
 /* Sends one query (prepared when name is set, else plain SQL text, else a
@@ -394,7 +414,8 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 		char msg[STORE_ERR_MAX];
 
 		first_line(msg, sizeof msg, PQresultErrorMessage(keep));
-		store_fail(&ps->base, "postgres: %s: %s", what, msg);
+		store_fail_kind(&ps->base, pg_kind(PQresultErrorField(keep, PG_DIAG_SQLSTATE)),
+		                "postgres: %s: %s", what, msg);
 		PQclear(keep);
 		if (PQstatus(c) == CONNECTION_BAD)
 			drop_conn(ps);
@@ -403,7 +424,8 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 	return keep;
 timeout:
 	PQclear(keep);
-	store_fail(&ps->base, "postgres: %s: no answer within the timeout", what);
+	store_fail_kind(&ps->base, STORE_E_TIMEOUT, "postgres: %s: no answer within the timeout",
+	                what);
 	drop_conn(ps);
 	return NULL;
 broken:
@@ -412,7 +434,7 @@ broken:
 		char msg[STORE_ERR_MAX];
 
 		first_line(msg, sizeof msg, PQerrorMessage(c));
-		store_fail(&ps->base, "postgres: %s: %s", what, msg);
+		store_fail_kind(&ps->base, STORE_E_GONE, "postgres: %s: %s", what, msg);
 	}
 	drop_conn(ps);
 	return NULL;
@@ -866,7 +888,7 @@ static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), vo
 
 		first_line(msg, sizeof msg, PQerrorMessage(ps->conn));
 		drop_conn(ps);
-		return store_fail(s, "postgres: events: %s", msg);
+		return store_fail_kind(s, STORE_E_GONE, "postgres: events: %s", msg);
 	}
 	while ((nf = PQnotifies(ps->conn))) {
 		/* Our own releases come back too; only others' matter. */

@@ -8,16 +8,16 @@
  * acquire_all is one batch: BEGIN IMMEDIATE, the try_acquire upsert per
  * name, COMMIT: one write lock, one transaction, one fsync.  claim_all is
  * one such transaction too: it reads the clock once under the write lock,
- * then one conditional UPDATE per claim, judged by that reading.
+ * then judges each claim by that reading.
  * No transaction outlives the call that began it (none spans a sleep, a
  * poll or a run): the write lock is a lock on the file, and a process
  * stopped while it holds it stops every other replica's writes until it
  * resumes (docs/stores.md, "SQLite").
  * The operations written once (ops.c) reach SQLite through the driver at
  * the end of this file: its dialect table holds their statements, an entry
- * of several statements running in one BEGIN IMMEDIATE transaction.  The
- * claims, the ledger's writes and prune, acquire_all and floor are still
- * this file's own functions.
+ * of several statements running in one BEGIN IMMEDIATE transaction, a
+ * statement over a table of rows once per row.  acquire_all and the schema
+ * are still this file's own.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -41,7 +41,8 @@
 	X(sqlite3_bind_int64) X(sqlite3_bind_int) X(sqlite3_bind_null) X(sqlite3_column_int64) \
 	X(sqlite3_column_int) X(sqlite3_column_text) X(sqlite3_column_bytes) \
 	X(sqlite3_column_type) X(sqlite3_stricmp) X(sqlite3_libversion) X(sqlite3_vfs_find) \
-	X(sqlite3_vfs_register) X(sqlite3_bind_parameter_count) X(sqlite3_column_count)
+	X(sqlite3_vfs_register) X(sqlite3_bind_parameter_count) X(sqlite3_column_count) \
+	X(sqlite3_extended_errcode)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -79,6 +80,7 @@ static struct {
 #define sqlite3_vfs_register sq.sqlite3_vfs_register
 #define sqlite3_bind_parameter_count sq.sqlite3_bind_parameter_count
 #define sqlite3_column_count sq.sqlite3_column_count
+#define sqlite3_extended_errcode sq.sqlite3_extended_errcode
 
 static void *libsqlite;                 /* dlopen's handle, once loaded */
 
@@ -158,9 +160,32 @@ static const char *const sql_text[Q_MAX] = {
 	[Q_ROLLBACK] = "ROLLBACK",
 };
 
+/* The one place SQLite's errors become the store's kinds: the write lock
+ * not had within busy_timeout is a timeout; a file that cannot be read or
+ * written is gone. */
+static enum store_err_kind sq_kind(int code)
+{
+	switch (code & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return STORE_E_TIMEOUT;
+	case SQLITE_IOERR:
+	case SQLITE_CANTOPEN:
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT:
+		return STORE_E_GONE;
+	case SQLITE_CONSTRAINT:
+		return code == SQLITE_CONSTRAINT_PRIMARYKEY || code == SQLITE_CONSTRAINT_UNIQUE
+		       ? STORE_E_DUPLICATE : STORE_E_REFUSED;
+	default:
+		return STORE_E_REFUSED;
+	}
+}
+
 static int sq_fail(struct sq_store *ss, const char *what)
 {
-	return store_fail(&ss->base, "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
+	return store_fail_kind(&ss->base, sq_kind(sqlite3_extended_errcode(ss->db)),
+	                       "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
 }
 
 static void copy_text(char *dst, sqlite3_stmt *st, int col)
