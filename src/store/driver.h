@@ -11,7 +11,9 @@
  * A statement is one round trip and atomic on every provider: one statement
  * on PostgreSQL, one batch (its own transaction where it writes twice) on
  * SQL Server, and on SQLite one statement, or several separated by ';' run
- * in one BEGIN IMMEDIATE transaction (SQLite's dialect hook).
+ * in one BEGIN IMMEDIATE transaction (SQLite's dialect hook).  The one
+ * exception: a table of more rows than SQL Server's 2,100 parameters bind
+ * goes in several batches, each atomic (store.h: "per chunk").
  */
 #ifndef LEASH_STORE_DRIVER_H
 #define LEASH_STORE_DRIVER_H
@@ -139,9 +141,10 @@ struct store_param {
  * whose highest parameter is a table's once per row of it, in the one
  * transaction; SQL Server inserts the rows into the table variable of the
  * parameter's name where the batch says {@name}, in as many batches as its
- * 2,100 parameters need.  Of two tables, each row of the second names the
- * row of the first it goes with (its first cell is that row's first), and
- * a batch never parts them. */
+ * 2,100 parameters need.  Of two tables, the first's first cell is its
+ * row's number from 1, each row of the second names the row of the first
+ * it goes with by that number in its own first cell, and a batch never
+ * parts them. */
 #define SP_R(cells, rows, ncols) \
 	((struct store_param){ .kind = SP_ROWS, .r = (cells), .n = (rows), .cols = (ncols) })
 
