@@ -10,8 +10,8 @@ local ctl = os.getenv("LEASH_TEST_PG_CTL")
 
 local function elapsed_ms(f)
   local t = system.monotime()
-  local a, b = f()
-  return (system.monotime() - t) * 1000, a, b
+  local a, b, c = f()
+  return (system.monotime() - t) * 1000, a, b, c
 end
 
 local function pg_ctl(what)
@@ -81,9 +81,10 @@ describe("postgres outages", function()
         function() return s:list() end,
         function() return s:release("outage-stop", "B") end,
       }) do
-        local ms, r, e = elapsed_ms(op)
+        local ms, r, e, kind = elapsed_ms(op)
         assert.is_nil(r)
         assert.matches("^postgres: ", e)
+        assert.equal("gone", kind, e)
         assert.is_true(ms < 2500, ms .. " ms: " .. e)
       end
       assert.equal(-1, s:event_fd())
@@ -104,9 +105,10 @@ describe("postgres outages", function()
     assert.is_true(s:try_acquire("outage-freeze", "A", 60000))
     pg_ctl("pause")
     local good, err = pcall(function()
-      local ms, r, e = elapsed_ms(function() return s:renew("outage-freeze", "A", 60000) end)
+      local ms, r, e, kind = elapsed_ms(function() return s:renew("outage-freeze", "A", 60000) end)
       assert.is_nil(r)
       assert.matches("no answer within the timeout", e)
+      assert.equal("timeout", kind)
       assert.is_true(ms >= 900 and ms < 2500, ms .. " ms")
       s:set_timeout(300)                 -- a call bounded by the lease it concerns
       ms, r, e = elapsed_ms(function() return s:renew("outage-freeze", "A", 60000) end)

@@ -1,6 +1,8 @@
 /* bind/store.c - leash.core store bindings: core.open_store{...} and its methods,
  * as DESIGN.md "The C core as a Lua module" shows.  Every call goes through
- * the store_*() wrappers, so arguments are checked before any SQL. */
+ * the store_*() wrappers, so arguments are checked before any SQL.  A method
+ * that fails answers nil, err, kind (store_kind_name: "timeout", "gone",
+ * "refused", "duplicate" or "other"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,7 +98,8 @@ static int push_err(lua_State *L, struct store *s)
 {
 	lua_pushnil(L);
 	lua_pushstring(L, s->err[0] ? s->err : "store error");
-	return 2;
+	lua_pushstring(L, store_kind_name(s->kind));
+	return 3;
 }
 
 static void push_info(lua_State *L, const struct lease_info *in)

@@ -11,7 +11,9 @@
  * A statement is one round trip and atomic on every provider: one statement
  * on PostgreSQL, one batch (its own transaction where it writes twice) on
  * SQL Server, and on SQLite one statement, or several separated by ';' run
- * in one BEGIN IMMEDIATE transaction (SQLite's dialect hook).
+ * in one BEGIN IMMEDIATE transaction (SQLite's dialect hook).  The one
+ * exception: a table of more rows than SQL Server's 2,100 parameters bind
+ * goes in several batches, each atomic (store.h: "per chunk").
  */
 #ifndef LEASH_STORE_DRIVER_H
 #define LEASH_STORE_DRIVER_H
@@ -84,7 +86,26 @@
 	X(HANDOFF, "handoff") \
 	/* owner, names (texts) -> (name, token) of each lease owner holds \
 	 * unexpired; writes nothing */ \
-	X(HELD, "held")
+	X(HELD, "held") \
+	/* owner, CLAIMS -> (now, i) per claim i accepted, and a row (now, NULL) \
+	 * for the clock when none was */ \
+	X(CLAIM_ALL, "claim_all") \
+	/* owner, CLAIMS -> (anything, i) per claim i given back (and maybe a \
+	 * row whose i is NULL) */ \
+	X(UNCLAIM_ALL, "unclaim_all") \
+	/* owner, CLAIMS, RUNS led by their claim's i -> as CLAIM_ALL */ \
+	X(CLAIM_RUNS, "claim_runs") \
+	/* RUNS led by their job -> nothing */ \
+	X(RECORD_RUNS, "record_runs") \
+	/* keep ms, keep_per_job, max_rows -> (rows changed) */ \
+	X(PRUNE_RUNS, "prune_runs") \
+	/* -> anything: SELECT 1 */ \
+	X(FLOOR_SELECT, "floor") \
+	/* -> nothing: makes the floor's side table, one row keyed 'floor' */ \
+	X(FLOOR_MAKE, "floor") \
+	/* key -> nothing: a durable UPDATE of that row (an error while the \
+	 * side table is missing) */ \
+	X(FLOOR_UPDATE, "floor")
 
 /* RUN columns: job, owner, actor, outcome, error, scheduled_at, token,
  * claimed_at, started_at, ended_at, duration_ms, recorded_at, exit_code,
@@ -93,6 +114,10 @@
  * when there is none.
  * LEASE: (got 1 when owner holds it, owner, token, expires_at, now,
  * last_fire).
+ * CLAIMS: a table (SP_R) of (i, name, token, fire), i the claim's number
+ * from 1.  RUNS: a table of (lead, scheduled_at, owner, token, claimed_at,
+ * started_at, ended_at, outcome, exit_code, exit_signal, duration_ms,
+ * error, actor), NULL cells for unknown.
  * PRESENCE rows: (now, owner, host, pid, version, started_at, heartbeat,
  * draining, jobs_hash, jobs) sorted by owner (bytewise), drain markers left
  * out, and one row with owner NULL (the clock only) when there is none. */
@@ -130,13 +155,15 @@ enum store_stmt {
 extern const char *const store_stmt_what[ST_MAX];
 
 /* A typed parameter.  Text is borrowed for the call. */
-enum store_param_kind { SP_NULL, SP_INT, SP_TEXT, SP_TEXTS };
+enum store_param_kind { SP_NULL, SP_INT, SP_TEXT, SP_TEXTS, SP_ROWS };
 struct store_param {
 	enum store_param_kind kind;
 	int64_t i;
 	const char *s;
 	const char *const *v;           /* SP_TEXTS: v[0..n) */
-	size_t n;
+	size_t n;                       /* SP_TEXTS: elements; SP_ROWS: rows */
+	const struct store_param *r;    /* SP_ROWS: n rows of cols cells, row after row */
+	int cols;
 };
 #define SP_I(v) ((struct store_param){ .kind = SP_INT, .i = (v) })
 /* Text, or NULL when v is NULL. */
@@ -145,6 +172,19 @@ struct store_param {
  * SQLite, a list of parameters on SQL Server (@n1, @n2, ... where the
  * statement says @n). */
 #define SP_A(vs, len) ((struct store_param){ .kind = SP_TEXTS, .v = (vs), .n = (len) })
+/* A table: rows of ncols cells, each SP_INT, SP_TEXT or SP_NULL.  A
+ * statement takes its tables after its other parameters.  PostgreSQL
+ * binds a table as one array per column ($k, $k+1, ... in the column's
+ * order); SQLite as ?k, ?k+1, ... and runs each statement of the entry
+ * whose highest parameter is a table's once per row of it, in the one
+ * transaction; SQL Server inserts the rows into the table variable of the
+ * parameter's name where the batch says {@name}, in as many batches as its
+ * 2,100 parameters need.  Of two tables, the first's first cell is its
+ * row's number from 1, each row of the second names the row of the first
+ * it goes with by that number in its own first cell, and a batch never
+ * parts them. */
+#define SP_R(cells, rows, ncols) \
+	((struct store_param){ .kind = SP_ROWS, .r = (cells), .n = (rows), .cols = (ncols) })
 
 /* Called for each row of each result set (set counts the sets that had
  * columns, from 0).  Returns 0, or -1 to fail the call (with the reason in
@@ -166,6 +206,14 @@ struct store_driver {
 	 * statements of that many, counting each further one in s->calls. */
 	size_t params_max;
 };
+
+/* FLOOR_MAKE's table, as SQLite and PostgreSQL both take it: shaped like
+ * the lease table, so that its UPDATE costs what a lease write does. */
+#define FLOOR_TABLE \
+	"CREATE TABLE IF NOT EXISTS \"%1$s_floor_row\" (" \
+	" name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL," \
+	" token BIGINT NOT NULL, acquired_at BIGINT NOT NULL," \
+	" renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
 
 /* The readers, for row callbacks. */
 int64_t store_col_int(struct store *, int c);
@@ -217,5 +265,16 @@ int store_op_beat(struct store *, const struct store_replica *me, int64_t prune_
                   struct store_replica **rows, size_t *n, int64_t *now);
 int store_op_repair(struct store *, const char *name, struct store_repair *out);
 int store_op_corrupt_runs(struct store *, struct store_bad_run *rows, size_t *n);
+int store_op_claim_all(struct store *, const char *owner, const struct store_claim *claims,
+                       size_t n, int *ok, int64_t *now);
+int store_op_unclaim_all(struct store *, const char *owner, const struct store_claim *claims,
+                         size_t n, int *ok);
+int store_op_claim_runs(struct store *, const char *owner, const struct store_claim *claims,
+                        size_t n, const struct store_run *runs, size_t nruns, int *ok,
+                        int64_t *now);
+int store_op_record_runs(struct store *, const struct store_run *runs, size_t n);
+int store_op_prune_runs(struct store *, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
+                        int64_t *changed);
+int store_op_floor(struct store *, int kind);
 
 #endif

@@ -18,8 +18,9 @@
  * The operations written once (ops.c) reach SQL Server through the driver
  * at the end of this file (ms_exec): the dialect table's batches with their
  * declared parameters, an array bound as @n1, @n2, ... where the batch says
- * @n.  The claims, the ledger's writes and prune, acquire_all and floor are
- * still this file's own (batches of 650 claims, OUTPUT ... INTO).
+ * @n, a table of rows in multi-row VALUES lists where it says {@name}, in
+ * batches within 2,100 parameters.  acquire_all and the schema are still
+ * this file's own.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -33,7 +34,6 @@
 #include "store/driver.h"
 
 #define CHUNK 2000              /* names per renew_all/acquire_all/release_all batch (< 2,100 parameters) */
-#define CLAIM_CHUNK 650         /* claims per claim_all batch: 3 parameters each, + @owner */
 #define ROWS_MAX 1000           /* rows per INSERT ... VALUES (SQL Server's limit) */
 #define SQL_MAX 2048
 
@@ -66,7 +66,6 @@ struct ms_store {
 	int failed;                     /* an error was reported during this call */
 	int cancelling;                 /* this call timed out and sent a cancel */
 	int dupkey;                     /* the server reported a duplicate key */
-	int floor_ready;                /* the benchmark's side table exists */
 	char table[64];
 	char sql_runs_check[SQL_MAX];
 	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
@@ -180,17 +179,22 @@ static struct ms_store *handle_of(DBPROCESS *db)
 	return st ? st : opening;
 }
 
-/* Records the first error of a call; later ones only mark it failed. */
-static void note(struct ms_store *st, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+/* Records the first error of a call, and its kind; later ones only mark
+ * it failed.  With the handlers below, the one place db-lib's errors become
+ * the store's kinds: a server error is a refusal (a duplicate key is
+ * caught where it is expected), a timeout one, and every other db-lib
+ * error (no connection, a dead one, an answer cut short) gone. */
+static void note(struct ms_store *st, enum store_err_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static void note(struct ms_store *st, const char *fmt, ...)
+static void note(struct ms_store *st, enum store_err_kind kind, const char *fmt, ...)
 {
 	va_list ap;
 
 	st->failed = 1;
 	if (st->base.err[0])
 		return;
+	st->base.kind = kind;
 	va_start(ap, fmt);
 	vsnprintf(st->base.err, sizeof st->base.err, fmt, ap);
 	va_end(ap);
@@ -207,7 +211,8 @@ static int msg_handler(DBPROCESS *db, DBINT no, int state, int severity, char *t
 		st->dupkey = 1;
 		return 0;
 	}
-	note(st, "mssql %s:%d: server error %d: %s", st->host, st->port, (int)no, text);
+	note(st, STORE_E_REFUSED, "mssql %s:%d: server error %d: %s", st->host, st->port, (int)no,
+	     text);
 	return 0;
 }
 
@@ -230,7 +235,8 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		 * server the first statements on a new connection take 0.4-1 s:
 		 * a timeout could then follow every reconnect.) */
 		st->cancelling = 1;
-		note(st, "mssql %s:%d: no answer within %d s (statement timeout); cancelled",
+		note(st, STORE_E_TIMEOUT,
+		     "mssql %s:%d: no answer within %d s (statement timeout); cancelled",
 		     st->host, st->port, st->wait_s);
 		return INT_TIMEOUT;
 	}
@@ -238,6 +244,7 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		/* The cancel went unanswered as long: drop the connection (INT_CANCEL
 		 * closes it); the next call reconnects. */
 		st->failed = 1;
+		st->base.kind = STORE_E_TIMEOUT;
 		snprintf(st->base.err, sizeof st->base.err,
 		         "mssql %s:%d: no answer within %d s (statement timeout), nor to the "
 		         "cancel: connection dropped", st->host, st->port, st->wait_s);
@@ -245,12 +252,12 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 	}
 	lost = ours && dbdead(db) ? "connection lost: " : "";
 	if (dberr == SYBETIME)
-		note(st, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
+		note(st, STORE_E_TIMEOUT, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
 		     st->wait_s);
 	else if (oserr != DBNOERR && oserr != 0 && oserrstr)
-		note(st, "mssql %s:%d: %s%s (%s)", st->host, st->port, lost, dberrstr, oserrstr);
+		note(st, STORE_E_GONE, "mssql %s:%d: %s%s (%s)", st->host, st->port, lost, dberrstr, oserrstr);
 	else
-		note(st, "mssql %s:%d: %s%s", st->host, st->port, lost, dberrstr);
+		note(st, STORE_E_GONE, "mssql %s:%d: %s%s", st->host, st->port, lost, dberrstr);
 	return INT_CANCEL;
 }
 
@@ -299,7 +306,7 @@ static int connect_db(struct ms_store *st)
 	disconnect(st);
 	login = dblogin();
 	if (!login) {
-		note(st, "mssql: out of memory");
+		note(st, STORE_E_OTHER, "mssql: out of memory");
 		goto fail;
 	}
 	DBSETLUSER(login, st->user);
@@ -317,7 +324,7 @@ static int connect_db(struct ms_store *st)
 	opening = NULL;
 	dbloginfree(login);
 	if (!st->db) {
-		note(st, "mssql %s:%d: could not connect", st->host, st->port);
+		note(st, STORE_E_GONE, "mssql %s:%d: could not connect", st->host, st->port);
 		goto fail;
 	}
 	if (st->failed) {               /* a login error the server reported anyway */
@@ -399,11 +406,11 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
 	if (send_rpc(st->db, stmt, decl, p, np) != STORE_OK) {
-		note(st, "mssql %s:%d: could not send the request", st->host, st->port);
+		note(st, STORE_E_GONE, "mssql %s:%d: could not send the request", st->host, st->port);
 		goto fail;
 	}
 	if (read_results(st, row, arg) < 0)
-		note(st, "mssql %s:%d: %s", st->host, st->port,
+		note(st, STORE_E_GONE, "mssql %s:%d: %s", st->host, st->port,
 		     dbdead(st->db) ? "connection lost" : "could not read the answer");
 	if (st->failed)
 		goto fail;
@@ -560,759 +567,6 @@ fail:
 	return rc;
 }
 
-/* The UPDATE of the claims' leases (claim_all's, claim_runs'), formatted
- * with the table name: a lease row takes its claim's fire when @owner holds
- * it unexpired with the claim's token and its cursor is below the fire; the
- * names it took go into @r.  An UPDATE ... OUTPUT names its target by the
- * table's name, not in FROM: Babelfish refuses the target joined in FROM
- * (INNER JOIN) and runs it, comma-joined, as a cross product with the whole
- * table (the claims times the leases). */
-#define CLAIM_UPDATE \
-	"UPDATE [%1$s] SET last_fire = c.fire OUTPUT inserted.name INTO @r FROM @c AS c " \
-	"WHERE c.name = [%1$s].name AND [%1$s].owner = @owner AND [%1$s].token = c.token " \
-	"AND [%1$s].expires_at > @now AND ([%1$s].last_fire IS NULL OR [%1$s].last_fire < c.fire)"
-
-/* Rows of (i, ok, now), one per claim of the chunk. */
-struct claim_answer {
-	size_t at, k, rows;
-	int bad;
-	int *ok;
-	int64_t now;
-};
-
-static void claim_row(struct ms_store *st, int resno, void *arg)
-{
-	struct claim_answer *a = arg;
-	int64_t i = col_i64(st->db, 1);
-
-	if (i < 1 || (size_t)i > a->k) {
-		a->bad = 1;
-		return;
-	}
-	a->rows++;
-	a->ok[a->at + (size_t)i - 1] = col_i64(st->db, 2) != 0;
-	a->now = col_i64(st->db, 3);
-}
-
-/* One batch per CLAIM_CHUNK claims: the claims go into a table variable
- * keyed by name (bound as @n<i>, @t<i>, @f<i>), one UPDATE joins it to the
- * lease rows (in key order, as acquire_all's), and a SELECT answers every
- * claim with the batch's one clock reading.  back: unclaim_all's UPDATE
- * (the cursor steps back) and the DELETE of the fires' unstarted rows, in
- * one transaction, instead.  The wrapper counted the first batch; each
- * further one is counted here. */
-static int claims_batch(struct store *s, const char *owner, const struct store_claim *claims,
-                        size_t n, int *ok, int64_t *now, int back)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	size_t chunk = n < CLAIM_CHUNK ? n : CLAIM_CHUNK;
-	size_t sqlmax = 2 * SQL_MAX + chunk * 48, declmax = 64 + chunk * 64;
-	struct param *p = malloc((3 * chunk + 1) * sizeof *p);
-	char *pnames = malloc(chunk * 3 * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
-	int rc = STORE_ERR;
-
-	if (!p || !pnames || !sql || !decl) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	for (size_t at = 0; at < n; at += chunk) {
-		size_t k = n - at < chunk ? n - at : chunk;
-		size_t sl, dl;
-		struct claim_answer a = { at, k, 0, 0, ok, 0 };
-		int np = 0;
-
-		if (at > 0)
-			s->calls++;
-		sl = (size_t)snprintf(sql, sqlmax,
-		    "/* leash:%s */ SET NOCOUNT ON; SET XACT_ABORT ON; ", back ? "unclaim_all"
-		    : "claim_all");
-		sl += (size_t)snprintf(sql + sl, sqlmax - sl,
-		    "DECLARE @now BIGINT = " NOW "; "
-		    "DECLARE @c TABLE (i INT NOT NULL UNIQUE, "
-		    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-		    "token BIGINT NOT NULL, fire BIGINT NOT NULL); "
-		    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
-		    "INSERT INTO @c (i, name, token, fire) VALUES ");
-		dl = (size_t)snprintf(decl, declmax, "@owner " VC);
-		p[np++] = (struct param){ "@owner", owner, 0 };
-		for (size_t j = 0; j < k; j++) {
-			char *pn = pnames + j * 24;
-			const struct store_claim *c = &claims[at + j];
-
-			snprintf(pn, 8, "@n%zu", j + 1);
-			snprintf(pn + 8, 8, "@t%zu", j + 1);
-			snprintf(pn + 16, 8, "@f%zu", j + 1);
-			p[np++] = (struct param){ pn, c->name, 0 };
-			p[np++] = (struct param){ pn + 8, NULL, c->token };
-			p[np++] = (struct param){ pn + 16, NULL, c->fire };
-			dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC ", %s BIGINT, %s BIGINT",
-			                       pn, pn + 8, pn + 16);
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s, %s, %s)", j ? ", " : "",
-			                       j + 1, pn, pn + 8, pn + 16);
-		}
-		if (back)
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl,
-			    "; BEGIN TRANSACTION; "
-			    "UPDATE [%1$s] SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END "
-			    "OUTPUT inserted.name INTO @r FROM @c AS c WHERE c.name = [%1$s].name "
-			    "AND [%1$s].owner = @owner AND [%1$s].token = c.token "
-			    "AND [%1$s].last_fire = c.fire; "
-			    "DELETE x FROM [%1$s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
-			    "INNER JOIN @r AS r ON r.name = c.name "
-			    "WHERE x.scheduled_at = c.fire AND x.owner = @owner "
-			    "AND x.outcome = 'running' AND x.started_at IS NULL; "
-			    "COMMIT", st->table);
-		else
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl,
-			    "; " CLAIM_UPDATE, st->table);
-		snprintf(sql + sl, sqlmax - sl,
-		    "; SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
-		    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;");
-		if (call(st, sql, decl, p, np, claim_row, &a) != STORE_OK)
-			goto fail;
-		if (a.bad || a.rows != k) {
-			store_fail(s, "mssql %s:%d: %s: expected %zu rows, got %zu", st->host, st->port,
-			           back ? "unclaim_all" : "claim_all", k, a.rows);
-			goto fail;
-		}
-		if (now)
-			*now = a.now;
-	}
-	rc = STORE_OK;
-fail:
-	if (rc != STORE_OK)
-		for (size_t i = 0; i < n; i++)
-			ok[i] = 0;
-	free(p);
-	free(pnames);
-	free(sql);
-	free(decl);
-	return rc;
-}
-
-static int ms_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                        size_t n, int *ok, int64_t *now)
-{
-	return claims_batch(s, owner, claims, n, ok, now, 0);
-}
-
-static int ms_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                          size_t n, int *ok)
-{
-	return claims_batch(s, owner, claims, n, ok, NULL, 1);
-}
-
-
-/* ---- the run ledger ----
- *
- * Rows go into a table variable @w (see ROW_VALUES below), then one UPDATE
- * of the rows that exist and
- * one INSERT ... WHERE NOT EXISTS of the others, in a transaction with
- * XACT_ABORT ON: any error, and a cancel after a statement timeout, rolls
- * back the whole batch.  No MERGE (its races and bugs are well known) and
- * no OPENJSON (not on every server we support). */
-
-#define PARAM_BUDGET 2000       /* parameters per ledger batch (< 2,100, with @stmt, @params, @owner) */
-
-/* The ledger's columns, in the order the batches write and read them. */
-#define RUN_COLS "job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
-	"exit_code, exit_signal, duration_ms, error, actor, recorded_at"
-/* @w's columns after its key. */
-#define W_COLS "token " "BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, " \
-	"ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, " \
-	"exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, actor " VC " NULL"
-
-/* One batch being built: its text, its declarations and its parameters
- * (their names, 8 bytes each, in names). */
-struct batch {
-	char *sql, *decl, *names;
-	size_t sl, sqlmax, dl, declmax;
-	struct param *p;
-	int np, maxp;
-};
-
-static void app(char *buf, size_t *len, size_t max, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void app(char *buf, size_t *len, size_t max, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (*len >= max)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(buf + *len, max - *len, fmt, ap);
-	va_end(ap);
-	*len = n < 0 ? max : *len + (size_t)n < max ? *len + (size_t)n : max;
-}
-
-static int batch_init(struct batch *b, size_t sqlmax, int maxp)
-{
-	b->sqlmax = sqlmax;
-	b->declmax = 64 + (size_t)maxp * 32;
-	b->maxp = maxp;
-	b->sql = malloc(b->sqlmax);
-	b->decl = malloc(b->declmax);
-	b->names = malloc((size_t)maxp * 8);
-	b->p = malloc((size_t)maxp * sizeof *b->p);
-	b->sl = b->dl = 0;
-	b->np = 0;
-	return b->sql && b->decl && b->names && b->p ? 0 : -1;
-}
-
-static void batch_free(struct batch *b)
-{
-	free(b->sql);
-	free(b->decl);
-	free(b->names);
-	free(b->p);
-}
-
-static void batch_reset(struct batch *b)
-{
-	b->sl = b->dl = 0;
-	b->np = 0;
-	b->decl[0] = '\0';
-}
-
-/* Binds one parameter @<tag><j> (a string of SQL type `type` when s is set,
- * else the BIGINT v) and appends its name to the text. */
-static void bind_one(struct batch *b, const char *sep, char tag, size_t j, const char *type,
-                     const char *s, int64_t v)
-{
-	char *pn = b->names + (size_t)b->np * 8;
-
-	snprintf(pn, 8, "@%c%zu", tag, j);
-	b->p[b->np++] = (struct param){ pn, s, v };
-	app(b->decl, &b->dl, b->declmax, "%s%s %s", b->dl ? ", " : "", pn, s ? type : "BIGINT");
-	app(b->sql, &b->sl, b->sqlmax, "%s%s", sep, pn);
-}
-
-/* Both writers put their rows into @w with multi-row VALUES lists (at most
- * ROWS_MAX rows an INSERT), each value a parameter bound once per batch
- * however many rows share it: the distinct strings as @s<k> (NVARCHAR(1024)),
- * the distinct numbers as @v<k> (BIGINT), a NULL as the word NULL.  The
- * batch's text grows with its rows and nothing in it is read more than once,
- * so the cost is linear in the rows.  A batch ends where the next row could
- * need more parameters than SQL Server's 2,100 allow. */
-#define ROW_VALUES 13           /* values in a row: the most it can add to the pool */
-#define BATCH_ROWS 5000         /* rows per batch, whatever they share */
-#define POOL_CAP PARAM_BUDGET   /* distinct values per batch */
-#define POOL_SLOTS 4096         /* > 2 * POOL_CAP: each kind's hash table */
-#define ROW_TEXT 128            /* a row's text at most: a lead and 12 references */
-/* @w's columns after the lead, in the order of a row's values. */
-#define W_NAMES "scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
-	"exit_code, exit_signal, duration_ms, error, actor"
-
-/* The distinct values of one kind: an open-addressing table of 1-based
- * indexes; pos[i] is value i's slot, so that the values added last can be
- * taken back (no earlier value's probe runs through them). */
-struct valset {
-	int n;
-	int pos[POOL_CAP];
-	int slot[POOL_SLOTS];
-};
-
-/* The distinct values of one batch.  mark_s/mark_v: the counts to go back to
- * (pool_undo). */
-struct pool {
-	struct valset s, v;
-	const char *strs[POOL_CAP];
-	int64_t nums[POOL_CAP];
-	int mark_s, mark_v;
-};
-
-static void pool_clear(struct pool *pl)
-{
-	memset(pl->s.slot, 0, sizeof pl->s.slot);
-	memset(pl->v.slot, 0, sizeof pl->v.slot);
-	pl->s.n = pl->v.n = 0;
-}
-
-static int pool_size(const struct pool *pl)
-{
-	return pl->s.n + pl->v.n;
-}
-
-static void pool_mark(struct pool *pl)
-{
-	pl->mark_s = pl->s.n;
-	pl->mark_v = pl->v.n;
-}
-
-/* Takes back the values added since pool_mark(). */
-static void pool_undo(struct pool *pl)
-{
-	while (pl->s.n > pl->mark_s)
-		pl->s.slot[pl->s.pos[--pl->s.n]] = 0;
-	while (pl->v.n > pl->mark_v)
-		pl->v.slot[pl->v.pos[--pl->v.n]] = 0;
-}
-
-/* String v's index (1-based), added when missing; 0 for NULL ("" too:
- * db-lib sends it as NULL).  The caller keeps room for it (POOL_CAP). */
-static int pool_str(struct pool *pl, const char *v)
-{
-	uint32_t h = 2166136261u;
-	size_t at;
-
-	if (!v || !*v)
-		return 0;
-	for (const char *c = v; *c; c++)
-		h = (h ^ (unsigned char)*c) * 16777619u;
-	for (at = h % POOL_SLOTS; pl->s.slot[at]; at = (at + 1) % POOL_SLOTS)
-		if (strcmp(pl->strs[pl->s.slot[at] - 1], v) == 0)
-			return pl->s.slot[at];
-	pl->strs[pl->s.n] = v;
-	pl->s.pos[pl->s.n++] = (int)at;
-	pl->s.slot[at] = pl->s.n;
-	return pl->s.n;
-}
-
-/* Number v's index (1-based), added when missing; 0 for -1 when nullable
- * (STORE_NO_TIME, STORE_NO_CODE: NULL). */
-static int pool_num(struct pool *pl, int64_t v, int nullable)
-{
-	uint64_t h = (uint64_t)v * 0x9E3779B97F4A7C15u;
-	size_t at;
-
-	if (nullable && v == -1)
-		return 0;
-	for (at = (size_t)(h >> 40) % POOL_SLOTS; pl->v.slot[at]; at = (at + 1) % POOL_SLOTS)
-		if (pl->nums[pl->v.slot[at] - 1] == v)
-			return pl->v.slot[at];
-	pl->nums[pl->v.n] = v;
-	pl->v.pos[pl->v.n++] = (int)at;
-	pl->v.slot[at] = pl->v.n;
-	return pl->v.n;
-}
-
-/* Row r's values in @w's order after its lead (claim_runs: the claim's
- * number, record_runs: the job), as pool indexes, adding those missing:
- * s[] strings (owner, outcome, error, actor), v[] numbers (scheduled_at,
- * token, claimed_at, started_at, ended_at, exit_code, exit_signal,
- * duration_ms); 0 is NULL.  A claim's rows carry no claimed_at: the batch
- * writes its @now. */
-struct row_refs {
-	int job, s[4], v[8];
-};
-
-static void pool_row(struct pool *pl, const struct store_run *r, int claim,
-                     struct row_refs *ref)
-{
-	ref->job = claim ? 0 : pool_str(pl, r->job);
-	ref->s[0] = pool_str(pl, r->owner);
-	ref->s[1] = pool_str(pl, r->outcome);
-	ref->s[2] = pool_str(pl, r->error);
-	ref->s[3] = pool_str(pl, r->actor);
-	ref->v[0] = pool_num(pl, r->scheduled_at, 0);
-	ref->v[1] = pool_num(pl, r->token, 0);
-	ref->v[2] = pool_num(pl, claim ? STORE_NO_TIME : r->claimed_at, 1);
-	ref->v[3] = pool_num(pl, r->started_at, 1);
-	ref->v[4] = pool_num(pl, r->ended_at, 1);
-	ref->v[5] = pool_num(pl, r->exit_code, 1);
-	ref->v[6] = pool_num(pl, r->exit_signal, 1);
-	ref->v[7] = pool_num(pl, r->duration_ms, 1);
-}
-
-/* Appends "@<tag><i>", or NULL for 0. */
-static void app_ref(struct batch *b, char tag, int i)
-{
-	if (i)
-		app(b->sql, &b->sl, b->sqlmax, ", @%c%d", tag, i);
-	else
-		app(b->sql, &b->sl, b->sqlmax, ", NULL");
-}
-
-/* Appends row r's tuple, the j-th (0-based) of the batch's rows: its lead
- * (the claim's number when claim > 0, else the job), then W_NAMES' values;
- * every ROWS_MAX rows a new INSERT INTO @w begins.  Its values are in the
- * pool already, so looking them up adds none. */
-static void app_row(struct batch *b, struct pool *pl, const struct store_run *r, size_t claim,
-                    size_t j)
-{
-	struct row_refs ref;
-
-	pool_row(pl, r, claim > 0, &ref);
-	if (j % ROWS_MAX == 0)
-		app(b->sql, &b->sl, b->sqlmax, "%sINSERT INTO @w (%s, " W_NAMES ") VALUES ",
-		    j ? "; " : "", claim ? "i" : "job");
-	else
-		app(b->sql, &b->sl, b->sqlmax, ", ");
-	if (claim)
-		app(b->sql, &b->sl, b->sqlmax, "(%zu", claim);
-	else
-		app(b->sql, &b->sl, b->sqlmax, "(@s%d", ref.job);
-	app_ref(b, 'v', ref.v[0]);      /* scheduled_at */
-	app_ref(b, 's', ref.s[0]);      /* owner */
-	for (int k = 1; k <= 4; k++)    /* token, claimed_at, started_at, ended_at */
-		app_ref(b, 'v', ref.v[k]);
-	app_ref(b, 's', ref.s[1]);      /* outcome */
-	for (int k = 5; k <= 7; k++)    /* exit_code, exit_signal, duration_ms */
-		app_ref(b, 'v', ref.v[k]);
-	app_ref(b, 's', ref.s[2]);      /* error */
-	app_ref(b, 's', ref.s[3]);      /* actor */
-	app(b->sql, &b->sl, b->sqlmax, ")");
-}
-
-/* Binds the pool's values: @s<k> and @v<k>. */
-static void bind_pool(struct batch *b, const struct pool *pl)
-{
-	for (int i = 0; i < pl->s.n; i++) {
-		char *pn = b->names + (size_t)b->np * 8;
-
-		snprintf(pn, 8, "@s%d", i + 1);
-		b->p[b->np++] = (struct param){ pn, pl->strs[i], 0 };
-		app(b->decl, &b->dl, b->declmax, "%s%s " EC, b->dl ? ", " : "", pn);
-	}
-	for (int i = 0; i < pl->v.n; i++) {
-		char *pn = b->names + (size_t)b->np * 8;
-
-		snprintf(pn, 8, "@v%d", i + 1);
-		b->p[b->np++] = (struct param){ pn, NULL, pl->nums[i] };
-		app(b->decl, &b->dl, b->declmax, "%s%s BIGINT", b->dl ? ", " : "", pn);
-	}
-}
-
-/* claim_runs: the runs of each claim, in their order, as indexes into runs
- * (first[c] .. first[c + 1] in order[]).  The wrapper refused a key listed
- * twice, so @w's key (claim, scheduled_at, owner) holds. */
-static int group_runs(const struct store_run *runs, size_t nruns, size_t n, size_t *first,
-                      size_t *order)
-{
-	size_t *fill = malloc((n + 1) * sizeof *fill);
-
-	if (!fill)
-		return -1;
-	memset(first, 0, (n + 1) * sizeof *first);
-	for (size_t k = 0; k < nruns; k++)
-		first[runs[k].claim + 1]++;
-	for (size_t c = 0; c < n; c++)
-		first[c + 1] += first[c];
-	memcpy(fill, first, (n + 1) * sizeof *fill);
-	for (size_t k = 0; k < nruns; k++)
-		order[fill[runs[k].claim]++] = k;
-	free(fill);
-	return 0;
-}
-
-/* Adds claim c's rows to the pool of a batch that has nclaims claims with
- * it; 0 when they fit the batch's parameters (1 + 3 a claim + the pool),
- * else -1 with the pool as it was. */
-static int pool_claim(struct pool *pl, const struct store_run *runs, const size_t *first,
-                      const size_t *order, size_t c, size_t nclaims)
-{
-	struct row_refs ref;
-
-	pool_mark(pl);
-	for (size_t q = first[c]; q < first[c + 1]; q++) {
-		if (pool_size(pl) + ROW_VALUES > POOL_CAP) {
-			pool_undo(pl);
-			return -1;
-		}
-		pool_row(pl, &runs[order[q]], 1, &ref);
-	}
-	if (1 + 3 * nclaims + (size_t)pool_size(pl) > PARAM_BUDGET) {
-		pool_undo(pl);
-		return -1;
-	}
-	return 0;
-}
-
-/* One claim_runs batch: claims [c0, c1) with their rows (rows of them),
- * whose values are in the pool. */
-static void claim_runs_sql(struct ms_store *st, struct batch *b, const char *owner,
-                           const struct store_claim *claims, size_t c0, size_t c1,
-                           struct pool *pl, const struct store_run *runs, const size_t *first,
-                           const size_t *order, size_t rows)
-{
-	const char *t = st->table;
-	size_t j = 0;
-
-	batch_reset(b);
-	app(b->sql, &b->sl, b->sqlmax,
-	    "/* leash:claim_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @c TABLE (i INT NOT NULL UNIQUE, "
-	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
-	    "token BIGINT NOT NULL, fire BIGINT NOT NULL); "
-	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
-	    "DECLARE @w TABLE (i INT NOT NULL, scheduled_at BIGINT NOT NULL, "
-	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, " W_COLS ", "
-	    "PRIMARY KEY (i, scheduled_at, owner)); "
-	    "INSERT INTO @c (i, name, token, fire) VALUES ");
-	app(b->decl, &b->dl, b->declmax, "@owner " VC);
-	b->p[b->np++] = (struct param){ "@owner", owner, 0 };
-	for (size_t c = c0; c < c1; c++) {
-		app(b->sql, &b->sl, b->sqlmax, "%s(%zu", c > c0 ? ", " : "", c - c0 + 1);
-		bind_one(b, ", ", 'n', c - c0 + 1, VC, claims[c].name, 0);
-		bind_one(b, ", ", 't', c - c0 + 1, "", NULL, claims[c].token);
-		bind_one(b, ", ", 'f', c - c0 + 1, "", NULL, claims[c].fire);
-		app(b->sql, &b->sl, b->sqlmax, ")");
-	}
-	app(b->sql, &b->sl, b->sqlmax, "; ");
-	for (size_t c = c0; c < c1; c++)
-		for (size_t q = first[c]; q < first[c + 1]; q++)
-			app_row(b, pl, &runs[order[q]], c - c0 + 1, j++);
-	bind_pool(b, pl);
-	app(b->sql, &b->sl, b->sqlmax, "%sBEGIN TRANSACTION; ", rows ? "; " : "");
-	app(b->sql, &b->sl, b->sqlmax, CLAIM_UPDATE "; ", t);
-	if (rows)
-		app(b->sql, &b->sl, b->sqlmax,
-		    "UPDATE x SET token = w.token, claimed_at = @now, started_at = w.started_at, "
-		    "ended_at = w.ended_at, outcome = w.outcome, exit_code = w.exit_code, "
-		    "exit_signal = w.exit_signal, duration_ms = w.duration_ms, error = w.error, "
-		    "actor = w.actor, recorded_at = @now "
-		    "FROM [%s_runs] AS x, @c AS c, @r AS r, @w AS w WHERE c.name = x.job "
-		    "AND r.name = c.name AND w.i = c.i AND w.scheduled_at = x.scheduled_at "
-		    "AND w.owner = x.owner; "
-		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
-		    "SELECT c.name, w.scheduled_at, w.owner, w.token, @now, w.started_at, "
-		    "w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
-		    "w.actor, @now FROM @w AS w INNER JOIN @c AS c ON c.i = w.i "
-		    "INNER JOIN @r AS r ON r.name = c.name "
-		    "WHERE NOT EXISTS (SELECT 1 FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
-		    "WHERE x.job = c.name AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); ",
-		    t, t, t);
-	app(b->sql, &b->sl, b->sqlmax,
-	    "COMMIT; "
-	    "SELECT c.i, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END, @now "
-	    "FROM @c AS c LEFT JOIN @r AS r ON r.name = c.name;");
-}
-
-/* Batches of claims with their rows: at most CLAIM_CHUNK claims, BATCH_ROWS
- * rows and PARAM_BUDGET parameters (3 a claim, 1 a distinct value) each, a
- * claim never apart from its rows.  The wrapper counted the first batch;
- * each further one is counted here. */
-static int ms_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
-                         size_t n, const struct store_run *runs, size_t nruns, int *ok,
-                         int64_t *now)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	size_t *first = malloc((n + 1) * sizeof *first);
-	size_t *order = malloc((nruns ? nruns : 1) * sizeof *order);
-	struct pool *pl = malloc(sizeof *pl);
-	struct batch b = { 0 };
-	int rc = STORE_ERR;
-
-	for (size_t i = 0; i < n; i++)
-		ok[i] = 0;
-	if (!first || !order || !pl || group_runs(runs, nruns, n, first, order) < 0 ||
-	    batch_init(&b, 4 * SQL_MAX + CLAIM_CHUNK * 48 + BATCH_ROWS * ROW_TEXT,
-	               PARAM_BUDGET + 1) < 0) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	/* A claim whose rows cannot ride with it in one batch is refused before
-	 * any batch goes: no chunk is claimed when the call cannot be whole. */
-	for (size_t c = 0; c < n; c++) {
-		pool_clear(pl);
-		if (first[c + 1] - first[c] > BATCH_ROWS ||
-		    pool_claim(pl, runs, first, order, c, 1) < 0) {
-			store_fail(s, "mssql %s:%d: claim_runs: the claim of \"%s\" carries %zu rows "
-			           "(with their values, more than one batch of SQL Server's 2,100 "
-			           "parameters holds)", st->host, st->port, claims[c].name,
-			           first[c + 1] - first[c]);
-			goto fail;
-		}
-	}
-	for (size_t c0 = 0, batches = 0; c0 < n; batches++) {
-		size_t c1 = c0, rows = 0;
-		struct claim_answer a = { c0, 0, 0, 0, ok, 0 };
-
-		pool_clear(pl);
-		while (c1 < n && c1 - c0 < CLAIM_CHUNK) {
-			size_t k = first[c1 + 1] - first[c1];
-
-			if (rows + k > BATCH_ROWS ||
-			    pool_claim(pl, runs, first, order, c1, c1 - c0 + 1) < 0)
-				break;          /* this claim goes with the next batch */
-			rows += k;
-			c1++;
-		}
-		if (batches > 0)
-			s->calls++;
-		a.k = c1 - c0;
-		claim_runs_sql(st, &b, owner, claims, c0, c1, pl, runs, first, order, rows);
-		if (b.sl >= b.sqlmax) {         /* app() cut it */
-			store_fail(s, "mssql: claim_runs: batch text too long");
-			goto fail;
-		}
-		if (call(st, b.sql, b.decl, b.p, b.np, claim_row, &a) != STORE_OK)
-			goto fail;
-		if (a.bad || a.rows != a.k) {
-			store_fail(s, "mssql %s:%d: claim_runs: expected %zu rows, got %zu", st->host,
-			           st->port, a.k, a.rows);
-			goto fail;
-		}
-		*now = a.now;
-		c0 = c1;
-	}
-	rc = STORE_OK;
-fail:
-	if (rc != STORE_OK)
-		for (size_t i = 0; i < n; i++)
-			ok[i] = 0;
-	batch_free(&b);
-	free(first);
-	free(order);
-	free(pl);
-	return rc;
-}
-
-/* record_runs: as many rows per batch as BATCH_ROWS and the parameters
- * allow (the wrapper refused a key listed twice, so @w's key holds). */
-static int ms_record_runs(struct store *s, const struct store_run *rows, size_t m)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct batch b = { 0 };
-	struct pool *pl = malloc(sizeof *pl);
-	int rc = STORE_ERR;
-
-	if (!pl || batch_init(&b, 4 * SQL_MAX + BATCH_ROWS * ROW_TEXT, PARAM_BUDGET) < 0) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	for (size_t at = 0, batches = 0; at < m; batches++) {
-		size_t k = 0;
-		struct row_refs ref;
-
-		pool_clear(pl);
-		while (at + k < m && k < BATCH_ROWS && pool_size(pl) + ROW_VALUES <= POOL_CAP)
-			pool_row(pl, &rows[at + k++], 0, &ref);
-		if (batches > 0)
-			s->calls++;
-		batch_reset(&b);
-		app(b.sql, &b.sl, b.sqlmax,
-		    "/* leash:record_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
-		    "DECLARE @now BIGINT = " NOW "; "
-		    "DECLARE @w TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-		    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-		    W_COLS ", PRIMARY KEY (job, scheduled_at, owner)); ");
-		for (size_t j = 0; j < k; j++)
-			app_row(&b, pl, &rows[at + j], 0, j);
-		bind_pool(&b, pl);
-		app(b.sql, &b.sl, b.sqlmax,
-		    "; BEGIN TRANSACTION; "
-		    "UPDATE x SET token = w.token, outcome = w.outcome, "
-		    "claimed_at = COALESCE(w.claimed_at, x.claimed_at), "
-		    "started_at = COALESCE(w.started_at, x.started_at), "
-		    "ended_at = COALESCE(w.ended_at, x.ended_at), "
-		    "exit_code = COALESCE(w.exit_code, x.exit_code), "
-		    "exit_signal = COALESCE(w.exit_signal, x.exit_signal), "
-		    "duration_ms = COALESCE(w.duration_ms, x.duration_ms), "
-		    "error = COALESCE(w.error, x.error), actor = COALESCE(w.actor, x.actor), "
-		    "recorded_at = @now "
-		    "FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK), @w AS w "
-		    "WHERE w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
-		    "INSERT INTO [%s_runs] (" RUN_COLS ") "
-		    "SELECT w.job, w.scheduled_at, w.owner, w.token, w.claimed_at, w.started_at, "
-		    "w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
-		    "w.actor, @now FROM @w AS w "
-		    "WHERE NOT EXISTS (SELECT 1 FROM [%s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
-		    "WHERE x.job = w.job AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
-		    "COMMIT;", st->table, st->table, st->table);
-		if (b.sl >= b.sqlmax) {         /* app() cut it */
-			store_fail(s, "mssql: record_runs: batch text too long");
-			goto fail;
-		}
-		if (call(st, b.sql, b.decl, b.p, b.np, NULL, NULL) != STORE_OK)
-			goto fail;
-		at += k;
-	}
-	rc = STORE_OK;
-fail:
-	batch_free(&b);
-	free(pl);
-	return rc;
-}
-
-static void count_row(struct ms_store *st, int resno, void *arg)
-{
-	*(int64_t *)arg = col_i64(st->db, 1);
-}
-
-/* Three steps sharing max_rows (each TOP of what the earlier left), each by
- * an index, as on the other providers:
- * lost: running rows below their lease's token (the filtered index on
- * (job, token)), unless old enough for the age step;
- * age: rows scheduled before db now - keep (the scheduled_at index);
- * per job: for each lease, its keep_per_job-th newest row (scheduled_at
- * DESC, owner DESC: its range of the primary key walked backwards, an
- * OFFSET inside one job, never a window over the table), and that job's
- * rows below it by the same key, but no running row (a run still going
- * keeps its row) and none this call marked lost. */
-static int ms_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
-                         size_t max_rows, int64_t *changed)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	struct param p[] = { { "@keep", NULL, keep_ms }, { "@per_job", NULL, keep_per_job },
-	                     { "@max", NULL, (int64_t)max_rows } };
-	char sql[3 * SQL_MAX];
-	int64_t n = 0;
-
-	snprintf(sql, sizeof sql,
-	    "/* leash:prune_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @cut BIGINT = @now - @keep, @n BIGINT = 0; "
-	    "DECLARE @lost TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	    "PRIMARY KEY (job, scheduled_at, owner)); "
-	    "UPDATE TOP (@max) [%1$s_runs] SET outcome = N'lost', recorded_at = @now "
-	    "OUTPUT inserted.job, inserted.scheduled_at, inserted.owner INTO @lost "
-	    "FROM [%1$s] AS l WHERE l.name = [%1$s_runs].job "
-	    "AND [%1$s_runs].outcome = N'running' AND [%1$s_runs].token < l.token "
-	    "AND [%1$s_runs].scheduled_at >= @cut; "
-	    "SET @n = @@ROWCOUNT; "
-	    "IF @n < @max BEGIN "
-	    "DELETE TOP (@max - @n) FROM [%1$s_runs] WHERE scheduled_at < @cut; "
-	    "SET @n = @n + @@ROWCOUNT; END; "
-	    "IF @n < @max BEGIN "
-	    "DELETE TOP (@max - @n) x FROM [%1$s_runs] AS x INNER JOIN "
-	    "(SELECT l.name, k.scheduled_at, k.owner FROM [%1$s] AS l CROSS APPLY "
-	    "(SELECT r.scheduled_at, r.owner FROM [%1$s_runs] AS r WHERE r.job = l.name "
-	    "ORDER BY r.scheduled_at DESC, r.owner DESC "
-	    "OFFSET @per_job - 1 ROWS FETCH NEXT 1 ROWS ONLY) AS k) AS cut "
-	    "ON x.job = cut.name AND (x.scheduled_at < cut.scheduled_at "
-	    "OR (x.scheduled_at = cut.scheduled_at AND x.owner < cut.owner)) "
-	    "WHERE x.scheduled_at >= @cut AND x.outcome <> N'running' "
-	    "AND NOT EXISTS (SELECT 1 FROM @lost AS d WHERE d.job = x.job "
-	    "AND d.scheduled_at = x.scheduled_at AND d.owner = x.owner); "
-	    "SET @n = @n + @@ROWCOUNT; END; "
-	    "SELECT @n;", st->table);
-	if (call(st, sql, "@keep BIGINT, @per_job BIGINT, @max BIGINT", p, 3, count_row, &n) !=
-	    STORE_OK)
-		return STORE_ERR;
-	*changed = n;
-	return STORE_OK;
-}
-
-/* The benchmark's floors: a bare round trip through sp_executesql, and a
- * durable one-row UPDATE of a side table made on first use. */
-static int ms_floor(struct store *s, int kind)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	char sql[512];
-
-	if (kind == STORE_FLOOR_SELECT)
-		return call(st, "/* leash:floor_select */ SELECT 1;", "", NULL, 0, NULL, NULL);
-	if (!st->floor_ready) {
-		snprintf(sql, sizeof sql,
-		    "/* leash:floor_create */ IF OBJECT_ID(N'[%s_floor]', N'U') IS NULL "
-		    "BEGIN BEGIN TRY CREATE TABLE [%s_floor] (id INT NOT NULL PRIMARY KEY, "
-		    "v BIGINT NOT NULL); INSERT INTO [%s_floor] VALUES (1, 0); END TRY "
-		    "BEGIN CATCH IF ERROR_NUMBER() NOT IN (2714, 2627) THROW; END CATCH END;",
-		    st->table, st->table, st->table);
-		if (call(st, sql, "", NULL, 0, NULL, NULL) != STORE_OK)
-			return STORE_ERR;
-		st->floor_ready = 1;
-	}
-	snprintf(sql, sizeof sql,
-	    "/* leash:floor_update */ UPDATE [%s_floor] SET v = v + 1 WHERE id = 1;", st->table);
-	return call(st, sql, "", NULL, 0, NULL, NULL);
-}
-
 static int secs_of(int ms)
 {
 	return ms <= 0 ? 1 : (ms + 999) / 1000;
@@ -1358,14 +612,14 @@ static const struct store_ops ms_ops = {
 	.close = ms_close,
 	.acquire_all = ms_acquire_all,
 	.set_timeout = ms_set_timeout,
-	.floor = ms_floor,
+	.floor = store_op_floor,
 	.release_all = store_op_release_all,
-	.claim_all = ms_claim_all,
-	.claim_runs = ms_claim_runs,
-	.record_runs = ms_record_runs,
+	.claim_all = store_op_claim_all,
+	.claim_runs = store_op_claim_runs,
+	.record_runs = store_op_record_runs,
 	.read_runs = store_op_read_runs,
 	.last_runs = store_op_last_runs,
-	.prune_runs = ms_prune_runs,
+	.prune_runs = store_op_prune_runs,
 	.beat = store_op_beat,
 	.leave = store_op_leave,
 	.replicas = store_op_replicas,
@@ -1374,7 +628,7 @@ static const struct store_ops ms_ops = {
 	.health = store_op_health,
 	.drain = store_op_drain,
 	.renew_beat = store_op_renew_beat,
-	.unclaim_all = ms_unclaim_all,
+	.unclaim_all = store_op_unclaim_all,
 	.repair = store_op_repair,
 	.corrupt_runs = store_op_corrupt_runs,
 	.handoff = store_op_handoff,
@@ -1648,6 +902,34 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 	"r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, " \
 	"r.exit_signal"
 
+/* The CLAIMS table (driver.h) keyed by name, and the names of the claims
+ * taken; the answer: (now, i) per claim taken, or (now, NULL). */
+#define CLAIMS_DECL \
+	"DECLARE @c TABLE (i INT NOT NULL UNIQUE, " \
+	"name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, " \
+	"token BIGINT NOT NULL, fire BIGINT NOT NULL); " \
+	"DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
+#define CLAIMS_ANSWER \
+	"SELECT @now, x.i FROM (SELECT 1 AS one) t LEFT JOIN (SELECT c.i FROM @c AS c " \
+	"INNER JOIN @r AS r ON r.name = c.name) AS x ON 1 = 1;"
+/* The UPDATE of the claims' leases: a lease row takes its claim's fire
+ * when @owner holds it unexpired with the claim's token and its cursor is
+ * below the fire; the names it took go into @r.  An UPDATE ... OUTPUT
+ * names its target by the table's name, not in FROM: Babelfish refuses
+ * the target joined in FROM (INNER JOIN) and runs it, comma-joined, as a
+ * cross product with the whole table (the claims times the leases). */
+#define CLAIM_UPDATE \
+	"UPDATE [%1$s] SET last_fire = c.fire OUTPUT inserted.name INTO @r FROM @c AS c " \
+	"WHERE c.name = [%1$s].name AND [%1$s].owner = @owner AND [%1$s].token = c.token " \
+	"AND [%1$s].expires_at > @now AND ([%1$s].last_fire IS NULL OR [%1$s].last_fire < c.fire)"
+/* The ledger's columns, in the order the batches write and read them, and
+ * @w's columns after its key. */
+#define RUN_COLS "job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome, " \
+	"exit_code, exit_signal, duration_ms, error, actor, recorded_at"
+#define W_COLS "token BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, " \
+	"ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, " \
+	"exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, actor " VC " NULL"
+
 /* Each statement: its batch (%1$s the table) and its parameters, declared
  * in the catalogue's order.  A batch that writes twice is one transaction
  * (XACT_ABORT ON).  An empty string may arrive as NULL (db-lib), hence the
@@ -1905,12 +1187,142 @@ static const struct {
 	"SELECT TOP (" STORE_SQL_STR(STORE_BAD_RUNS_MAX) ") job, scheduled_at FROM [%1$s_runs] "
 	"WHERE " STORE_SQL_RUN_AT_BAD " ORDER BY job, scheduled_at;",
 	"" },
+	/* Claims: @c keyed by name (so the UPDATE meets the lease rows in key
+	 * order, whatever order the caller listed them in), one UPDATE of the
+	 * leases it takes (their names into @r), and the answer with the
+	 * batch's one clock reading. */
+	[ST_CLAIM_ALL] = {
+	"/* leash:claim_all */ SET NOCOUNT ON; SET XACT_ABORT ON; "
+	"DECLARE @now BIGINT = " NOW "; " CLAIMS_DECL "{@c}" CLAIM_UPDATE "; " CLAIMS_ANSWER,
+	"@owner " VC ", @c ROWS 650" },
+	/* The cursors step back and the fires' unstarted rows go, in one
+	 * transaction. */
+	[ST_UNCLAIM_ALL] = {
+	"/* leash:unclaim_all */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	"DECLARE @now BIGINT = " NOW "; " CLAIMS_DECL "{@c}"
+	"BEGIN TRANSACTION; "
+	"UPDATE [%1$s] SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END "
+	"OUTPUT inserted.name INTO @r FROM @c AS c WHERE c.name = [%1$s].name "
+	"AND [%1$s].owner = @owner AND [%1$s].token = c.token "
+	"AND [%1$s].last_fire = c.fire; "
+	"DELETE x FROM [%1$s_runs] AS x INNER JOIN @c AS c ON c.name = x.job "
+	"INNER JOIN @r AS r ON r.name = c.name "
+	"WHERE x.scheduled_at = c.fire AND x.owner = @owner "
+	"AND x.outcome = 'running' AND x.started_at IS NULL; "
+	"COMMIT; " CLAIMS_ANSWER,
+	"@owner " VC ", @c ROWS 650" },
+	/* claim_all's UPDATE and, in the same transaction, the rows of the
+	 * claims it took: those whose key exists replaced whole, the others
+	 * inserted; claimed_at is @now. */
+	[ST_CLAIM_RUNS] = {
+	"/* leash:claim_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	"DECLARE @now BIGINT = " NOW "; " CLAIMS_DECL
+	"DECLARE @w TABLE (i INT NOT NULL, scheduled_at BIGINT NOT NULL, "
+	"owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, " W_COLS ", "
+	"PRIMARY KEY (i, scheduled_at, owner)); "
+	"{@c}{@w}BEGIN TRANSACTION; " CLAIM_UPDATE "; "
+	"UPDATE x SET token = w.token, claimed_at = @now, started_at = w.started_at, "
+	"ended_at = w.ended_at, outcome = w.outcome, exit_code = w.exit_code, "
+	"exit_signal = w.exit_signal, duration_ms = w.duration_ms, error = w.error, "
+	"actor = w.actor, recorded_at = @now "
+	"FROM [%1$s_runs] AS x, @c AS c, @r AS r, @w AS w WHERE c.name = x.job "
+	"AND r.name = c.name AND w.i = c.i AND w.scheduled_at = x.scheduled_at "
+	"AND w.owner = x.owner; "
+	"INSERT INTO [%1$s_runs] (" RUN_COLS ") "
+	"SELECT c.name, w.scheduled_at, w.owner, w.token, @now, w.started_at, "
+	"w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
+	"w.actor, @now FROM @w AS w INNER JOIN @c AS c ON c.i = w.i "
+	"INNER JOIN @r AS r ON r.name = c.name "
+	"WHERE NOT EXISTS (SELECT 1 FROM [%1$s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
+	"WHERE x.job = c.name AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
+	"COMMIT; " CLAIMS_ANSWER,
+	"@owner " VC ", @c ROWS 650, @w ROWS" },
+	/* The rows into @w, then one UPDATE of those that exist (a NULL keeps
+	 * the stored field) and one INSERT of the others, in one transaction. */
+	[ST_RECORD_RUNS] = {
+	"/* leash:record_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	"DECLARE @now BIGINT = " NOW "; "
+	"DECLARE @w TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	"scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	W_COLS ", PRIMARY KEY (job, scheduled_at, owner)); "
+	"{@w}BEGIN TRANSACTION; "
+	"UPDATE x SET token = w.token, outcome = w.outcome, "
+	"claimed_at = COALESCE(w.claimed_at, x.claimed_at), "
+	"started_at = COALESCE(w.started_at, x.started_at), "
+	"ended_at = COALESCE(w.ended_at, x.ended_at), "
+	"exit_code = COALESCE(w.exit_code, x.exit_code), "
+	"exit_signal = COALESCE(w.exit_signal, x.exit_signal), "
+	"duration_ms = COALESCE(w.duration_ms, x.duration_ms), "
+	"error = COALESCE(w.error, x.error), actor = COALESCE(w.actor, x.actor), "
+	"recorded_at = @now "
+	"FROM [%1$s_runs] AS x WITH (UPDLOCK, HOLDLOCK), @w AS w "
+	"WHERE w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
+	"INSERT INTO [%1$s_runs] (" RUN_COLS ") "
+	"SELECT w.job, w.scheduled_at, w.owner, w.token, w.claimed_at, w.started_at, "
+	"w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
+	"w.actor, @now FROM @w AS w "
+	"WHERE NOT EXISTS (SELECT 1 FROM [%1$s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
+	"WHERE x.job = w.job AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
+	"COMMIT;",
+	"@w ROWS" },
+	/* Three steps sharing max_rows (each TOP of what the earlier left), each by
+	 * an index, as on the other providers:
+	 * lost: running rows below their lease's token (the filtered index on
+	 * (job, token)), unless old enough for the age step;
+	 * age: rows scheduled before db now - keep (the scheduled_at index);
+	 * per job: for each lease, its keep_per_job-th newest row (scheduled_at
+	 * DESC, owner DESC: its range of the primary key walked backwards, an
+	 * OFFSET inside one job, never a window over the table), and that job's
+	 * rows below it by the same key, but no running row (a run still going
+	 * keeps its row) and none this call marked lost. */
+	[ST_PRUNE_RUNS] = {
+	"/* leash:prune_runs */ SET NOCOUNT ON; SET XACT_ABORT ON; " ISO
+	"DECLARE @now BIGINT = " NOW "; "
+	"DECLARE @cut BIGINT = @now - @keep, @n BIGINT = 0; "
+	"DECLARE @lost TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	"scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
+	"PRIMARY KEY (job, scheduled_at, owner)); "
+	"UPDATE TOP (@max) [%1$s_runs] SET outcome = N'lost', recorded_at = @now "
+	"OUTPUT inserted.job, inserted.scheduled_at, inserted.owner INTO @lost "
+	"FROM [%1$s] AS l WHERE l.name = [%1$s_runs].job "
+	"AND [%1$s_runs].outcome = N'running' AND [%1$s_runs].token < l.token "
+	"AND [%1$s_runs].scheduled_at >= @cut; "
+	"SET @n = @@ROWCOUNT; "
+	"IF @n < @max BEGIN "
+	"DELETE TOP (@max - @n) FROM [%1$s_runs] WHERE scheduled_at < @cut; "
+	"SET @n = @n + @@ROWCOUNT; END; "
+	"IF @n < @max BEGIN "
+	"DELETE TOP (@max - @n) x FROM [%1$s_runs] AS x INNER JOIN "
+	"(SELECT l.name, k.scheduled_at, k.owner FROM [%1$s] AS l CROSS APPLY "
+	"(SELECT r.scheduled_at, r.owner FROM [%1$s_runs] AS r WHERE r.job = l.name "
+	"ORDER BY r.scheduled_at DESC, r.owner DESC "
+	"OFFSET @per_job - 1 ROWS FETCH NEXT 1 ROWS ONLY) AS k) AS cut "
+	"ON x.job = cut.name AND (x.scheduled_at < cut.scheduled_at "
+	"OR (x.scheduled_at = cut.scheduled_at AND x.owner < cut.owner)) "
+	"WHERE x.scheduled_at >= @cut AND x.outcome <> N'running' "
+	"AND NOT EXISTS (SELECT 1 FROM @lost AS d WHERE d.job = x.job "
+	"AND d.scheduled_at = x.scheduled_at AND d.owner = x.owner); "
+	"SET @n = @n + @@ROWCOUNT; END; "
+	"SELECT @n;",
+	"@keep BIGINT, @per_job BIGINT, @max BIGINT" },
+	/* The benchmark's floors: a bare round trip through sp_executesql, and a
+	 * durable one-row UPDATE of a side table made on first use. */
+	[ST_FLOOR_SELECT] = { "/* leash:floor_select */ SELECT 1;", "" },
+	[ST_FLOOR_MAKE] = {
+	"/* leash:floor_create */ IF OBJECT_ID(N'[%1$s_floor]', N'U') IS NULL "
+	"BEGIN BEGIN TRY CREATE TABLE [%1$s_floor] (id INT NOT NULL PRIMARY KEY, "
+	"v BIGINT NOT NULL); INSERT INTO [%1$s_floor] VALUES (1, 0); END TRY "
+	"BEGIN CATCH IF ERROR_NUMBER() NOT IN (2714, 2627) THROW; END CATCH END;",
+	"" },
+	[ST_FLOOR_UPDATE] = {
+	"/* leash:floor_update */ UPDATE [%1$s_floor] SET v = v + 1 WHERE id = 1;",
+	"@key " VC },
 };
 
 static int build_dialect(struct ms_store *st)
 {
 	for (int i = 0; i < ST_MAX; i++) {
-		size_t n = strlen(dialect[i].text) + 8 * strlen(st->table) + 1;
+		size_t n = (size_t)snprintf(NULL, 0, dialect[i].text, st->table) + 1;
 
 		if (!(st->text[i] = malloc(n)))
 			return -1;
@@ -1998,6 +1410,390 @@ static char *expand(const char *src, const char *name, size_t n, const char *typ
 	return out;
 }
 
+/* ---- tables (SP_ROWS): multi-row VALUES lists in batches ----
+ *
+ * A table's rows go into the table variable of its name, which the batch
+ * declares, where the batch says {@name}: INSERT ... VALUES lists of at
+ * most ROWS_MAX rows.  A row's first cell, when a number (a row number),
+ * is written as it is; every other value is a parameter bound once per
+ * batch however many rows share it: the distinct strings as @s<k>
+ * (NVARCHAR(1024)), the distinct numbers as @v<k> (BIGINT), a NULL as the
+ * word NULL.  The batch's text grows with its rows and nothing in it is
+ * read more than once, so the cost is linear in the rows.  A batch ends
+ * where the next row (of two tables: the next row of the first with the
+ * rows of the second that name it) could need more parameters than SQL
+ * Server's 2,100 allow, or past BATCH_ROWS rows, or past the rows of the
+ * first table its declaration allows a batch ("@c ROWS 650": the claims'
+ * batches stay the size they were measured at).  No MERGE (its races and
+ * bugs are well known) and no OPENJSON (not on every server we support). */
+#define PARAM_BUDGET 2000       /* parameters per batch (< 2,100, with @stmt and @params) */
+#define BATCH_ROWS 5000         /* rows per batch, whatever they share */
+#define POOL_CAP PARAM_BUDGET   /* distinct values per batch */
+#define POOL_SLOTS 4096         /* > 2 * POOL_CAP: each kind's hash table */
+
+/* One batch being built: its text, its declarations and its parameters
+ * (their names, 8 bytes each, in names). */
+struct batch {
+	char *sql, *decl, *names;
+	size_t sl, sqlmax, dl, declmax;
+	struct param *p;
+	int np, maxp;
+};
+
+static void app(char *buf, size_t *len, size_t max, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void app(char *buf, size_t *len, size_t max, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len >= max)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *len, max - *len, fmt, ap);
+	va_end(ap);
+	*len = n < 0 ? max : *len + (size_t)n < max ? *len + (size_t)n : max;
+}
+
+static int batch_init(struct batch *b, size_t sqlmax, int maxp)
+{
+	b->sqlmax = sqlmax;
+	b->declmax = 64 + (size_t)maxp * 32;
+	b->maxp = maxp;
+	b->sql = malloc(b->sqlmax);
+	b->decl = malloc(b->declmax);
+	b->names = malloc((size_t)maxp * 8);
+	b->p = malloc((size_t)maxp * sizeof *b->p);
+	b->sl = b->dl = 0;
+	b->np = 0;
+	return b->sql && b->decl && b->names && b->p ? 0 : -1;
+}
+
+static void batch_free(struct batch *b)
+{
+	free(b->sql);
+	free(b->decl);
+	free(b->names);
+	free(b->p);
+}
+
+static void batch_reset(struct batch *b)
+{
+	b->sl = b->dl = 0;
+	b->np = 0;
+	b->decl[0] = '\0';
+}
+
+/* The distinct values of one kind: an open-addressing table of 1-based
+ * indexes; pos[i] is value i's slot, so that the values added last can be
+ * taken back (no earlier value's probe runs through them). */
+struct valset {
+	int n;
+	int pos[POOL_CAP];
+	int slot[POOL_SLOTS];
+};
+
+/* The distinct values of one batch.  mark_s/mark_v: the counts to go back to
+ * (pool_undo). */
+struct pool {
+	struct valset s, v;
+	const char *strs[POOL_CAP];
+	int64_t nums[POOL_CAP];
+	int mark_s, mark_v;
+};
+
+static void pool_clear(struct pool *pl)
+{
+	memset(pl->s.slot, 0, sizeof pl->s.slot);
+	memset(pl->v.slot, 0, sizeof pl->v.slot);
+	pl->s.n = pl->v.n = 0;
+}
+
+static int pool_size(const struct pool *pl)
+{
+	return pl->s.n + pl->v.n;
+}
+
+static void pool_mark(struct pool *pl)
+{
+	pl->mark_s = pl->s.n;
+	pl->mark_v = pl->v.n;
+}
+
+/* Takes back the values added since pool_mark(). */
+static void pool_undo(struct pool *pl)
+{
+	while (pl->s.n > pl->mark_s)
+		pl->s.slot[pl->s.pos[--pl->s.n]] = 0;
+	while (pl->v.n > pl->mark_v)
+		pl->v.slot[pl->v.pos[--pl->v.n]] = 0;
+}
+
+/* String v's index (1-based), added when missing; 0 for NULL ("" too:
+ * db-lib sends it as NULL).  The caller keeps room for it (POOL_CAP). */
+static int pool_str(struct pool *pl, const char *v)
+{
+	uint32_t h = 2166136261u;
+	size_t at;
+
+	if (!v || !*v)
+		return 0;
+	for (const char *c = v; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	for (at = h % POOL_SLOTS; pl->s.slot[at]; at = (at + 1) % POOL_SLOTS)
+		if (strcmp(pl->strs[pl->s.slot[at] - 1], v) == 0)
+			return pl->s.slot[at];
+	pl->strs[pl->s.n] = v;
+	pl->s.pos[pl->s.n++] = (int)at;
+	pl->s.slot[at] = pl->s.n;
+	return pl->s.n;
+}
+
+/* Number v's index (1-based), added when missing; 0 for -1 when nullable
+ * (STORE_NO_TIME, STORE_NO_CODE: NULL). */
+static int pool_num(struct pool *pl, int64_t v, int nullable)
+{
+	uint64_t h = (uint64_t)v * 0x9E3779B97F4A7C15u;
+	size_t at;
+
+	if (nullable && v == -1)
+		return 0;
+	for (at = (size_t)(h >> 40) % POOL_SLOTS; pl->v.slot[at]; at = (at + 1) % POOL_SLOTS)
+		if (pl->nums[pl->v.slot[at] - 1] == v)
+			return pl->v.slot[at];
+	pl->nums[pl->v.n] = v;
+	pl->v.pos[pl->v.n++] = (int)at;
+	pl->v.slot[at] = pl->v.n;
+	return pl->v.n;
+}
+
+/* Adds row r of table t to the pool (every value but a numeric first
+ * cell); -1 when it might not fit (what it added stays: see pool_group). */
+static int pool_row(struct pool *pl, const struct store_param *t, size_t r)
+{
+	const struct store_param *c = &t->r[r * (size_t)t->cols];
+
+	if (pool_size(pl) + t->cols > POOL_CAP)
+		return -1;
+	for (int k = 0; k < t->cols; k++)
+		if (c[k].kind == SP_TEXT)
+			pool_str(pl, c[k].s);
+		else if (c[k].kind == SP_INT && k > 0)
+			pool_num(pl, c[k].i, 0);
+	return 0;
+}
+
+/* The rows of the second table grouped by the row of the first they name
+ * (first[c] .. first[c + 1] in order[]); -1 when one names none. */
+struct groups {
+	size_t *first, *order;
+};
+
+static int group_rows(struct groups *g, const struct store_param *t1, const struct store_param *t2)
+{
+	size_t n = t1->n, *fill = malloc((n + 1) * sizeof *fill);
+	int rc = -1;
+
+	g->first = calloc(n + 2, sizeof *g->first);
+	g->order = malloc((t2->n ? t2->n : 1) * sizeof *g->order);
+	if (!fill || !g->first || !g->order)
+		goto out;
+	for (size_t k = 0; k < t2->n; k++) {
+		const struct store_param *c = &t2->r[k * (size_t)t2->cols];
+
+		if (c->kind != SP_INT || c->i < 1 || (uint64_t)c->i > n)
+			goto out;
+		g->first[c->i]++;
+	}
+	for (size_t c = 0; c < n; c++)
+		g->first[c + 1] += g->first[c];
+	memcpy(fill, g->first, (n + 1) * sizeof *fill);
+	for (size_t k = 0; k < t2->n; k++)
+		g->order[fill[t2->r[k * (size_t)t2->cols].i - 1]++] = k;
+	rc = 0;
+out:
+	free(fill);
+	return rc;
+}
+
+/* Adds row c of t1 and its rows of t2 to the pool: 0 when they fit with
+ * nscal other parameters, else -1 with the pool as it was. */
+static int pool_group(struct pool *pl, const struct store_param *t1, const struct store_param *t2,
+                      const struct groups *g, size_t c, int nscal)
+{
+	pool_mark(pl);
+	if (pool_row(pl, t1, c) < 0)
+		goto undo;
+	for (size_t q = t2 ? g->first[c] : 0; t2 && q < g->first[c + 1]; q++)
+		if (pool_row(pl, t2, g->order[q]) < 0)
+			goto undo;
+	if (nscal + pool_size(pl) <= PARAM_BUDGET)
+		return 0;
+undo:
+	pool_undo(pl);
+	return -1;
+}
+
+/* Appends one cell: its value, or the pool's parameter that holds it. */
+static void app_cell(struct batch *b, struct pool *pl, const struct store_param *c, int k)
+{
+	const char *sep = k ? ", " : "(";
+	int i;
+
+	if (c->kind == SP_INT && k == 0)
+		app(b->sql, &b->sl, b->sqlmax, "(%lld", (long long)c->i);
+	else if (c->kind == SP_INT)
+		app(b->sql, &b->sl, b->sqlmax, "%s@v%d", sep, pool_num(pl, c->i, 0));
+	else if (c->kind == SP_TEXT && (i = pool_str(pl, c->s)))
+		app(b->sql, &b->sl, b->sqlmax, "%s@s%d", sep, i);
+	else
+		app(b->sql, &b->sl, b->sqlmax, "%sNULL", sep);
+}
+
+/* Appends the INSERTs of k rows of table t into @name: rows idx[at..], or
+ * at.. when idx is NULL. */
+static void app_rows(struct batch *b, struct pool *pl, const char *name,
+                     const struct store_param *t, const size_t *idx, size_t at, size_t k)
+{
+	for (size_t j = 0; j < k; j++) {
+		const struct store_param *c = &t->r[(idx ? idx[at + j] : at + j) * (size_t)t->cols];
+
+		app(b->sql, &b->sl, b->sqlmax, j % ROWS_MAX ? ", " : "INSERT INTO %s VALUES ", name);
+		for (int x = 0; x < t->cols; x++)
+			app_cell(b, pl, &c[x], x);
+		app(b->sql, &b->sl, b->sqlmax, ")%s", j % ROWS_MAX == ROWS_MAX - 1 || j == k - 1
+		                                       ? "; " : "");
+	}
+}
+
+/* Binds the pool's values: @s<k> and @v<k>. */
+static void bind_pool(struct batch *b, const struct pool *pl)
+{
+	for (int i = 0; i < pl->s.n; i++) {
+		char *pn = b->names + (size_t)b->np * 8;
+
+		snprintf(pn, 8, "@s%d", i + 1);
+		b->p[b->np++] = (struct param){ pn, pl->strs[i], 0 };
+		app(b->decl, &b->dl, b->declmax, "%s%s " EC, b->dl ? ", " : "", pn);
+	}
+	for (int i = 0; i < pl->v.n; i++) {
+		char *pn = b->names + (size_t)b->np * 8;
+
+		snprintf(pn, 8, "@v%d", i + 1);
+		b->p[b->np++] = (struct param){ pn, NULL, pl->nums[i] };
+		app(b->decl, &b->dl, b->declmax, "%s%s BIGINT", b->dl ? ", " : "", pn);
+	}
+}
+
+/* The text of one batch: the entry's, each {@name} of a table replaced by
+ * its rows of the batch (of t1 rows [c0, c1), of t2 their groups'). */
+static void table_text(struct batch *b, struct pool *pl, const char *text, const char *n1,
+                       const struct store_param *t1, const char *n2,
+                       const struct store_param *t2, const struct groups *g, size_t c0,
+                       size_t c1)
+{
+	while (*text) {
+		const char *open = strchr(text, '{'), *close;
+
+		if (!open || !(close = strchr(open, '}'))) {
+			app(b->sql, &b->sl, b->sqlmax, "%s", text);
+			return;
+		}
+		app(b->sql, &b->sl, b->sqlmax, "%.*s", (int)(open - text), text);
+		if (strncmp(open + 1, n1, (size_t)(close - open - 1)) == 0)
+			app_rows(b, pl, n1, t1, NULL, c0, c1 - c0);
+		else if (t2 && strncmp(open + 1, n2, (size_t)(close - open - 1)) == 0)
+			app_rows(b, pl, n2, t2, g->order, g->first[c0], g->first[c1] - g->first[c0]);
+		text = close + 1;
+	}
+}
+
+/* ms_exec for an entry that takes tables (after its other parameters,
+ * par[0..nscal) with their declaration decl): as many batches as the
+ * rows need, each its own round trip. */
+static int exec_tables(struct ms_store *st, int q, const struct param *par, int nscal,
+                       const char *decl, const struct store_param *p, int np,
+                       char names[][32], struct exec_rows *x)
+{
+	const struct store_param *t1 = NULL, *t2 = NULL;
+	const char *n1 = NULL, *n2 = NULL, *what = store_stmt_what[q];
+	struct groups g = { NULL, NULL };
+	struct pool *pl = malloc(sizeof *pl);
+	struct batch b = { 0 };
+	size_t rows, row_text, most = SIZE_MAX;
+	const char *cap;
+	int rc = STORE_ERR;
+
+	for (int i = 0; i < np; i++)
+		if (p[i].kind == SP_ROWS && !t1)
+			t1 = &p[i], n1 = names[i];
+		else if (p[i].kind == SP_ROWS)
+			t2 = &p[i], n2 = names[i];
+	/* "@c ROWS 650": at most 650 rows of it a batch. */
+	if ((cap = strstr(dialect[q].decl, n1)) && strncmp(cap + strlen(n1), " ROWS ", 6) == 0)
+		most = strtoul(cap + strlen(n1) + 6, NULL, 10);
+	rows = t1->n + (t2 ? t2->n : 0);
+	row_text = 24 * (size_t)(t1->cols > (t2 ? t2->cols : 0) ? t1->cols : t2->cols) + 8;
+	if (rows > BATCH_ROWS + 1)
+		rows = 2 * BATCH_ROWS;
+	if (!pl || batch_init(&b, strlen(st->text[q]) + rows * row_text + 64 * (rows / ROWS_MAX + 4),
+	                      nscal + POOL_CAP) < 0 || (t2 && group_rows(&g, t1, t2) < 0)) {
+		store_fail(&st->base, "mssql: %s: out of memory, or a row of no row", what);
+		goto fail;
+	}
+	/* A row whose rows cannot go with it in one batch is refused before
+	 * any batch goes: nothing is written when the call cannot be whole. */
+	for (size_t c = 0; t2 && c < t1->n; c++) {
+		const struct store_param *name = &t1->r[c * (size_t)t1->cols + 1];
+
+		pool_clear(pl);
+		if (g.first[c + 1] - g.first[c] > BATCH_ROWS || pool_group(pl, t1, t2, &g, c, nscal) < 0) {
+			store_fail(&st->base, "mssql %s:%d: %s: \"%s\" carries %zu rows (with their values, "
+			           "more than one batch of SQL Server's 2,100 parameters holds)", st->host,
+			           st->port, what, name->kind == SP_TEXT ? name->s : "?",
+			           g.first[c + 1] - g.first[c]);
+			goto fail;
+		}
+	}
+	for (size_t c0 = 0, batches = 0; c0 < t1->n || batches == 0; batches++) {
+		size_t c1 = c0, k = 0;
+
+		pool_clear(pl);
+		while (c1 < t1->n && c1 - c0 < most) {
+			size_t more = t2 ? g.first[c1 + 1] - g.first[c1] : 1;
+
+			if (k + more > BATCH_ROWS || pool_group(pl, t1, t2, &g, c1, nscal) < 0)
+				break;          /* this row goes with the next batch */
+			k += more;
+			c1++;
+		}
+		if (batches > 0)
+			st->base.calls++;
+		batch_reset(&b);
+		app(b.decl, &b.dl, b.declmax, "%s", decl);
+		memcpy(b.p, par, (size_t)nscal * sizeof *par);
+		b.np = nscal;
+		table_text(&b, pl, st->text[q], n1, t1, n2, t2, &g, c0, c1);
+		bind_pool(&b, pl);
+		if (b.sl >= b.sqlmax || b.dl >= b.declmax) {    /* app() cut it */
+			store_fail(&st->base, "mssql: %s: batch text too long", what);
+			goto fail;
+		}
+		if (call(st, b.sql, b.decl, b.p, b.np, x->row ? exec_row : NULL, x) != STORE_OK ||
+		    x->failed)
+			goto fail;
+		c0 = c1;
+	}
+	rc = STORE_OK;
+fail:
+	batch_free(&b);
+	free(pl);
+	free(g.first);
+	free(g.order);
+	return rc;
+}
+
 static int ms_exec(struct store *s, int q, const struct store_param *p, int np,
                    store_row_fn row, void *arg)
 {
@@ -2008,11 +1804,12 @@ static int ms_exec(struct store *s, int q, const struct store_param *p, int np,
 	struct exec_rows x = { row, arg, 0 };
 	const char *d = dialect[q].decl;
 	size_t npar = 0, arr = (size_t)-1;
-	int rc = STORE_ERR;
+	int rc = STORE_ERR, tables = 0;
 
 	for (int i = 0; i < np; i++) {
 		size_t len;
 
+		tables |= p[i].kind == SP_ROWS;
 		while (*d == ' ' || *d == ',')
 			d++;
 		len = strcspn(d, " ");
@@ -2033,6 +1830,25 @@ static int ms_exec(struct store *s, int q, const struct store_param *p, int np,
 	}
 	if (!(par = malloc((npar ? npar : 1) * sizeof *par)))
 		goto oom;
+	if (tables) {
+		/* The tables come last: the declaration's part before them. */
+		const char *all = dialect[q].decl, *cut = strstr(all, " ROWS");
+		size_t dl = (size_t)(cut - all);
+		int nscal = 0;
+
+		while (dl > 0 && all[dl] != '@')
+			dl--;
+		while (dl > 0 && (all[dl - 1] == ' ' || all[dl - 1] == ','))
+			dl--;
+		if (!(decl = strndup(all, dl)))
+			goto oom;
+		for (int i = 0; i < np; i++)
+			if (p[i].kind != SP_ROWS)
+				par[nscal++] = (struct param){ names[i], p[i].kind == SP_TEXT ? p[i].s
+				                               : p[i].kind == SP_NULL ? "" : NULL, p[i].i };
+		rc = exec_tables(st, q, par, nscal, decl, p, np, names, &x);
+		goto done;
+	}
 	if (arr != (size_t)-1) {
 		/* The array's elements are @n1, @n2, ...: the text lists them
 		 * where it says @n, the declaration declares each.  No element is

@@ -708,3 +708,178 @@ int store_op_last_runs(struct store *s, struct store_job_runs **rows, size_t *n,
 	*now = a.now;
 	return STORE_OK;
 }
+
+/* ---- claims and the ledger's writes ---- */
+
+/* The CLAIMS table (driver.h) of claims[0..n): 4 cells a claim. */
+static struct store_param *claim_cells(struct store *s, const struct store_claim *c, size_t n)
+{
+	struct store_param *t = malloc((n ? n : 1) * 4 * sizeof *t);
+
+	if (!t) {
+		store_fail(s, "%s: out of memory", s->ops->name);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		t[4 * i] = SP_I((int64_t)i + 1);
+		t[4 * i + 1] = SP_T(c[i].name);
+		t[4 * i + 2] = SP_I(c[i].token);
+		t[4 * i + 3] = SP_I(c[i].fire);
+	}
+	return t;
+}
+
+#define RUN_CELLS 13
+static struct store_param or_null(int64_t v, int64_t null)
+{
+	return v == null ? SP_T(NULL) : SP_I(v);
+}
+
+/* The RUNS table (driver.h): each row led by its claim's number (claims
+ * set: claimed_at is the database's now, so none is sent) or its job. */
+static struct store_param *run_cells(struct store *s, const struct store_run *r, size_t n,
+                                     int claims)
+{
+	struct store_param *t = malloc((n ? n : 1) * RUN_CELLS * sizeof *t);
+
+	if (!t) {
+		store_fail(s, "%s: out of memory", s->ops->name);
+		return NULL;
+	}
+	for (size_t k = 0; k < n; k++, r++) {
+		struct store_param *c = t + k * RUN_CELLS;
+
+		c[0] = claims ? SP_I((int64_t)r->claim + 1) : SP_T(r->job);
+		c[1] = SP_I(r->scheduled_at);
+		c[2] = SP_T(r->owner);
+		c[3] = SP_I(r->token);
+		c[4] = or_null(claims ? STORE_NO_TIME : r->claimed_at, STORE_NO_TIME);  /* a claim's is now */
+		c[5] = or_null(r->started_at, STORE_NO_TIME);
+		c[6] = or_null(r->ended_at, STORE_NO_TIME);
+		c[7] = SP_T(r->outcome);
+		c[8] = or_null(r->exit_code, STORE_NO_CODE);
+		c[9] = or_null(r->exit_signal, STORE_NO_CODE);
+		c[10] = or_null(r->duration_ms, STORE_NO_TIME);
+		c[11] = SP_T(r->error);
+		c[12] = SP_T(r->actor);
+	}
+	return t;
+}
+
+struct claim_answer {
+	int *ok;
+	size_t n;
+	int64_t now;
+};
+
+/* A (now, i) row: claim i (from 1) accepted; i NULL: the clock only. */
+static int claim_row(struct store *s, void *arg, int set)
+{
+	struct claim_answer *a = arg;
+	int64_t i = store_col_or(s, 1, 0);
+
+	(void)set;
+	if (!s->drv->is_null(s, 0))
+		a->now = store_col_int(s, 0);
+	if (i < 0 || (uint64_t)i > a->n) {
+		store_fail(s, "%s: claim %lld in the answer is not one of the %zu", s->ops->name,
+		           (long long)i, a->n);
+		return -1;
+	}
+	if (i > 0)
+		a->ok[i - 1] = 1;
+	return 0;
+}
+
+/* CLAIM_ALL, UNCLAIM_ALL or CLAIM_RUNS (runs set).  On an error no claim
+ * counts as accepted. */
+static int claims_call(struct store *s, int st, const char *owner,
+                       const struct store_claim *claims, size_t n, const struct store_run *runs,
+                       size_t nruns, int *ok, int64_t *now)
+{
+	struct store_param *c = claim_cells(s, claims, n), *r = NULL;
+	struct claim_answer a = { ok, n, 0 };
+	int rc = STORE_ERR;
+
+	if (c && (!runs || (r = run_cells(s, runs, nruns, 1)))) {
+		struct store_param p[] = { SP_T(owner), SP_R(c, n, 4), SP_R(r, nruns, RUN_CELLS) };
+
+		rc = store_exec(s, st, p, runs ? 3 : 2, claim_row, &a);
+	}
+	free(c);
+	free(r);
+	for (size_t i = 0; i < n && rc != STORE_OK; i++)
+		ok[i] = 0;
+	if (rc == STORE_OK && now)
+		*now = a.now;
+	return rc;
+}
+
+int store_op_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                       size_t n, int *ok, int64_t *now)
+{
+	return claims_call(s, ST_CLAIM_ALL, owner, claims, n, NULL, 0, ok, now);
+}
+
+int store_op_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
+                         size_t n, int *ok)
+{
+	return claims_call(s, ST_UNCLAIM_ALL, owner, claims, n, NULL, 0, ok, NULL);
+}
+
+int store_op_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
+                        size_t n, const struct store_run *runs, size_t nruns, int *ok,
+                        int64_t *now)
+{
+	/* A claim without rows still goes as a table of none. */
+	static const struct store_run none;
+
+	return claims_call(s, ST_CLAIM_RUNS, owner, claims, n, nruns ? runs : &none, nruns, ok,
+	                   now);
+}
+
+int store_op_record_runs(struct store *s, const struct store_run *runs, size_t n)
+{
+	struct store_param *r = run_cells(s, runs, n, 0);
+	int rc;
+
+	if (!r)
+		return STORE_ERR;
+	{
+		struct store_param p[] = { SP_R(r, n, RUN_CELLS) };
+
+		rc = store_exec(s, ST_RECORD_RUNS, p, 1, NULL, NULL);
+	}
+	free(r);
+	return rc;
+}
+
+static int count_row(struct store *s, void *arg, int set)
+{
+	(void)set;
+	*(int64_t *)arg = store_col_int(s, 0);
+	return 0;
+}
+
+int store_op_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job, size_t max_rows,
+                        int64_t *changed)
+{
+	struct store_param p[] = { SP_I(keep_ms), SP_I(keep_per_job), SP_I((int64_t)max_rows) };
+
+	return store_exec(s, ST_PRUNE_RUNS, p, 3, count_row, changed);
+}
+
+/* The side table is made on first use: an UPDATE that fails makes it and
+ * tries once more. */
+int store_op_floor(struct store *s, int kind)
+{
+	struct store_param key[] = { SP_T("floor") };
+
+	if (kind == STORE_FLOOR_SELECT)
+		return store_exec(s, ST_FLOOR_SELECT, NULL, 0, NULL, NULL);
+	if (store_exec(s, ST_FLOOR_UPDATE, key, 1, NULL, NULL) == STORE_OK)
+		return STORE_OK;
+	if (store_exec(s, ST_FLOOR_MAKE, NULL, 0, NULL, NULL) != STORE_OK)
+		return STORE_ERR;
+	return store_exec(s, ST_FLOOR_UPDATE, key, 1, NULL, NULL);
+}

@@ -17,8 +17,9 @@
  * resident), which a replica on another provider should not pay for.
  * The operations written once (ops.c) reach PostgreSQL through the driver
  * (pg_exec): the dialect table's statements are prepared at connect as
- * leash_s<n>, arrays go as text[] literals.  The claims, the ledger's
- * writes and prune, acquire_all and floor are still this file's own.
+ * leash_s<n> (a few on first use), arrays go as text[] literals, a table
+ * of rows as one array per column.  acquire_all and the schema are still
+ * this file's own.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -73,16 +74,9 @@
 	"  renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at" \
 	" WHERE (l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at) AND " LEASE_OK
 
-enum {
-	Q_ACQUIRE_ALL,
-	Q_FLOOR_SELECT, Q_CLAIM_ALL, Q_CLAIM_RUNS, Q_RECORD_RUNS,
-	Q_PRUNE_RUNS, Q_MAX
-};
+enum { Q_ACQUIRE_ALL, Q_MAX };
 
-static const char *const q_name[Q_MAX] = {
-	"leash_acquire_all", "leash_floor_select",
-	"leash_claim_all", "leash_claim_runs", "leash_record_runs", "leash_prune_runs",
-};
+static const char *const q_name[Q_MAX] = { "leash_acquire_all" };
 
 /* The ledger's columns in the order the run statements list them. */
 #define RUN_COLS \
@@ -160,107 +154,6 @@ static const char *const q_text[Q_MAX] = {
 	"  CASE WHEN up.token IS NOT NULL THEN up.last_fire ELSE h.last_fire END"
 	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
 	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
-	[Q_FLOOR_SELECT] = "SELECT 1",
-	/* claim_all: one UPDATE over the claims as three parallel arrays (name,
-	 * token, fire); t0 is the statement's one reading of the clock, and the
-	 * outer SELECT answers it even when no claim was accepted.  A row that
-	 * another transaction changes meanwhile is judged again on its new
-	 * version (READ COMMITTED re-checks the WHERE), so a claim never lands
-	 * on a lease that passed to another owner or token. */
-	[Q_CLAIM_ALL] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" up AS (UPDATE \"%1$s\" l SET last_fire = c.fire"
-	"  FROM t0, unnest($2::text[], $3::bigint[], $4::bigint[]) AS c(name, token, fire)"
-	"  WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token"
-	"  AND l.expires_at > t0.now AND (l.last_fire IS NULL OR l.last_fire < c.fire)"
-	"  RETURNING l.name)"
-	" SELECT t0.now, up.name FROM t0 LEFT JOIN up ON true",
-	/* claim_runs: claim_all's UPDATE, its RETURNING feeding the INSERT of
-	 * the rows whose claim (by ordinal, $5) it accepted, in one statement:
-	 * the cursor moves iff the rows are written.  claimed_at is t0.now; a
-	 * row whose key exists is replaced whole.  Inserts go in key order, so
-	 * two writers of the same rows lock them in the same order. */
-	[Q_CLAIM_RUNS] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[])"
-	"  WITH ORDINALITY AS c(name, token, fire, i)),"
-	" up AS (UPDATE \"%1$s\" l SET last_fire = c.fire FROM t0, c"
-	"  WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token"
-	"  AND l.expires_at > t0.now AND (l.last_fire IS NULL OR l.last_fire < c.fire)"
-	"  RETURNING l.name),"
-	" ins AS (INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
-	"  SELECT up.name, x.scheduled_at, x.owner, x.token, t0.now, x.started_at, x.ended_at,"
-	"   x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now"
-	"  FROM unnest($5::bigint[], " RUN_ARRAYS("6", "7", "8", "9", "10", "11", "12", "13", "14",
-	                                          "15", "16", "17") ")"
-	"   AS x(claim, " RUN_NAMES ")"
-	"  JOIN c ON c.i = x.claim JOIN up ON up.name = c.name CROSS JOIN t0"
-	"  ORDER BY up.name COLLATE \"C\", x.scheduled_at, x.owner COLLATE \"C\""
-	"  ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = EXCLUDED.token,"
-	"   claimed_at = EXCLUDED.claimed_at, started_at = EXCLUDED.started_at,"
-	"   ended_at = EXCLUDED.ended_at, outcome = EXCLUDED.outcome,"
-	"   exit_code = EXCLUDED.exit_code, exit_signal = EXCLUDED.exit_signal,"
-	"   duration_ms = EXCLUDED.duration_ms, error = EXCLUDED.error, actor = EXCLUDED.actor,"
-	"   recorded_at = EXCLUDED.recorded_at)"
-	" SELECT t0.now, up.name FROM t0 LEFT JOIN up ON true",
-	/* record_runs: one upsert over the rows as arrays ($1 job, then as
-	 * claim_runs); a NULL field keeps the stored value. */
-	[Q_RECORD_RUNS] =
-	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
-	" SELECT x.job, x.scheduled_at, x.owner, x.token, x.claimed_at, x.started_at, x.ended_at,"
-	"  x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now"
-	" FROM (SELECT " NOW " AS now) t0,"
-	"  unnest($1::text[], " RUN_ARRAYS("2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
-	                                   "13") ") AS x(job, " RUN_NAMES ")"
-	" ORDER BY x.job COLLATE \"C\", x.scheduled_at, x.owner COLLATE \"C\""
-	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = EXCLUDED.token,"
-	"  outcome = EXCLUDED.outcome, recorded_at = EXCLUDED.recorded_at,"
-	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
-	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
-	/* prune_runs, one statement: $1 keep ms, $2 keep_per_job, $3 max_rows,
-	 * shared by the three steps in order (each LIMIT is what the earlier
-	 * ones left).  Every step sees the statement's one snapshot, and they
-	 * touch disjoint rows: lost marks only rows the age step keeps, and the
-	 * per-job step deletes neither those (running in the snapshot) nor any
-	 * running row (a run still going keeps its row).
-	 * lost: running rows (their partial index) below their lease's token.
-	 * aged: the old end of the scheduled_at index.
-	 * per job: each lease's keep_per_job-th newest row, found by an OFFSET
-	 * inside that job's primary key (never a window over the table), and
-	 * that job's rows below it, oldest first, by the same key.
-	 * Each step picks its rows' ctids and changes them by a TID scan: a
-	 * join back on the key let the planner hash the whole table.  The
-	 * cutoff is a scalar subquery (an index bound, not a join filter), and
-	 * the per-job bounds are row comparisons led by job, which only the
-	 * primary key can serve (the planner liked scheduled_at's index and a
-	 * filter on job: every job's rows in the range). */
-	[Q_PRUNE_RUNS] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" c AS (SELECT now - $1::bigint AS cut, now FROM t0),"
-	" lost AS (UPDATE \"%1$s_runs\" r SET outcome = 'lost', recorded_at = (SELECT now FROM c)"
-	"  WHERE r.ctid = ANY (ARRAY(SELECT x.ctid FROM \"%1$s_runs\" x"
-	"   JOIN \"%1$s\" l ON l.name = x.job"
-	"   WHERE x.outcome = 'running' AND x.token < l.token"
-	"   AND x.scheduled_at >= (SELECT cut FROM c) LIMIT $3))"
-	"  AND r.outcome = 'running' RETURNING 1),"
-	" aged AS (DELETE FROM \"%1$s_runs\" r WHERE r.ctid = ANY (ARRAY("
-	"  SELECT x.ctid FROM \"%1$s_runs\" x WHERE x.scheduled_at < (SELECT cut FROM c)"
-	"  ORDER BY x.scheduled_at LIMIT greatest(0, $3 - (SELECT count(*) FROM lost))))"
-	"  RETURNING 1),"
-	" per_job AS (DELETE FROM \"%1$s_runs\" r WHERE r.ctid = ANY (ARRAY("
-	"  SELECT v.ctid FROM \"%1$s\" l"
-	"   CROSS JOIN LATERAL (SELECT k.scheduled_at, k.owner FROM \"%1$s_runs\" k"
-	"    WHERE k.job = l.name ORDER BY k.scheduled_at DESC, k.owner DESC"
-	"    OFFSET $2::bigint - 1 LIMIT 1) k"
-	"   CROSS JOIN LATERAL (SELECT v.ctid FROM \"%1$s_runs\" v WHERE v.job = l.name"
-	"    AND (v.job, v.scheduled_at, v.owner) < (l.name, k.scheduled_at, k.owner)"
-	"    AND (v.job, v.scheduled_at) >= (l.name, (SELECT cut FROM c))"
-	"    AND v.outcome <> 'running'"
-	"    ORDER BY v.scheduled_at, v.owner LIMIT $3) v"
-	"   LIMIT greatest(0, $3 - (SELECT count(*) FROM lost) - (SELECT count(*) FROM aged))))"
-	"  RETURNING 1)"
-	" SELECT (SELECT count(*) FROM lost) + (SELECT count(*) FROM aged)"
-	"  + (SELECT count(*) FROM per_job)",
 };
 
 /* Every libpq function this file calls, resolved from libpq.so.5 on first
@@ -271,7 +164,7 @@ static const char *const q_text[Q_MAX] = {
 	X(PQerrorMessage) X(PQfinish) X(PQbackendPID) X(PQserverVersion) \
 	X(PQsendPrepare) X(PQsendQueryPrepared) X(PQsendQuery) X(PQsendQueryParams) \
 	X(PQflush) X(PQconsumeInput) X(PQisBusy) X(PQgetResult) X(PQresultStatus) \
-	X(PQresultErrorMessage) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetisnull) \
+	X(PQresultErrorMessage) X(PQresultErrorField) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetisnull) \
 	X(PQgetvalue) X(PQgetlength) X(PQnotifies) X(PQfreemem) X(PQconninfoParse) X(PQconninfoFree)
 
 static struct {
@@ -306,6 +199,7 @@ static struct {
 #define PQgetResult pq.PQgetResult
 #define PQresultStatus pq.PQresultStatus
 #define PQresultErrorMessage pq.PQresultErrorMessage
+#define PQresultErrorField pq.PQresultErrorField
 #define PQclear pq.PQclear
 #define PQntuples pq.PQntuples
 #define PQnfields pq.PQnfields
@@ -378,7 +272,7 @@ struct pg_store {
 	char table[64];
 	int connect_timeout_ms, statement_timeout_ms;
 	int bound_ms;                   /* set_timeout, 0 = none */
-	int floor_ready;
+	uint64_t prepared;              /* the dialect's statements prepared on this connection */
 	int gss_off;                    /* connect with gssencmode=disable */
 	PGresult *cur;                  /* the answer whose row a callback reads */
 	int cur_row;
@@ -410,7 +304,7 @@ static void drop_conn(struct pg_store *ps)
 {
 	PQfinish(ps->conn);
 	ps->conn = NULL;
-	ps->floor_ready = 0;
+	ps->prepared = 0;
 }
 
 /* Waits until the socket is ready for `events` or the deadline passes:
@@ -447,9 +341,27 @@ static int conn_fail(struct pg_store *ps, PGconn *c, const char *why)
 	else
 		first_line(msg, sizeof msg, c ? PQerrorMessage(c) : NULL);
 	if (host && *host)
-		return store_fail(&ps->base, "postgres: connect to %s:%s: %s", host,
-		                  port && *port ? port : "5432", msg);
-	return store_fail(&ps->base, "postgres: connect: %s", msg);
+		return store_fail_kind(&ps->base, STORE_E_GONE, "postgres: connect to %s:%s: %s", host,
+		                       port && *port ? port : "5432", msg);
+	return store_fail_kind(&ps->base, STORE_E_GONE, "postgres: connect: %s", msg);
+}
+
+/* The one place PostgreSQL's errors become the store's kinds (a timeout
+ * of ours, or a connection that broke, are classified where they happen):
+ * by SQLSTATE, a unique violation is a duplicate, a cancel or a lock not
+ * had in time a timeout, a connection exception or a server shutting down
+ * gone. */
+static enum store_err_kind pg_kind(const char *state)
+{
+	if (!state)
+		return STORE_E_REFUSED;
+	if (strcmp(state, "23505") == 0)
+		return STORE_E_DUPLICATE;
+	if (strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0)
+		return STORE_E_TIMEOUT;
+	if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0)
+		return STORE_E_GONE;
+	return STORE_E_REFUSED;
 }
 
 /* Sends one query (prepared when name is set, else plain SQL text, else a
@@ -508,7 +420,8 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 		char msg[STORE_ERR_MAX];
 
 		first_line(msg, sizeof msg, PQresultErrorMessage(keep));
-		store_fail(&ps->base, "postgres: %s: %s", what, msg);
+		store_fail_kind(&ps->base, pg_kind(PQresultErrorField(keep, PG_DIAG_SQLSTATE)),
+		                "postgres: %s: %s", what, msg);
 		PQclear(keep);
 		if (PQstatus(c) == CONNECTION_BAD)
 			drop_conn(ps);
@@ -517,7 +430,8 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 	return keep;
 timeout:
 	PQclear(keep);
-	store_fail(&ps->base, "postgres: %s: no answer within the timeout", what);
+	store_fail_kind(&ps->base, STORE_E_TIMEOUT, "postgres: %s: no answer within the timeout",
+	                what);
 	drop_conn(ps);
 	return NULL;
 broken:
@@ -526,7 +440,7 @@ broken:
 		char msg[STORE_ERR_MAX];
 
 		first_line(msg, sizeof msg, PQerrorMessage(c));
-		store_fail(&ps->base, "postgres: %s: %s", what, msg);
+		store_fail_kind(&ps->base, STORE_E_GONE, "postgres: %s: %s", what, msg);
 	}
 	drop_conn(ps);
 	return NULL;
@@ -885,143 +799,6 @@ fail:
 	return rc;
 }
 
-/* A bigint[] literal of the claims' tokens (which 0) or fires (which 1). */
-static char *int_array(const struct store_claim *c, size_t n, int which)
-{
-	char *buf = malloc(3 + n * 21), *p;
-
-	if (!buf)
-		return NULL;
-	p = buf;
-	*p++ = '{';
-	for (size_t i = 0; i < n; i++)
-		p += sprintf(p, "%s%lld", i ? "," : "", (long long)(which ? c[i].fire : c[i].token));
-	*p++ = '}';
-	*p = '\0';
-	return buf;
-}
-
-static int cmp_claim(const void *a, const void *b)
-{
-	return strcmp((*(const struct store_claim *const *)a)->name,
-	              (*(const struct store_claim *const *)b)->name);
-}
-
-/* ok[i] = 1 for each claim whose name a row of r (column 1, NULL: none)
- * gives back: the names sorted once, so that a thousand claims' answer is
- * not a million comparisons.  -1 when out of memory. */
-static int mark_claimed(struct store *s, PGresult *r, const struct store_claim *claims,
-                        size_t n, int *ok, const char *what)
-{
-	const struct store_claim **by_name = malloc((n ? n : 1) * sizeof *by_name);
-
-	if (!by_name) {
-		store_fail(s, "postgres: %s: out of memory", what);
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		by_name[i] = &claims[i];
-	qsort(by_name, n, sizeof *by_name, cmp_claim);
-	for (int row = 0; row < PQntuples(r); row++) {
-		struct store_claim key = { .name = PQgetvalue(r, row, 1) };
-		const struct store_claim *k = &key, **hit;
-
-		if (PQgetisnull(r, row, 1))
-			continue;
-		hit = bsearch(&k, by_name, n, sizeof *by_name, cmp_claim);
-		if (hit)
-			ok[*hit - claims] = 1;
-	}
-	free(by_name);
-	return 0;
-}
-
-/* Sends a statement over the claims as three parallel arrays ($2 names, $3
- * tokens, $4 fires; $1 the owner): prepared statement q, or the text sql
- * when q < 0.  Its answer lists the accepted names in column 1 (ok[]). */
-static PGresult *claims_call(struct pg_store *ps, int q, const char *sql, const char *owner,
-                             const struct store_claim *claims, size_t n, int *ok,
-                             const char *what)
-{
-	struct store *s = &ps->base;
-	const char **names = malloc(n * sizeof *names);
-	char *arr = NULL, *tokens = int_array(claims, n, 0), *fires = int_array(claims, n, 1);
-	const char *v[4] = { owner, NULL, tokens, fires };
-	PGresult *r = NULL;
-	int64_t deadline;
-
-	if (!names || !tokens || !fires) {
-		store_fail(s, "postgres: %s: out of memory", what);
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		names[i] = claims[i].name;
-	if (!(v[1] = arr = array_literal(names, n))) {
-		store_fail(s, "postgres: %s: out of memory", what);
-		goto out;
-	}
-	if (q >= 0)
-		r = call(ps, q, 4, v, what);
-	else if (ensure_conn(ps, &deadline) == STORE_OK)
-		r = roundtrip(ps, 0, NULL, sql, 4, v, deadline, what);
-	if (r && (PQntuples(r) < 1 || PQnfields(r) != 2)) {
-		store_fail(s, "postgres: %s: unexpected answer", what);
-		PQclear(r);
-		r = NULL;
-	} else if (r && mark_claimed(s, r, claims, n, ok, what) < 0) {
-		PQclear(r);
-		r = NULL;
-	}
-out:
-	free(names);
-	free(arr);
-	free(tokens);
-	free(fires);
-	return r;
-}
-
-static int pg_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                        size_t n, int *ok, int64_t *now)
-{
-	PGresult *r = claims_call((struct pg_store *)s, Q_CLAIM_ALL, NULL, owner, claims, n, ok,
-	                          "claim_all");
-
-	if (!r)
-		return STORE_ERR;
-	*now = col_i64(r, 0, 0);
-	PQclear(r);
-	return STORE_OK;
-}
-
-/* unclaim_all: one statement, the cursor's step back and the ledger row's
- * delete together.  Sent as text, not prepared: it runs once in a
- * replica's life at most (a stop), so it is not worth a prepare on every
- * connect. */
-#define UNCLAIM_SQL \
-	"WITH c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[])" \
-	"  AS c(name, token, fire))," \
-	" up AS (UPDATE \"%1$s\" l SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END" \
-	"  FROM c WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token" \
-	"  AND l.last_fire = c.fire RETURNING l.name, c.fire)," \
-	" del AS (DELETE FROM \"%1$s_runs\" r USING up WHERE r.job = up.name" \
-	"  AND r.scheduled_at = up.fire AND r.owner = $1 AND r.outcome = 'running'" \
-	"  AND r.started_at IS NULL)" \
-	" SELECT NULL::bigint, up.name FROM (SELECT 1) t0 LEFT JOIN up ON true"
-
-static int pg_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                          size_t n, int *ok)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char sql[sizeof UNCLAIM_SQL + 2 * sizeof ps->table];
-	PGresult *r;
-
-	snprintf(sql, sizeof sql, UNCLAIM_SQL, ps->table);
-	if (!(r = claims_call(ps, -1, sql, owner, claims, n, ok, "unclaim_all")))
-		return STORE_ERR;      /* ok[] as the wrapper left it: all 0 */
-	PQclear(r);
-	return STORE_OK;
-}
-
 /* ---- the run ledger ---- */
 
 /* An array literal under construction; oom once any append failed. */
@@ -1099,136 +876,6 @@ static const char *arr_end(struct arr *a)
 	return a->oom ? NULL : a->p;
 }
 
-enum {
-	RA_SCHEDULED, RA_OWNER, RA_TOKEN, RA_CLAIMED, RA_STARTED, RA_ENDED, RA_OUTCOME, RA_CODE,
-	RA_SIGNAL, RA_DURATION, RA_ERROR, RA_ACTOR, RA_MAX
-};
-
-/* The rows' fields as the parallel arrays RUN_ARRAYS binds, into v[0..]:
- * 0 if done, -1 out of memory.  a[] is freed by the caller. */
-static int run_arrays(struct arr *a, const struct store_run *runs, size_t n, const char **v)
-{
-	memset(a, 0, RA_MAX * sizeof *a);
-	for (size_t k = 0; k < n; k++) {
-		const struct store_run *r = &runs[k];
-
-		arr_int(&a[RA_SCHEDULED], r->scheduled_at, STORE_NO_TIME - 1);
-		arr_text(&a[RA_OWNER], r->owner);
-		arr_int(&a[RA_TOKEN], r->token, STORE_NO_TIME - 1);
-		arr_int(&a[RA_CLAIMED], r->claimed_at, STORE_NO_TIME);
-		arr_int(&a[RA_STARTED], r->started_at, STORE_NO_TIME);
-		arr_int(&a[RA_ENDED], r->ended_at, STORE_NO_TIME);
-		arr_text(&a[RA_OUTCOME], r->outcome);
-		arr_int(&a[RA_CODE], r->exit_code, STORE_NO_CODE);
-		arr_int(&a[RA_SIGNAL], r->exit_signal, STORE_NO_CODE);
-		arr_int(&a[RA_DURATION], r->duration_ms, STORE_NO_TIME);
-		arr_text(&a[RA_ERROR], r->error);
-		arr_text(&a[RA_ACTOR], r->actor);
-	}
-	for (int i = 0; i < RA_MAX; i++)
-		if (!(v[i] = arr_end(&a[i])))
-			return -1;
-	return 0;
-}
-
-static void arrs_free(struct arr *a, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(a[i].p);
-}
-
-static int pg_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
-                         size_t n, const struct store_run *runs, size_t nruns, int *ok,
-                         int64_t *now)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	struct arr ca[4], ra[RA_MAX];
-	const char *v[17] = { owner };
-	PGresult *r = NULL;
-	int rc = STORE_ERR;
-
-	memset(ca, 0, sizeof ca);
-	memset(ra, 0, sizeof ra);
-	for (size_t i = 0; i < n; i++) {
-		arr_text(&ca[0], claims[i].name);
-		arr_int(&ca[1], claims[i].token, INT64_MIN);
-		arr_int(&ca[2], claims[i].fire, INT64_MIN);
-	}
-	for (size_t k = 0; k < nruns; k++)
-		arr_int(&ca[3], (int64_t)runs[k].claim + 1, INT64_MIN);    /* ordinals are 1-based */
-	for (int i = 0; i < 4; i++)
-		if (!(v[1 + i] = arr_end(&ca[i])))
-			goto oom;
-	if (run_arrays(ra, runs, nruns, v + 5) < 0)
-		goto oom;
-	if (!(r = call(ps, Q_CLAIM_RUNS, 17, v, "claim_runs")))
-		goto fail;
-	if (PQntuples(r) < 1 || PQnfields(r) != 2) {
-		store_fail(s, "postgres: claim_runs: unexpected answer");
-		goto fail;
-	}
-	if (mark_claimed(s, r, claims, n, ok, "claim_runs") < 0)
-		goto fail;
-	*now = col_i64(r, 0, 0);
-	rc = STORE_OK;
-	goto fail;
-oom:
-	store_fail(s, "postgres: claim_runs: out of memory");
-fail:
-	PQclear(r);
-	arrs_free(ca, 4);
-	arrs_free(ra, RA_MAX);
-	return rc;
-}
-
-static int pg_record_runs(struct store *s, const struct store_run *runs, size_t n)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	struct arr job, ra[RA_MAX];
-	const char *v[13];
-	PGresult *r = NULL;
-	int rc = STORE_ERR;
-
-	memset(&job, 0, sizeof job);
-	memset(ra, 0, sizeof ra);
-	for (size_t k = 0; k < n; k++)
-		arr_text(&job, runs[k].job);
-	if (!(v[0] = arr_end(&job)) || run_arrays(ra, runs, n, v + 1) < 0) {
-		store_fail(s, "postgres: record_runs: out of memory");
-		goto fail;
-	}
-	if (!(r = call(ps, Q_RECORD_RUNS, 13, v, "record_runs")))
-		goto fail;
-	rc = STORE_OK;
-fail:
-	PQclear(r);
-	free(job.p);
-	arrs_free(ra, RA_MAX);
-	return rc;
-}
-
-static int pg_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
-                         size_t max_rows, int64_t *changed)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char kb[24], pb[24], mb[24];
-	const char *v[3] = { kb, pb, mb };
-	PGresult *r;
-
-	snprintf(kb, sizeof kb, "%lld", (long long)keep_ms);
-	snprintf(pb, sizeof pb, "%lld", (long long)keep_per_job);
-	snprintf(mb, sizeof mb, "%zu", max_rows);
-	if (!(r = call(ps, Q_PRUNE_RUNS, 3, v, "prune_runs")))
-		return STORE_ERR;
-	if (PQntuples(r) != 1 || PQnfields(r) != 1) {
-		PQclear(r);
-		return store_fail(s, "postgres: prune_runs: unexpected answer");
-	}
-	*changed = col_i64(r, 0, 0);
-	PQclear(r);
-	return STORE_OK;
-}
-
 static int pg_event_fd(struct store *s)
 {
 	struct pg_store *ps = (struct pg_store *)s;
@@ -1249,7 +896,7 @@ static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), vo
 
 		first_line(msg, sizeof msg, PQerrorMessage(ps->conn));
 		drop_conn(ps);
-		return store_fail(s, "postgres: events: %s", msg);
+		return store_fail_kind(s, STORE_E_GONE, "postgres: events: %s", msg);
 	}
 	while ((nf = PQnotifies(ps->conn))) {
 		/* Our own releases come back too; only others' matter. */
@@ -1265,46 +912,6 @@ static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), vo
 static void pg_set_timeout(struct store *s, int ms)
 {
 	((struct pg_store *)s)->bound_ms = ms > 0 ? ms : 0;
-}
-
-static int pg_floor(struct store *s, int kind)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	int64_t deadline;
-	PGresult *r;
-	char sql[1024];
-	const char *key[1] = { "floor" };
-
-	if (kind == STORE_FLOOR_SELECT) {
-		r = call(ps, Q_FLOOR_SELECT, 0, NULL, "floor");
-		PQclear(r);
-		return r ? STORE_OK : STORE_ERR;
-	}
-	if (ensure_conn(ps, &deadline) < 0)
-		return STORE_ERR;
-	if (!ps->floor_ready) {
-		/* A side table shaped like the lease table, one row updated by its
-		 * primary key (bound, as the lease statements bind theirs), on this
-		 * connection, in autocommit: the least a durable lease write costs. */
-		snprintf(sql, sizeof sql,
-		         "CREATE TABLE IF NOT EXISTS \"%s_floor_row\" ("
-		         " name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL,"
-		         " token BIGINT NOT NULL, acquired_at BIGINT NOT NULL,"
-		         " renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
-		         " INSERT INTO \"%s_floor_row\" VALUES ('floor', 'floor', 1, 0, 0, 0)"
-		         " ON CONFLICT DO NOTHING", ps->table, ps->table);
-		if (run_ok(ps, 0, NULL, sql, deadline, "floor") < 0)
-			return STORE_ERR;
-		snprintf(sql, sizeof sql,
-		         "UPDATE \"%s_floor_row\" SET expires_at = expires_at + 1 WHERE name = $1",
-		         ps->table);
-		if (run_ok(ps, 1, "leash_floor_update", sql, deadline, "floor") < 0)
-			return STORE_ERR;
-		ps->floor_ready = 1;
-	}
-	r = roundtrip(ps, 0, "leash_floor_update", NULL, 1, key, deadline, "floor");
-	PQclear(r);
-	return r ? STORE_OK : STORE_ERR;
 }
 
 static void pg_close(struct store *s)
@@ -1333,11 +940,11 @@ static const struct store_ops postgres_ops = {
 	.event_fd = pg_event_fd,
 	.drain_events = pg_drain_events,
 	.set_timeout = pg_set_timeout,
-	.floor = pg_floor,
+	.floor = store_op_floor,
 	.release_all = store_op_release_all,
-	.claim_all = pg_claim_all,
-	.claim_runs = pg_claim_runs,
-	.record_runs = pg_record_runs,
+	.claim_all = store_op_claim_all,
+	.claim_runs = store_op_claim_runs,
+	.record_runs = store_op_record_runs,
 	.read_runs = store_op_read_runs,
 	.last_runs = store_op_last_runs,
 	.renew_ctl = store_op_renew_ctl,
@@ -1345,11 +952,11 @@ static const struct store_ops postgres_ops = {
 	.health = store_op_health,
 	.drain = store_op_drain,
 	.renew_beat = store_op_renew_beat,
-	.prune_runs = pg_prune_runs,
+	.prune_runs = store_op_prune_runs,
 	.beat = store_op_beat,
 	.leave = store_op_leave,
 	.replicas = store_op_replicas,
-	.unclaim_all = pg_unclaim_all,
+	.unclaim_all = store_op_unclaim_all,
 	.repair = store_op_repair,
 	.corrupt_runs = store_op_corrupt_runs,
 	.handoff = store_op_handoff,
@@ -1434,6 +1041,10 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 	" AND r.draining = 0 AND r.heartbeat > t0.n - $4::bigint))"
 
 /* ---- the driver and the dialect (driver.h) ---- */
+
+/* The CLAIMS table's arrays, $2 on. */
+#define CLAIMS \
+	"unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) AS c(i, name, token, fire)"
 
 /* Prepared at connect as leash_s<n>.  control NOTIFYs the holder
  * ("control:" name), which renews at once and so reads the control within
@@ -1591,6 +1202,126 @@ static const char *const dialect[ST_MAX] = {
 	[ST_CORRUPT_RUNS] =
 	"SELECT job, scheduled_at FROM \"%1$s_runs\" WHERE " STORE_SQL_RUN_AT_BAD
 	" ORDER BY job COLLATE \"C\", scheduled_at LIMIT " STORE_SQL_STR(STORE_BAD_RUNS_MAX),
+	/* claim_all: one UPDATE over the claims' arrays ($2 i, $3 name, $4
+	 * token, $5 fire); t0 is the statement's one reading of the clock, and the
+	 * outer SELECT answers it even when no claim was accepted.  A row that
+	 * another transaction changes meanwhile is judged again on its new
+	 * version (READ COMMITTED re-checks the WHERE), so a claim never lands
+	 * on a lease that passed to another owner or token. */
+	[ST_CLAIM_ALL] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" up AS (UPDATE \"%1$s\" l SET last_fire = c.fire FROM t0, " CLAIMS
+	"  WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token"
+	"  AND l.expires_at > t0.now AND (l.last_fire IS NULL OR l.last_fire < c.fire)"
+	"  RETURNING c.i)"
+	" SELECT t0.now, up.i FROM t0 LEFT JOIN up ON true",
+	/* claim_runs: claim_all's UPDATE, its RETURNING feeding the INSERT of
+	 * the rows ($6 on) whose claim (by its i) it accepted, in one statement:
+	 * the cursor moves iff the rows are written.  claimed_at is t0.now; a
+	 * row whose key exists is replaced whole.  Inserts go in key order, so
+	 * two writers of the same rows lock them in the same order. */
+	[ST_CLAIM_RUNS] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" c AS (SELECT * FROM " CLAIMS "),"
+	" up AS (UPDATE \"%1$s\" l SET last_fire = c.fire FROM t0, c"
+	"  WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token"
+	"  AND l.expires_at > t0.now AND (l.last_fire IS NULL OR l.last_fire < c.fire)"
+	"  RETURNING l.name, c.i),"
+	" ins AS (INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
+	"  SELECT up.name, x.scheduled_at, x.owner, x.token, t0.now, x.started_at, x.ended_at,"
+	"   x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now"
+	"  FROM unnest($6::bigint[], " RUN_ARRAYS("7", "8", "9", "10", "11", "12", "13", "14",
+	                                          "15", "16", "17", "18") ")"
+	"   AS x(claim, " RUN_NAMES ")"
+	"  JOIN up ON up.i = x.claim CROSS JOIN t0"
+	"  ORDER BY up.name COLLATE \"C\", x.scheduled_at, x.owner COLLATE \"C\""
+	"  ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = EXCLUDED.token,"
+	"   claimed_at = EXCLUDED.claimed_at, started_at = EXCLUDED.started_at,"
+	"   ended_at = EXCLUDED.ended_at, outcome = EXCLUDED.outcome,"
+	"   exit_code = EXCLUDED.exit_code, exit_signal = EXCLUDED.exit_signal,"
+	"   duration_ms = EXCLUDED.duration_ms, error = EXCLUDED.error, actor = EXCLUDED.actor,"
+	"   recorded_at = EXCLUDED.recorded_at)"
+	" SELECT t0.now, up.i FROM t0 LEFT JOIN up ON true",
+	/* record_runs: one upsert over the rows as arrays ($1 job, then as
+	 * claim_runs); a NULL field keeps the stored value. */
+	[ST_RECORD_RUNS] =
+	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
+	" SELECT x.job, x.scheduled_at, x.owner, x.token, x.claimed_at, x.started_at, x.ended_at,"
+	"  x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now"
+	" FROM (SELECT " NOW " AS now) t0,"
+	"  unnest($1::text[], " RUN_ARRAYS("2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
+	                                   "13") ") AS x(job, " RUN_NAMES ")"
+	" ORDER BY x.job COLLATE \"C\", x.scheduled_at, x.owner COLLATE \"C\""
+	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = EXCLUDED.token,"
+	"  outcome = EXCLUDED.outcome, recorded_at = EXCLUDED.recorded_at,"
+	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
+	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
+	/* prune_runs, one statement: $1 keep ms, $2 keep_per_job, $3 max_rows,
+	 * shared by the three steps in order (each LIMIT is what the earlier
+	 * ones left).  Every step sees the statement's one snapshot, and they
+	 * touch disjoint rows: lost marks only rows the age step keeps, and the
+	 * per-job step deletes neither those (running in the snapshot) nor any
+	 * running row (a run still going keeps its row).
+	 * lost: running rows (their partial index) below their lease's token.
+	 * aged: the old end of the scheduled_at index.
+	 * per job: each lease's keep_per_job-th newest row, found by an OFFSET
+	 * inside that job's primary key (never a window over the table), and
+	 * that job's rows below it, oldest first, by the same key.
+	 * Each step picks its rows' ctids and changes them by a TID scan: a
+	 * join back on the key let the planner hash the whole table.  The
+	 * cutoff is a scalar subquery (an index bound, not a join filter), and
+	 * the per-job bounds are row comparisons led by job, which only the
+	 * primary key can serve (the planner liked scheduled_at's index and a
+	 * filter on job: every job's rows in the range). */
+	[ST_PRUNE_RUNS] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" c AS (SELECT now - $1::bigint AS cut, now FROM t0),"
+	" lost AS (UPDATE \"%1$s_runs\" r SET outcome = 'lost', recorded_at = (SELECT now FROM c)"
+	"  WHERE r.ctid = ANY (ARRAY(SELECT x.ctid FROM \"%1$s_runs\" x"
+	"   JOIN \"%1$s\" l ON l.name = x.job"
+	"   WHERE x.outcome = 'running' AND x.token < l.token"
+	"   AND x.scheduled_at >= (SELECT cut FROM c) LIMIT $3))"
+	"  AND r.outcome = 'running' RETURNING 1),"
+	" aged AS (DELETE FROM \"%1$s_runs\" r WHERE r.ctid = ANY (ARRAY("
+	"  SELECT x.ctid FROM \"%1$s_runs\" x WHERE x.scheduled_at < (SELECT cut FROM c)"
+	"  ORDER BY x.scheduled_at LIMIT greatest(0, $3 - (SELECT count(*) FROM lost))))"
+	"  RETURNING 1),"
+	" per_job AS (DELETE FROM \"%1$s_runs\" r WHERE r.ctid = ANY (ARRAY("
+	"  SELECT v.ctid FROM \"%1$s\" l"
+	"   CROSS JOIN LATERAL (SELECT k.scheduled_at, k.owner FROM \"%1$s_runs\" k"
+	"    WHERE k.job = l.name ORDER BY k.scheduled_at DESC, k.owner DESC"
+	"    OFFSET $2::bigint - 1 LIMIT 1) k"
+	"   CROSS JOIN LATERAL (SELECT v.ctid FROM \"%1$s_runs\" v WHERE v.job = l.name"
+	"    AND (v.job, v.scheduled_at, v.owner) < (l.name, k.scheduled_at, k.owner)"
+	"    AND (v.job, v.scheduled_at) >= (l.name, (SELECT cut FROM c))"
+	"    AND v.outcome <> 'running'"
+	"    ORDER BY v.scheduled_at, v.owner LIMIT $3) v"
+	"   LIMIT greatest(0, $3 - (SELECT count(*) FROM lost) - (SELECT count(*) FROM aged))))"
+	"  RETURNING 1)"
+	" SELECT (SELECT count(*) FROM lost) + (SELECT count(*) FROM aged)"
+	"  + (SELECT count(*) FROM per_job)",
+	/* unclaim_all: the cursor's step back and the ledger row's delete in
+	 * one statement.  Prepared on first use: it runs once in a replica's
+	 * life at most (a stop). */
+	[ST_UNCLAIM_ALL] =
+	"WITH up AS (UPDATE \"%1$s\" l SET last_fire = CASE WHEN c.fire > 0 THEN c.fire - 1 END"
+	"  FROM " CLAIMS " WHERE l.name = c.name AND l.owner = $1 AND l.token = c.token"
+	"  AND l.last_fire = c.fire RETURNING l.name, c.fire, c.i),"
+	" del AS (DELETE FROM \"%1$s_runs\" r USING up WHERE r.job = up.name"
+	"  AND r.scheduled_at = up.fire AND r.owner = $1 AND r.outcome = 'running'"
+	"  AND r.started_at IS NULL)"
+	" SELECT NULL::bigint, up.i FROM (SELECT 1) t0 LEFT JOIN up ON true",
+	[ST_FLOOR_SELECT] = "SELECT 1",
+	/* A side table shaped like the lease table, one row updated by its
+	 * primary key (bound, as the lease statements bind theirs), in
+	 * autocommit: the least a durable lease write costs.  Made on first
+	 * use (sent as text: two statements), its UPDATE prepared then. */
+	[ST_FLOOR_MAKE] =
+	FLOOR_TABLE
+	" INSERT INTO \"%1$s_floor_row\" VALUES ('floor', 'floor', 1, 0, 0, 0)"
+	" ON CONFLICT DO NOTHING",
+	[ST_FLOOR_UPDATE] =
+	"UPDATE \"%1$s_floor_row\" SET expires_at = expires_at + 1 WHERE name = $1",
 };
 
 static void stmt_name(char *buf, size_t n, int st)
@@ -1598,48 +1329,101 @@ static void stmt_name(char *buf, size_t n, int st)
 	snprintf(buf, n, "leash_s%d", st);
 }
 
-static int prepare_dialect(struct pg_store *ps, int64_t deadline)
+/* Entries prepared on first use, not at connect: the floor's (its table
+ * is made on first use) and unclaim_all's (one use at a stop).  The
+ * floor's making is two statements, sent as text each time. */
+static int lazy(int st)
+{
+	return st == ST_FLOOR_MAKE || st == ST_FLOOR_UPDATE || st == ST_UNCLAIM_ALL;
+}
+
+_Static_assert(ST_MAX <= 64, "pg_store.prepared has a bit per statement");
+
+/* Prepares statement st on this connection (once). */
+static int prepare_one(struct pg_store *ps, int st, int64_t deadline)
 {
 	char sql[8192], name[32];
 
-	for (int i = 0; i < ST_MAX; i++) {
-		snprintf(sql, sizeof sql, dialect[i], ps->table);
-		stmt_name(name, sizeof name, i);
-		if (run_ok(ps, 1, name, sql, deadline, "prepare") < 0)
-			return STORE_ERR;
-	}
+	if (ps->prepared & (UINT64_C(1) << st))
+		return STORE_OK;
+	snprintf(sql, sizeof sql, dialect[st], ps->table);
+	stmt_name(name, sizeof name, st);
+	if (run_ok(ps, 1, name, sql, deadline, "prepare") < 0)
+		return STORE_ERR;
+	ps->prepared |= UINT64_C(1) << st;
 	return STORE_OK;
 }
 
-#define PARAMS_MAX 16
+static int prepare_dialect(struct pg_store *ps, int64_t deadline)
+{
+	for (int i = 0; i < ST_MAX; i++)
+		if (!lazy(i) && prepare_one(ps, i, deadline) < 0)
+			return STORE_ERR;
+	return STORE_OK;
+}
+
+#define PARAMS_MAX 32
+
+/* Parameter p as text into vals[*nv] (and on, a table's columns as one
+ * array each); what it allocated goes into a[*na]. */
+static int bind_param(const struct store_param *p, const char **vals, int *nv, char *num,
+                      struct arr *a, int *na)
+{
+	if (p->kind == SP_INT) {
+		snprintf(num, 24, "%lld", (long long)p->i);
+		vals[(*nv)++] = num;
+	} else if (p->kind == SP_TEXTS) {
+		vals[*nv] = a[*na].p = array_literal(p->v, p->n);
+		if (!vals[(*nv)++])
+			return -1;
+		(*na)++;
+	} else if (p->kind == SP_ROWS) {
+		for (int c = 0; c < p->cols; c++, (*na)++) {
+			for (size_t r = 0; r < p->n; r++) {
+				const struct store_param *x = &p->r[r * (size_t)p->cols + c];
+
+				if (x->kind == SP_INT)
+					arr_int(&a[*na], x->i, x->i ^ 1);
+				else
+					arr_text(&a[*na], x->kind == SP_TEXT ? x->s : NULL);
+			}
+			if (!(vals[(*nv)++] = arr_end(&a[*na])))
+				return -1;
+		}
+	} else {
+		vals[(*nv)++] = p->kind == SP_TEXT ? p->s : NULL;
+	}
+	return 0;
+}
 
 static int pg_exec(struct store *s, int st, const struct store_param *p, int np,
                    store_row_fn row, void *arg)
 {
 	struct pg_store *ps = (struct pg_store *)s;
-	char nums[PARAMS_MAX][24], name[32], *arrays[PARAMS_MAX] = { NULL };
+	char nums[PARAMS_MAX][24], name[32], sql[8192];
 	const char *vals[PARAMS_MAX];
+	struct arr a[PARAMS_MAX];
 	int64_t deadline;
 	PGresult *r = NULL;
-	int rc = STORE_OK;
+	int rc = STORE_OK, nv = 0, na = 0;
 
-	if (np > PARAMS_MAX)
-		return store_fail(s, "postgres: %s: too many parameters", store_stmt_what[st]);
-	for (int i = 0; i < np && rc == STORE_OK; i++) {
-		vals[i] = p[i].kind == SP_TEXT ? p[i].s : NULL;
-		if (p[i].kind == SP_INT) {
-			snprintf(nums[i], sizeof nums[i], "%lld", (long long)p[i].i);
-			vals[i] = nums[i];
-		} else if (p[i].kind == SP_TEXTS) {
-			if (!(vals[i] = arrays[i] = array_literal(p[i].v, p[i].n)))
-				rc = store_fail(s, "postgres: %s: out of memory", store_stmt_what[st]);
+	memset(a, 0, sizeof a);
+	for (int i = 0; i < np && rc == STORE_OK; i++)
+		if (nv + (p[i].kind == SP_ROWS ? p[i].cols : 1) > PARAMS_MAX)
+			rc = store_fail(s, "postgres: %s: too many parameters", store_stmt_what[st]);
+		else if (bind_param(&p[i], vals, &nv, nums[nv], a, &na) < 0)
+			rc = store_fail(s, "postgres: %s: out of memory", store_stmt_what[st]);
+	stmt_name(name, sizeof name, st);
+	if (rc == STORE_OK && ensure_conn(ps, &deadline) == STORE_OK) {
+		if (st == ST_FLOOR_MAKE) {
+			snprintf(sql, sizeof sql, dialect[st], ps->table);
+			r = roundtrip(ps, 0, NULL, sql, 0, NULL, deadline, store_stmt_what[st]);
+		} else if (prepare_one(ps, st, deadline) == STORE_OK) {
+			r = roundtrip(ps, 0, name, NULL, nv, vals, deadline, store_stmt_what[st]);
 		}
 	}
-	stmt_name(name, sizeof name, st);
-	if (rc == STORE_OK && ensure_conn(ps, &deadline) == STORE_OK)
-		r = roundtrip(ps, 0, name, NULL, np, vals, deadline, store_stmt_what[st]);
-	for (int i = 0; i < np; i++)
-		free(arrays[i]);
+	for (int i = 0; i < na; i++)
+		free(a[i].p);
 	if (!r)
 		return STORE_ERR;
 	ps->cur = r;

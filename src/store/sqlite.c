@@ -8,16 +8,16 @@
  * acquire_all is one batch: BEGIN IMMEDIATE, the try_acquire upsert per
  * name, COMMIT: one write lock, one transaction, one fsync.  claim_all is
  * one such transaction too: it reads the clock once under the write lock,
- * then one conditional UPDATE per claim, judged by that reading.
+ * then judges each claim by that reading.
  * No transaction outlives the call that began it (none spans a sleep, a
  * poll or a run): the write lock is a lock on the file, and a process
  * stopped while it holds it stops every other replica's writes until it
  * resumes (docs/stores.md, "SQLite").
  * The operations written once (ops.c) reach SQLite through the driver at
  * the end of this file: its dialect table holds their statements, an entry
- * of several statements running in one BEGIN IMMEDIATE transaction.  The
- * claims, the ledger's writes and prune, acquire_all and floor are still
- * this file's own functions.
+ * of several statements running in one BEGIN IMMEDIATE transaction, a
+ * statement over a table of rows once per row.  acquire_all and the schema
+ * are still this file's own.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -41,7 +41,8 @@
 	X(sqlite3_bind_int64) X(sqlite3_bind_int) X(sqlite3_bind_null) X(sqlite3_column_int64) \
 	X(sqlite3_column_int) X(sqlite3_column_text) X(sqlite3_column_bytes) \
 	X(sqlite3_column_type) X(sqlite3_stricmp) X(sqlite3_libversion) X(sqlite3_vfs_find) \
-	X(sqlite3_vfs_register) X(sqlite3_bind_parameter_count) X(sqlite3_column_count)
+	X(sqlite3_vfs_register) X(sqlite3_bind_parameter_count) X(sqlite3_column_count) \
+	X(sqlite3_extended_errcode)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -79,6 +80,7 @@ static struct {
 #define sqlite3_vfs_register sq.sqlite3_vfs_register
 #define sqlite3_bind_parameter_count sq.sqlite3_bind_parameter_count
 #define sqlite3_column_count sq.sqlite3_column_count
+#define sqlite3_extended_errcode sq.sqlite3_extended_errcode
 
 static void *libsqlite;                 /* dlopen's handle, once loaded */
 
@@ -128,23 +130,12 @@ int store_sqlite_vfs_register(struct sqlite3_vfs *v)
 	" \"%1$s_replicas\" r WHERE r.owner = \"%1$s\".handoff_to AND r.pid <> 0" \
 	" AND r.draining = 0 AND r.heartbeat > " NOW " - ?4))"
 
-enum {
-	Q_FLOOR_SELECT, Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_NOW, Q_CLAIM,
-	Q_RUN_CLAIMED, Q_RUN_RECORD, Q_PRUNE_LOST, Q_PRUNE_AGE,
-	Q_PRUNE_PER_JOB, Q_UNCLAIM,
-	Q_UNCLAIM_RUN, Q_MAX
-};
+enum { Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_MAX };
 
-/* The ledger row's columns, in the order every run statement binds them:
- * ?1 job .. ?13 actor, ?14 recorded_at. */
+/* The ledger row's columns, in the order every run statement binds them. */
 #define RUN_COLS \
 	"job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome," \
 	" exit_code, exit_signal, duration_ms, error, actor, recorded_at"
-#define RUN_INSERT \
-	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")" \
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)" \
-	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = excluded.token," \
-	"  outcome = excluded.outcome, recorded_at = excluded.recorded_at,"
 /* A field given as NULL keeps the stored value. */
 #define KEEP(c) " " c " = coalesce(excluded." c ", r." c ")"
 #define READ_COLS \
@@ -153,16 +144,15 @@ enum {
 	" FROM \"%1$s_runs\""
 
 /* The most statements one entry of the catalogue runs in its transaction,
- * and the most parameters it takes. */
-#define CHAIN_MAX 6
-#define PARAMS_MAX 16
+ * and the most parameters it takes (a table's columns each counted). */
+#define CHAIN_MAX 10
+#define PARAMS_MAX 32
 
 
 struct sq_store {
 	struct store base;
 	sqlite3 *db;
 	sqlite3_stmt *q[Q_MAX];
-	sqlite3_stmt *floor_update;
 	sqlite3_stmt *st[ST_MAX][CHAIN_MAX];    /* the catalogue, each a chain of statements */
 	int nst[ST_MAX];
 	sqlite3_stmt *cur;              /* the statement whose row a callback reads */
@@ -170,73 +160,38 @@ struct sq_store {
 	int timeout_ms;
 };
 
-/* The table name is checked by store_open, so it may go into the text. */
 static const char *const sql_text[Q_MAX] = {
-	[Q_FLOOR_SELECT] = "SELECT 1",
 	[Q_BEGIN] = "BEGIN IMMEDIATE",
 	[Q_COMMIT] = "COMMIT",
 	[Q_ROLLBACK] = "ROLLBACK",
-	[Q_NOW] = "SELECT " NOW,
-	/* One claim: ?1 name, ?2 owner, ?3 fire, ?4 token, ?5 the clock that
-	 * claim_all read inside its write transaction. */
-	[Q_CLAIM] =
-	"UPDATE \"%1$s\" SET last_fire = ?3"
-	" WHERE name = ?1 AND owner = ?2 AND token = ?4 AND expires_at > ?5"
-	" AND (last_fire IS NULL OR last_fire < ?3)",
-	/* unclaim_all, one claim: ?1 name, ?2 owner, ?3 fire, ?4 token; then,
-	 * when the cursor stepped back, the fire's row that never started. */
-	[Q_UNCLAIM] =
-	"UPDATE \"%1$s\" SET last_fire = CASE WHEN ?3 > 0 THEN ?3 - 1 END"
-	" WHERE name = ?1 AND owner = ?2 AND token = ?4 AND last_fire = ?3",
-	[Q_UNCLAIM_RUN] =
-	"DELETE FROM \"%1$s_runs\" WHERE job = ?1 AND owner = ?2 AND scheduled_at = ?3"
-	" AND outcome = 'running' AND started_at IS NULL",
-	/* A row written with its claim replaces any row of its key whole. */
-	[Q_RUN_CLAIMED] = RUN_INSERT
-	" claimed_at = excluded.claimed_at, started_at = excluded.started_at,"
-	" ended_at = excluded.ended_at, exit_code = excluded.exit_code,"
-	" exit_signal = excluded.exit_signal, duration_ms = excluded.duration_ms,"
-	" error = excluded.error, actor = excluded.actor",
-	[Q_RUN_RECORD] = RUN_INSERT
-	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
-	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
-	/* prune, in one transaction: ?1 the clock read once, ?2 the age cutoff
-	 * (now - keep), ?3 this step's share of max_rows, ?4 keep_per_job.
-	 * The steps touch disjoint rows: "lost" marks only rows the age step
-	 * keeps, and the per-job step deletes neither those nor running rows
-	 * (a run still going keeps its row; a dead one becomes lost first).
-	 * lost: the partial index of running rows (named: without statistics
-	 * the planner would rather walk scheduled_at over every row), each
-	 * joined to its lease by the lease's primary key. */
-	[Q_PRUNE_LOST] =
-	"UPDATE \"%1$s_runs\" SET outcome = 'lost', recorded_at = ?1 WHERE rowid IN"
-	" (SELECT r.rowid FROM \"%1$s_runs\" r INDEXED BY \"%1$s_runs_run\""
-	"  JOIN \"%1$s\" l ON l.name = r.job"
-	"  WHERE r.outcome = 'running' AND r.token < l.token AND r.scheduled_at >= ?2 LIMIT ?3)",
-	/* age: the oldest end of the scheduled_at index. */
-	[Q_PRUNE_AGE] =
-	"DELETE FROM \"%1$s_runs\" WHERE rowid IN"
-	" (SELECT rowid FROM \"%1$s_runs\" WHERE scheduled_at < ?2"
-	"  ORDER BY scheduled_at LIMIT ?3)",
-	/* per job: for each lease, the keep_per_job-th newest row is found by
-	 * walking that job's primary key backwards (an OFFSET inside one job,
-	 * never a window over the table), and the job's rows below it in
-	 * (scheduled_at, owner) order go, by the same key. */
-	[Q_PRUNE_PER_JOB] =
-	"DELETE FROM \"%1$s_runs\" WHERE rowid IN"
-	" (SELECT r.rowid FROM"
-	"  (SELECT (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = l.name"
-	"    ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1 OFFSET ?4 - 1) AS cut"
-	"   FROM \"%1$s\" l) k"
-	"  JOIN \"%1$s_runs\" c ON c.rowid = k.cut"
-	"  JOIN \"%1$s_runs\" r ON r.job = c.job"
-	"   AND (r.scheduled_at, r.owner) < (c.scheduled_at, c.owner)"
-	"  WHERE r.scheduled_at >= ?2 AND r.outcome <> 'running' LIMIT ?3)",
 };
+
+/* The one place SQLite's errors become the store's kinds: the write lock
+ * not had within busy_timeout is a timeout; a file that cannot be read or
+ * written is gone. */
+static enum store_err_kind sq_kind(int code)
+{
+	switch (code & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return STORE_E_TIMEOUT;
+	case SQLITE_IOERR:
+	case SQLITE_CANTOPEN:
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT:
+		return STORE_E_GONE;
+	case SQLITE_CONSTRAINT:
+		return code == SQLITE_CONSTRAINT_PRIMARYKEY || code == SQLITE_CONSTRAINT_UNIQUE
+		       ? STORE_E_DUPLICATE : STORE_E_REFUSED;
+	default:
+		return STORE_E_REFUSED;
+	}
+}
 
 static int sq_fail(struct sq_store *ss, const char *what)
 {
-	return store_fail(&ss->base, "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
+	return store_fail_kind(&ss->base, sq_kind(sqlite3_extended_errcode(ss->db)),
+	                       "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
 }
 
 static void copy_text(char *dst, sqlite3_stmt *st, int col)
@@ -391,315 +346,6 @@ static char *json_names(const char *const *names, size_t n)
 	return buf;
 }
 
-/* One claim on the prepared UPDATE: 1 accepted, 0 refused, STORE_ERR. */
-static int claim_one(struct sq_store *ss, const char *owner, const struct store_claim *c,
-                     int64_t now)
-{
-	sqlite3_stmt *st = ss->q[Q_CLAIM];
-	int rc = STORE_ERR;
-
-	if (bind3(ss, st, c->name, owner, c->fire) < 0)
-		goto fail;
-	if (sqlite3_bind_int64(st, 4, c->token) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 5, now) != SQLITE_OK) {
-		sq_fail(ss, "claim_all: bind");
-		goto fail;
-	}
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sq_fail(ss, "claim_all");
-		goto fail;
-	}
-	rc = sqlite3_changes(ss->db) > 0;
-fail:
-	sqlite3_reset(st);
-	return rc;
-}
-
-/* BEGIN IMMEDIATE takes the write lock (so nobody can take or renew a lease
- * until COMMIT), the clock is read once, and each claim is judged by that
- * reading.  On any error nothing is kept and every ok[] is 0. */
-static int sq_claim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                        size_t n, int *ok, int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_NOW];
-	int rc;
-	int64_t t = 0;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "claim_all: begin")) < 0)
-		return rc;
-	sqlite3_reset(st);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		t = sqlite3_column_int64(st, 0);
-	else
-		rc = sq_fail(ss, "claim_all: now");
-	sqlite3_reset(st);
-	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
-		int r = claim_one(ss, owner, &claims[i], t);
-
-		if (r == STORE_ERR)
-			rc = STORE_ERR;
-		ok[i] = r == 1;
-	}
-	if ((rc = end_tx(ss, rc, "claim_all: commit")) != STORE_OK)
-		for (size_t i = 0; i < n; i++)
-			ok[i] = 0;
-	else
-		*now = t;
-	return rc;
-}
-
-/* One fire given back: 1 when the cursor stepped back (and the fire's
- * unstarted row went), 0 when refused, STORE_ERR. */
-static int unclaim_one(struct sq_store *ss, const char *owner, const struct store_claim *c)
-{
-	sqlite3_stmt *st = ss->q[Q_UNCLAIM], *del = ss->q[Q_UNCLAIM_RUN];
-	int rc = STORE_ERR;
-
-	if (bind3(ss, st, c->name, owner, c->fire) < 0 || bind3(ss, del, c->name, owner, c->fire) < 0)
-		goto fail;
-	if (sqlite3_bind_int64(st, 4, c->token) != SQLITE_OK) {
-		sq_fail(ss, "unclaim_all: bind");
-		goto fail;
-	}
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sq_fail(ss, "unclaim_all");
-		goto fail;
-	}
-	if ((rc = sqlite3_changes(ss->db) > 0) && sqlite3_step(del) != SQLITE_DONE)
-		rc = sq_fail(ss, "unclaim_all: the ledger row");
-fail:
-	sqlite3_reset(st);
-	sqlite3_reset(del);
-	return rc;
-}
-
-/* Every fire in one write transaction; on any error nothing is kept. */
-static int sq_unclaim_all(struct store *s, const char *owner, const struct store_claim *claims,
-                          size_t n, int *ok)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	int rc;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "unclaim_all: begin")) < 0)
-		return rc;
-	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
-		int r = unclaim_one(ss, owner, &claims[i]);
-
-		if (r == STORE_ERR)
-			rc = STORE_ERR;
-		ok[i] = r == 1;
-	}
-	if ((rc = end_tx(ss, rc, "unclaim_all: commit")) != STORE_OK)
-		for (size_t i = 0; i < n; i++)
-			ok[i] = 0;
-	return rc;
-}
-
-/* ---- the run ledger ---- */
-
-/* Reads the clock once, inside the transaction Q_BEGIN opened. */
-static int read_now(struct sq_store *ss, int64_t *now, const char *what)
-{
-	sqlite3_stmt *st = ss->q[Q_NOW];
-	int rc = STORE_OK;
-
-	sqlite3_reset(st);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		*now = sqlite3_column_int64(st, 0);
-	else
-		rc = sq_fail(ss, what);
-	sqlite3_reset(st);
-	return rc;
-}
-
-static int bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v, int64_t null)
-{
-	return v == null ? sqlite3_bind_null(st, i) : sqlite3_bind_int64(st, i, v);
-}
-
-static int bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
-{
-	return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
-}
-
-/* Writes one row with statement q (Q_RUN_CLAIMED or Q_RUN_RECORD);
- * claimed_at is the row's own, or now when claimed is set. */
-static int write_run(struct sq_store *ss, int q, const struct store_run *r, int64_t now,
-                     int claimed, const char *what)
-{
-	sqlite3_stmt *st = ss->q[q];
-	int rc = STORE_ERR;
-
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if (sqlite3_bind_text(st, 1, r->job, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 2, r->scheduled_at) != SQLITE_OK ||
-	    sqlite3_bind_text(st, 3, r->owner, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 4, r->token) != SQLITE_OK ||
-	    bind_i64_or_null(st, 5, claimed ? now : r->claimed_at, STORE_NO_TIME) != SQLITE_OK ||
-	    bind_i64_or_null(st, 6, r->started_at, STORE_NO_TIME) != SQLITE_OK ||
-	    bind_i64_or_null(st, 7, r->ended_at, STORE_NO_TIME) != SQLITE_OK ||
-	    sqlite3_bind_text(st, 8, r->outcome, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    bind_i64_or_null(st, 9, r->exit_code, STORE_NO_CODE) != SQLITE_OK ||
-	    bind_i64_or_null(st, 10, r->exit_signal, STORE_NO_CODE) != SQLITE_OK ||
-	    bind_i64_or_null(st, 11, r->duration_ms, STORE_NO_TIME) != SQLITE_OK ||
-	    bind_text_or_null(st, 12, r->error) != SQLITE_OK ||
-	    bind_text_or_null(st, 13, r->actor) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 14, now) != SQLITE_OK) {
-		sq_fail(ss, what);
-		goto fail;
-	}
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sq_fail(ss, what);
-		goto fail;
-	}
-	rc = STORE_OK;
-fail:
-	sqlite3_reset(st);
-	return rc;
-}
-
-/* claim_all's transaction, and in it each row whose claim was accepted:
- * the cursor moves iff the rows are written, since both commit or neither. */
-static int sq_claim_runs(struct store *s, const char *owner, const struct store_claim *claims,
-                         size_t n, const struct store_run *runs, size_t nruns, int *ok,
-                         int64_t *now)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	int rc;
-	int64_t t = 0;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "claim_runs: begin")) < 0)
-		return rc;
-	rc = read_now(ss, &t, "claim_runs: now");
-	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
-		int r = claim_one(ss, owner, &claims[i], t);
-
-		if (r == STORE_ERR)
-			rc = STORE_ERR;
-		ok[i] = r == 1;
-	}
-	for (size_t k = 0; k < nruns && rc == STORE_OK; k++)
-		if (ok[runs[k].claim])
-			rc = write_run(ss, Q_RUN_CLAIMED, &runs[k], t, 1, "claim_runs");
-	if ((rc = end_tx(ss, rc, "claim_runs: commit")) != STORE_OK)
-		for (size_t i = 0; i < n; i++)
-			ok[i] = 0;
-	else
-		*now = t;
-	return rc;
-}
-
-static int sq_record_runs(struct store *s, const struct store_run *runs, size_t n)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	int rc;
-	int64_t t = 0;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "record_runs: begin")) < 0)
-		return rc;
-	rc = read_now(ss, &t, "record_runs: now");
-	for (size_t k = 0; k < n && rc == STORE_OK; k++)
-		rc = write_run(ss, Q_RUN_RECORD, &runs[k], t, 0, "record_runs");
-	return end_tx(ss, rc, "record_runs: commit");
-}
-
-/* One prune step: its rows changed, or STORE_ERR. */
-static int64_t prune_step(struct sq_store *ss, int q, int64_t now, int64_t cut, int64_t budget,
-                          int64_t per_job)
-{
-	sqlite3_stmt *st = ss->q[q];
-	int64_t rc = STORE_ERR;
-
-	sqlite3_reset(st);
-	if (sqlite3_bind_int64(st, 1, now) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 2, cut) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 3, budget) != SQLITE_OK ||
-	    (q == Q_PRUNE_PER_JOB && sqlite3_bind_int64(st, 4, per_job) != SQLITE_OK)) {
-		sq_fail(ss, "prune_runs: bind");
-		goto fail;
-	}
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		sq_fail(ss, "prune_runs");
-		goto fail;
-	}
-	rc = sqlite3_changes(ss->db);
-fail:
-	sqlite3_reset(st);
-	return rc;
-}
-
-static int sq_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job,
-                         size_t max_rows, int64_t *changed)
-{
-	static const int steps[] = { Q_PRUNE_LOST, Q_PRUNE_AGE, Q_PRUNE_PER_JOB };
-	struct sq_store *ss = (struct sq_store *)s;
-	int64_t now = 0, left = (int64_t)max_rows, done = 0;
-	int rc;
-
-	if ((rc = run_tx(ss, Q_BEGIN, "prune_runs: begin")) < 0)
-		return rc;
-	rc = read_now(ss, &now, "prune_runs: now");
-	for (size_t i = 0; i < sizeof steps / sizeof steps[0] && rc == STORE_OK && left > 0; i++) {
-		int64_t got = prune_step(ss, steps[i], now, now - keep_ms, left, keep_per_job);
-
-		if (got < 0)
-			rc = STORE_ERR;
-		else {
-			done += got;
-			left -= got;
-		}
-	}
-	if ((rc = end_tx(ss, rc, "prune_runs: commit")) == STORE_OK)
-		*changed = done;
-	return rc;
-}
-
-static int sq_floor(struct store *s, int kind)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	sqlite3_stmt *st = ss->q[Q_FLOOR_SELECT];
-	int rc = STORE_ERR;
-
-	if (kind == STORE_FLOOR_UPDATE) {
-		if (!ss->floor_update) {
-			char sql[1024];
-
-			/* A side table shaped like the lease table, one row updated by
-			 * its (bound) primary key: the least a durable lease write costs. */
-			snprintf(sql, sizeof sql,
-			         "CREATE TABLE IF NOT EXISTS \"%s_floor_row\" ("
-			         " name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL,"
-			         " token BIGINT NOT NULL, acquired_at BIGINT NOT NULL,"
-			         " renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
-			         "INSERT OR IGNORE INTO \"%s_floor_row\" VALUES ('floor', 'floor', 1, 0, 0, 0)",
-			         ss->table, ss->table);
-			if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-				return sq_fail(ss, "floor");
-			snprintf(sql, sizeof sql,
-			         "UPDATE \"%s_floor_row\" SET expires_at = expires_at + 1 WHERE name = ?1",
-			         ss->table);
-			if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
-			                       &ss->floor_update, NULL) != SQLITE_OK)
-				return sq_fail(ss, "floor");
-			if (sqlite3_bind_text(ss->floor_update, 1, "floor", -1, SQLITE_STATIC) != SQLITE_OK)
-				return sq_fail(ss, "floor");
-		}
-		st = ss->floor_update;
-	}
-	sqlite3_reset(st);
-	while (sqlite3_step(st) == SQLITE_ROW)
-		;
-	if (sqlite3_reset(st) != SQLITE_OK) {
-		sq_fail(ss, "floor");
-		goto fail;
-	}
-	rc = STORE_OK;
-fail:
-	return rc;
-}
-
 static void sq_set_timeout(struct store *s, int ms)
 {
 	struct sq_store *ss = (struct sq_store *)s;
@@ -735,6 +381,26 @@ static void sq_set_timeout(struct store *s, int ms)
 	"(max(coalesce((SELECT max(token) FROM \"%1$s\" WHERE " STORE_SQL_TOKEN_OK("token") "), 0)," \
 	" coalesce((SELECT max(token) FROM \"%1$s_runs\" WHERE job = ?1 AND " \
 	STORE_SQL_TOKEN_OK("token") "), 0)) + 1)"
+/* The claims' steps: the clock, each claim the lease takes (row i), the
+ * cursors moved; the answer (now, i) per claim taken, or (now, NULL). */
+#define CLAIMS_JUDGED \
+	"DELETE FROM temp.leash_w;" \
+	"INSERT INTO temp.leash_w (i, now) VALUES (0, " NOW ");" \
+	"INSERT INTO temp.leash_w (i, name) SELECT ?2, ?3 FROM \"%1$s\"" \
+	" WHERE name = ?3 AND owner = ?1 AND token = ?4" \
+	" AND expires_at > (SELECT now FROM temp.leash_w WHERE i = 0)" \
+	" AND (last_fire IS NULL OR last_fire < ?5);"
+#define CLAIMS_MOVED \
+	"UPDATE \"%1$s\" SET last_fire = ?5" \
+	" WHERE name = ?3 AND EXISTS (SELECT 1 FROM temp.leash_w WHERE i = ?2);"
+#define CLAIMS_ANSWER \
+	"SELECT z.now, o.i FROM temp.leash_w z LEFT JOIN temp.leash_w o ON o.i > 0" \
+	" WHERE z.i = 0 ORDER BY o.i"
+/* prune's clock, age cutoff, rows left to change, and the count's update. */
+#define W_NOW "(SELECT now FROM temp.leash_w WHERE i = 0)"
+#define W_CUT "(SELECT now - ?1 FROM temp.leash_w WHERE i = 0)"
+#define W_LEFT "max(0, ?3 - (SELECT n FROM temp.leash_w WHERE i = 0))"
+#define W_COUNT "UPDATE temp.leash_w SET n = n + changes() WHERE i = 0;"
 
 /* Each entry: one statement, or several separated by ';' that run in one
  * BEGIN IMMEDIATE transaction.  ?n is the n-th parameter in every one. */
@@ -903,85 +569,234 @@ static const char *const dialect[ST_MAX] = {
 	[ST_CORRUPT_RUNS] =
 	"SELECT job, scheduled_at FROM \"%1$s_runs\" WHERE " STORE_SQL_RUN_AT_BAD
 	" ORDER BY job, scheduled_at LIMIT " STORE_SQL_STR(STORE_BAD_RUNS_MAX),
+	/* The claims (?1 owner, ?2 i, ?3 name, ?4 token, ?5 fire): the clock
+	 * read once into leash_w's row 0, each claim the lease takes noted in
+	 * its row i (with the name), then the cursors moved.  BEGIN IMMEDIATE
+	 * holds the write lock throughout, so nobody renews or takes a lease
+	 * between the judging and the writing. */
+	[ST_CLAIM_ALL] = CLAIMS_JUDGED CLAIMS_MOVED CLAIMS_ANSWER,
+	/* claim_all's, then each run (?6 its claim .. ?18 actor) of a claim
+	 * noted, replacing any row of its key whole. */
+	[ST_CLAIM_RUNS] = CLAIMS_JUDGED CLAIMS_MOVED
+	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
+	" SELECT o.name, ?7, ?8, ?9, z.now, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, z.now"
+	" FROM temp.leash_w o, temp.leash_w z WHERE o.i = ?6 AND z.i = 0"
+	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = excluded.token,"
+	" claimed_at = excluded.claimed_at, started_at = excluded.started_at,"
+	" ended_at = excluded.ended_at, outcome = excluded.outcome, exit_code = excluded.exit_code,"
+	" exit_signal = excluded.exit_signal, duration_ms = excluded.duration_ms,"
+	" error = excluded.error, actor = excluded.actor, recorded_at = excluded.recorded_at;"
+	CLAIMS_ANSWER,
+	/* Each claim whose cursor is still its fire noted, the cursor stepped
+	 * back, and the fire's row that never started deleted. */
+	[ST_UNCLAIM_ALL] =
+	"DELETE FROM temp.leash_w;"
+	"INSERT INTO temp.leash_w (i, name) SELECT ?2, ?3 FROM \"%1$s\""
+	" WHERE name = ?3 AND owner = ?1 AND token = ?4 AND last_fire = ?5;"
+	"UPDATE \"%1$s\" SET last_fire = CASE WHEN ?5 > 0 THEN ?5 - 1 END"
+	" WHERE name = ?3 AND EXISTS (SELECT 1 FROM temp.leash_w WHERE i = ?2);"
+	"DELETE FROM \"%1$s_runs\" WHERE job = ?3 AND owner = ?1 AND scheduled_at = ?5"
+	" AND outcome = 'running' AND started_at IS NULL"
+	" AND EXISTS (SELECT 1 FROM temp.leash_w WHERE i = ?2);"
+	"SELECT NULL, o.i FROM (SELECT 1) t LEFT JOIN temp.leash_w o ON 1",
+	/* Each row (?1 job .. ?13 actor) upserted; a NULL keeps the stored field. */
+	[ST_RECORD_RUNS] =
+	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, " NOW ")"
+	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = excluded.token,"
+	" outcome = excluded.outcome, recorded_at = excluded.recorded_at,"
+	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
+	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
+	/* prune (?1 keep, ?2 keep_per_job, ?3 max_rows), in one transaction:
+	 * the clock read once (row 0), each step limited to what the earlier
+	 * left (n counts what they changed).  The steps touch disjoint rows:
+	 * "lost" marks only rows the age step keeps, and the per-job step
+	 * deletes neither those nor running rows (a run still going keeps its
+	 * row; a dead one becomes lost first).
+	 * lost: the partial index of running rows (named: without statistics
+	 * the planner would rather walk scheduled_at over every row), each
+	 * joined to its lease by the lease's primary key.
+	 * age: the oldest end of the scheduled_at index.
+	 * per job: for each lease, the keep_per_job-th newest row is found by
+	 * walking that job's primary key backwards (an OFFSET inside one job,
+	 * never a window over the table), and the job's rows below it in
+	 * (scheduled_at, owner) order go, by the same key. */
+	[ST_PRUNE_RUNS] =
+	"DELETE FROM temp.leash_w;"
+	"INSERT INTO temp.leash_w (i, now, n) VALUES (0, " NOW ", 0);"
+	"UPDATE \"%1$s_runs\" SET outcome = 'lost', recorded_at = " W_NOW " WHERE rowid IN"
+	" (SELECT r.rowid FROM \"%1$s_runs\" r INDEXED BY \"%1$s_runs_run\""
+	"  JOIN \"%1$s\" l ON l.name = r.job"
+	"  WHERE r.outcome = 'running' AND r.token < l.token AND r.scheduled_at >= " W_CUT
+	"  LIMIT " W_LEFT ");"
+	W_COUNT
+	"DELETE FROM \"%1$s_runs\" WHERE rowid IN"
+	" (SELECT rowid FROM \"%1$s_runs\" WHERE scheduled_at < " W_CUT
+	"  ORDER BY scheduled_at LIMIT " W_LEFT ");"
+	W_COUNT
+	"DELETE FROM \"%1$s_runs\" WHERE rowid IN"
+	" (SELECT r.rowid FROM"
+	"  (SELECT (SELECT x.rowid FROM \"%1$s_runs\" x WHERE x.job = l.name"
+	"    ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1 OFFSET ?2 - 1) AS cut"
+	"   FROM \"%1$s\" l) k"
+	"  JOIN \"%1$s_runs\" c ON c.rowid = k.cut"
+	"  JOIN \"%1$s_runs\" r ON r.job = c.job"
+	"   AND (r.scheduled_at, r.owner) < (c.scheduled_at, c.owner)"
+	"  WHERE r.scheduled_at >= " W_CUT " AND r.outcome <> 'running' LIMIT " W_LEFT ");"
+	W_COUNT
+	"SELECT n FROM temp.leash_w WHERE i = 0",
+	[ST_FLOOR_SELECT] = "SELECT 1",
+	/* A side table shaped like the lease table, one row updated by its
+	 * (bound) primary key: the least a durable lease write costs. */
+	[ST_FLOOR_MAKE] =
+	FLOOR_TABLE
+	"INSERT OR IGNORE INTO \"%1$s_floor_row\" VALUES ('floor', 'floor', 1, 0, 0, 0)",
+	[ST_FLOOR_UPDATE] =
+	"UPDATE \"%1$s_floor_row\" SET expires_at = expires_at + 1 WHERE name = ?1",
 };
 
-/* Prepares every entry of the dialect, each statement of a chain apart. */
-static int prepare_dialect(struct sq_store *ss, char *err, size_t errlen)
+/* Entries prepared on first use, not at open: the floor's, whose side
+ * table is made on first use. */
+static int lazy(int q)
 {
-	char sql[4096];
+	return q == ST_FLOOR_MAKE || q == ST_FLOOR_UPDATE;
+}
 
-	for (int i = 0; i < ST_MAX; i++) {
-		const char *p = sql;
+/* Prepares the next statement of entry q's chain from *at: 1 prepared, 0
+ * none left, STORE_ERR. */
+static int prepare_next(struct sq_store *ss, int q, const char **at)
+{
+	while (**at) {
+		const char *tail = NULL;
+		sqlite3_stmt *st = NULL;
 
-		snprintf(sql, sizeof sql, dialect[i], ss->table);
-		while (*p) {
-			const char *tail = NULL;
-			sqlite3_stmt *st = NULL;
-
-			if (ss->nst[i] == CHAIN_MAX ||
-			    sqlite3_prepare_v3(ss->db, p, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail) !=
-			    SQLITE_OK) {
-				snprintf(err, errlen, "sqlite: %s: prepare: %s", store_stmt_what[i],
-				         ss->nst[i] == CHAIN_MAX ? "too many statements"
-				                                 : sqlite3_errmsg(ss->db));
-				return -1;
-			}
-			if (st)
-				ss->st[i][ss->nst[i]++] = st;
-			p = tail ? tail : "";
+		if (ss->nst[q] == CHAIN_MAX)
+			return store_fail(&ss->base, "sqlite: %s: too many statements", store_stmt_what[q]);
+		if (sqlite3_prepare_v3(ss->db, *at, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail) !=
+		    SQLITE_OK)
+			return sq_fail(ss, store_stmt_what[q]);
+		*at = tail ? tail : "";
+		if (st) {
+			ss->st[q][ss->nst[q]++] = st;
+			return 1;
 		}
 	}
 	return 0;
 }
 
-/* json[i]: parameter i as JSON text when it is an array. */
-static int bind_params(sqlite3_stmt *st, const struct store_param *p, int np,
-                       char *const *json)
+/* Entry q's text with the table name; NULL (s->err set) when too long. */
+static const char *entry_text(struct sq_store *ss, int q, char *sql, size_t size)
 {
-	int max = sqlite3_bind_parameter_count(st), rc = SQLITE_OK;
-
-	for (int i = 0; i < np && i < max && rc == SQLITE_OK; i++)
-		rc = p[i].kind == SP_INT ? sqlite3_bind_int64(st, i + 1, p[i].i)
-		   : p[i].kind == SP_TEXT ? sqlite3_bind_text(st, i + 1, p[i].s, -1, SQLITE_STATIC)
-		   : p[i].kind == SP_TEXTS ? sqlite3_bind_text(st, i + 1, json[i], -1, SQLITE_STATIC)
-		   : sqlite3_bind_null(st, i + 1);
-	return rc;
+	if ((size_t)snprintf(sql, size, dialect[q], ss->table) >= size) {
+		store_fail(&ss->base, "sqlite: %s: statement too long", store_stmt_what[q]);
+		return NULL;
+	}
+	return sql;
 }
 
-/* One chain's statements in order, each step's rows to row(). */
-static int run_chain(struct sq_store *ss, int q, const struct store_param *p, int np,
-                     char *const *json, store_row_fn row, void *arg)
+/* Every entry of the dialect but the lazy ones, each statement of a chain
+ * apart, and the connection's scratch table: entries that run in one
+ * transaction keep their clock reading (row 0: now), a count (n) and what
+ * they found (a row per claim i) in it. */
+static int prepare_dialect(struct sq_store *ss, char *err, size_t errlen)
 {
-	const char *what = store_stmt_what[q];
-	int set = 0;
+	char sql[8192];
 
-	for (int k = 0; k < ss->nst[q]; k++) {
-		sqlite3_stmt *st = ss->st[q][k];
-		int step, stop = 0;
+	if (sqlite3_exec(ss->db, "CREATE TEMP TABLE IF NOT EXISTS leash_w (i INTEGER PRIMARY KEY,"
+	                 " now INTEGER, name TEXT, n INTEGER)", NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "sqlite: scratch table: %s", sqlite3_errmsg(ss->db));
+		return -1;
+	}
+	for (int i = 0; i < ST_MAX; i++) {
+		const char *at = lazy(i) ? "" : entry_text(ss, i, sql, sizeof sql);
+		int r = 0;
 
+		while (at && (r = prepare_next(ss, i, &at)) > 0)
+			;
+		if (!at || r < 0) {
+			snprintf(err, errlen, "%s", ss->base.err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int bind_one(sqlite3_stmt *st, int n, const struct store_param *p, const char *json)
+{
+	return p->kind == SP_INT ? sqlite3_bind_int64(st, n, p->i)
+	     : p->kind == SP_TEXT ? sqlite3_bind_text(st, n, p->s, -1, SQLITE_STATIC)
+	     : p->kind == SP_TEXTS ? sqlite3_bind_text(st, n, json, -1, SQLITE_STATIC)
+	     : sqlite3_bind_null(st, n);
+}
+
+/* Runs st once with p bound (base[i] + 1: p[i]'s first number; json[i]:
+ * p[i] as JSON when an array; row r of table t), its rows to row(). */
+static int step_one(struct sq_store *ss, sqlite3_stmt *st, const struct store_param *p, int np,
+                    const int *base, char *const *json, int t, size_t r, store_row_fn row,
+                    void *arg, int set, const char *what)
+{
+	int top = sqlite3_bind_parameter_count(st), rc = SQLITE_OK, step, stop = 0;
+
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	for (int i = 0; i < np && rc == SQLITE_OK; i++)
+		if (p[i].kind != SP_ROWS && base[i] < top)
+			rc = bind_one(st, base[i] + 1, &p[i], json[i]);
+		else if (i == t)
+			for (int c = 0; c < p[i].cols && base[i] + c < top && rc == SQLITE_OK; c++)
+				rc = bind_one(st, base[i] + c + 1, &p[i].r[r * (size_t)p[i].cols + c], NULL);
+	if (rc != SQLITE_OK) {
 		sqlite3_reset(st);
-		sqlite3_clear_bindings(st);
-		if (bind_params(st, p, np, json) != SQLITE_OK) {
-			sqlite3_reset(st);
-			return sq_fail(ss, what);
+		return sq_fail(ss, what);
+	}
+	ss->cur = st;
+	while (!stop && (step = sqlite3_step(st)) == SQLITE_ROW)
+		stop = row && row(&ss->base, arg, set) < 0;
+	ss->cur = NULL;
+	if (!stop && step != SQLITE_DONE)
+		sq_fail(ss, what);
+	sqlite3_reset(st);
+	return stop || step != SQLITE_DONE ? STORE_ERR : STORE_OK;
+}
+
+/* One chain's statements in order, each step's rows to row().  A statement
+ * whose highest parameter is a table's runs once per row of it.  A lazy
+ * entry is prepared statement by statement as it runs (a statement may
+ * need what the one before made). */
+static int run_chain(struct sq_store *ss, int q, const struct store_param *p, int np,
+                     const int *base, char *const *json, store_row_fn row, void *arg)
+{
+	char sql[8192];
+	int fresh = ss->nst[q] == 0, set = 0, rc = STORE_OK;
+	const char *at = fresh ? entry_text(ss, q, sql, sizeof sql) : "";
+
+	for (int k = 0; at && rc == STORE_OK; k++) {
+		sqlite3_stmt *st;
+		int top, t = -1, r;
+		size_t rows;
+
+		if (k == ss->nst[q] && (r = prepare_next(ss, q, &at)) <= 0) {
+			rc = r < 0 ? STORE_ERR : STORE_OK;
+			break;
 		}
-		ss->cur = st;
-		while (!stop && (step = sqlite3_step(st)) == SQLITE_ROW)
-			stop = row && row(&ss->base, arg, set) < 0;
-		ss->cur = NULL;
-		if (stop) {
-			sqlite3_reset(st);
-			return STORE_ERR;
-		}
-		if (step != SQLITE_DONE) {
-			sq_fail(ss, what);
-			sqlite3_reset(st);
-			return STORE_ERR;
-		}
-		sqlite3_reset(st);
+		st = ss->st[q][k];
+		top = sqlite3_bind_parameter_count(st);
+		for (int i = 0; i < np; i++)
+			if (p[i].kind == SP_ROWS && top > base[i] && top <= base[i] + p[i].cols)
+				t = i;
+		rows = t < 0 ? 1 : p[t].n;
+		for (size_t j = 0; j < rows && rc == STORE_OK; j++)
+			rc = step_one(ss, st, p, np, base, json, t, j, row, arg, set, store_stmt_what[q]);
 		set += sqlite3_column_count(st) > 0;
 	}
-	return STORE_OK;
+	if (!at)
+		rc = STORE_ERR;
+	if (rc != STORE_OK && fresh) {
+		for (int k = 0; k < ss->nst[q]; k++)
+			sqlite3_finalize(ss->st[q][k]);
+		ss->nst[q] = 0;
+	}
+	return rc;
 }
 
 static int sq_exec(struct store *s, int q, const struct store_param *p, int np,
@@ -989,17 +804,21 @@ static int sq_exec(struct store *s, int q, const struct store_param *p, int np,
 {
 	struct sq_store *ss = (struct sq_store *)s;
 	char *json[PARAMS_MAX] = { NULL };
-	int rc = STORE_OK;
+	int base[PARAMS_MAX + 1] = { 0 }, rc = STORE_OK, tx = ss->nst[q] != 1;
 
-	if (np > PARAMS_MAX)
+	for (int i = 0; i < np && i < PARAMS_MAX; i++) {
+		base[i + 1] = base[i] + (p[i].kind == SP_ROWS ? p[i].cols : 1);
+		tx |= p[i].kind == SP_ROWS;
+	}
+	if (np > PARAMS_MAX || base[np] > PARAMS_MAX)
 		return store_fail(s, "sqlite: %s: too many parameters", store_stmt_what[q]);
 	for (int i = 0; i < np && rc == STORE_OK; i++)
 		if (p[i].kind == SP_TEXTS && !(json[i] = json_names(p[i].v, p[i].n)))
 			rc = store_fail(s, "sqlite: %s: out of memory", store_stmt_what[q]);
-	if (rc == STORE_OK && ss->nst[q] == 1)
-		rc = run_chain(ss, q, p, np, json, row, arg);
+	if (rc == STORE_OK && !tx)
+		rc = run_chain(ss, q, p, np, base, json, row, arg);
 	else if (rc == STORE_OK && (rc = run_tx(ss, Q_BEGIN, store_stmt_what[q])) == STORE_OK)
-		rc = end_tx(ss, run_chain(ss, q, p, np, json, row, arg), store_stmt_what[q]);
+		rc = end_tx(ss, run_chain(ss, q, p, np, base, json, row, arg), store_stmt_what[q]);
 	for (int i = 0; i < np; i++)
 		free(json[i]);
 	return rc;
@@ -1035,7 +854,6 @@ static void sq_close(struct store *s)
 		return;
 	for (int i = 0; i < Q_MAX; i++)
 		sqlite3_finalize(ss->q[i]);
-	sqlite3_finalize(ss->floor_update);
 	for (int i = 0; i < ST_MAX; i++)
 		for (int k = 0; k < ss->nst[i]; k++)
 			sqlite3_finalize(ss->st[i][k]);
@@ -1055,13 +873,13 @@ static const struct store_ops sqlite_ops = {
 	.close = sq_close,
 	.acquire_all = sq_acquire_all,
 	.set_timeout = sq_set_timeout,
-	.floor = sq_floor,
+	.floor = store_op_floor,
 	.release_all = store_op_release_all,
-	.claim_all = sq_claim_all,
-	.claim_runs = sq_claim_runs,
-	.record_runs = sq_record_runs,
+	.claim_all = store_op_claim_all,
+	.claim_runs = store_op_claim_runs,
+	.record_runs = store_op_record_runs,
 	.read_runs = store_op_read_runs,
-	.prune_runs = sq_prune_runs,
+	.prune_runs = store_op_prune_runs,
 	.beat = store_op_beat,
 	.leave = store_op_leave,
 	.replicas = store_op_replicas,
@@ -1071,7 +889,7 @@ static const struct store_ops sqlite_ops = {
 	.health = store_op_health,
 	.drain = store_op_drain,
 	.renew_beat = store_op_renew_beat,
-	.unclaim_all = sq_unclaim_all,
+	.unclaim_all = store_op_unclaim_all,
 	.repair = store_op_repair,
 	.corrupt_runs = store_op_corrupt_runs,
 	.handoff = store_op_handoff,

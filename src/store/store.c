@@ -40,6 +40,8 @@ static struct {
 } faults;
 
 static const char *const fault_kinds[] = { "timeout", "gone", "refused" };
+static const enum store_err_kind fault_err[] = { STORE_E_TIMEOUT, STORE_E_GONE,
+                                                 STORE_E_REFUSED };
 static const char *const fault_texts[] = {
 	"no answer within the timeout", "connection lost", "refused by the server"
 };
@@ -93,8 +95,8 @@ static int fault_due(struct store *s, const char *op)
 	}
 	for (int i = 0; i < faults.n; i++)
 		if (strcasecmp(faults.f[i].op, op) == 0 && ++faults.f[i].seen == faults.f[i].nth) {
-			store_fail(s, "%s: %s: %s (injected fault)", s->ops->name, faults.f[i].op,
-			           fault_texts[faults.f[i].kind]);
+			store_fail_kind(s, fault_err[faults.f[i].kind], "%s: %s: %s (injected fault)",
+			                s->ops->name, faults.f[i].op, fault_texts[faults.f[i].kind]);
 			return 1;
 		}
 	return 0;
@@ -200,6 +202,24 @@ int store_fail(struct store *s, const char *fmt, ...)
 	return STORE_ERR;
 }
 
+int store_fail_kind(struct store *s, enum store_err_kind kind, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->err, sizeof s->err, fmt, ap);
+	va_end(ap);
+	s->kind = kind;
+	return STORE_ERR;
+}
+
+const char *store_kind_name(enum store_err_kind kind)
+{
+	static const char *const names[] = { "other", "timeout", "gone", "refused", "duplicate" };
+
+	return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "other";
+}
+
 static int check_str(struct store *s, const char *what, const char *v)
 {
 	size_t n;
@@ -231,6 +251,7 @@ static int check_names(struct store *s, const char *const *names, size_t n)
 static void begin(struct store *s)
 {
 	s->err[0] = '\0';
+	s->kind = STORE_E_OTHER;
 }
 
 /* What every call on a batch of one owner's leases checks. */

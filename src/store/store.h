@@ -34,6 +34,17 @@
 
 enum { STORE_ERR = -1, STORE_NO = 0, STORE_OK = 1 };
 
+/* What kind of error a STORE_ERR was (store->kind), so that a caller can
+ * tell a database that did not answer in time (TIMEOUT) or at all (GONE:
+ * no connection, or it broke) from one that refused the statement
+ * (REFUSED) or found the key taken (DUPLICATE).  Each driver maps its
+ * client's errors to these in one place; an injected fault (below) sets
+ * the kind it names.  STORE_E_OTHER: the store's own (a bad argument, out
+ * of memory, an answer it could not read). */
+enum store_err_kind {
+	STORE_E_OTHER, STORE_E_TIMEOUT, STORE_E_GONE, STORE_E_REFUSED, STORE_E_DUPLICATE
+};
+
 /* last_fire when the column is NULL (no fire claimed yet).  A claimed fire
  * is >= 0, so "no fire" compares below every fire. */
 #define STORE_NO_FIRE (-1LL)
@@ -502,6 +513,7 @@ struct store {
 	const struct store_driver *drv; /* the driver under the operations written
 	                                 * once (store/driver.h), NULL for a store
 	                                 * without one (a test's fake) */
+	enum store_err_kind kind;       /* the last STORE_ERR's (the wrappers clear it) */
 };
 
 /* A provider: opens a handle or returns NULL with the reason in err.  The
@@ -665,6 +677,11 @@ void store_close(struct store *);
 /* For providers: formats into s->err and returns STORE_ERR. */
 int store_fail(struct store *, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* store_fail, and s->kind = kind. */
+int store_fail_kind(struct store *, enum store_err_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* "timeout", "gone", "refused", "duplicate" or "other". */
+const char *store_kind_name(enum store_err_kind kind);
 
 struct cfg;
 /* Fills the store options from the config.  Returns 0, or -1 with the reason

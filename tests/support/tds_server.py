@@ -315,41 +315,50 @@ def list_leases(db, t, p, faults):
              [(now,) + r for r in rows] or [(now,) + (None,) * 8])]
 
 
-def claim_all(db, t, p, faults):
-    """The UPDATE of every row held by @owner with @t<i>, unexpired at the
-    batch's @now and with last_fire below @f<i>; then a row (i, ok, now) per
-    claim.  The names of one batch are distinct (the wrapper sees to it)."""
+def claims_answer(now, claims, won):
+    """A row (now, i) per claim taken, or one (now, NULL) when none was."""
+    return [("rows", [("now", "int"), ("i", "int")],
+             [(now, c["i"]) for c in claims if c["i"] in won] or [(now, None)])]
+
+
+def claim_all(db, t, p, faults, stmt):
+    """The UPDATE of every row of @c held by @owner with its token, unexpired
+    at the batch's @now and with last_fire below its fire; then a row (now,
+    i) per claim taken.  The names of one batch are distinct (the wrapper
+    sees to it)."""
     owner, now = p["@owner"], now_ms()
-    idx = sorted(int(k[2:]) for k in p if re.fullmatch(r"@n\d+", k))
-    rows = []
-    for i in idx:
+    claims = table_rows(stmt, "c", p, ("name",))
+    won = set()
+    for c in claims:
         cur = db.execute(f'UPDATE "{t}" SET last_fire = ? WHERE name = ? AND owner = ? '
                          'AND token = ? AND expires_at > ? '
                          'AND (last_fire IS NULL OR last_fire < ?)',
-                         (p[f"@f{i}"], p[f"@n{i}"], owner, p[f"@t{i}"], now, p[f"@f{i}"]))
-        rows.append((i, 1 if cur.rowcount else 0, now))
-    return [("rows", [("i", "int"), ("ok", "int"), ("now", "int")], rows)]
+                         (c["fire"], c["name"], owner, c["token"], now, c["fire"]))
+        if cur.rowcount:
+            won.add(c["i"])
+    return claims_answer(now, claims, won)
 
 
 def unclaim_all(db, t, p, faults, stmt):
-    """The UPDATE stepping back the cursor of every row held by @owner with
-    @t<i> whose last_fire is @f<i> (to @f<i> - 1, NULL for 0; expiry not
-    judged), the DELETE of those fires' rows that are running and never
-    started, in one transaction; then a row (i, ok, now) per claim."""
+    """The UPDATE stepping back the cursor of every row of @c held by @owner
+    with its token whose last_fire is its fire (to fire - 1, NULL for 0;
+    expiry not judged), the DELETE of those fires' rows that are running and
+    never started, in one transaction; then a row (now, i) per claim given
+    back."""
     lease, runs = ledger_tables(stmt)
     owner, now = p["@owner"], now_ms()
-    idx = sorted(int(k[2:]) for k in p if re.fullmatch(r"@n\d+", k))
-    rows = []
-    for i in idx:
-        name, fire = p[f"@n{i}"], p[f"@f{i}"]
+    claims = table_rows(stmt, "c", p, ("name",))
+    won = set()
+    for c in claims:
+        name, fire = c["name"], c["fire"]
         cur = db.execute(f'UPDATE "{lease}" SET last_fire = CASE WHEN ? > 0 THEN ? - 1 END '
                          'WHERE name = ? AND owner = ? AND token = ? AND last_fire = ?',
-                         (fire, fire, name, owner, p[f"@t{i}"], fire))
+                         (fire, fire, name, owner, c["token"], fire))
         if cur.rowcount:
+            won.add(c["i"])
             db.execute(f'DELETE FROM "{runs}" WHERE job = ? AND scheduled_at = ? AND owner = ? '
                        "AND outcome = 'running' AND started_at IS NULL", (name, fire, owner))
-        rows.append((i, 1 if cur.rowcount else 0, now))
-    return [("rows", [("i", "int"), ("ok", "int"), ("now", "int")], rows)]
+    return claims_answer(now, claims, won)
 
 
 def floor_select(db, t, p, faults):
@@ -418,13 +427,22 @@ def evaluate(item, p):
     raise ValueError(f"cannot evaluate {item!r}")
 
 
+def table_columns(stmt, var):
+    """The columns of DECLARE @var TABLE (...), in order."""
+    m = re.search(rf"DECLARE @{var} TABLE \(((?:[^()]|\([^()]*\))*)\)", stmt)
+    return [c.split()[0] for c in split_items(m.group(1)) if not c.startswith("PRIMARY KEY")]
+
+
 def table_rows(stmt, var, p, key):
-    """The rows the statement's INSERT INTO @var (cols) VALUES ... put in the
+    """The rows the statement's INSERT INTO @var [(cols)] VALUES ... put in the
     table variable, as dicts; a repeated key is a duplicate key error, as the
     variable's PRIMARY KEY makes it."""
-    rows, seen = [], set()
-    for m in re.finditer(rf"INSERT INTO @{var} \(([^)]*)\) VALUES (.*?);", stmt):
-        cols = [c.strip() for c in m.group(1).split(",")]
+    rows, seen, declared = [], set(), None
+    for m in re.finditer(rf"INSERT INTO @{var} (?:\(([^)]*)\) )?VALUES (.*?);", stmt):
+        if m.group(1):
+            cols = [c.strip() for c in m.group(1).split(",")]
+        else:
+            cols = declared = declared or table_columns(stmt, var)
         for tup in re.finditer(r"\(((?:[^()]|\([^()]*\))*)\)", m.group(2)):
             row = dict(zip(cols, (evaluate(i, p) for i in split_items(tup.group(1)))))
             k = tuple(row[c] for c in key)
@@ -493,8 +511,7 @@ def claim_runs(db, t, p, faults, stmt):
             db.execute(f'INSERT INTO "{runs}" ({", ".join(RUN_COLS)}) VALUES '
                        f'({", ".join("?" * len(RUN_COLS))})', [v[k] for k in RUN_COLS])
     deadlock(faults, "claim_runs")
-    return [("rows", [("i", "int"), ("ok", "int"), ("now", "int")],
-             [(c["i"], 1 if c["i"] in won else 0, now) for c in claims])]
+    return claims_answer(now, claims, won)
 
 
 def record_runs(db, t, p, faults, stmt):
@@ -772,7 +789,7 @@ STATEMENTS = {
 }
 # The statements whose function reads the statement's own text.
 READS_TEXT = {check_runs, claim_runs, record_runs, read_runs, prune_runs,
-              last_runs, unclaim_all}
+              last_runs, unclaim_all, claim_all}
 
 # ---------------------------------------------------------------- TDS encoding
 PRELOGIN, LOGIN7, SQL_BATCH, RPC, ATTENTION, REPLY = 0x12, 0x10, 0x01, 0x03, 0x06, 0x04
