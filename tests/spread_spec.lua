@@ -280,6 +280,10 @@ describe("spread end to end", function()
             if not seen[t] and row and row.outcome == "missed" and
                 tostring(row.error):find('missed = "once" runs the latest', 1, true) then
               passed_by = passed_by + 1
+            elseif not seen[t] and row and row.outcome == "skipped-overlap" then
+              -- the run before was still going (a busy machine's slow end):
+              -- accounted in the ledger, the overlap rule kept
+              passed_by = passed_by + 1
             elseif (seen[t] or 0) <= 1 and row and row.outcome == "stopped" and row.error == "shutdown" then
               -- started, and stopped by the SIGTERM of its replica before
               -- (or after) its body wrote a line: the restart's, once
