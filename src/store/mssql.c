@@ -1673,14 +1673,14 @@ static void bind_pool(struct batch *b, const struct pool *pl)
 	for (int i = 0; i < pl->s.n; i++) {
 		char *pn = b->names + (size_t)b->np * 8;
 
-		snprintf(pn, 8, "@s%d", i + 1);
+		snprintf(pn, 8, "@s%hu", (unsigned short)(i + 1));   /* < 2,100 */
 		b->p[b->np++] = (struct param){ pn, pl->strs[i], 0 };
 		app(b->decl, &b->dl, b->declmax, "%s%s " EC, b->dl ? ", " : "", pn);
 	}
 	for (int i = 0; i < pl->v.n; i++) {
 		char *pn = b->names + (size_t)b->np * 8;
 
-		snprintf(pn, 8, "@v%d", i + 1);
+		snprintf(pn, 8, "@v%hu", (unsigned short)(i + 1));
 		b->p[b->np++] = (struct param){ pn, NULL, pl->nums[i] };
 		app(b->decl, &b->dl, b->declmax, "%s%s BIGINT", b->dl ? ", " : "", pn);
 	}
