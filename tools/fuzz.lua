@@ -115,7 +115,7 @@ for round = 1, rounds do
   write(d .. "/jobs/svc.lua", 'return { run = function(ctx) while true do ctx.sleep(1) end end }')
   write(d .. "/leash.ini", "[leash]\njobs = jobs\nreplica = fz\ngrace = 1s\n[singleton]\n"
     .. "enabled = true\nlease = 3s\n[sqlite]\npath = leash.db\n")
-  local code, out = sh(("cd %s && timeout -s INT 4 %s run -c leash.ini"):format(q(d), q(bin)))
+  local code, out = sh(("cd %s && timeout --preserve-status -s INT 4 %s run -c leash.ini"):format(q(d), q(bin)))
   judge("seed run " .. d, code, out, { [0] = true })
   local sql = {}
   for _ = 1, 6 do
@@ -138,7 +138,7 @@ for round = 1, rounds do
     code, out = sh(("cd %s && timeout 60 %s %s -c leash.ini"):format(q(d), q(bin), args))
     judge(args .. " " .. d, code, out, { [0] = true, [1] = true, [2] = true, [3] = true })
   end
-  code, out = sh(("cd %s && timeout -s INT 5 %s run -c leash.ini"):format(q(d), q(bin)))
+  code, out = sh(("cd %s && timeout --preserve-status -s INT 5 %s run -c leash.ini"):format(q(d), q(bin)))
   judge("run on the rows " .. d, code, out, { [0] = true })
 end
 

@@ -19,7 +19,8 @@ double clock_wall_s(void);
 double clock_mono_s(void);
 
 /* Writes wall_ms as UTC "2026-11-29T17:00:05Z", or with millis
- * "2026-11-29T17:00:05.123Z".  Returns out. */
+ * "2026-11-29T17:00:05.123Z"; outside years 1 to 9999 (a corrupt row's) as
+ * "<N>ms (out of range)".  Returns out. */
 char *clock_iso(char *out, size_t len, int64_t wall_ms, int millis);
 
 #endif
