@@ -234,6 +234,16 @@ for lane in "${lane_names[@]}"; do
 	failed=$((failed + ${3%,}))
 	[ "${5:-}" = "" ] || skipped=$((skipped + $5))
 done
+# What failed, again just above the closing line, for a reader who sees
+# only the end of the output (a CI log's tail).
+if [ "$failed" -gt 0 ]; then
+	echo
+	echo "tests/run.sh: what failed, from each lane's summary:"
+	for lane in "${lane_names[@]}"; do
+		awk -v l="$lane" '/(FAILED|ERROR) *\] [0-9]+ (tests?|errors?), listed below:/ { p = 1 }
+			p && n++ < 80 { print "[" l "] " $0 }' "$root/lane-$lane.out"
+	done
+fi
 line="$passed passed, $failed failed"
 [ "$skipped" -eq 0 ] || line="$line, $skipped skipped"
 echo
