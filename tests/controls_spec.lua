@@ -217,10 +217,13 @@ for _, p in ipairs(R.list_of()) do
     if p.provider == "postgres" then
       it("a NOTIFY wakes the holder: a trigger runs within a round trip, not a renew interval", function()
         setup(QUIET)
-        -- A 9 s lease renews every 3 s: without the NOTIFY a trigger
-        -- would wait 1.5 s on average for the holder's next renew.
+        -- A 60 s lease renews every 20 s: without the NOTIFY a trigger
+        -- would wait 10 s on average for the holder's next renew. How soon
+        -- it runs with one is a bench figure; 5 s is a bound that a loaded
+        -- machine keeps and that three triggers without it would all meet
+        -- only by a chance of 1 in 64.
         local c = R.config(p, tbl)
-        c.singleton = { enabled = "true", lease = "9s", retry = "200ms", spread = "false" }
+        c.singleton = { enabled = "true", lease = "60s", retry = "200ms", spread = "false" }
         L.write(d.config, L.ini(c))
         procs = R.start_replicas(d, 2)
         local h = R.wait_holder(procs, p, tbl)
@@ -229,10 +232,9 @@ for _, p in ipairs(R.list_of()) do
           local t0 = L.now()
           local code, _, stderr = leash("trigger", "rec")
           assert.equal(0, code, stderr)
-          assert(L.wait_for(function() return #bodies(out) >= i end, 4), "the trigger ran nothing")
-          -- The body's start, from the holder's "started" log line.
+          assert(L.wait_for(function() return #bodies(out) >= i end, 20), "the trigger ran nothing")
           local took = L.now() - t0
-          assert.is_true(took < 0.6, ("trigger %d ran after %.3f s"):format(i, took))
+          assert.is_true(took < 5, ("trigger %d ran after %.3f s"):format(i, took))
           assert.equal(h.owner, bodies(out)[i].replica)
         end
       end)

@@ -397,7 +397,9 @@ describe("leash run, timeouts and services", function()
     local recs = records(d.out("returns"))
     assert.is_true(#recs >= 2, log)
     local gap = tonumber(recs[2].start) - tonumber(recs[1].start)
-    assert.is_true(math.abs(gap - 1) < 0.35, ("the restart came after %.3fs, expected 1s"):format(gap))
+    -- Not before its second; how late is the machine's load (the backoff's
+    -- instants are specced on the fake clock in sched_spec.lua).
+    assert.is_true(gap > 0.95 and gap < 10, ("the restart came after %.3fs, expected 1s"):format(gap))
     assert.matches("%[returns%] service returned; restarting in 1%.0s", log)
     assert.matches("%[returns%] service returned; restarting in 2%.0s", log)
   end)
@@ -409,7 +411,8 @@ describe("leash run, timeouts and services", function()
       if t then starts[#starts + 1] = tonumber(t) end
     end
     assert.is_true(#starts >= 2, log)
-    assert.is_true(math.abs(starts[2] - starts[1] - 1) < 0.35, ("gap: %.3fs"):format(starts[2] - starts[1]))
+    local gap = starts[2] - starts[1]
+    assert.is_true(gap > 0.95 and gap < 10, ("gap: %.3fs"):format(gap))
     assert.matches("%[fails%] service failed; restarting in 2%.0s", log)
   end)
 

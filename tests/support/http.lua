@@ -71,10 +71,12 @@ function M.strip(v)
 end
 
 -- The value of a command's --json output and of the endpoint, stripped,
--- a few tries apart (a renewal between the two reads moves a lease).
+-- a few tries apart (a renewal or a fire between the two reads changes
+-- them; on a loaded machine a command takes a good part of a second, so
+-- a 1 s job's fire falls between the two reads of many tries).
 function M.same_json(cmd_args, url, env, tries)
   local last
-  for _ = 1, tries or 5 do
+  for _ = 1, tries or 20 do
     local code, out, err = L.leash(cmd_args, env)
     assert(code == 0, table.concat(cmd_args, " ") .. ": " .. err)
     local status, _, body = M.request(url)
@@ -83,7 +85,7 @@ function M.same_json(cmd_args, url, env, tries)
     last = { a, b, out, body }
     local ok = pcall(assert.are.same, a, b)
     if ok then return out, body end
-    L.sleep(0.2)
+    L.sleep(0.05 + math.random() * 0.3)
   end
   assert.are.same(last[1], last[2])
 end

@@ -110,11 +110,14 @@ function M.config(p, d_table, extra)
 end
 
 -- The store as the specs see it (a handle of their own), to read who holds
--- what and what the ledger says.
+-- what and what the ledger says. Its timeouts are 10 s or more: an
+-- observer's, not leash's (a loaded machine once took over 1 s to prepare
+-- PostgreSQL's statements, and the spec failed without a fault in leash).
 function M.open(p, tbl, timeout_ms)
+  local ms = math.max(timeout_ms or 0, 10000)
   return assert(core.open_store { provider = p.provider, path = p.path, conninfo = p.conninfo,
     host = p.host, port = p.port, user = p.user, password = p.password, database = p.database,
-    table = tbl, connect_timeout_ms = timeout_ms or 1000, statement_timeout_ms = timeout_ms or 1000 })
+    table = tbl, connect_timeout_ms = ms, statement_timeout_ms = ms })
 end
 
 -- The ledger rows of job (default "rec"), oldest first.
