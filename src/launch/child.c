@@ -336,9 +336,27 @@ static void fence_off(void);
 
 static rlim_t nofile_soft = RLIM_INFINITY;       /* RLIM_INFINITY: as inherited */
 
-void child_nofile(rlim_t soft)
+void child_parent_init(const sigset_t *mask)
 {
-	nofile_soft = soft;
+	struct rlimit rl;
+	sigset_t fence;
+
+	sigprocmask(SIG_BLOCK, mask, NULL);
+	/* Never delivered to the parent; blocked so that every child starts
+	 * with them blocked (this file unblocks them once it can take them). */
+	child_fence_sigset(&fence);
+	sigprocmask(SIG_BLOCK, &fence, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* What a run's ctx.exec leaves behind is reparented to the parent and
+	 * reaped by its waitpid(-1), never left as a zombie. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Without a soft limit of its own a thousand runs' pipes would not fit
+	 * in systemd's 1024; a run gets the soft limit back. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	nofile_soft = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 /* ---- starting a child forked ahead ----
