@@ -1,33 +1,25 @@
 /* loop.c - `leash run`: the single-threaded parent's poll loop.
  *
- * Each turn asks the job table what is due (and starts it), lets the
- * singleton glue do the election's store work unless a fire is moments away,
- * asks the job table again (the election may just have allowed a run), then
- * sleeps in epoll_wait() until the nearest deadline or until a descriptor is
- * ready: signals arrive through a signalfd, runs' output through pipes,
- * release events through the store's socket, the spawner's answers through
- * its own (src/launch/prefork/spawn.c).  The epoll set lives across turns: a run's pipes
- * join it when it is forked and leave as they close, so a turn neither
- * rebuilds nor polls the pipes of every run going.  Then it dispatches, reaps
- * children, finishes the runs that ended (src/runs.c) and drops removed
- * jobs.  It knows descriptors and signals; what a job is, is the job
- * table's business, and what a run is, runs.c's and src/launch/'s.
+ * Each turn runs the timers (core/events.h): what the job table has due
+ * (and starts it), the election's store work unless a fire is moments away
+ * and what it just allowed, the HTTP server's snapshot, a reload's check.
+ * Then it sleeps in epoll_wait() until the nearest deadline or until a
+ * watched descriptor is ready: signals through a signalfd, runs' output
+ * through pipes, release events through the store's socket, the spawner's
+ * answers through its own (src/launch/prefork/spawn.c).  The epoll set
+ * lives across turns: a run's pipes join it when it is forked and leave as
+ * they close.  Then it reaps children, finishes the runs that ended
+ * (src/runs.c) and drops removed jobs.  It knows descriptors, timers and
+ * signals; what a job is, is the job table's business, and what a run is,
+ * runs.c's and src/launch/'s.
  */
 #include <errno.h>
 #include <malloc.h>
-#include <limits.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "launch/child.h"
@@ -43,27 +35,8 @@
 #include "plan/sched.h"
 #include "cluster/singleton.h"
 #include "launch/prefork/spawn.h"
+#include "cluster/owner.h"
 
-
-void loop_owner_id(const struct cfg *cfg, char *out, size_t len)
-{
-	char host[256] = "localhost";
-	const char *name = cfg->replica;
-	unsigned char rnd[4] = { 0 };
-
-	if (strcmp(name, "auto") == 0) {
-		gethostname(host, sizeof host - 1);
-		name = host;
-	}
-	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
-		/* Not fatal: the pid still tells this process from the others
-		 * alive now, and a restart gets another pid soon enough. */
-		int64_t t = clock_boot_ms() * 1000003;
-		memcpy(rnd, &t, sizeof rnd);
-	}
-	snprintf(out, len, "%.*s:%d:%02x%02x%02x%02x", STORE_REPLICA_MAX, name, (int)getpid(),
-	         rnd[0], rnd[1], rnd[2], rnd[3]);
-}
 
 /* ---- runs ---- */
 
@@ -205,6 +178,45 @@ static int on_spawner(struct watch *w)
 	return 0;
 }
 
+/* ---- timers: each turn, in this order (core/events.h) ---- */
+
+/* What the job table and the runs have due. */
+static int64_t on_due(struct timer *t, int64_t wait_ms)
+{
+	return due(LOOP_OF(t, due_t));
+}
+
+/* The election's store work (unless a fire is imminent: wait_ms says),
+ * then what it just allowed, measured after the store calls. */
+static int64_t on_elect(struct timer *t, int64_t wait_ms)
+{
+	struct loop *lp = LOOP_OF(t, elect_t);
+	int64_t elect_in = singleton_turn(&lp->sg, wait_ms), again = due(lp);
+
+	for (struct run *r = lp->runs; r; r = r->next)
+		singleton_push_fence(&lp->sg, r);
+	return elect_in < again ? elect_in : again;
+}
+
+/* The HTTP server's snapshot (never while a fire is imminent). */
+static int64_t on_http(struct timer *t, int64_t wait_ms)
+{
+	struct loop *lp = LOOP_OF(t, http_t);
+	const struct cfg *cfg = lp->cfg;
+	struct http_live live = {
+		.answered_at = cfg->singleton ? lp->sg.answered_at : -1,
+		.lease_ms = cfg->lease_ms, .singleton = cfg->singleton, .reloads = lp->reloads,
+	};
+
+	return http_turn(&lp->http, &live, wait_ms);
+}
+
+/* A reload's checking process: its deadline. */
+static int64_t on_reload(struct timer *t, int64_t wait_ms)
+{
+	return reload_turn(LOOP_OF(t, reload_t));
+}
+
 /* The turn's walk over the job table and the runs waits at most this long
  * for what only runs' output and ends asked for: under a burst a thousand
  * runs end one by one, and a walk for each (800 a second, each over every
@@ -212,36 +224,6 @@ static int on_spawner(struct watch *w)
  * starting.  What is due at a time (a fire, a renewal, a timeout) ends the
  * wait when it is due, as does anything else that comes. */
 #define LOOP_BATCH_MS 5
-
-/* Without a soft limit of its own a thousand runs' pipes would not fit in
- * systemd's 1024; a run gets the soft limit back. */
-static void raise_nofile(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
-		return;
-	child_nofile(rl.rlim_cur);
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
-}
-
-static void block_signals(sigset_t *mask)
-{
-	sigset_t fence;
-
-	sigemptyset(mask);
-	sigaddset(mask, SIGCHLD);
-	sigaddset(mask, SIGTERM);
-	sigaddset(mask, SIGINT);
-	sigaddset(mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, mask, NULL);
-	/* Never delivered to the parent; blocked so that every child starts
-	 * with them blocked (child.c unblocks them once it can take them). */
-	child_fence_sigset(&fence);
-	sigprocmask(SIG_BLOCK, &fence, NULL);
-	signal(SIGPIPE, SIG_IGN);
-}
 
 /* Everything leash run needs before its first turn: signals, the event
  * set, the HTTP server's socket, the store, the job table.  0, or the
@@ -253,15 +235,25 @@ static int loop_open(struct loop *lp)
 	sigset_t mask;
 	char err[512];
 
-	block_signals(&mask);
-	/* What a run's ctx.exec leaves behind is reparented here and reaped by
-	 * the same waitpid(-1) loop, never left as a zombie. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	raise_nofile();
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	child_parent_init(&mask);
 	lp->sig_w.fn = on_sigfd;
 	lp->store_w.fn = on_store;
 	lp->spawner_w.fn = on_spawner;
 	lp->check_w.fn = on_check;
+	lp->due_t.fn = on_due;
+	lp->elect_t.fn = on_elect;
+	lp->http_t.fn = on_http;
+	lp->reload_t.fn = on_reload;
+	timers_add(&lp->timers, &lp->due_t);
+	if (cfg->singleton)
+		timers_add(&lp->timers, &lp->elect_t);
+	timers_add(&lp->timers, &lp->http_t);
+	timers_add(&lp->timers, &lp->reload_t);
 	lp->evfd = -1;
 	lp->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	lp->epfd = events_open();
@@ -282,7 +274,7 @@ static int loop_open(struct loop *lp)
 	mallopt(M_TOP_PAD, 0);
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024);
 	lp->started_ms = clock_mono_ms();
-	loop_owner_id(cfg, lp->owner, sizeof lp->owner);
+	owner_id(cfg->replica, lp->owner, sizeof lp->owner);
 	/* The socket first: a port in use stops leash before any job runs. */
 	if (http_open(&lp->http, cfg, err, sizeof err) < 0 ||
 	    (cfg->singleton && singleton_init(&lp->sg, cfg, &lp->sched, lp->owner, err,
@@ -316,29 +308,6 @@ static int loop_open(struct loop *lp)
 	return 0;
 }
 
-/* The HTTP server's snapshot (never while a fire is imminent) and the
- * reload's check of jobs/, beside the loop; returns the
- * wait, less what the snapshot took, and no longer than the server asks. */
-static int64_t http_snapshot(struct loop *lp, int64_t wait_ms)
-{
-	const struct cfg *cfg = lp->cfg;
-	struct http_live live = {
-		.answered_at = cfg->singleton ? lp->sg.answered_at : -1,
-		.lease_ms = cfg->lease_ms, .singleton = cfg->singleton, .reloads = lp->reloads,
-	};
-	int64_t t0 = clock_mono_ms();
-	int64_t http_in = http_turn(&lp->http, &live, wait_ms), reload_in;
-
-	wait_ms -= clock_mono_ms() - t0;
-	if (http_in < wait_ms)
-		wait_ms = http_in;
-	/* A reload's checking process: its deadline. */
-	reload_in = reload_turn(lp);
-	if (reload_in < wait_ms)
-		wait_ms = reload_in;
-	return wait_ms < 0 ? 0 : wait_ms;
-}
-
 /* The store's socket in the event set: it changes when the store
  * reconnects, maybe under the same number (told apart by its inode; the
  * old one left the set as it closed). */
@@ -357,26 +326,18 @@ static void watch_store(struct loop *lp)
 	}
 }
 
-/* One turn: what is due first, then the election (unless a fire is
- * imminent), then what the election just allowed; then the events until
- * what is due next.  1: stopped (every run over), 0: go on, -1: the wait
+/* One turn: the timers (what is due first, then the election unless a
+ * fire is imminent, then the HTTP server and a reload); then the events
+ * until what is due next.  1: stopped (every run over), 0: go on, -1: the wait
  * failed. */
 static int loop_turn(struct loop *lp)
 {
 	int64_t turn_ms = clock_mono_ms(), now, batch_end;
-	int64_t wait_ms = due(lp);
+	int64_t wait_ms = timers_run(lp->timers);
 	int urgent;
 
-	if (lp->cfg->singleton) {
-		int64_t elect_in = singleton_turn(&lp->sg, wait_ms);
-		int64_t again = due(lp);    /* measured after the store calls */
-		for (struct run *r = lp->runs; r; r = r->next)
-			singleton_push_fence(&lp->sg, r);
-		wait_ms = elect_in < again ? elect_in : again;
-	}
 	if (lp->stopping && !lp->runs)
 		return 1;
-	wait_ms = http_snapshot(lp, wait_ms);
 	watch_store(lp);
 	runner_wake();          /* what else started this turn */
 	/* Runs' output and ends: more of them until the batch's end (and

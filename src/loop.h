@@ -42,6 +42,9 @@ struct loop {
 	/* What the event set hands the signalfd's, the store's and the
 	 * spawner's events to (the runs' streams have theirs). */
 	struct watch sig_w, store_w, spawner_w, check_w;
+	/* Its timers, in the order they run (the election's in singleton
+	 * mode only). */
+	struct timer due_t, elect_t, http_t, reload_t, *timers;
 };
 
 #define LOOP_OF(w, member) ((struct loop *)((char *)(w) - offsetof(struct loop, member)))
@@ -50,13 +53,5 @@ struct loop {
 /* Runs the scheduler until SIGTERM or SIGINT.  Returns the process exit
  * code: 0 after a clean stop. */
 int loop_run(lua_State *L, const struct cfg *cfg);
-
-/* The owner id of this process: <name>:<pid>:<8 random hex>, where name is
- * [leash] replica, or the hostname when that is "auto".  Unique per process
- * whatever the config says, so two replicas sharing a config, or a process
- * restarted while its predecessor's lease runs, never hold a lease as one.
- * The name is at most STORE_REPLICA_MAX bytes (leash.config refuses longer),
- * so the whole id fits the store's STORE_NAME_MAX. */
-void loop_owner_id(const struct cfg *cfg, char *out, size_t len);
 
 #endif

@@ -129,7 +129,7 @@ static int l_cut(lua_State *L)
 	return 1;
 }
 
-/* core.hostname(): what `replica = auto` names a replica (loop_owner_id). */
+/* core.hostname(): what `replica = auto` names a replica (cluster/owner.c). */
 static int l_hostname(lua_State *L)
 {
 	char host[256] = "";

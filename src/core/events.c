@@ -1,10 +1,11 @@
-/* core/events.c - the epoll set of leash run, and its waits (events.h). */
+/* core/events.c - the epoll set of leash run, its waits and its timers (events.h). */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 #include <time.h>
 #include <sys/epoll.h>
 
+#include "core/clock.h"
 #include "core/events.h"
 #include "core/log.h"
 
@@ -68,4 +69,28 @@ int events_wait(int epfd, int64_t wait_ms)
 		urgent |= w->fn(w);
 	}
 	return urgent || n < 0;
+}
+
+void timers_add(struct timer **list, struct timer *t)
+{
+	while (*list)
+		list = &(*list)->next;
+	t->next = NULL;
+	*list = t;
+}
+
+int64_t timers_run(struct timer *t)
+{
+	int64_t wait_ms = INT64_MAX, t0 = clock_mono_ms();
+
+	for (; t; t = t->next) {
+		int64_t in = t->fn(t, wait_ms), now = clock_mono_ms();
+
+		if (wait_ms != INT64_MAX)
+			wait_ms -= now - t0;
+		t0 = now;
+		if (in < wait_ms)
+			wait_ms = in;
+	}
+	return wait_ms < 0 ? 0 : wait_ms;
 }

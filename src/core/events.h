@@ -1,8 +1,9 @@
 /* core/events.h - what leash run waits on: descriptors, each registered with
- * the function that takes its events (as Redis's ae.c registers file
- * events).  There are no timers here: what is due next (a fire, a renewal,
- * a run's deadline) is known to the job table, the election and the runs,
- * and the loop gives events_wait how long it may wait. */
+ * the function that takes its events, and timers, each a source of work
+ * that knows when it is due next (as Redis's ae.c registers file and time
+ * events).  A timer does not name a time here: what is due next (a fire, a
+ * renewal, a snapshot) is known to its owner, which answers how long the
+ * loop may sleep as far as it is concerned. */
 #ifndef LEASH_EVENTS_H
 #define LEASH_EVENTS_H
 
@@ -31,5 +32,21 @@ void events_forget(int epfd, int fd);
  * turn at once, 0 when none did (or nothing came), -1 when the wait failed
  * (logged). */
 int events_wait(int epfd, int64_t wait_ms);
+
+/* A timer: embedded in its owner's struct, as a watch is.  fn does what is
+ * due now and answers in how many ms it wants its next turn (INT64_MAX:
+ * none); wait_ms is how long the loop may sleep as far as the timers run
+ * before it know, so that one may keep slow work off when that is short. */
+struct timer {
+	int64_t (*fn)(struct timer *, int64_t wait_ms);
+	struct timer *next;
+};
+
+/* Appends t to *list: timers run in the order they were added. */
+void timers_add(struct timer **list, struct timer *t);
+
+/* Runs every timer of list in order; answers the shortest wait they asked
+ * for, less the time taken since (0 at least). */
+int64_t timers_run(struct timer *list);
 
 #endif

@@ -29,7 +29,24 @@
 #include "launch/runner.h"
 #include "launch/prefork/warm.h"
 
-static int log_fd = -1;                 /* the log-record pipe, in a child */
+struct go_shared;
+
+/* The file's state.  In the parent: the soft file limit runs get back, and
+ * the futex page children forked ahead sleep on.  In a child: its log pipe,
+ * its heap's size after loading, and its fence (the timers that stop it at
+ * its lease's deadline, read by the signal handlers). */
+static struct child_state {
+	int log_fd;                     /* the log-record pipe, in a child */
+	int gc_base_kb;
+	rlim_t nofile_soft;             /* RLIM_INFINITY: as inherited */
+	struct go_shared *shared;
+	int go_written;                 /* the parent: starts not woken yet */
+	timer_t fence_group_timer, fence_timer;
+	volatile sig_atomic_t fence_armed;
+	volatile int64_t fence_stop_ms; /* boottime: the parent stops the body here */
+	int64_t fence_slack_ms;         /* and the child kills itself this much later */
+	int64_t run_stop_ms;            /* boottime: the run's own timeout, 0 = none */
+} cs = { .log_fd = -1, .nofile_soft = RLIM_INFINITY };
 
 /* ---- what a run is not given: leash's secrets, leash's user ---- */
 
@@ -204,7 +221,6 @@ void child_fence_sigset(sigset_t *set)
 #define CHILD_GC_GROWTH_KB 16384
 #define CHILD_GC_CHECK 100000
 
-static int gc_base_kb;
 
 /* A process forked ahead whose body is over exits once the others of its
  * instant have started, or this long after its fire (see exit_after_peers). */
@@ -220,7 +236,7 @@ static int gc_base_kb;
 static void gc_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
-	if (lua_gc(L, LUA_GCCOUNT) - gc_base_kb > CHILD_GC_GROWTH_KB) {
+	if (lua_gc(L, LUA_GCCOUNT) - cs.gc_base_kb > CHILD_GC_GROWTH_KB) {
 		lua_gc(L, LUA_GCRESTART);
 		lua_sethook(L, NULL, 0, 0);
 	}
@@ -229,7 +245,7 @@ static void gc_hook(lua_State *L, lua_Debug *ar)
 static void hold_gc(lua_State *L)
 {
 	lua_gc(L, LUA_GCSTOP);
-	gc_base_kb = lua_gc(L, LUA_GCCOUNT);
+	cs.gc_base_kb = lua_gc(L, LUA_GCCOUNT);
 	lua_sethook(L, gc_hook, LUA_MASKCOUNT, CHILD_GC_CHECK);
 }
 
@@ -334,11 +350,28 @@ static int run_body(lua_State *L)
 
 static void fence_off(void);
 
-static rlim_t nofile_soft = RLIM_INFINITY;       /* RLIM_INFINITY: as inherited */
 
-void child_nofile(rlim_t soft)
+void child_parent_init(const sigset_t *mask)
 {
-	nofile_soft = soft;
+	struct rlimit rl;
+	sigset_t fence;
+
+	sigprocmask(SIG_BLOCK, mask, NULL);
+	/* Never delivered to the parent; blocked so that every child starts
+	 * with them blocked (this file unblocks them once it can take them). */
+	child_fence_sigset(&fence);
+	sigprocmask(SIG_BLOCK, &fence, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* What a run's ctx.exec leaves behind is reparented to the parent and
+	 * reaped by its waitpid(-1), never left as a zombie. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Without a soft limit of its own a thousand runs' pipes would not fit
+	 * in systemd's 1024; a run gets the soft limit back. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	cs.nofile_soft = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 /* ---- starting a child forked ahead ----
@@ -386,19 +419,17 @@ struct go_shared {
 	struct instant instant[CHILD_INSTANTS];
 };
 
-static struct go_shared *shared;
-static int go_written;                  /* the parent: starts not woken yet */
 
 int child_go_init(void)
 {
 	void *p;
 
-	if (shared)
+	if (cs.shared)
 		return 0;
-	p = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, sizeof *cs.shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
-	shared = p;
+	cs.shared = p;
 	return 0;
 }
 
@@ -421,7 +452,7 @@ int child_go_send(int fd, const struct child_go *go, int64_t ahead_of)
 	/* Ahead, unless the time came while it was written: the child may
 	 * have looked already. */
 	if (!ahead_of || ns_until(ahead_of) <= 0)
-		go_written = 1;
+		cs.go_written = 1;
 	return 0;
 }
 
@@ -435,11 +466,11 @@ int child_go_take_back(int rfd)
 
 void child_go_wake(void)
 {
-	if (!go_written)
+	if (!cs.go_written)
 		return;
-	go_written = 0;
-	__atomic_add_fetch(&shared->word, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &shared->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	cs.go_written = 0;
+	__atomic_add_fetch(&cs.shared->word, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &cs.shared->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* A child forked ahead waits on one CPU of those it may use (by its pid),
@@ -516,7 +547,7 @@ static struct instant *instant_join(int64_t at_ms, int k)
 	const unsigned h = (unsigned)(((uint64_t)at_ms * 0x9E3779B97F4A7C15ULL) >> 32) % CHILD_INSTANTS;
 
 	for (int i = 0; i < CHILD_INSTANTS; i++) {
-		struct instant *t = &shared->instant[(h + (unsigned)i) % CHILD_INSTANTS];
+		struct instant *t = &cs.shared->instant[(h + (unsigned)i) % CHILD_INSTANTS];
 		uint64_t w = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
 
 		for (;;) {
@@ -598,10 +629,10 @@ static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms,
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	for (;;) {
 		uint32_t turn = t ? __atomic_load_n(&t->turn[k], __ATOMIC_ACQUIRE) : 0;
-		uint32_t seen = __atomic_load_n(&shared->word, __ATOMIC_SEQ_CST);
+		uint32_t seen = __atomic_load_n(&cs.shared->word, __ATOMIC_SEQ_CST);
 		int64_t left = ns_until(at_ms);
 		int64_t gate = t ? ns_until(at_ms + CHILD_TURN_WAIT_MS) : 0;
-		uint32_t *word = &shared->word;
+		uint32_t *word = &cs.shared->word;
 		struct timespec wait = { 1, 0 };
 
 		if (gate > 0 && first_class(t, key) < k) {
@@ -751,7 +782,7 @@ static int take_streams(int fds[][2], int go)
 	/* Whatever else the parent had open (the database socket above all)
 	 * is not the child's. */
 	syscall(SYS_close_range, go >= 0 ? 5U : 4U, ~0U, 0U);
-	log_fd = 3;
+	cs.log_fd = 3;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	return go;
 }
@@ -765,11 +796,11 @@ static void shed_leash(void)
 		fprintf(stderr, "leash: cannot run the job as %s: %s\n", guard.user, strerror(errno));
 		_exit(126);
 	}
-	if (nofile_soft != RLIM_INFINITY) {
+	if (cs.nofile_soft != RLIM_INFINITY) {
 		struct rlimit rl;
 
 		if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-			rl.rlim_cur = nofile_soft;
+			rl.rlim_cur = cs.nofile_soft;
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
@@ -880,24 +911,19 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 
 #define FENCE_BACKSTOP_MS 20
 
-static timer_t fence_group_timer, fence_timer;
-static volatile sig_atomic_t fence_armed;
-static volatile int64_t fence_stop_ms;  /* boottime: the parent stops the body here */
-static int64_t fence_slack_ms;           /* and the child kills itself this much later */
-static int64_t run_stop_ms;              /* boottime: the run's own timeout, 0 = none */
 
 static void arm(int64_t stop_ms)
 {
 	struct itimerspec its = { 0 };
-	int64_t kill_ms = stop_ms + fence_slack_ms;
+	int64_t kill_ms = stop_ms + cs.fence_slack_ms;
 
 	its.it_value.tv_sec = kill_ms / 1000;
 	its.it_value.tv_nsec = (kill_ms % 1000) * 1000000;
-	timer_settime(fence_group_timer, TIMER_ABSTIME, &its, NULL);   /* async-signal-safe */
+	timer_settime(cs.fence_group_timer, TIMER_ABSTIME, &its, NULL);   /* async-signal-safe */
 	kill_ms += FENCE_BACKSTOP_MS;
 	its.it_value.tv_sec = kill_ms / 1000;
 	its.it_value.tv_nsec = (kill_ms % 1000) * 1000000;
-	timer_settime(fence_timer, TIMER_ABSTIME, &its, NULL);
+	timer_settime(cs.fence_timer, TIMER_ABSTIME, &its, NULL);
 }
 
 static void on_fence_kill(int sig)
@@ -910,10 +936,10 @@ static void on_fence_push(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
 	(void)uc;
-	if (!fence_armed)
+	if (!cs.fence_armed)
 		return;
-	fence_stop_ms = (int64_t)(intptr_t)si->si_value.sival_ptr;
-	arm(fence_stop_ms);
+	cs.fence_stop_ms = (int64_t)(intptr_t)si->si_value.sival_ptr;
+	arm(cs.fence_stop_ms);
 }
 
 int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms)
@@ -921,7 +947,7 @@ int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms)
 	struct sigevent sev = { 0 };
 	struct sigaction sa = { 0 };
 
-	run_stop_ms = timeout_stop_ms;
+	cs.run_stop_ms = timeout_stop_ms;
 	sa.sa_sigaction = on_fence_push;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
@@ -936,15 +962,15 @@ int child_fence(int64_t stop_ms, int64_t slack_ms, int64_t timeout_stop_ms)
 		return -1;
 	sev.sigev_notify = SIGEV_SIGNAL;
 	sev.sigev_signo = CHILD_FENCE_KILL_SIGNAL;
-	if (timer_create(CLOCK_BOOTTIME, &sev, &fence_group_timer) < 0)
+	if (timer_create(CLOCK_BOOTTIME, &sev, &cs.fence_group_timer) < 0)
 		return -1;
 	sev.sigev_signo = SIGKILL;
-	if (timer_create(CLOCK_BOOTTIME, &sev, &fence_timer) < 0)
+	if (timer_create(CLOCK_BOOTTIME, &sev, &cs.fence_timer) < 0)
 		return -1;
-	fence_slack_ms = slack_ms;
-	fence_stop_ms = stop_ms;
+	cs.fence_slack_ms = slack_ms;
+	cs.fence_stop_ms = stop_ms;
 	arm(stop_ms);
-	fence_armed = 1;
+	cs.fence_armed = 1;
 	return 0;
 }
 
@@ -952,14 +978,14 @@ void child_fence_start(int64_t stop_ms, int64_t timeout_stop_ms)
 {
 	sigset_t set, old;
 
-	run_stop_ms = timeout_stop_ms;
+	cs.run_stop_ms = timeout_stop_ms;
 	if (!stop_ms)
 		return;
 	/* A push may come meanwhile: one of the two wins, both are current. */
 	child_fence_sigset(&set);
 	sigprocmask(SIG_BLOCK, &set, &old);
-	if (fence_armed && stop_ms != fence_stop_ms) {
-		fence_stop_ms = stop_ms;
+	if (cs.fence_armed && stop_ms != cs.fence_stop_ms) {
+		cs.fence_stop_ms = stop_ms;
 		arm(stop_ms);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
@@ -969,21 +995,21 @@ void child_fence_start(int64_t stop_ms, int64_t timeout_stop_ms)
  * a process that only exits). */
 static void fence_off(void)
 {
-	if (!fence_armed)
+	if (!cs.fence_armed)
 		return;
-	fence_armed = 0;
-	timer_delete(fence_group_timer);
-	timer_delete(fence_timer);
+	cs.fence_armed = 0;
+	timer_delete(cs.fence_group_timer);
+	timer_delete(cs.fence_timer);
 }
 
 double child_left_s(void)
 {
 	int64_t stop = 0, now = clock_boot_ms();
 
-	if (fence_armed)
-		stop = fence_stop_ms;
-	if (run_stop_ms && (!stop || run_stop_ms < stop))
-		stop = run_stop_ms;
+	if (cs.fence_armed)
+		stop = cs.fence_stop_ms;
+	if (cs.run_stop_ms && (!stop || cs.run_stop_ms < stop))
+		stop = cs.run_stop_ms;
 	if (!stop)
 		return HUGE_VAL;
 	return stop > now ? (stop - now) / 1000.0 : 0.0;
@@ -993,7 +1019,7 @@ double child_left_s(void)
 
 void child_log(const char *rec, size_t n)
 {
-	int fd = log_fd >= 0 ? log_fd : STDERR_FILENO;
+	int fd = cs.log_fd >= 0 ? cs.log_fd : STDERR_FILENO;
 
 	/* One write per record: a pipe keeps writes up to PIPE_BUF whole. */
 	for (size_t off = 0; off < n;) {

@@ -86,9 +86,12 @@ __attribute__((noreturn))
 void child_main(lua_State *L, const struct job *job, const struct run_info *info, long run_id,
                 int fds[][2], int go);
 
-/* The soft RLIMIT_NOFILE a run and what it starts get (the parent raises
- * its own for a thousand runs' pipes). */
-void child_nofile(rlim_t soft);
+/* The parent's side, before its first fork: blocks mask (the signals it
+ * takes through a signalfd) and the fence signals (so that every child
+ * starts with them blocked), ignores SIGPIPE, becomes the subreaper of what
+ * runs leave behind, and raises its soft RLIMIT_NOFILE for a thousand runs'
+ * pipes (a run gets the old soft limit back). */
+void child_parent_init(const sigset_t *mask);
 
 /* Installs the fence handlers and arms the self-fencing kill timer; stop_ms
  * 0 = none (a push is then ignored).  timeout_stop_ms (boottime, 0 = none)

@@ -28,15 +28,32 @@
 #include "launch/prefork/spawn.h"
 #include "store/store.h"
 
-static long next_run_id;
-
 static void flush_held(struct run *r);
-static int watch_fd = -1;
-static unsigned going;                  /* runs started and not yet freed */
-/* The runs runner_go started since the last runner_wake, whose "started"
- * lines wait until their children are woken. */
-static struct run **unsaid;
-static size_t nunsaid, unsaid_cap;
+
+/* Exits reaped before their answers came (runner_reaped_unknown), a ring:
+ * an answer comes within SPAWN_ANSWER_MS or never, and by then the ring has
+ * not gone round unless a thousand children of nobody's died meanwhile. */
+#define EARLY_MAX 1024
+#define EARLY_MS 5000
+struct early {
+	pid_t pid;
+	int status;
+	int64_t at;                     /* monotonic ms */
+};
+
+/* The file's state: what the parent knows of all its runs at once. */
+static struct runner_state {
+	long next_run_id;
+	int watch_fd;                   /* the event set runs' streams join, -1: none */
+	unsigned going;                 /* runs started and not yet freed */
+	/* The runs runner_go started since the last runner_wake, whose
+	 * "started" lines wait until their children are woken. */
+	struct run **unsaid;
+	size_t nunsaid, unsaid_cap;
+	lua_State *soon_L;              /* runner_start_soon's, for a fork here */
+	struct early early[EARLY_MAX];
+	unsigned early_next;
+} rs = { .watch_fd = -1 };
 
 static const char *const state_names[RUN_STATES] = {
 	"new", "asked", "armed", "ahead", "lost", "soon", "waking", "going",
@@ -82,7 +99,7 @@ static void close_go(struct run *r)
 
 void runner_watch(int epfd)
 {
-	watch_fd = epfd;
+	rs.watch_fd = epfd;
 }
 
 static void close_stream(struct run *r, enum run_stream i)
@@ -91,8 +108,8 @@ static void close_stream(struct run *r, enum run_stream i)
 		r->ended_ms = clock_mono_ms();
 		r->ended_wall = clock_wall_ms();
 	}
-	if (watch_fd >= 0)
-		events_forget(watch_fd, r->fd[i]);
+	if (rs.watch_fd >= 0)
+		events_forget(rs.watch_fd, r->fd[i]);
 	close(r->fd[i]);
 	r->fd[i] = -1;
 }
@@ -122,8 +139,8 @@ static void take_child(struct run *r, pid_t pid, const int rfd[RUN_STREAMS], con
 		r->fd[i] = rfd[i];
 		r->ref[i] = (struct run_stream_ref){ { on_stream }, r, i };
 		fcntl(r->fd[i], F_SETFL, O_NONBLOCK);
-		if (watch_fd >= 0)
-			events_add(watch_fd, r->fd[i], &r->ref[i].w);
+		if (rs.watch_fd >= 0)
+			events_add(rs.watch_fd, r->fd[i], &r->ref[i].w);
 	}
 }
 
@@ -188,7 +205,7 @@ static struct run *spawn(lua_State *L, struct job *job, const struct run_info *i
 
 	/* A hook is no run: it takes no run number (see LOG_HOOK_*). */
 	if (r && !go)
-		r->id = !info->hook ? ++next_run_id : strcmp(info->hook->hook, "on_failure") == 0
+		r->id = !info->hook ? ++rs.next_run_id : strcmp(info->hook->hook, "on_failure") == 0
 		        ? LOG_HOOK_ON_FAILURE : LOG_HOOK_ON_RECOVER;
 	if (r && fork_child(L, r, info, go) == 0) {
 		run_to(r, go ? RUN_ARMED : RUN_GOING);
@@ -221,7 +238,7 @@ static void begin_clocks(struct run *r, const struct run_info *info)
 {
 	struct job *job = r->job;
 
-	going++;
+	rs.going++;
 	r->grace_ms = info->grace_ms;
 	r->fence_ms = info->fence_stop_ms;
 	r->started_ms = clock_mono_ms();
@@ -246,7 +263,6 @@ struct run *runner_start(lua_State *L, struct job *job, const struct run_info *i
 	return r;
 }
 
-static lua_State *soon_L;               /* runner_start_soon's, for a fork here */
 
 /* A run started before its child came, and the child came (pid), or none
  * will (0: forked here, now). */
@@ -267,7 +283,7 @@ static void start_pending(struct run *r, pid_t pid)
 		return;
 	}
 	if (!pid) {
-		if (fork_child(soon_L, r, &r->info, 0) < 0) {
+		if (fork_child(rs.soon_L, r, &r->info, 0) < 0) {
 			const char *e = strerror(errno);
 			char why[128];
 
@@ -285,21 +301,10 @@ static void start_pending(struct run *r, pid_t pid)
 	say_started(r, &r->info, r->info.token);
 }
 
-/* Exits reaped before their answers came (runner_reaped_unknown), a ring:
- * an answer comes within SPAWN_ANSWER_MS or never, and by then the ring has
- * not gone round unless a thousand children of nobody's died meanwhile. */
-#define EARLY_MAX 1024
-#define EARLY_MS 5000
-static struct early {
-	pid_t pid;
-	int status;
-	int64_t at;                     /* monotonic ms */
-} early[EARLY_MAX];
-static unsigned early_next;
 
 void runner_reaped_unknown(pid_t pid, int status)
 {
-	early[early_next++ % EARLY_MAX] = (struct early){ pid, status, clock_mono_ms() };
+	rs.early[rs.early_next++ % EARLY_MAX] = (struct early){ pid, status, clock_mono_ms() };
 }
 
 /* Whether pid died before its answer came (and then forgets it). */
@@ -308,7 +313,7 @@ static int died_early(pid_t pid, int *status)
 	int64_t now = clock_mono_ms();
 
 	for (unsigned i = 0; i < EARLY_MAX; i++) {
-		struct early *e = &early[i];
+		struct early *e = &rs.early[i];
 
 		if (e->pid == pid && now - e->at <= EARLY_MS) {
 			*status = e->status;
@@ -381,9 +386,9 @@ struct run *runner_start_soon(lua_State *L, struct job *job, const struct run_in
 		free(r);
 		return NULL;
 	}
-	soon_L = L;
+	rs.soon_L = L;
 	r->info = *info;
-	r->id = ++next_run_id;
+	r->id = ++rs.next_run_id;
 	begin_clocks(r, info);
 	return r;
 }
@@ -416,10 +421,10 @@ int runner_go_ahead(struct run *r, const struct run_info *info)
 
 	if (r->state != RUN_ARMED || r->exited || r->go_rfd < 0)
 		return -1;
-	go.run_id = next_run_id + 1;
+	go.run_id = rs.next_run_id + 1;
 	if (child_go_send(r->go_fd, &go, info->scheduled_ms) < 0)
 		return -1;
-	r->id = ++next_run_id;
+	r->id = ++rs.next_run_id;
 	run_to(r, RUN_AHEAD);
 	r->go_fence_ms = info->fence_stop_ms;
 	return 0;
@@ -447,10 +452,10 @@ int runner_go(struct run *r, const struct run_info *info)
 			spawn_wait(r);
 		if (r->state != RUN_ARMED || r->exited)
 			return -1;
-		go.run_id = next_run_id + 1;
+		go.run_id = rs.next_run_id + 1;
 		if (child_go_send(r->go_fd, &go, 0) < 0)
 			return -1;
-		r->id = ++next_run_id;
+		r->id = ++rs.next_run_id;
 	}
 	close_go(r);
 	run_to(r, RUN_WAKING);
@@ -460,19 +465,19 @@ int runner_go(struct run *r, const struct run_info *info)
 		runner_push_fence(r, r->fence_ms);
 	/* Logged after the wake: a burst's children do not wait for the
 	 * parent to write a line for each of them. */
-	if (nunsaid == unsaid_cap) {
-		size_t cap = unsaid_cap ? 2 * unsaid_cap : 64;
-		struct run **p = realloc(unsaid, cap * sizeof *p);
+	if (rs.nunsaid == rs.unsaid_cap) {
+		size_t cap = rs.unsaid_cap ? 2 * rs.unsaid_cap : 64;
+		struct run **p = realloc(rs.unsaid, cap * sizeof *p);
 
 		if (!p) {
 			run_to(r, RUN_GOING);
 			say_started(r, info, info->token);
 			return 0;
 		}
-		unsaid = p;
-		unsaid_cap = cap;
+		rs.unsaid = p;
+		rs.unsaid_cap = cap;
 	}
-	unsaid[nunsaid++] = r;
+	rs.unsaid[rs.nunsaid++] = r;
 	return 0;
 }
 
@@ -489,10 +494,10 @@ void runner_wake(void)
 {
 	child_go_wake();
 	spawn_flush();
-	for (size_t i = 0; i < nunsaid; i++)
-		if (unsaid[i])
-			say_now(unsaid[i]);
-	nunsaid = 0;
+	for (size_t i = 0; i < rs.nunsaid; i++)
+		if (rs.unsaid[i])
+			say_now(rs.unsaid[i]);
+	rs.nunsaid = 0;
 }
 
 void runner_discard(struct run *r)
@@ -552,9 +557,9 @@ static void say_unsaid(struct run *r)
 	if (r->state != RUN_WAKING)
 		return;
 	say_now(r);
-	for (size_t i = 0; i < nunsaid; i++)
-		if (unsaid[i] == r)
-			unsaid[i] = NULL;
+	for (size_t i = 0; i < rs.nunsaid; i++)
+		if (rs.unsaid[i] == r)
+			rs.unsaid[i] = NULL;
 }
 
 /* Keeps line for flush_held; 0 when there is no room (RUN_HELD_MAX), and
@@ -847,12 +852,12 @@ void runner_free(struct run *r)
 	}
 	close_go(r);
 	if (!runner_prepared(r))
-		going--;
+		rs.going--;
 	free(r->error);
 	free(r);
 }
 
 unsigned runner_going(void)
 {
-	return going;
+	return rs.going;
 }

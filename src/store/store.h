@@ -23,7 +23,7 @@
 
 #define STORE_NAME_MAX 200                       /* bytes, names and owners */
 /* An owner is the replica's name, ":" pid (pid_max is at most 2^22) ":" 8
- * hex (src/loop.c's loop_owner_id): a replica's name leaves room for that. */
+ * hex (src/cluster/owner.c): a replica's name leaves room for that. */
 #define STORE_OWNER_SUFFIX_MAX 17
 #define STORE_REPLICA_MAX (STORE_NAME_MAX - STORE_OWNER_SUFFIX_MAX)
 #define STORE_DURATION_MAX (24LL * 3600 * 1000)  /* ms */

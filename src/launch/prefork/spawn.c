@@ -77,18 +77,33 @@ struct answer {
 	int64_t took_us;                /* the spawner's time for it */
 };
 
-static char name[17];                   /* the parent's comm: its runs' too */
 
-/* The parent's side. */
-static int sock = -1;                   /* -1: no spawner */
-static pid_t spid;
-static pid_t gone;                      /* one whose socket closed: its exit says why */
-static uint64_t forked_at;              /* job_changes() when it was forked */
-static int64_t retry_at;                /* monotonic: no new spawner before */
-/* The replica string every ask's run_info points to: the spawner's copy of
- * the parent's memory has it at the same address (an ask with another one
- * is forked by the parent). */
-static const char *replica;
+/* The file's state: the spawner as the parent sees it, and the asks it
+ * owes answers to.  (The spawner, a copy of the parent, reads its copy.) */
+static struct spawner {
+	char name[17];                  /* the parent's comm: its runs' too */
+	int sock;                       /* -1: no spawner */
+	pid_t spid;
+	pid_t gone;                     /* one whose socket closed: its exit says why */
+	uint64_t forked_at;             /* job_changes() when it was forked */
+	int64_t retry_at;               /* monotonic: no new spawner before */
+	/* The replica string every ask's run_info points to: the spawner's
+	 * copy of the parent's memory has it at the same address (an ask with
+	 * another one is forked by the parent). */
+	const char *replica;
+	void *kept;                     /* the heap's free chunks, used up (use_up_free_chunks) */
+	/* Asks not answered yet, oldest first (a ring): the last `unsent` of
+	 * them are still to go to the spawner. */
+	void *owed[SPAWN_ASKS_MAX];
+	struct ask asks[SPAWN_ASKS_MAX];
+	unsigned owed_first, owed_n, unsent;
+	spawn_answered *answered_cb;
+	int64_t cost_us;                /* the spawner's pace per child, lately */
+	int64_t sent_us[SPAWN_ASKS_MAX]; /* when each ask went to the spawner */
+	int64_t answered_us;            /* when the last answers came */
+	int watch_epfd;
+	struct watch *watch_what;
+} sp = { .sock = -1, .watch_epfd = -1 };
 
 /* ---- the spawner ---- */
 
@@ -125,11 +140,11 @@ static void fork_one(lua_State *L, int s, struct ask *a, struct answers *out)
 	pid_t pid = -1;
 	int ok = child_pipes(fds, gofds) == 0;
 
-	a->info.replica = replica;
+	a->info.replica = sp.replica;
 	a->info.hook = NULL;
 	if (ok && (pid = clone_parent()) == 0) {
 		close(s);
-		prctl(PR_SET_NAME, name);
+		prctl(PR_SET_NAME, sp.name);
 		title_restore();
 		child_main(L, a->job, &a->info, 0, fds, gofds[0]);
 	}
@@ -217,9 +232,8 @@ static void heap_range(uintptr_t *start, uintptr_t *top)
  * in the tcache).  A heap of a thousand jobs has some 7,000, kept in a
  * list through themselves (so that no checker calls them lost); no memory
  * is added, and it takes some 6 ms, never more than SPAWN_TIDY_US.  (Taking
- * 7 of each tcache size first, as before, left the tcache full again.) */
-static void *kept;
-
+ * 7 of each tcache size first, as before, left the tcache full again.)
+ * They are kept in sp.kept. */
 static int use_up(size_t sz, uintptr_t start, uintptr_t top, int64_t until)
 {
 	for (unsigned i = 0;; i++) {
@@ -231,8 +245,8 @@ static int use_up(size_t sz, uintptr_t start, uintptr_t top, int64_t until)
 			free(p);        /* the top's, or a mapping's of its own */
 			return 0;
 		}
-		*(void **)p = kept;
-		kept = p;
+		*(void **)p = sp.kept;
+		sp.kept = p;
 	}
 }
 
@@ -333,7 +347,7 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(0);
-	prctl(PR_GET_NAME, name);
+	prctl(PR_GET_NAME, sp.name);
 	title_set("leash: spawner");
 	/* Everything of the parent's but stdin, stdout and stderr (its
 	 * children's until they set theirs) goes: the database's socket, the
@@ -380,53 +394,42 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 
 /* ---- the parent's side ---- */
 
-/* Asks not answered yet, oldest first (a ring): the last `unsent` of them
- * are still to go to the spawner. */
-static void *owed[SPAWN_ASKS_MAX];
-static struct ask asks[SPAWN_ASKS_MAX];
-static unsigned owed_first, owed_n, unsent;
-static spawn_answered *answered_cb;
-static int64_t cost_us;                 /* the spawner's pace per child, lately */
-static int64_t sent_us[SPAWN_ASKS_MAX]; /* when each ask went to the spawner */
-static int64_t answered_us;             /* when the last answers came */
-static int watch_epfd = -1;
-static struct watch *watch_what;
 
 void spawn_watch(int epfd, struct watch *what)
 {
-	watch_epfd = epfd;
-	watch_what = what;
+	sp.watch_epfd = epfd;
+	sp.watch_what = what;
 }
 
 /* Every answer still owed says there is no child. */
 static void settle(void)
 {
-	while (owed_n) {
-		void *tag = owed[owed_first];
+	while (sp.owed_n) {
+		void *tag = sp.owed[sp.owed_first];
 
-		owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
-		owed_n--;
-		answered_cb(tag, 0, NULL, NULL);
+		sp.owed_first = (sp.owed_first + 1) % SPAWN_ASKS_MAX;
+		sp.owed_n--;
+		sp.answered_cb(tag, 0, NULL, NULL);
 	}
 }
 
 static void forget(void)
 {
-	if (sock >= 0) {
-		if (watch_epfd >= 0)
-			events_forget(watch_epfd, sock);
-		close(sock);
+	if (sp.sock >= 0) {
+		if (sp.watch_epfd >= 0)
+			events_forget(sp.watch_epfd, sp.sock);
+		close(sp.sock);
 	}
-	sock = -1;
-	spid = 0;
-	unsent = 0;
+	sp.sock = -1;
+	sp.spid = 0;
+	sp.unsent = 0;
 	settle();
 }
 
 /* No new spawner for SPAWN_RETRY_MS; -1 for the caller to return. */
 static int hold_off(void)
 {
-	retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
+	sp.retry_at = clock_mono_ms() + SPAWN_RETRY_MS;
 	return -1;
 }
 
@@ -439,9 +442,9 @@ static void say_gone(pid_t pid, const char *why)
 /* reaped: its pid is no longer its own to kill. */
 static void give_up(const char *why, int reaped)
 {
-	say_gone(spid, why);
+	say_gone(sp.spid, why);
 	if (!reaped)
-		kill(spid, SIGKILL);
+		kill(sp.spid, SIGKILL);
 	forget();
 	hold_off();
 }
@@ -451,14 +454,14 @@ static int start(lua_State *L, const char *replica_of_all)
 	pid_t parent = getpid(), pid;
 	int sv[2];
 
-	if (clock_mono_ms() < retry_at || child_go_init() < 0)
+	if (clock_mono_ms() < sp.retry_at || child_go_init() < 0)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
 		log_msg(LOG_WARN, NULL, 0, "cannot start the spawner: %s", strerror(errno));
 		return hold_off();
 	}
 	fflush(NULL);
-	replica = replica_of_all;
+	sp.replica = replica_of_all;
 	pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
@@ -471,11 +474,11 @@ static int start(lua_State *L, const char *replica_of_all)
 		close(sv[0]);
 		return hold_off();
 	}
-	sock = sv[0];
-	spid = pid;
-	forked_at = job_changes();
-	if (watch_epfd >= 0)
-		events_add(watch_epfd, sock, watch_what);
+	sp.sock = sv[0];
+	sp.spid = pid;
+	sp.forked_at = job_changes();
+	if (sp.watch_epfd >= 0)
+		events_add(sp.watch_epfd, sp.sock, sp.watch_what);
 	log_msg(LOG_DEBUG, NULL, 0, "spawner started pid=%d", (int)pid);
 	return 0;
 }
@@ -485,28 +488,28 @@ static int start(lua_State *L, const char *replica_of_all)
  * again as they are taken).  -1 when the spawner was given up. */
 static int flush(void)
 {
-	while (sock >= 0 && unsent) {
-		unsigned first = (owed_first + owed_n - unsent) % SPAWN_ASKS_MAX;
-		unsigned n = unsent < SPAWN_ASK_BATCH ? unsent : SPAWN_ASK_BATCH;
+	while (sp.sock >= 0 && sp.unsent) {
+		unsigned first = (sp.owed_first + sp.owed_n - sp.unsent) % SPAWN_ASKS_MAX;
+		unsigned n = sp.unsent < SPAWN_ASK_BATCH ? sp.unsent : SPAWN_ASK_BATCH;
 		unsigned upto = SPAWN_ASKS_MAX - first < n ? SPAWN_ASKS_MAX - first : n;
-		struct iovec iov[2] = { { &asks[first], upto * sizeof *asks },
-		                        { asks, (n - upto) * sizeof *asks } };
+		struct iovec iov[2] = { { &sp.asks[first], upto * sizeof *sp.asks },
+		                        { sp.asks, (n - upto) * sizeof *sp.asks } };
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = n > upto ? 2 : 1 };
-		ssize_t sent = sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t sent = sendmsg(sp.sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 		int64_t at;
 
 		if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
-		if (sent != (ssize_t)(n * sizeof *asks)) {
+		if (sent != (ssize_t)(n * sizeof *sp.asks)) {
 			give_up(sent < 0 ? strerror(errno) : "took a part of an ask", 0);
 			return -1;
 		}
 		at = now_us();
 		for (unsigned i = 0; i < n; i++)
-			sent_us[(first + i) % SPAWN_ASKS_MAX] = at;
-		unsent -= n;
+			sp.sent_us[(first + i) % SPAWN_ASKS_MAX] = at;
+		sp.unsent -= n;
 	}
-	return sock >= 0 ? 0 : -1;
+	return sp.sock >= 0 ? 0 : -1;
 }
 
 int spawn_ask(lua_State *L, const struct job *job, const struct run_info *info, void *tag,
@@ -514,26 +517,26 @@ int spawn_ask(lua_State *L, const struct job *job, const struct run_info *info, 
 {
 	unsigned k;
 
-	answered_cb = answered;
+	sp.answered_cb = answered;
 	if (info->hook || !info->replica)
 		return -1;
-	if (sock >= 0 && forked_at != job_changes())
+	if (sp.sock >= 0 && sp.forked_at != job_changes())
 		forget();       /* its copy of the jobs is not theirs: it exits */
-	if (sock < 0 && start(L, info->replica) < 0)
+	if (sp.sock < 0 && start(L, info->replica) < 0)
 		return -1;
-	if (info->replica != replica)
+	if (info->replica != sp.replica)
 		return -1;
 	/* A whole batch goes before this ask joins the next one. */
-	if (unsent >= SPAWN_ASK_BATCH && flush() < 0)
+	if (sp.unsent >= SPAWN_ASK_BATCH && flush() < 0)
 		return -1;
-	if (owed_n == SPAWN_ASKS_MAX)
+	if (sp.owed_n == SPAWN_ASKS_MAX)
 		return 1;
-	k = (owed_first + owed_n) % SPAWN_ASKS_MAX;
-	asks[k] = (struct ask){ .job = job, .info = *info };
-	asks[k].info.replica = NULL;
-	owed[k] = tag;
-	owed_n++;
-	unsent++;
+	k = (sp.owed_first + sp.owed_n) % SPAWN_ASKS_MAX;
+	sp.asks[k] = (struct ask){ .job = job, .info = *info };
+	sp.asks[k].info.replica = NULL;
+	sp.owed[k] = tag;
+	sp.owed_n++;
+	sp.unsent++;
 	return 0;
 }
 
@@ -571,14 +574,14 @@ static int take_fds(struct msghdr *m, int *out, size_t n)
 /* The answer to the oldest ask. */
 static void pay(pid_t pid, const int *fd)
 {
-	void *tag = owed[owed_first];
+	void *tag = sp.owed[sp.owed_first];
 
-	owed_first = (owed_first + 1) % SPAWN_ASKS_MAX;
-	owed_n--;
+	sp.owed_first = (sp.owed_first + 1) % SPAWN_ASKS_MAX;
+	sp.owed_n--;
 	if (pid)
-		answered_cb(tag, pid, fd, &fd[RUN_STREAMS]);
+		sp.answered_cb(tag, pid, fd, &fd[RUN_STREAMS]);
 	else
-		answered_cb(tag, 0, NULL, NULL);
+		sp.answered_cb(tag, 0, NULL, NULL);
 }
 
 /* The pace of k answers to the oldest asks (k >= 1): from the later of
@@ -588,14 +591,14 @@ static void pay(pid_t pid, const int *fd)
  * forks' CPU. */
 static void note_pace(const struct answer *ans, size_t k)
 {
-	int64_t now = now_us(), from = sent_us[owed_first];
-	int64_t per = (now - (from > answered_us ? from : answered_us)) / (int64_t)k;
+	int64_t now = now_us(), from = sp.sent_us[sp.owed_first];
+	int64_t per = (now - (from > sp.answered_us ? from : sp.answered_us)) / (int64_t)k;
 
-	answered_us = now;
+	sp.answered_us = now;
 	for (size_t i = 0; i < k; i++) {
 		int64_t took = ans[i].took_us > per ? ans[i].took_us : per;
 
-		cost_us = cost_us ? (cost_us * 7 + took) / 8 : took;
+		sp.cost_us = sp.cost_us ? (sp.cost_us * 7 + took) / 8 : took;
 	}
 }
 
@@ -615,20 +618,20 @@ static int take_one(void)
 	size_t k, forked = 0;
 	ssize_t n;
 
-	if (sock < 0)
+	if (sp.sock < 0)
 		return 0;
-	n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	n = recvmsg(sp.sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return 0;
 	if (n == 0) {
 		/* It died (or exited): the log says how once it is reaped. */
-		gone = spid;
+		sp.gone = sp.spid;
 		forget();
 		hold_off();
 		return 0;
 	}
 	k = n > 0 ? (size_t)n / sizeof *ans : 0;
-	if (n < 0 || n % sizeof *ans || k > owed_n - unsent) {
+	if (n < 0 || n % sizeof *ans || k > sp.owed_n - sp.unsent) {
 		give_up(n < 0 ? strerror(errno) : "answered wrong", 0);
 		return 0;
 	}
@@ -661,8 +664,8 @@ void spawn_collect(void)
 
 static int is_owed(void *tag)
 {
-	for (unsigned i = 0; i < owed_n; i++)
-		if (owed[(owed_first + i) % SPAWN_ASKS_MAX] == tag)
+	for (unsigned i = 0; i < sp.owed_n; i++)
+		if (sp.owed[(sp.owed_first + i) % SPAWN_ASKS_MAX] == tag)
 			return 1;
 	return 0;
 }
@@ -672,8 +675,8 @@ void spawn_wait(void *tag)
 	int64_t until = clock_mono_ms() + SPAWN_ANSWER_MS;
 
 	flush();
-	while (sock >= 0 && is_owed(tag)) {
-		struct pollfd p = { .fd = sock, .events = POLLIN };
+	while (sp.sock >= 0 && is_owed(tag)) {
+		struct pollfd p = { .fd = sp.sock, .events = POLLIN };
 		int64_t left = until - clock_mono_ms();
 
 		if (left <= 0) {
@@ -687,24 +690,24 @@ void spawn_wait(void *tag)
 
 int64_t spawn_cost_us(void)
 {
-	return cost_us;
+	return sp.cost_us;
 }
 
 int spawn_reaped(pid_t pid, int status)
 {
 	char why[64];
 
-	if (!pid || (pid != spid && pid != gone))
+	if (!pid || (pid != sp.spid && pid != sp.gone))
 		return 0;
 	if (WIFSIGNALED(status))
 		snprintf(why, sizeof why, "was killed by signal %d", WTERMSIG(status));
 	else
 		snprintf(why, sizeof why, "exited with status %d", WEXITSTATUS(status));
-	if (pid == spid) {
+	if (pid == sp.spid) {
 		give_up(why, 1);
 	} else {                /* its socket closed before: given up then */
 		say_gone(pid, why);
-		gone = 0;
+		sp.gone = 0;
 	}
 	return 1;
 }
