@@ -54,12 +54,57 @@ static size_t replica_rows(const struct store_replica *rows, size_t n, const cha
  * for a drain by name without --until-restart, the name's drain marker,
  * so that the name's later processes start drained), and a "control" row
  * in the ledger under the job "@REPLICA" (owner and actor user@host). */
-static int drain(int argc, char **argv, const char *cmd, int on)
+/* The command line: -c FILE, --until-restart (drain only), one REPLICA.
+ * 0, or the exit code with the reason said. */
+static int drain_args(int argc, char **argv, const char *cmd, int on, const char **path,
+                      const char **replica, int *until_restart)
 {
 	static const struct option longopts[] = {
 		{ "until-restart", no_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			*path = optarg;
+		} else if (opt == 'u' && on) {
+			*until_restart = 1;
+		} else {
+			fputs(cmd_usage, stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	if (optind < argc)
+		*replica = argv[optind++];
+	if (!*replica || optind < argc) {
+		fprintf(stderr, "leash %s: %s\n%s", cmd, *replica ? "one REPLICA only" : "which REPLICA? "
+		        "(a replica's name or a full owner id, as leash status shows them)", cmd_usage);
+		return EXIT_CONFIG;
+	}
+	if (!**replica || strlen(*replica) > STORE_NAME_MAX) {
+		fprintf(stderr, "leash %s: REPLICA \"%s\": expected 1 to %d bytes\n", cmd, *replica,
+		        STORE_NAME_MAX);
+		return EXIT_CONFIG;
+	}
+	return 0;
+}
+
+static void say_drained(const char *replica, size_t k, int on, int by_name, int until_restart)
+{
+	if (on)
+		printf("draining %s: %zu replica%s hand%s every lease off at the next safe point and "
+		       "take%s none%s\n", replica, k, k == 1 ? "" : "s", k == 1 ? "s" : "",
+		       k == 1 ? "s" : "", !by_name ? " until it restarts"
+		       : until_restart ? " until they restart" : " (its new processes too, until leash "
+		       "undrain)");
+	else
+		printf("undrained %s: %zu replica%s take%s leases again\n", replica, k,
+		       k == 1 ? "" : "s", k == 1 ? "s" : "");
+}
+
+static int drain(int argc, char **argv, const char *cmd, int on)
+{
 	const char *path = NULL, *replica = NULL, **owners = NULL;
 	struct store *s = NULL;
 	struct store_replica *rows = NULL;
@@ -68,32 +113,13 @@ static int drain(int argc, char **argv, const char *cmd, int on)
 	char job[STORE_NAME_MAX + 1], text[STORE_NAME_MAX + 160];
 	size_t n = 0, k;
 	int64_t now = 0, at_db = 0, changed = 0;
-	int opt, rc = EXIT_PROBLEMS, until_restart = 0, by_name;
+	int rc, until_restart = 0, by_name;
 
-	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
-		if (opt == 'c') {
-			path = optarg;
-		} else if (opt == 'u' && on) {
-			until_restart = 1;
-		} else {
-			fputs(cmd_usage, stderr);
-			return EXIT_CONFIG;
-		}
-	}
-	if (optind < argc)
-		replica = argv[optind++];
-	if (!replica || optind < argc) {
-		fprintf(stderr, "leash %s: %s\n%s", cmd, replica ? "one REPLICA only" : "which REPLICA? "
-		        "(a replica's name or a full owner id, as leash status shows them)", cmd_usage);
-		return EXIT_CONFIG;
-	}
-	if (!*replica || strlen(replica) > STORE_NAME_MAX) {
-		fprintf(stderr, "leash %s: REPLICA \"%s\": expected 1 to %d bytes\n", cmd, replica,
-		        STORE_NAME_MAX);
-		return EXIT_CONFIG;
-	}
+	if ((rc = drain_args(argc, argv, cmd, on, &path, &replica, &until_restart)) != 0)
+		return rc;
 	if (cmd_setup(path, &L, &c) < 0)
 		return EXIT_CONFIG;
+	rc = EXIT_PROBLEMS;
 	if (!(s = cmd_control_store(cmd, &c, &rc)))
 		goto done;
 	if (store_replicas(s, &rows, &n, &now) != STORE_OK) {
@@ -127,15 +153,7 @@ static int drain(int argc, char **argv, const char *cmd, int on)
 	         on && until_restart && by_name ? " --until-restart" : "");
 	if (cmd_record_control(s, cmd, job, at_db, 0, text) < 0)
 		goto done;
-	if (on)
-		printf("draining %s: %zu replica%s hand%s every lease off at the next safe point and "
-		       "take%s none%s\n", replica, k, k == 1 ? "" : "s", k == 1 ? "s" : "",
-		       k == 1 ? "s" : "", !by_name ? " until it restarts"
-		       : until_restart ? " until they restart" : " (its new processes too, until leash "
-		       "undrain)");
-	else
-		printf("undrained %s: %zu replica%s take%s leases again\n", replica, k,
-		       k == 1 ? "" : "s", k == 1 ? "s" : "");
+	say_drained(replica, k, on, by_name, until_restart);
 	rc = 0;
 done:
 	if (s)

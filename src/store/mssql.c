@@ -1794,22 +1794,20 @@ fail:
 	return rc;
 }
 
-static int ms_exec(struct store *s, int q, const struct store_param *p, int np,
-                   store_row_fn row, void *arg)
+/* The names of q's parameters, in order, from its declaration ("@a BIGINT,
+ * @b NVARCHAR(200), ..."); an array's element type goes to type and its
+ * index to *arr; how many values they all take to *npar; whether one is a
+ * table to *tables.  STORE_OK, or the error said. */
+static int param_names(struct store *s, int q, const struct store_param *p, int np,
+                       char names[][PNAME_MAX], char *type, size_t *arr, size_t *npar,
+                       int *tables)
 {
-	struct ms_store *st = (struct ms_store *)s;
-	char names[PARAMS_MAX][PNAME_MAX], type[PNAME_MAX] = "", *text = NULL, *decl = NULL;
-	char *elems = NULL;
-	struct param *par = NULL;
-	struct exec_rows x = { row, arg, 0 };
 	const char *d = dialect[q].decl;
-	size_t npar = 0, arr = (size_t)-1;
-	int rc = STORE_ERR, tables = 0;
 
 	for (int i = 0; i < np; i++) {
 		size_t len;
 
-		tables |= p[i].kind == SP_ROWS;
+		*tables |= p[i].kind == SP_ROWS;
 		while (*d == ' ' || *d == ',')
 			d++;
 		len = strcspn(d, " ");
@@ -1822,31 +1820,58 @@ static int ms_exec(struct store *s, int q, const struct store_param *p, int np,
 		if (p[i].kind == SP_TEXTS) {
 			size_t tl = strcspn(d + 1, ",");
 
-			snprintf(type, sizeof type, "%.*s", (int)tl, d + 1);
-			arr = (size_t)i;
+			snprintf(type, PNAME_MAX, "%.*s", (int)tl, d + 1);
+			*arr = (size_t)i;
 		}
 		d += strcspn(d, ",");
-		npar += p[i].kind == SP_TEXTS && p[i].n ? p[i].n : 1;
+		*npar += p[i].kind == SP_TEXTS && p[i].n ? p[i].n : 1;
 	}
+	return STORE_OK;
+}
+
+/* A statement with tables of rows: its scalars bound as they are, the
+ * tables (which come last) by exec_tables. */
+static int exec_with_tables(struct ms_store *st, int q, const struct store_param *p, int np,
+                            char names[][PNAME_MAX], struct param *par, struct exec_rows *x)
+{
+	/* The tables come last: the declaration's part before them. */
+	const char *all = dialect[q].decl, *cut = strstr(all, " ROWS");
+	size_t dl = (size_t)(cut - all);
+	char *decl;
+	int nscal = 0, rc;
+
+	while (dl > 0 && all[dl] != '@')
+		dl--;
+	while (dl > 0 && (all[dl - 1] == ' ' || all[dl - 1] == ','))
+		dl--;
+	if (!(decl = strndup(all, dl)))
+		return store_fail(&st->base, "mssql: %s: out of memory", store_stmt_what[q]);
+	for (int i = 0; i < np; i++)
+		if (p[i].kind != SP_ROWS)
+			par[nscal++] = (struct param){ names[i], p[i].kind == SP_TEXT ? p[i].s
+			                               : p[i].kind == SP_NULL ? "" : NULL, p[i].i };
+	rc = exec_tables(st, q, par, nscal, decl, p, np, names, x);
+	free(decl);
+	return rc;
+}
+
+static int ms_exec(struct store *s, int q, const struct store_param *p, int np,
+                   store_row_fn row, void *arg)
+{
+	struct ms_store *st = (struct ms_store *)s;
+	char names[PARAMS_MAX][PNAME_MAX], type[PNAME_MAX] = "", *text = NULL, *decl = NULL;
+	char *elems = NULL;
+	struct param *par = NULL;
+	struct exec_rows x = { row, arg, 0 };
+	size_t npar = 0, arr = (size_t)-1;
+	int rc = STORE_ERR, tables = 0;
+
+	if (param_names(s, q, p, np, names, type, &arr, &npar, &tables) != STORE_OK)
+		return STORE_ERR;
 	if (!(par = malloc((npar ? npar : 1) * sizeof *par)))
 		goto oom;
 	if (tables) {
-		/* The tables come last: the declaration's part before them. */
-		const char *all = dialect[q].decl, *cut = strstr(all, " ROWS");
-		size_t dl = (size_t)(cut - all);
-		int nscal = 0;
-
-		while (dl > 0 && all[dl] != '@')
-			dl--;
-		while (dl > 0 && (all[dl - 1] == ' ' || all[dl - 1] == ','))
-			dl--;
-		if (!(decl = strndup(all, dl)))
-			goto oom;
-		for (int i = 0; i < np; i++)
-			if (p[i].kind != SP_ROWS)
-				par[nscal++] = (struct param){ names[i], p[i].kind == SP_TEXT ? p[i].s
-				                               : p[i].kind == SP_NULL ? "" : NULL, p[i].i };
-		rc = exec_tables(st, q, par, nscal, decl, p, np, names, &x);
+		rc = exec_with_tables(st, q, p, np, names, par, &x);
 		goto done;
 	}
 	if (arr != (size_t)-1) {
