@@ -22,3 +22,15 @@ bench-ledger: all
 	{ lua5.4 bench/ledger_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
 
 .PHONY: bench-ledger
+
+# What each start trick buys alone (src/core/tune.h): make bench-tricks
+# (TRICKS_ROUNDS=5 TRICKS_JOBS=100,1000 TRICKS_WINDOW=5).  Starts a throwaway
+# PostgreSQL; figures in bench/tricks_results.txt.
+bench-tricks: all
+	@LEASH_TEST_TMP=$$(mktemp -d /tmp/leash-bench.XXXXXX) && chmod 755 $$LEASH_TEST_TMP && \
+	export LEASH_TEST_TMP LEASH_ROOT=$$PWD LEASH_BUILD=$(BUILD) && \
+	export LUA_PATH="lua/?.lua;tests/support/?.lua;bench/?.lua;;" LUA_CPATH="$(BUILD)/lua/?.so;;" && \
+	eval "$$(tests/support/services/10-postgres.sh start)" && \
+	{ lua5.4 bench/tricks_bench.lua; rc=$$?; tests/support/services/10-postgres.sh stop; rm -rf $$LEASH_TEST_TMP; exit $$rc; }
+
+.PHONY: bench-tricks

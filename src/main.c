@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/tune.h"
 #include "cmd/cmd.h"
 #include "core/cfg.h"
 #include "core/title.h"
@@ -74,7 +75,8 @@ static void bind_now(char **argv)
 		unsetenv("LD_BIND_NOW");
 		return;
 	}
-	if (getenv("LD_BIND_NOW") || (preload && strstr(preload, "vgpreload")))
+	if (getenv("LD_BIND_NOW") || (preload && strstr(preload, "vgpreload")) ||
+	    tune_off(TUNE_BINDNOW))
 		return;
 	/* The binary's own path, not /proc/self/exe: the process is named
 	 * after the file it runs ("leash" in ps, not "exe"). */

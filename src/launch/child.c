@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 
+#include "core/tune.h"
 #include "core/cfg.h"
 #include "launch/child.h"
 #include "core/clock.h"
@@ -636,7 +637,7 @@ static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms,
 		struct timespec wait = { 1, 0 };
 
 		if (gate > 0 && first_class(t, key) < k) {
-			if (!batch)
+			if (!batch && !tune_off(TUNE_PIN))
 				batch = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
 			gated = 1;
 			word = &t->turn[k];
@@ -820,10 +821,10 @@ static int await_start(lua_State *L, const struct job *job, const struct run_inf
 	int pinned, learn;
 	int class = fire_class(next_ms < 0 ? -1 : next_ms - info->scheduled_ms);
 
-	*peers = instant_join(info->scheduled_ms, class);
+	*peers = tune_off(TUNE_TALLY) ? NULL : instant_join(info->scheduled_ms, class);
 	prebuild_ctx(L);
-	pinned = wait_on_one_cpu(&cpus) == 0;
-	learn = warm_up(job, ns_until(info->scheduled_ms));
+	pinned = !tune_off(TUNE_PIN) && wait_on_one_cpu(&cpus) == 0;
+	learn = tune_off(TUNE_WARM) ? 0 : warm_up(job, ns_until(info->scheduled_ms));
 	if (wait_go(go, &g, parent, info->scheduled_ms, *peers, class) < 0) {
 		instant_leave(*peers, info->scheduled_ms, class);
 		_exit(0);
@@ -858,7 +859,8 @@ static _Noreturn void exit_run(const struct job *job, const struct run_info *inf
 	/* Unless its job's next fire is near: the run is not over for the
 	 * overlap rule until this process is gone, and one at the lowest
 	 * priority on busy CPUs took 40-60 ms to be, its next fire skipped. */
-	if (next_ms < 0 || next_ms - clock_wall_ms() >= CHILD_EXIT_NEAR_MS) {
+	if (!tune_off(TUNE_DEFER) &&
+	    (next_ms < 0 || next_ms - clock_wall_ms() >= CHILD_EXIT_NEAR_MS)) {
 		setpriority(PRIO_PROCESS, 0, 19);
 		if (peers)
 			exit_after_peers(peers, info->scheduled_ms);

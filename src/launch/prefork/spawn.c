@@ -47,6 +47,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/tune.h"
 #include "launch/child.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -363,8 +364,10 @@ static __attribute__((noreturn)) void serve(lua_State *L, int s, pid_t parent)
 	store_unload();
 	/* The parent's free heap is not copied into every child. */
 	malloc_trim(0);
-	use_up_free_chunks();
-	hugify();
+	if (!tune_off(TUNE_TIDY))
+		use_up_free_chunks();
+	if (!tune_off(TUNE_HUGE))
+		hugify();
 	warm_init();
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		fds_max = rl.rlim_cur;
