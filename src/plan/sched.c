@@ -251,7 +251,7 @@ static void broken_update(struct sched *s, struct reload *r)
 {
 	char **names = malloc((r->nbroken ? r->nbroken : 1) * sizeof *names);
 	char *out = NULL, line[SCHED_BROKEN_NAME + SCHED_BROKEN_ERROR + 64];
-	size_t at = 0, left = 0, k = 0;
+	size_t at = 0, left = 0, k = 0, files = 0;
 
 	if (!names || !(out = malloc(SCHED_BROKEN_MAX + 1)))
 		goto done;
@@ -267,6 +267,7 @@ static void broken_update(struct sched *s, struct reload *r)
 
 		if (i > 0 && strcmp(names[i - 1], names[i]) == 0)
 			continue;
+		files++;
 		for (size_t b = 0; b < r->nbroken; b++)
 			if (r->broken[b] == names[i])
 				why = r->why[b];
@@ -286,6 +287,7 @@ static void broken_update(struct sched *s, struct reload *r)
 	if (left)
 		at += (size_t)snprintf(out + at, 32, "+\t0\t0\t%zu\n", left);
 	out[at] = '\0';
+	metrics_note_broken(files);
 done:
 	free(s->broken);
 	s->broken = out && at ? out : NULL;
