@@ -52,12 +52,20 @@ for _, x in ipairs(providers.list) do
       return body
     end
 
+    -- A real T-SQL engine takes seconds over its schema batch on a loaded
+    -- machine: the replica's and the commands' statements get room.
+    local real_ms = providers.MSSQL_REAL_TIMEOUT_MS .. "ms"
+    local store = p.real and { statement_timeout = real_ms, connect_timeout = real_ms } or {}
+
     setup(function()
-      d, proc = H.replica(p, tbl, H.free_port(), { jobs = { tick = GOOD, bad = BROKEN_FROM_START } })
+      d, proc = H.replica(p, tbl, H.free_port(), { store = store,
+        jobs = { tick = GOOD, bad = BROKEN_FROM_START } })
       -- The replica's name, as a Lua pattern matches it literally.
       name = proc.owner:match("^(.*):[^:]*:[^:]*$"):gsub("%p", "%%%0")
       -- Another host: the same store, a jobs/ of its own that loads well.
-      other = L.dir { config = R.config(p, tbl), jobs = { tick = GOOD } }
+      local c = R.config(p, tbl)
+      for k, v in pairs(store) do c.store[k] = v end
+      other = L.dir { config = c, jobs = { tick = GOOD } }
       H.wait_up(d.url .. "/healthz", 15)
     end)
 
