@@ -246,6 +246,17 @@ describe("leash status jobs view", function()
     end
   end)
 
+  it("broken files on a page (/api/status): no job of another page comes in, the list keeps them", function()
+    local i = broken_input()
+    i.page = { offset = 0, total = 20, paged = true }
+    local m = view.build(i)
+    local by = {}
+    for _, j in ipairs(m.jobs) do by[j.name] = j end
+    assert.is_nil(by.typo)
+    assert.equal(1, #by.report.broken_on)
+    assert.equal(2, #m.broken_files)
+  end)
+
   it("check: a broken file alone is a WARNING", function()
     local code, check = view.render({ provider = "sqlite", now = NOW, replicas = { { owner = A,
       name = "web-1", broken = "x\t1\t0\tjobs/x.lua:1: oops\n" } } }, "check")

@@ -81,15 +81,20 @@ function M.build(input)
   end
   for _, b in ipairs(input.local_broken or {}) do job(b.name).local_broken = b.error end
   local broken_files, broken_more = {}, 0
+  local paged = input.page and input.page.paged
   for _, r in ipairs(input.replicas or {}) do
     local list, more = M.parse_broken(r.broken, r.name or r.owner)
     broken_more = broken_more + more
     for _, b in ipairs(list) do
       broken_files[#broken_files + 1] = b
-      local j = job(b.file)
-      j.broken_on = j.broken_on or {}
-      j.broken_on[#j.broken_on + 1] = b
-      if b.kept then j.kept_on = true end
+      -- A page (input.page.paged) shows only its own jobs: a file no job
+      -- of it stands for is in broken_files alone.
+      local j = byname[b.file] or (not paged and job(b.file))
+      if j then
+        j.broken_on = j.broken_on or {}
+        j.broken_on[#j.broken_on + 1] = b
+        if b.kept then j.kept_on = true end
+      end
     end
   end
   for _, r in ipairs(input.leases or {}) do
@@ -134,8 +139,9 @@ function M.build(input)
     else j.state = "ok" end
     jobs[#jobs + 1] = j
   end
-  -- input.page = { offset=, total= }: these jobs are a page of total, from
-  -- offset (the C side chose them); none: all of them.
+  -- input.page = { offset=, total=, paged= }: these jobs are a page of
+  -- total, from offset (the C side chose them, paged when it chose fewer
+  -- than all); none: all of them.
   local page = input.page or {}
   return { provider = input.provider, now = now, jobs = jobs, leases = input.leases or {},
            offset = page.offset or 0, total = page.total or #jobs,

@@ -251,12 +251,14 @@ int view_jobs_input(lua_State *L, const struct cfg *c, struct store *s, struct v
 				jr[kept++] = jr[i];
 		njr = kept;
 	}
-	lua_createtable(L, 0, 7);
-	lua_createtable(L, 0, 2);
+	lua_createtable(L, 0, 8);
+	lua_createtable(L, 0, 3);
 	lua_pushinteger(L, (lua_Integer)d->offset);
 	lua_setfield(L, -2, "offset");
 	lua_pushinteger(L, (lua_Integer)total);
 	lua_setfield(L, -2, "total");
+	lua_pushboolean(L, page != NULL);
+	lua_setfield(L, -2, "paged");
 	lua_setfield(L, -2, "page");
 	lua_pushstring(L, c->provider);
 	lua_setfield(L, -2, "provider");
