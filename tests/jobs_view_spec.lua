@@ -183,6 +183,88 @@ describe("leash status jobs view", function()
       view.unknown("cannot open the postgres store: refused\nnow"))
   end)
 
+  -- Broken job files: the status host's own (local_broken) and the ones
+  -- each replica publishes with its presence row (src/plan/sched.h's text).
+  local function broken_input()
+    local i = input()
+    i.replicas = {
+      { owner = A, name = "web-1", host = "h1", pid = 4242, version = "1.0", jobs_hash = "aaaa",
+        heartbeat = NOW - 100, started_at = NOW - 60000, draining = false,
+        broken = "report\t" .. (NOW - 90000) .. "\t1\tjobs/report.lua:3: unexpected symbol\n"
+          .. "typo\t" .. (NOW - 5000) .. "\t0\tjobs/typo.lua:1: every: \"3x\" is not a duration\n"
+          .. "garbled line\n+\t0\t0\t7\n" },
+      { owner = B, name = "web-2", host = "h2", pid = 99, version = "1.0", jobs_hash = "aaaa",
+        heartbeat = NOW - 100, started_at = NOW - 60000, draining = false },
+    }
+    i.local_broken = { { name = "sync", error = "jobs/sync.lua:2: '}' expected" },
+                       { name = "never", error = "jobs/never.lua:1: unexpected symbol" } }
+    return i
+  end
+
+  it("broken files: parses a replica's text, a garbled line skipped and the left-out count kept", function()
+    local list, more = view.parse_broken(broken_input().replicas[1].broken, "web-1")
+    assert.equal(7, more)
+    assert.same({ replica = "web-1", file = "report", since = NOW - 90000, kept = true,
+                  error = "jobs/report.lua:3: unexpected symbol" }, list[1])
+    assert.equal("typo", list[2].file)
+    assert.is_false(list[2].kept)
+    assert.equal(2, #list)
+    assert.same({}, (view.parse_broken(nil, "x")))
+  end)
+
+  it("broken files: states, notes, the BROKEN FILE table, the check and the JSON", function()
+    local m = view.build(broken_input())
+    local by = {}
+    for _, j in ipairs(m.jobs) do by[j.name] = j end
+    -- running its last good definition (held): its state is its own
+    assert.equal("failing", by.report.state)
+    assert.equal(" (broken on web-1: jobs/report.lua:3: unexpected symbol)", view.job_note(by.report))
+    assert.equal("ok", by.sync.state)
+    assert.equal(" (running the last good definition: jobs/sync.lua:2: '}' expected)",
+      view.job_note(by.sync))
+    -- no good definition anywhere: broken, not "not in jobs/"
+    assert.equal("broken", by.typo.state)
+    assert.equal("broken", by.never.state)
+    assert.equal("", view.job_note(by.never))
+    local text = select(2, view.render(broken_input(), "table"))
+    assert.matches("\ntypo %(broken on web%-1: [^\n]*%)%s+%-%s+%-%s+%-%s+%-%s+%-%s+broken\n", text)
+    assert.matches("\nREPLICA%s+BROKEN FILE%s+SINCE%s+RUNS%s+ERROR\n", text)
+    assert.matches("\nweb%-1%s+report%.lua%s+1m30s ago%s+last good definition%s+jobs/report%.lua:3", text)
+    assert.matches("\nweb%-1%s+typo%.lua%s+5%.0s ago%s+nothing%s+jobs/typo%.lua:1: every", text)
+    assert.matches("%(7 more broken files not shown: see the replicas' logs%)\n$", text)
+    local code, check = view.render(broken_input(), "check")
+    assert.equal(view.CRITICAL, code)          -- the input's own problems stay
+    assert.matches("4 jobs broken: never %(on here%), report %(on web%-1%), sync %(on here%), typo %(on web%-1%)", check)
+    assert.matches("\ntypo: broken: jobs/typo%.lua does not load on web%-1 %(not running%): jobs/typo%.lua:1", check)
+    assert.matches("\nreport: broken: [^\n]*%(running the last good definition%)", check)
+    local v = json.decode(select(2, view.render(broken_input(), "json")))
+    assert.equal(7, v.broken_files_left_out)
+    assert.same({ replica = "web-1", file = "report.lua", since = NOW - 90000, running_last_good = true,
+                  error = "jobs/report.lua:3: unexpected symbol" }, v.broken_files[1])
+    for _, j in ipairs(v.jobs) do
+      if j.name == "sync" then assert.equal("jobs/sync.lua:2: '}' expected", j.broken_here) end
+    end
+  end)
+
+  it("broken files on a page (/api/status): no job of another page comes in, the list keeps them", function()
+    local i = broken_input()
+    i.page = { offset = 0, total = 20, paged = true }
+    local m = view.build(i)
+    local by = {}
+    for _, j in ipairs(m.jobs) do by[j.name] = j end
+    assert.is_nil(by.typo)
+    assert.equal(1, #by.report.broken_on)
+    assert.equal(2, #m.broken_files)
+  end)
+
+  it("check: a broken file alone is a WARNING", function()
+    local code, check = view.render({ provider = "sqlite", now = NOW, replicas = { { owner = A,
+      name = "web-1", broken = "x\t1\t0\tjobs/x.lua:1: oops\n" } } }, "check")
+    assert.equal(view.WARNING, code)
+    assert.equal("LEASH WARNING - 1 job broken: x (on web-1)\n"
+      .. "x: broken: jobs/x.lua does not load on web-1 (not running): jobs/x.lua:1: oops\n", check)
+  end)
+
   it("says so when there are no jobs", function()
     assert.equal("no jobs (none in jobs/, none in the store)\n",
       view.table(view.build { provider = "sqlite", now = NOW }))

@@ -18,7 +18,7 @@ local function me(owner, t)
   t = t or {}
   return { owner = owner, host = t.host or "host-a", pid = t.pid or 42, version = t.version or "0.9.0",
            draining = t.draining or false, jobs_hash = t.hash or "h1", jobs = t.jobs or "a\nb\n",
-           name = t.name }
+           name = t.name, broken = t.broken }
 end
 
 local function by_owner(rows)
@@ -120,6 +120,32 @@ for _, p in ipairs(providers.proof_list) do
       local t = by_owner(assert(s:replicas()))
       assert.equal(text, t["E:5:ee"].jobs)
       assert.equal("", t["F:6:ff"].jobs)
+    end)
+
+    it("a beat writes the broken files text, every read returns it, a beat without clears it", function()
+      local text = "bad\t1700000000000\t1\tjobs/bad.lua:3: every: \"3x\" is not a duration \u{e9}\n"
+        .. "worse\t1700000000001\t0\tjobs/worse.lua:1: unexpected symbol\n"
+      local long = ("x"):rep(8192)
+      local rows = by_owner(assert(s:beat(me("BR:1:01", { hash = "hb", broken = text }), 60000)))
+      assert.equal(text, rows["BR:1:01"].broken)
+      assert(s:beat(me("BS:1:01", { hash = "hb" }), 60000))
+      local t = by_owner(assert(s:replicas()))
+      assert.equal(text, t["BR:1:01"].broken)
+      assert.is_nil(t["BS:1:01"].broken)                 -- none: NULL, not ""
+      t = by_owner(assert(s:beat(me("BS:1:01", { hash = "hb", broken = long }), 60000)))
+      assert.equal(text, t["BR:1:01"].broken)            -- the others' too
+      assert.equal(long, t["BS:1:01"].broken)
+      local ok, err = s:beat(me("BS:1:01", { hash = "hb", broken = long .. "x" }), 60000)
+      assert.is_nil(ok)
+      assert.matches("broken files text of 8193 bytes %(at most 8192%)", err)
+      -- renew_beat carries it the same way, and an empty text is none
+      local _, rrows = assert(s:renew_beat("BR:1:01", { "br-x" }, 7000,
+        me("BR:1:01", { hash = "hb", broken = "" }), 60000))
+      t = by_owner(rrows)
+      assert.is_nil(t["BR:1:01"].broken)
+      assert.equal(long, t["BS:1:01"].broken)
+      assert(s:leave("BR:1:01"))
+      assert(s:leave("BS:1:01"))
     end)
 
     it("drain sets the listed owners' draining, the beats keep it, undrain clears it", function()

@@ -335,6 +335,43 @@ describe("the job table", function()
       assert.equal(T0 + 2000, j.c.next_fire_ms)
     end)
 
+    it("the broken files a replica publishes: since when (kept across reloads), whether the last good definition runs", function()
+      local o = table_of { a = every("1s"), nope = 'return { every = "3x" }' }
+      local text = o.s:broken()
+      assert.matches("^nope\t" .. (T0 + 500) .. "\t0\t[^\t\n]*nope%.lua:1: every: \"3x\"[^\n]*\n$", text)
+      o.t.wall = o.t.wall + 60000
+      o.d.write_job("a", "return { every = 1s }\n\tgarbage")
+      o.s:load(true)
+      text = o.s:broken()
+      -- a first, sorted; tabs in the error are spaces; nope keeps its since
+      assert.matches("^a\t" .. (T0 + 60500) .. "\t1\t[^\t\n]*a%.lua[^\t\n]*\n"
+        .. "nope\t" .. (T0 + 500) .. "\t0\t[^\n]+\n$", text)
+      assert.is_true(o.s:jobs().a ~= nil)              -- the last good definition stays
+      o.d.write_job("a", every("1s"))
+      o.d.remove_job("nope")
+      o.s:load(true)
+      assert.is_nil(o.s:broken())
+      -- broken again later: a new since
+      o.t.wall = o.t.wall + 1000
+      o.d.write_job("a", "return {")
+      o.s:load(true)
+      assert.matches("^a\t" .. (T0 + 61500) .. "\t1\t", o.s:broken())
+    end)
+
+    it("the broken files text stays within its bound, counting the files left out", function()
+      local jobs = {}
+      for i = 1, 60 do jobs[("bad-%02d"):format(i)] = "error(" .. ("%q"):format(("x"):rep(400)) .. ")" end
+      local o = table_of(jobs)
+      local text = o.s:broken()
+      assert.is_true(#text <= 8192, #text)
+      local lines, more = 0, text:match("\n%+\t0\t0\t(%d+)\n$")
+      for _ in text:gmatch("\n") do lines = lines + 1 end
+      assert.equal(60, lines - 1 + tonumber(more))
+      for l in text:gmatch("[^\n]+") do
+        if l:sub(1, 1) ~= "+" then assert.is_true(#l < 200 + 300 + 40, #l) end
+      end
+    end)
+
     it("a run going on finishes under its old definition, and the new one never starts beside it", function()
       local o = table_of { a = every("1s") }
       o.due()

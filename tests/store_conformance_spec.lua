@@ -721,6 +721,34 @@ for _, p in ipairs(providers.proof_list) do
       assert.has_error(function() s:claim_all("A", "x") end)
     end)
 
+    it("an old presence table (no broken column) gets it at open; its rows read as no broken files", function()
+      local old = uniq("oldp")
+      local now = os.time() * 1000
+      by_hand(pkey, ("CREATE TABLE %s_replicas (owner VARCHAR(200) PRIMARY KEY, host VARCHAR(200) NOT NULL,"
+        .. " pid BIGINT NOT NULL, version VARCHAR(32) NOT NULL, started_at BIGINT NOT NULL,"
+        .. " heartbeat BIGINT NOT NULL, draining INTEGER NOT NULL DEFAULT 0,"
+        .. " jobs_hash VARCHAR(32) NOT NULL, jobs TEXT NOT NULL);\n"
+        .. "INSERT INTO %s_replicas VALUES ('O:1:01', 'h', 1, '0.8', %d, %d, 0, 'ho', 'a');\n")
+        :format(old, old, now, now))
+      local s2 = assert(core.open_store(providers.get(pkey, old)))
+      local rows = assert(s2:replicas())
+      assert.equal(1, #rows)
+      assert.equal("O:1:01", rows[1].owner)
+      assert.is_nil(rows[1].broken)
+      rows = assert(s2:beat({ owner = "N:1:01", host = "h", pid = 2, version = "1.0",
+        jobs_hash = "hn", jobs = "b\n", broken = "b\t1\t0\tjobs/b.lua:1: oops\n" }, 600000))
+      local t = {}
+      for _, r in ipairs(rows) do t[r.owner] = r end
+      assert.is_nil(t["O:1:01"].broken)
+      assert.equal("b\t1\t0\tjobs/b.lua:1: oops\n", t["N:1:01"].broken)
+      -- an old replica's beat (its statement names no broken column) still goes
+      by_hand(pkey, ("UPDATE %s_replicas SET heartbeat = %d WHERE owner = 'O:1:01';\n"):format(old, now + 1))
+      s2:close()
+      local s3 = assert(core.open_store(providers.get(pkey, old)))   -- a second open changes nothing
+      assert.equal(2, #assert(s3:replicas()))
+      s3:close()
+    end)
+
     it("an old table (no last_fire column) gets it and the control columns at open, keeping rows and tokens", function()
       local old = uniq("old")
       local now = os.time() * 1000

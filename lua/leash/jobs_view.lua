@@ -31,9 +31,32 @@ end
 -- Text from the store, made safe for a terminal (leash.status's safe).
 M.safe = status.safe
 
+-- A replica's broken job files, from its presence row's broken text
+-- (src/plan/sched.h: a line per file, "NAME\tSINCE\tKEPT\tERROR", then
+-- "+\t0\t0\tN" when N more were left out): a list of { replica=, file=,
+-- since=, kept=, error= }, and N (0 when none was left out).  A line that
+-- does not parse is skipped: a row is the other replica's to get right.
+function M.parse_broken(text, replica)
+  local out, more = {}, 0
+  for line in (text or ""):gmatch("[^\n]+") do
+    local file, since, kept, err = line:match("^([^\t]+)\t(%d+)\t([01])\t(.*)$")
+    if file == "+" then
+      more = more + (tonumber(err) or 0)
+    elseif file then
+      out[#out + 1] = { replica = replica, file = file, since = math.tointeger(tonumber(since)),
+                        kept = kept == "1", error = err }
+    end
+  end
+  return out, more
+end
+
 -- The model: input = { provider=, now=, lease_ms= (the config's),
 -- leases = list() rows, runs = last_runs() map, locals = { { name=,
--- schedule=, kind=, singleton=, lease_ms=, next=, due= }, ... } }.
+-- schedule=, kind=, singleton=, lease_ms=, next=, due= }, ... },
+-- local_broken = { { name=, error= }, ... } (the files of the local jobs/
+-- that do not load), replicas = presence rows (their broken text) }.
+-- broken_files: every replica's broken files (parse_broken), by replica
+-- then file; broken_more: how many their rows left out.
 -- Each job: name, in_jobs (false: only the store knows it), schedule, kind,
 -- holder (nil when unheld), token, lease (its row), unheld_ms (how long
 -- since it expired, nil when held or never held), last/ok/failed (ledger
@@ -55,6 +78,24 @@ function M.build(input)
     j.in_jobs, j.schedule, j.kind, j.next, j.due = true, l.schedule, l.kind, l.next, l.due
     j.singleton = l.singleton ~= false
     j.lease_ms = l.lease_ms
+  end
+  for _, b in ipairs(input.local_broken or {}) do job(b.name).local_broken = b.error end
+  local broken_files, broken_more = {}, 0
+  local paged = input.page and input.page.paged
+  for _, r in ipairs(input.replicas or {}) do
+    local list, more = M.parse_broken(r.broken, r.name or r.owner)
+    broken_more = broken_more + more
+    for _, b in ipairs(list) do
+      broken_files[#broken_files + 1] = b
+      -- A page (input.page.paged) shows only its own jobs: a file no job
+      -- of it stands for is in broken_files alone.
+      local j = byname[b.file] or (not paged and job(b.file))
+      if j then
+        j.broken_on = j.broken_on or {}
+        j.broken_on[#j.broken_on + 1] = b
+        if b.kept then j.kept_on = true end
+      end
+    end
   end
   for _, r in ipairs(input.leases or {}) do
     local j = job(r.name)
@@ -85,7 +126,12 @@ function M.build(input)
     if j.lease and j.lease.paused_until and j.lease.paused_until > now then
       j.paused_until = j.lease.paused_until
     end
+    -- Broken where it would load, and no replica runs a good definition.
+    if (j.local_broken or j.broken_on) and not j.kept_on and not j.holder and not j.in_jobs then
+      j.broken = true
+    end
     if j.corrupt then j.state = "corrupt"
+    elseif j.broken then j.state = "broken"
     elseif j.paused_until then j.state = "paused"
     elseif j.unheld then j.state = "unheld"
     elseif j.overdue_ms then j.state = "overdue"
@@ -93,12 +139,14 @@ function M.build(input)
     else j.state = "ok" end
     jobs[#jobs + 1] = j
   end
-  -- input.page = { offset=, total= }: these jobs are a page of total, from
-  -- offset (the C side chose them); none: all of them.
+  -- input.page = { offset=, total=, paged= }: these jobs are a page of
+  -- total, from offset (the C side chose them, paged when it chose fewer
+  -- than all); none: all of them.
   local page = input.page or {}
   return { provider = input.provider, now = now, jobs = jobs, leases = input.leases or {},
            offset = page.offset or 0, total = page.total or #jobs,
-           replicas = input.replicas, lease_ms = input.lease_ms }
+           replicas = input.replicas, lease_ms = input.lease_ms,
+           broken_files = broken_files, broken_more = broken_more }
 end
 
 local function ago(ms) return status.human(math.max(0, ms)) .. " ago" end
@@ -137,12 +185,55 @@ function M.columns(lines)
   return table.concat(out, "\n") .. "\n"
 end
 
+-- A job file's error as the views show it: its first line, at most 80
+-- characters, safe.
+local function err_text(e)
+  return M.safe(core.utf8_cut((e or ""):match("^[^\n]*"), 80))
+end
+
+-- What the JOB column says after the name: where its file is broken and
+-- which definition runs, or that the local jobs/ lacks it.
+function M.job_note(j)
+  local notes = {}
+  if j.local_broken then
+    if j.kept_on or j.holder then
+      notes[#notes + 1] = "running the last good definition: " .. err_text(j.local_broken)
+    end
+  elseif not j.in_jobs and not j.broken_on then
+    notes[#notes + 1] = "not in jobs/"
+  end
+  for _, b in ipairs(j.broken_on or {}) do
+    if b.error ~= j.local_broken then
+      notes[#notes + 1] = ("broken on %s: %s"):format(M.safe(b.replica), err_text(b.error))
+    end
+  end
+  if #notes == 0 then return "" end
+  return " (" .. table.concat(notes, "; ") .. ")"
+end
+
+-- The BROKEN FILE table: each replica's broken job files ("" for none).
+function M.broken_table(model)
+  local files = model.broken_files or {}
+  if #files == 0 and (model.broken_more or 0) == 0 then return "" end
+  local lines = { { "REPLICA", "BROKEN FILE", "SINCE", "RUNS", "ERROR" } }
+  for _, b in ipairs(files) do
+    lines[#lines + 1] = { M.safe(b.replica), M.safe(b.file) .. ".lua",
+      b.since and ago(model.now - b.since) or "-",
+      b.kept and "last good definition" or "nothing", err_text(b.error) }
+  end
+  local out = "\n" .. M.columns(lines)
+  if (model.broken_more or 0) > 0 then
+    out = out .. ("(%d more broken files not shown: see the replicas' logs)\n"):format(model.broken_more)
+  end
+  return out
+end
+
 function M.table(model)
   if #model.jobs == 0 then return "no jobs (none in jobs/, none in the store)\n" end
   local lines = { { "JOB", "SCHEDULE", "HOLDER", "TOKEN", "LAST", "NEXT", "STATE" } }
   for _, j in ipairs(model.jobs) do
     lines[#lines + 1] = {
-      M.safe(j.name) .. (j.in_jobs and "" or " (not in jobs/)"),
+      M.safe(j.name) .. M.job_note(j),
       j.schedule or "-",
       j.holder and M.safe(j.holder) or "-",
       j.token and tostring(j.token) or "-",
@@ -195,6 +286,14 @@ function M.json(model)
       { "overdue_ms", jv(j.overdue_ms) }, { "fails_in_a_row", jv(j.fails) },
       { "last", M.run_json(j.last) }, { "last_ok", M.run_json(j.ok) },
       { "last_failure", M.run_json(j.failed) }, { "corrupt", jv(j.corrupt) },
+      { "broken_here", jv(j.local_broken) },
+    }
+  end
+  local broken = {}
+  for _, b in ipairs(model.broken_files or {}) do
+    broken[#broken + 1] = obj {
+      { "replica", jv(b.replica) }, { "file", jv(b.file .. ".lua") }, { "since", jv(b.since) },
+      { "running_last_good", jv(b.kept) }, { "error", jv(b.error) },
     }
   end
   -- The lease array (and the replicas, when the store keeps presence rows)
@@ -204,9 +303,11 @@ function M.json(model)
   -- Where this page is in the name-ordered list: next_offset is null on
   -- the last (always, for the commands, which show all).
   local after = model.offset + #model.jobs
-  return ('{"provider":%s,"now":%s,"jobs_total":%s,"offset":%s,"next_offset":%s,"jobs":[%s],%s}'):format(
+  return ('{"provider":%s,"now":%s,"jobs_total":%s,"offset":%s,"next_offset":%s,"jobs":[%s],'
+    .. '"broken_files":[%s],"broken_files_left_out":%s,%s}'):format(
     jv(model.provider), jv(model.now), jv(model.total), jv(model.offset),
-    jv(after < model.total and after or nil), table.concat(jobs, ","), rest)
+    jv(after < model.total and after or nil), table.concat(jobs, ","), table.concat(broken, ","),
+    jv(model.broken_more or 0), rest)
 end
 
 -- ---- the monitor's check ----
@@ -226,6 +327,20 @@ function M.problems(model, opts)
         short = ("%s (%s)"):format(name, what),
         text = ("%s: corrupt: %s is out of bounds; `leash repair %s` resets it"):format(name,
           what, name) }
+    end
+    if j.local_broken or j.broken_on then
+      local where, err = {}, j.local_broken
+      if j.local_broken then where[1] = "here" end
+      for _, b in ipairs(j.broken_on or {}) do
+        where[#where + 1] = M.safe(b.replica)
+        err = err or b.error
+      end
+      local runs = (j.kept_on or j.holder) and "running the last good definition"
+        or "not running"
+      out[#out + 1] = { level = M.WARNING, kind = "broken", job = name,
+        short = ("%s (on %s)"):format(name, table.concat(where, ", ")),
+        text = ("%s: broken: jobs/%s.lua does not load on %s (%s): %s"):format(name, name,
+          table.concat(where, ", "), runs, err_text(err)) }
     end
     if j.in_jobs and j.overdue_ms then
       out[#out + 1] = { level = M.CRITICAL, kind = "overdue", job = name,
@@ -252,7 +367,7 @@ function M.problems(model, opts)
   return out
 end
 
-local KIND_ORDER = { "corrupt", "overdue", "unheld", "failing" }
+local KIND_ORDER = { "corrupt", "overdue", "unheld", "broken", "failing" }
 
 -- Exit code and text: the status line, then one line per problem.
 function M.check(model, opts)
@@ -295,7 +410,7 @@ function M.render(input, view, fail)
   if view == "json" then return 0, M.json(model) end
   if model.replicas and #model.replicas > 0 then
     return 0, M.table(model) .. status.replicas_table(model.replicas, model.leases, model.now,
-      model.lease_ms or 15000)
+      model.lease_ms or 15000) .. M.broken_table(model)
   end
   return 0, M.table(model)
 end

@@ -110,7 +110,8 @@ end
 -- 1 job unheld; the lease store has not answered for 16.2s"), else "all 12
 -- jobs ok".  jobs as job_kind takes them; total: the jobs in all pages;
 -- o.error (the store could not be read), o.health (/healthz's reason),
--- o.warnings (the replicas' drift), o.singleton.
+-- o.warnings (the replicas' drift), o.broken (how many broken job files
+-- the replicas report), o.singleton.
 function M.summary(jobs, total, o)
   local n, parts = { failing = 0, overdue = 0, unheld = 0, paused = 0, ok = 0 }, {}
   if o.error then parts[#parts + 1] = o.error end
@@ -122,6 +123,7 @@ function M.summary(jobs, total, o)
     if n[k] > 0 then parts[#parts + 1] = plural(n[k], "job") .. " " .. k end
   end
   if o.warnings and #o.warnings > 0 then parts[#parts + 1] = plural(#o.warnings, "replica warning") end
+  if o.broken and o.broken > 0 then parts[#parts + 1] = plural(o.broken, "broken job file") end
   if o.health then parts[#parts + 1] = o.health end
   if #parts > 0 then return table.concat(parts, "; "), true end
   if o.singleton == false then return "singleton mode off: no store to read", false end
@@ -178,6 +180,20 @@ local function replica_rows(model)
       #d > 0 and table.concat(d, ", ") or "-")
   end
   return table.concat(out, "\n")
+end
+
+-- The replicas' broken job files, a <li> each.
+local function broken_items(model)
+  local out = {}
+  for _, b in ipairs(model.broken_files) do
+    out[#out + 1] = ('<li data-file="%s">%s</li>'):format(M.esc(b.file .. ".lua"),
+      M.esc(("%s: %s.lua (broken %s, %s): %s"):format(b.replica, b.file, M.rel(b.since, model.now),
+        b.kept and "running the last good definition" or "not running", b.error)))
+  end
+  if model.broken_more > 0 then
+    out[#out + 1] = ("<li>%d more not shown</li>"):format(model.broken_more)
+  end
+  return table.concat(out)
 end
 
 -- ---- the jobs ----
@@ -248,11 +264,12 @@ td.mono, .lane .name { font-family: ui-monospace, "DejaVu Sans Mono", monospace;
 td.holder { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
 .state-ok { color: var(--ok); } .state-failing { color: var(--failed); font-weight: 600; }
 .state-overdue { color: var(--timeout); font-weight: 600; } .state-unheld { color: var(--lost); }
-.state-paused { color: var(--missed); }
+.state-paused { color: var(--missed); } .state-broken { color: var(--timeout); font-weight: 600; }
 .rstate-live { color: var(--ok); } .rstate-draining { color: var(--timeout); font-weight: 600; }
 .rstate-dead { color: var(--failed); font-weight: 600; } td.drift.differs { color: var(--failed); }
 #warnings { margin: .4em 0 0; padding-left: 1.2em; color: var(--failed); }
-#warnings:empty { display: none; }
+#warnings:empty, #broken:empty { display: none; }
+#broken { margin: .4em 0 0; padding-left: 1.2em; color: var(--timeout); }
 .windows { display: flex; flex-wrap: wrap; gap: .4em; align-items: baseline; margin: 1.2em 0 .4em; }
 .windows h2 { margin: 0 .6em 0 0; }
 .windows a { font-size: 12px; color: #335; text-decoration: none; padding: .1em .5em; white-space: nowrap;
@@ -382,6 +399,8 @@ local SCRIPT = ([==[
     });
     var warns = (st && st.warnings) || [];
     if (warns.length) parts.push(plural(warns.length, "replica warning"));
+    var broken = ((st && st.broken_files) || []).length + ((st && st.broken_files_left_out) || 0);
+    if (broken) parts.push(plural(broken, "broken job file"));
     if (healthWhy) parts.push(healthWhy);
     if (parts.length) return { text: parts.join("; "), bad: true };
     if (st && st.singleton === false) return { text: "singleton mode off: no store to read", bad: false };
@@ -471,6 +490,16 @@ local SCRIPT = ([==[
     }
     replace(document.querySelector("#replicas tbody"), rows);
     replace(document.getElementById("warnings"), (st.warnings || []).map(function (w) { return el("li", "", w); }));
+    // The replicas' broken job files (leash.web's broken_items).
+    var items = (st.broken_files || []).map(function (b) {
+      var li = el("li", "", b.replica + ": " + b.file + " (broken " + rel(b.since, st.now) + ", " +
+                  (b.running_last_good ? "running the last good definition" : "not running") + "): " +
+                  b.error);
+      li.dataset.file = b.file;
+      return li;
+    });
+    if (st.broken_files_left_out) items.push(el("li", "", st.broken_files_left_out + " more not shown"));
+    replace(document.getElementById("broken"), items);
   }
 
   function tipText(r) {
@@ -731,6 +760,7 @@ local BODY = [==[
 </table>
 </div>
 <ul id="warnings">@warnings@</ul>
+<ul id="broken">@broken@</ul>
 <div class="windows"><h2>Runs per replica, the last <span id="span">@span@</span></h2>
 @windows@</div>
 <div class="legend"><span><i class="ok"></i>ok</span><span><i class="failed"></i>failed</span><span><i class="timeout"></i>timeout</span><span><i class="lost"></i>lost</span><span><i class="missed"></i>missed</span><span><i class="other"></i>other (running, killed, handed-off, stopped, skipped, manual)</span></div>
@@ -759,7 +789,7 @@ function M.render(input, o)
     return nil, ("window: expected %s"):format(table.concat(names, ", "))
   end
   local v = { style = STYLE, script = SCRIPT, window = w.name, span = w.span, more = "",
-              jobs = "", replicas = "", warnings = "", updated = "", provider = "", health = "",
+              jobs = "", replicas = "", warnings = "", broken = "", updated = "", provider = "", health = "",
               healthclass = "", timeline = "loading the runs ..." }
   local links, axis = {}, {}
   for i, x in ipairs(M.WINDOWS) do
@@ -781,12 +811,14 @@ function M.render(input, o)
     v.jobs, v.replicas = job_rows(model), replica_rows(model)
     for i, msg in ipairs(warns) do warns[i] = "<li>" .. M.esc(msg) .. "</li>" end
     v.warnings = table.concat(warns)
+    v.broken = broken_items(model)
     if model.total > #model.jobs then
       v.more = ("the first %d of %d jobs (leash status --json lists all, /api/status?offset=%d the next)")
         :format(#model.jobs, model.total, #model.jobs)
     end
     v.updated = "updated " .. os.date("!%H:%M:%S", model.now // 1000) .. " UTC"
-    text, bad = M.summary(kinds_input(model), model.total, { health = o.health, warnings = warns })
+    text, bad = M.summary(kinds_input(model), model.total, { health = o.health, warnings = warns,
+      broken = #model.broken_files + model.broken_more })
   elseif o.error then
     text, bad = M.summary({}, 0, { error = o.error, health = o.health })
   else

@@ -39,7 +39,9 @@ int64_t lx_field_int(lua_State *L, int t, const char *k, int64_t dflt)
 }
 
 /* A row from a Lua table {owner=, host=, pid=, version=, started_at=,
- * heartbeat=, draining=, jobs_hash=, jobs=}; jobs is strdup'd when given. */
+ * heartbeat=, draining=, jobs_hash=, jobs=, broken=}; jobs is strdup'd when
+ * given and copy_jobs; broken is borrowed from the table, and read only
+ * for a beat (copy_jobs 0). */
 static void row_from(lua_State *L, int t, struct store_replica *r, int copy_jobs)
 {
 	memset(r, 0, sizeof *r);
@@ -57,6 +59,10 @@ static void row_from(lua_State *L, int t, struct store_replica *r, int copy_jobs
 	lua_getfield(L, t, "jobs");
 	if (lua_type(L, -1) == LUA_TSTRING)
 		r->jobs = copy_jobs ? strdup(lua_tostring(L, -1)) : (char *)lua_tostring(L, -1);
+	lua_pop(L, 1);
+	lua_getfield(L, t, "broken");
+	if (lua_type(L, -1) == LUA_TSTRING && !copy_jobs)
+		r->broken = (char *)lua_tostring(L, -1);
 	lua_pop(L, 1);
 }
 
@@ -90,6 +96,10 @@ void lx_push_replicas(lua_State *L, const struct store_replica *rows, size_t n)
 		if (r->jobs) {
 			lua_pushstring(L, r->jobs);
 			lua_setfield(L, -2, "jobs");
+		}
+		if (r->broken) {
+			lua_pushstring(L, r->broken);
+			lua_setfield(L, -2, "broken");
 		}
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
@@ -347,7 +357,7 @@ static struct store *check_store(lua_State *L)
 	return s;
 }
 
-/* s:beat({owner=, host=, pid=, version=, name=, jobs_hash=, jobs=},
+/* s:beat({owner=, host=, pid=, version=, name=, jobs_hash=, jobs=, broken=},
  * prune_ms) -> rows, now | nil, err */
 static int l_beat(lua_State *L)
 {

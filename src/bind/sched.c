@@ -21,6 +21,7 @@
  *                                           -- or it is too late (false: it went)
  *   }
  *   s:load(reload)          s:due() -> ms to sleep
+ *   s:broken() -> the broken files text a beat publishes (plan/sched.h), or nil
  *   s:ended(name, failed, ran_ms)           s:gained(name, last_fire or nil)
  *   s:body_over(name)       the run's body is over, its process not gone yet
  *   s:prep_started(name)    the process whose start went ahead ended, having
@@ -363,6 +364,18 @@ static int l_load(lua_State *L)
 	return done(L, 0);
 }
 
+/* s:broken() -> the broken files text (plan/sched.h's sched_broken), or nil */
+static int l_broken(lua_State *L)
+{
+	struct lsched *ls = check(L);
+
+	if (sched_broken(&ls->s))
+		lua_pushstring(L, sched_broken(&ls->s));
+	else
+		lua_pushnil(L);
+	return 1;
+}
+
 static int l_due(lua_State *L)
 {
 	struct lsched *ls = check(L);
@@ -608,6 +621,7 @@ void lx_sched_lib(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
 		{ "load", l_load },
+		{ "broken", l_broken },
 		{ "due", l_due },
 		{ "ended", l_ended },
 		{ "body_over", l_body_over },

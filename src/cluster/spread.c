@@ -175,6 +175,23 @@ static void beaten(struct singleton *sg, int64_t now, struct store_replica *rows
 	drained(sg);
 }
 
+/* My broken job files go with every beat: a copy of the job table's text
+ * (a reload frees that one while a renew may still carry the beat). */
+_Static_assert(SCHED_BROKEN_MAX <= STORE_BROKEN_MAX, "a replica's broken files fit its row");
+static void set_broken(struct singleton *sg)
+{
+	struct store_replica *me = &sg->spread.me;
+	const char *now = sched_broken(sg->sched);
+	char *copy;
+
+	if (now ? me->broken && strcmp(now, me->broken) == 0 : !me->broken)
+		return;
+	if (now && !(copy = strdup(now)))
+		return;         /* out of memory: the old text until the next beat */
+	free(me->broken);
+	me->broken = now ? copy : NULL;
+}
+
 static void beat(struct singleton *sg, int64_t now)
 {
 	struct spread *sp = &sg->spread;
@@ -190,6 +207,7 @@ static void beat(struct singleton *sg, int64_t now)
 			timeout = el->jobs[i]->deadline - now;
 	sp->beat_due = now + sg->cfg->renew_ms;
 	store_set_timeout(el->store, (int)(timeout > 1 ? timeout : 1));
+	set_broken(sg);
 	if (store_beat(el->store, &sp->me, prune, &rows, &n, &dbnow) != STORE_OK) {
 		if (el->on_error)
 			el->on_error(el->arg, "presence", el->store->err);
@@ -406,6 +424,7 @@ void spread_turn(struct singleton *sg)
 	if (holding(sg) && now >= sp->beat_due - sg->cfg->renew_ms / 2 &&
 	    now < sp->beat_due + sg->cfg->renew_ms / 2) {
 		sp->carry.prune_ms = beat_args(sg);
+		set_broken(sg);
 		sp->carry.want = 1;     /* the next renew carries it */
 	} else if (now >= sp->beat_due) {
 		sp->carry.want = 0;
@@ -444,4 +463,6 @@ void spread_free(struct singleton *sg)
 	presence_free(&sg->spread.pres);
 	free(sg->spread.me.jobs);
 	sg->spread.me.jobs = NULL;
+	free(sg->spread.me.broken);
+	sg->spread.me.broken = NULL;
 }

@@ -91,6 +91,7 @@ struct arena {
 	int32_t hi;                     /* slots [0, hi) were ever used */
 	uint64_t refused;               /* jobs not tracked: every slot was taken */
 	uint64_t forks[2];              /* runs' processes forked by leash, by the spawner */
+	uint64_t broken;                /* job files the last load of jobs/ found broken */
 	uint64_t store[METRICS_NOPS][HIST_WORDS(STORE_N)];
 	uint64_t store_err[METRICS_NOPS];
 	uint64_t margin[HIST_WORDS(MARGIN_N)];
@@ -297,6 +298,12 @@ void metrics_note_fork(int by_spawner)
 {
 	if (A && writer)
 		add(&A->forks[by_spawner ? 1 : 0], 1);
+}
+
+void metrics_note_broken(size_t n)
+{
+	if (A && writer)
+		__atomic_store_n(&A->broken, (uint64_t)n, __ATOMIC_RELAXED);
 }
 
 void metrics_note_renew(int64_t margin_ms)
@@ -618,6 +625,10 @@ static void render_store(struct buf *b)
 	       "(when it had no spawner to ask).");
 	putf(b, "leash_run_forks_total{by=\"leash\"} %llu\n", (unsigned long long)ld(&A->forks[0]));
 	putf(b, "leash_run_forks_total{by=\"spawner\"} %llu\n", (unsigned long long)ld(&A->forks[1]));
+	family(b, "leash_job_files_broken", "gauge",
+	       "Job files of this replica's jobs/ that its last load found broken (leash status "
+	       "lists them, from every replica).");
+	putf(b, "leash_job_files_broken %llu\n", (unsigned long long)ld(&A->broken));
 }
 
 char *metrics_render(size_t *len)

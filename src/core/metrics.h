@@ -75,6 +75,9 @@ void metrics_job_elected(struct metrics_job *, int elected);
  * by leash itself (0). */
 void metrics_note_fork(int by_spawner);
 
+/* The last load of jobs/ found n job files broken (a gauge). */
+void metrics_note_broken(size_t n);
+
 /* A renew statement succeeded this long before the nearest deadline of the
  * leases it renewed. */
 void metrics_note_renew(int64_t margin_ms);

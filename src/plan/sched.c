@@ -170,6 +170,7 @@ struct reload {
 	struct job **fresh;
 	size_t nfresh, cap;
 	char **broken;                  /* names whose file has problems */
+	char **why;                     /* ... and the first line of the first */
 	size_t nbroken;
 };
 
@@ -206,7 +207,93 @@ static void on_bad(void *arg, const char *file, const char *msg)
 	if (!nb)
 		return;
 	r->broken = nb;
+	nb = realloc(r->why, (r->nbroken + 1) * sizeof *nb);
+	if (!nb)
+		return;
+	r->why = nb;
+	r->why[r->nbroken] = strndup(msg, strcspn(msg, "\n"));
 	r->broken[r->nbroken++] = strndup(base, n - 4);
+}
+
+/* At most max bytes of t, control characters as spaces, cut on a UTF-8
+ * boundary, onto out at *at (room for it and more). */
+static void broken_put(char *out, size_t *at, const char *t, size_t max)
+{
+	size_t n = strlen(t);
+
+	if (n > max) {
+		n = max;
+		while (n > 0 && ((unsigned char)t[n] & 0xC0) == 0x80)
+			n--;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[(*at)++] = (unsigned char)t[i] < 0x20 || t[i] == 0x7f ? ' ' : t[i];
+}
+
+/* The SINCE of name in the broken text old (sched.h), or -1. */
+static int64_t broken_since(const char *old, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *l = old; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+		if (strncmp(l, name, n) == 0 && l[n] == '\t')
+			return strtoll(l + n + 1, NULL, 10);
+	return -1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* s->broken made anew from a load's broken files (sched.h's text). */
+static void broken_update(struct sched *s, struct reload *r)
+{
+	char **names = malloc((r->nbroken ? r->nbroken : 1) * sizeof *names);
+	char *out = NULL, line[SCHED_BROKEN_NAME + SCHED_BROKEN_ERROR + 64];
+	size_t at = 0, left = 0, k = 0, files = 0;
+
+	if (!names || !(out = malloc(SCHED_BROKEN_MAX + 1)))
+		goto done;
+	for (size_t i = 0; i < r->nbroken; i++)
+		if (r->broken[i] && r->why[i])
+			names[k++] = r->broken[i];
+	qsort(names, k, sizeof *names, cmp_str);
+	for (size_t i = 0; i < k; i++) {
+		const char *why = "";
+		size_t n = 0;
+		int64_t since = broken_since(s->broken, names[i]);
+		const struct job *j = sched_find(s, names[i]);
+
+		if (i > 0 && strcmp(names[i - 1], names[i]) == 0)
+			continue;
+		files++;
+		for (size_t b = 0; b < r->nbroken; b++)
+			if (r->broken[b] == names[i])
+				why = r->why[b];
+		broken_put(line, &n, names[i], SCHED_BROKEN_NAME);
+		n += (size_t)snprintf(line + n, 48, "\t%lld\t%d\t",
+		                      (long long)(since >= 0 ? since : wall(s)),
+		                      j && !j->removed);
+		broken_put(line, &n, why, SCHED_BROKEN_ERROR);
+		line[n++] = '\n';
+		if (at + n + 32 > SCHED_BROKEN_MAX) {
+			left++;
+			continue;
+		}
+		memcpy(out + at, line, n);
+		at += n;
+	}
+	if (left)
+		at += (size_t)snprintf(out + at, 32, "+\t0\t0\t%zu\n", left);
+	out[at] = '\0';
+	metrics_note_broken(files);
+done:
+	free(s->broken);
+	s->broken = out && at ? out : NULL;
+	if (out && !at)
+		free(out);
+	free(names);
 }
 
 static int is_broken(struct reload *r, const char *name)
@@ -395,9 +482,13 @@ void sched_load_checked(struct sched *s, int reload, struct job_check *c)
 	for (size_t i = 0; i < s->njobs; i++)
 		if (!s->jobs[i]->removed && !s->jobs[i]->run && !s->jobs[i]->elect)
 			enter(s, s->jobs[i]);
-	for (size_t i = 0; i < r.nbroken; i++)
+	broken_update(s, &r);
+	for (size_t i = 0; i < r.nbroken; i++) {
 		free(r.broken[i]);
+		free(r.why[i]);
+	}
 	free(r.broken);
+	free(r.why);
 	free(r.fresh);
 	/* Loading leaves sources and compiler garbage behind; the parent
 	 * lives long, so give it back now rather than at the GC's leisure. */
@@ -1452,6 +1543,8 @@ void sched_free(struct sched *s)
 	free(s->jobs);
 	s->jobs = NULL;
 	s->njobs = s->cap = 0;
+	free(s->broken);
+	s->broken = NULL;
 	free(s->cj);
 	free(s->cf);
 	free(s->cok);

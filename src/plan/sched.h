@@ -146,7 +146,24 @@ struct sched {
 	size_t next_instant_n;
 	int accounts_left;              /* of SCHED_ACCOUNT_TURN_MAX, since the last turn */
 	int64_t load_timeout_ms;        /* a job file's ([leash] load_timeout) */
+	char *broken;                   /* the job files the last load found broken,
+	                                 * as sched_broken says; NULL for none */
 };
+
+/* The job files that failed to load, as a replica publishes them with its
+ * presence: a line per file, sorted by name, "NAME\tSINCE\tKEPT\tERROR":
+ * NAME the file's name without ".lua", SINCE the wall ms (the injected
+ * clock) of the first load that found it broken since it last loaded
+ * well, KEPT 1 while the job runs its last good definition (0: the file
+ * never loaded, or its job is gone), ERROR the first line of the first
+ * problem.  Control characters (tabs, newlines) are spaces, NAME is cut at
+ * SCHED_BROKEN_NAME and ERROR at SCHED_BROKEN_ERROR bytes (on a UTF-8
+ * boundary), and the text at SCHED_BROKEN_MAX bytes: the files left out
+ * are counted by a last line "+\t0\t0\tN". */
+#define SCHED_BROKEN_MAX 8192
+#define SCHED_BROKEN_NAME 200
+#define SCHED_BROKEN_ERROR 300
+static inline const char *sched_broken(const struct sched *s) { return s->broken; }
 
 void sched_init(struct sched *, lua_State *L, const char *jobs_dir, const struct sched_env *);
 

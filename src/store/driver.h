@@ -38,7 +38,7 @@
 	 * now) of each renewed lease */ \
 	X(RENEW_CTL, "renew_ctl") \
 	/* BEAT's parameters, then names, ms -> BEAT's PRESENCE rows with two more \
-	 * columns, kind 'R' and NULL, and a row of kind 'L' per renewed lease: \
+	 * columns (11 and 12), kind 'R' and NULL, and a row of kind 'L' per renewed lease: \
 	 * name in owner, token in pid, paused_until in started_at, trigger_at \
 	 * in heartbeat, handoff_at in the last column */ \
 	X(RENEW_BEAT, "renew_beat") \
@@ -66,7 +66,7 @@
 	X(LEAVE, "leave") \
 	/* -> PRESENCE rows, every row's jobs */ \
 	X(REPLICAS, "replicas") \
-	/* owner, host, pid, version, name, hash, jobs, prune -> PRESENCE rows, \
+	/* owner, host, pid, version, name, hash, jobs, broken, prune -> PRESENCE rows, \
 	 * jobs NULL where jobs_hash = hash */ \
 	X(BEAT, "beat") \
 	/* owners (texts), name (NULL: none), on -> (now, n): changed is the sum \
@@ -119,7 +119,7 @@
  * started_at, ended_at, outcome, exit_code, exit_signal, duration_ms,
  * error, actor), NULL cells for unknown.
  * PRESENCE rows: (now, owner, host, pid, version, started_at, heartbeat,
- * draining, jobs_hash, jobs) sorted by owner (bytewise), drain markers left
+ * draining, jobs_hash, jobs, broken) sorted by owner (bytewise), drain markers left
  * out, and one row with owner NULL (the clock only) when there is none. */
 
 /* The bounds of store.h as SQL, the same text in every dialect: a lease

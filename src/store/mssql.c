@@ -759,6 +759,8 @@ static int make_schema(struct ms_store *st)
 	    "started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL, "
 	    "draining INT NOT NULL DEFAULT 0, jobs_hash NVARCHAR(32) NOT NULL, "
 	    "jobs NVARCHAR(MAX) NOT NULL); "
+	    "IF NOT EXISTS (SELECT 1 FROM sys.columns WHERE object_id = OBJECT_ID(N'[%1$s_replicas]') "
+	    "AND name = N'broken') ALTER TABLE [%1$s_replicas] ADD broken NVARCHAR(MAX) NULL; "
 	    "COMMIT;", t);
 	return call(st, sql, "@wait BIGINT", p, 1, NULL, NULL);
 }
@@ -877,15 +879,17 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 	"UPDATE [%1$s_replicas] WITH (UPDLOCK, HOLDLOCK) SET host = @host, pid = @pid, " \
 	"version = ISNULL(@version, N''), heartbeat = @now, " \
 	"draining = CASE WHEN draining = 1 THEN 1 ELSE @marked END, " \
-	"jobs_hash = ISNULL(@hash, N''), jobs = ISNULL(@jobs, N'') WHERE owner = @owner; " \
+	"jobs_hash = ISNULL(@hash, N''), jobs = ISNULL(@jobs, N''), broken = @broken " \
+	"WHERE owner = @owner; " \
 	"IF @@ROWCOUNT = 0 INSERT INTO [%1$s_replicas] (owner, host, pid, version, started_at, " \
-	"heartbeat, draining, jobs_hash, jobs) VALUES (@owner, @host, @pid, " \
-	"ISNULL(@version, N''), @now, @now, @marked, ISNULL(@hash, N''), ISNULL(@jobs, N'')); " \
+	"heartbeat, draining, jobs_hash, jobs, broken) VALUES (@owner, @host, @pid, " \
+	"ISNULL(@version, N''), @now, @now, @marked, ISNULL(@hash, N''), ISNULL(@jobs, N''), " \
+	"@broken); " \
 	"DELETE FROM [%1$s_replicas] WHERE owner <> @owner AND pid <> 0 " \
 	"AND heartbeat < @now - @prune; " \
 	"COMMIT; "
 #define BEAT_DECL "@host " VC ", @pid BIGINT, @version " VC ", @name " VC ", @hash " VC ", " \
-	"@jobs NVARCHAR(MAX), @prune BIGINT"
+	"@jobs NVARCHAR(MAX), @broken NVARCHAR(MAX), @prune BIGINT"
 
 /* ---- the driver and the dialect (driver.h) ---- */
 
@@ -893,7 +897,7 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 #define BEAT_READ(extra) \
 	"SELECT @now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, " \
 	"r.draining, r.jobs_hash, CASE WHEN r.jobs_hash = ISNULL(@hash, N'') THEN NULL " \
-	"ELSE r.jobs END" extra " FROM (SELECT 1 AS one) t " \
+	"ELSE r.jobs END, r.broken" extra " FROM (SELECT 1 AS one) t " \
 	"LEFT JOIN [%1$s_replicas] r ON r.pid <> 0 ORDER BY r.owner;"
 
 #define MS_FAILS "(N'failed', N'timeout', N'lost', N'killed')"
@@ -1118,7 +1122,7 @@ static const struct {
 	[ST_REPLICAS] = {
 	"/* leash:replicas */ SET NOCOUNT ON; "
 	"SELECT " NOW ", r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, "
-	"r.draining, r.jobs_hash, r.jobs FROM (SELECT 1 AS one) t "
+	"r.draining, r.jobs_hash, r.jobs, r.broken FROM (SELECT 1 AS one) t "
 	"LEFT JOIN [%1$s_replicas] r ON r.pid <> 0 ORDER BY r.owner;",
 	"" },
 	[ST_BEAT] = {
@@ -1153,7 +1157,7 @@ static const struct {
 	"DECLARE @now BIGINT = " NOW "; "
 	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
 	"OUTPUT @now, inserted.name, NULL, inserted.token, NULL, inserted.paused_until, "
-	"inserted.trigger_at, NULL, NULL, NULL, 'L', inserted.handoff_at "
+	"inserted.trigger_at, NULL, NULL, NULL, NULL, 'L', inserted.handoff_at "
 	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n); "
 	BEAT_WRITE BEAT_READ(", 'R', NULL"),
 	"@owner " VC ", " BEAT_DECL ", @n " VC ", @ms BIGINT" },

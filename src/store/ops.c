@@ -378,6 +378,12 @@ int store_op_leave(struct store *s, const char *owner)
 	return store_exec(s, ST_LEAVE, p, 1, NULL, NULL);
 }
 
+/* me's broken files text as the beat writes it: NULL for none. */
+static const char *broken_text(const struct store_replica *me)
+{
+	return me->broken && *me->broken ? me->broken : NULL;
+}
+
 /* A PRESENCE row (driver.h). */
 static int replica_decode(struct store *s, void *elem)
 {
@@ -393,6 +399,11 @@ static int replica_decode(struct store *s, void *elem)
 	r->draining = store_col_int(s, 7) != 0;
 	store_col_copy(s, 8, r->jobs_hash, sizeof r->jobs_hash);
 	r->jobs = store_col_dup(s, 9, &oom);
+	r->broken = store_col_dup(s, 10, &oom);
+	if (r->broken && !*r->broken) {
+		free(r->broken);
+		r->broken = NULL;
+	}
 	return oom ? -1 : 0;
 }
 
@@ -423,10 +434,11 @@ int store_op_beat(struct store *s, const struct store_replica *me, int64_t prune
 {
 	struct store_param p[] = { SP_T(me->owner), SP_T(me->host), SP_I(me->pid),
 	                           SP_T(me->version), SP_T(me->name), SP_T(me->jobs_hash),
-	                           SP_T(me->jobs ? me->jobs : ""), SP_I(prune_ms) };
+	                           SP_T(me->jobs ? me->jobs : ""), SP_T(broken_text(me)),
+	                           SP_I(prune_ms) };
 	struct rows_answer a = REPLICAS_ANSWER;
 
-	return replicas_done(store_exec(s, ST_BEAT, p, 8, rows_row, &a), &a, rows, n, now);
+	return replicas_done(store_exec(s, ST_BEAT, p, 9, rows_row, &a), &a, rows, n, now);
 }
 
 /* ---- renewing many leases ---- */
@@ -457,7 +469,7 @@ static void renewed(struct store *s, struct renew_answer *a, int beat)
 			continue;
 		a->ctl[i].paused_until = store_col_or(s, beat ? 5 : 2, STORE_NO_TIME);
 		a->ctl[i].trigger_at = store_col_or(s, beat ? 6 : 3, STORE_NO_TIME);
-		a->ctl[i].handoff_at = store_col_or(s, beat ? 11 : 4, STORE_NO_TIME);
+		a->ctl[i].handoff_at = store_col_or(s, beat ? 12 : 4, STORE_NO_TIME);
 	}
 	if (a->ctl && !beat)
 		*a->now = store_col_int(s, 5);
@@ -474,7 +486,7 @@ static int renew_beat_row(struct store *s, void *arg, int set)
 {
 	struct renew_answer *a = arg;
 	size_t len = 0;
-	const char *k = s->drv->col_text(s, 10, &len);
+	const char *k = s->drv->col_text(s, 11, &len);
 
 	if (k && len == 1 && *k == 'L') {
 		renewed(s, a, 1);
@@ -535,12 +547,12 @@ int store_op_renew_beat(struct store *s, const char *owner, const char *const *n
 {
 	struct store_param p[] = { SP_T(owner), SP_T(me->host), SP_I(me->pid), SP_T(me->version),
 	                           SP_T(me->name), SP_T(me->jobs_hash),
-	                           SP_T(me->jobs ? me->jobs : ""), SP_I(prune_ms), SP_A(names, n),
-	                           SP_I(ms) };
+	                           SP_T(me->jobs ? me->jobs : ""), SP_T(broken_text(me)),
+	                           SP_I(prune_ms), SP_A(names, n), SP_I(ms) };
 	struct renew_answer a = { NULL, n, tokens, ctl, now, REPLICAS_ANSWER };
 	int rc;
 
-	if (s->drv->params_max && n + 9 > s->drv->params_max) {
+	if (s->drv->params_max && n + 10 > s->drv->params_max) {
 		int64_t at = 0;
 
 		if ((rc = store_op_renew_ctl(s, owner, names, n, ms, tokens, ctl, &at)) != STORE_OK)
@@ -552,7 +564,7 @@ int store_op_renew_beat(struct store *s, const char *owner, const char *const *n
 		tokens[i] = -1;
 	if (!(a.x = index_names(s, names, n)))
 		return STORE_ERR;
-	rc = store_exec(s, ST_RENEW_BEAT, p, 10, renew_beat_row, &a);
+	rc = store_exec(s, ST_RENEW_BEAT, p, 11, renew_beat_row, &a);
 	free(a.x);
 	return replicas_done(rc, &a.pres, rows, nrows, now);
 }

@@ -1011,27 +1011,29 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 
 /* The beat's upsert (draining as store.h's presence rows say) and
  * prune, as CTEs after t0: $1 owner, $2 host, $3 pid, $4 version, $5 name,
- * $6 hash, $7 jobs, $8 prune. */
+ * $6 hash, $7 jobs, $8 broken, $9 prune. */
 #define BEAT_CTES \
-	" up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs)" \
+	" up AS (INSERT INTO \"%1$s_replicas\" AS r (" PRES_COLS ", jobs, broken)" \
 	"  SELECT $1, $2, $3::bigint, $4, t0.now, t0.now, 2 * (EXISTS (SELECT 1 FROM" \
-	"  \"%1$s_replicas\" m WHERE m.owner = $5::text AND m.pid = 0))::int, $6, $7 FROM t0" \
+	"  \"%1$s_replicas\" m WHERE m.owner = $5::text AND m.pid = 0))::int, $6, $7, $8::text" \
+	"  FROM t0" \
 	"  ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid," \
 	"  version = EXCLUDED.version, heartbeat = EXCLUDED.heartbeat," \
 	"  draining = CASE WHEN r.draining = 1 THEN 1 ELSE EXCLUDED.draining END," \
 	"  jobs_hash = EXCLUDED.jobs_hash," \
-	"  jobs = EXCLUDED.jobs" \
+	"  jobs = EXCLUDED.jobs, broken = EXCLUDED.broken" \
 	"  RETURNING r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining," \
-	"  r.jobs_hash)," \
+	"  r.jobs_hash, r.broken)," \
 	" gone AS (DELETE FROM \"%1$s_replicas\" d USING t0" \
-	"  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $8::bigint" \
+	"  WHERE d.owner <> $1 AND d.pid <> 0 AND d.heartbeat < t0.now - $9::bigint" \
 	"  RETURNING d.owner)"
 /* The others' rows as the prune leaves them (extra: more columns). */
 #define BEAT_OTHERS(extra) \
 	"SELECT o.owner, o.host, o.pid, o.version, o.started_at, o.heartbeat," \
-	"  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END" extra \
+	"  o.draining, o.jobs_hash, CASE WHEN o.jobs_hash = $6 THEN NULL ELSE o.jobs END," \
+	"  o.broken" extra \
 	"  FROM \"%1$s_replicas\" o, t0 WHERE o.owner <> $1 AND o.pid <> 0" \
-	"  AND o.heartbeat >= t0.now - $8::bigint"
+	"  AND o.heartbeat >= t0.now - $9::bigint"
 
 /* handoff: the row's handoff_to names another owner whose presence row
  * is live (beat within $4 ms) and not draining. */
@@ -1097,15 +1099,15 @@ static const char *const dialect[ST_MAX] = {
 	 * heartbeat, handoff_at in h. */
 	[ST_RENEW_BEAT] =
 	"WITH t0 AS (SELECT " NOW " AS now),"
-	" rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $10::bigint"
-	"  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($9::text[]) AND l.expires_at > t0.now"
+	" rn AS (UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $11::bigint"
+	"  FROM t0 WHERE l.owner = $1 AND l.name = ANY ($10::text[]) AND l.expires_at > t0.now"
 	"  AND " LEASE_OK
 	"  RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at)," BEAT_CTES
 	" SELECT t0.now, x.* FROM t0 LEFT JOIN ("
-	"  SELECT " PRES_COLS ", NULL::text AS jobs, 'R' AS k, NULL::bigint AS h FROM up"
+	"  SELECT " PRES_COLS ", NULL::text AS jobs, broken, 'R' AS k, NULL::bigint AS h FROM up"
 	"  UNION ALL " BEAT_OTHERS(", 'R', NULL")
 	"  UNION ALL SELECT rn.name, NULL, rn.token, NULL, rn.paused_until, rn.trigger_at, NULL,"
-	"  NULL, NULL, 'L', rn.handoff_at FROM rn"
+	"  NULL, NULL, NULL, 'L', rn.handoff_at FROM rn"
 	" ) x ON true ORDER BY x.owner COLLATE \"C\"",
 	[ST_ACQUIRE] = ACQUIRE_SQL,
 	/* renew: the plain UPDATE by key and owner; no row back: lost. */
@@ -1166,7 +1168,7 @@ static const char *const dialect[ST_MAX] = {
 	" AND l.expires_at > " NOW,
 	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = $1",
 	[ST_REPLICAS] =
-	"SELECT t0.now, o." PRES_COLS ", o.jobs FROM (SELECT " NOW " AS now) t0"
+	"SELECT t0.now, o." PRES_COLS ", o.jobs, o.broken FROM (SELECT " NOW " AS now) t0"
 	" LEFT JOIN \"%1$s_replicas\" o ON o.pid <> 0 ORDER BY o.owner COLLATE \"C\"",
 	/* The upsert, the prune and the read in one statement.  The outer
 	 * SELECT sees the table as it was before the statement, so my row
@@ -1175,7 +1177,7 @@ static const char *const dialect[ST_MAX] = {
 	[ST_BEAT] =
 	"WITH t0 AS (SELECT " NOW " AS now)," BEAT_CTES
 	" SELECT t0.now, x.* FROM t0 LEFT JOIN ("
-	"  SELECT " PRES_COLS ", NULL::text AS jobs FROM up"
+	"  SELECT " PRES_COLS ", NULL::text AS jobs, broken FROM up"
 	"  UNION ALL " BEAT_OTHERS("")
 	" ) x ON true ORDER BY x.owner COLLATE \"C\"",
 	/* repair: the row as it was (o), the new token (top: one above every
@@ -1481,6 +1483,15 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
 			return STORE_ERR;
 	}
+	/* A table of a version before the broken files gets the column (as
+	 * the lease table's are added, only when the catalog lacks it). */
+	snprintf(sql, sizeof sql,
+	         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
+	         " WHERE attrelid = '\"%1$s_replicas\"'::regclass AND attname = 'broken'"
+	         " AND NOT attisdropped) THEN ALTER TABLE \"%1$s_replicas\""
+	         " ADD COLUMN IF NOT EXISTS broken TEXT; END IF; END $$", ps->table);
+	if (run_ok(ps, 0, NULL, sql, deadline, "add the replicas' broken column") < 0)
+		return STORE_ERR;
 	return prepare_dialect(ps, deadline);
 }
 

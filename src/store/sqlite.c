@@ -356,17 +356,17 @@ static void sq_set_timeout(struct store *s, int ms)
 /* ---- the driver and the dialect (driver.h) ---- */
 
 /* The beat's upsert (draining as store.h says) and prune: ?1 owner, ?2
- * host, ?3 pid, ?4 version, ?5 name, ?6 hash, ?7 jobs, ?8 prune. */
+ * host, ?3 pid, ?4 version, ?5 name, ?6 hash, ?7 jobs, ?8 broken, ?9 prune. */
 #define BEAT_WRITE \
 	"INSERT INTO \"%1$s_replicas\" (owner, host, pid, version, started_at, heartbeat," \
-	" draining, jobs_hash, jobs) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW "," \
-	" 2 * EXISTS (SELECT 1 FROM \"%1$s_replicas\" m WHERE m.owner = ?5 AND m.pid = 0), ?6, ?7)" \
-	" ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid," \
+	" draining, jobs_hash, jobs, broken) VALUES (?1, ?2, ?3, ?4, " NOW ", " NOW "," \
+	" 2 * EXISTS (SELECT 1 FROM \"%1$s_replicas\" m WHERE m.owner = ?5 AND m.pid = 0), ?6, ?7," \
+	" ?8) ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid," \
 	" version = excluded.version, heartbeat = excluded.heartbeat," \
 	" draining = CASE WHEN draining = 1 THEN 1 ELSE excluded.draining END," \
-	" jobs_hash = excluded.jobs_hash, jobs = excluded.jobs;" \
+	" jobs_hash = excluded.jobs_hash, jobs = excluded.jobs, broken = excluded.broken;" \
 	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0" \
-	" AND heartbeat < " NOW " - ?8;"
+	" AND heartbeat < " NOW " - ?9;"
 
 /* A sane lease row (store.h); try_acquire's conditions on the row before
  * it: free (expired) and sane, or also ours. */
@@ -479,14 +479,14 @@ static const char *const dialect[ST_MAX] = {
 	" RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
 	/* renew_ctl's UPDATE, then the beat's statements, its rows of kind 'R'. */
 	[ST_RENEW_BEAT] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?10"
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?11"
 	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
-	" AND name IN (SELECT value FROM json_each(?9))"
+	" AND name IN (SELECT value FROM json_each(?10))"
 	" RETURNING " NOW ", name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, NULL,"
-	" 'L', handoff_at;"
+	" NULL, 'L', handoff_at;"
 	BEAT_WRITE
 	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, 'R', NULL"
+	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken, 'R', NULL"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
 	" ORDER BY r.owner",
 	/* try_acquire: one upsert that always touches the row, so RETURNING
@@ -546,13 +546,13 @@ static const char *const dialect[ST_MAX] = {
 	[ST_LEAVE] = "DELETE FROM \"%1$s_replicas\" WHERE owner = ?1",
 	[ST_REPLICAS] =
 	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, r.jobs FROM (SELECT " NOW " AS now) n"
+	" r.jobs_hash, r.jobs, r.broken FROM (SELECT " NOW " AS now) n"
 	" LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0 ORDER BY r.owner",
 	/* The upsert (draining as store.h says), the prune, the read. */
 	[ST_BEAT] =
 	BEAT_WRITE
 	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END"
+	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken"
 	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
 	" ORDER BY r.owner",
 	/* repair: the read, then the writes, in one transaction. */
@@ -897,13 +897,13 @@ static const struct store_ops sqlite_ops = {
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */
-static int has_column(struct sq_store *ss, const char *col)
+static int has_column(struct sq_store *ss, const char *suffix, const char *col)
 {
-	char sql[128];
+	char sql[160];
 	sqlite3_stmt *st = NULL;
 	int found = 0, step;
 
-	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s')", ss->table);
+	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s%s')", ss->table, suffix);
 	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW)
@@ -916,22 +916,23 @@ static int has_column(struct sq_store *ss, const char *col)
 /* A table made before the fire cursor (or the controls) existed gets the
  * column, NULL in every row (rows and tokens stay).  Two replicas opening
  * at once may both try; the one that loses finds the column there. */
-static int add_column(struct sq_store *ss, const char *col, char *err, size_t errlen)
+static int add_column(struct sq_store *ss, const char *suffix, const char *col,
+                      const char *type, char *err, size_t errlen)
 {
-	char sql[160];
-	int has = has_column(ss, col);
+	char sql[200];
+	int has = has_column(ss, suffix, col);
 
 	if (has == 0) {
-		snprintf(sql, sizeof sql, "ALTER TABLE \"%s\" ADD COLUMN %s %s", ss->table, col,
-		         strcmp(col, "handoff_to") == 0 ? "VARCHAR(200)" : "BIGINT");
+		snprintf(sql, sizeof sql, "ALTER TABLE \"%s%s\" ADD COLUMN %s %s", ss->table, suffix,
+		         col, type);
 		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			has = has_column(ss, col);
+			has = has_column(ss, suffix, col);
 		else
 			has = 1;
 	}
 	if (has == 1)
 		return 0;
-	snprintf(err, errlen, "sqlite: %s: cannot add the %s column: %s", ss->table, col,
+	snprintf(err, errlen, "sqlite: %s%s: cannot add the %s column: %s", ss->table, suffix, col,
 	         sqlite3_errmsg(ss->db));
 	return -1;
 }
@@ -942,7 +943,9 @@ static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
 	                                    "handoff_at", "health", "handoff_to" };
 
 	for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-		if (add_column(ss, cols[i], err, errlen) < 0)
+		if (add_column(ss, "", cols[i],
+		               strcmp(cols[i], "handoff_to") == 0 ? "VARCHAR(200)" : "BIGINT", err,
+		               errlen) < 0)
 			return -1;
 	return 0;
 }
@@ -1134,6 +1137,7 @@ static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
 		sqlite3_free(msg);
 		return -1;
 	}
-	return 0;
+	/* A table of a version before the broken files gets the column. */
+	return add_column(ss, "_replicas", "broken", "TEXT", err, errlen);
 }
 

@@ -961,6 +961,9 @@ static int check_beat(struct store *s, const struct store_replica *me, int64_t p
 		return store_fail(s, "beat: version or jobs_hash too long");
 	if (me->name[0] && check_str(s, "replica name", me->name) < 0)
 		return STORE_ERR;
+	if (me->broken && strlen(me->broken) > STORE_BROKEN_MAX)
+		return store_fail(s, "beat: broken files text of %zu bytes (at most %d)",
+		                  strlen(me->broken), STORE_BROKEN_MAX);
 	return STORE_OK;
 }
 
@@ -1002,7 +1005,9 @@ int store_replicas(struct store *s, struct store_replica **rows, size_t *n, int6
 
 void store_free_replicas(struct store_replica *rows, size_t n)
 {
-	for (size_t i = 0; i < n && rows; i++)
+	for (size_t i = 0; i < n && rows; i++) {
 		free(rows[i].jobs);
+		free(rows[i].broken);
+	}
 	free(rows);
 }

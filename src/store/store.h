@@ -202,7 +202,9 @@ struct store_run_row {
  * One row per running replica: its owner id (the key), host, pid, version,
  * started_at and heartbeat (db clock), draining (0, 1 or 2, below), and its job
  * definitions, as a hash (jobs_hash, free text up to STORE_HASH_MAX bytes)
- * and as their names, one per line (jobs).  Whoever reads the rows judges
+ * and as their names, one per line (jobs), and its broken job files
+ * (broken, nullable: a table of an older version gets the column at open,
+ * NULL in every row, and its replicas keep writing rows without it).  Whoever reads the rows judges
  * them: a garbled hash or an unknown version is shown, never refused.
  *
  * draining is leash drain's (the drain op), never the replica's own.  A
@@ -228,7 +230,14 @@ struct store_replica {
 	                                 * marker the beat obeys ("" none); read: "" */
 	char *jobs;                     /* written: borrowed, may be NULL (kept as "");
 	                                 * read: malloc'd, or NULL when not read */
+	char *broken;                   /* the job files that failed to load, as
+	                                 * STORE_BROKEN_MAX bytes of text at most
+	                                 * (plan/job.h's job_broken_text) written:
+	                                 * borrowed, NULL or "" for none (kept as
+	                                 * NULL); read: malloc'd, NULL for none (a
+	                                 * row of a version without the column) */
 };
+#define STORE_BROKEN_MAX 8192
 
 /* One job's latest ledger rows, for leash status: the latest run (any
  * outcome but "missed" and the "skipped-..." ones), the latest "ok" and the

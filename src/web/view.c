@@ -24,9 +24,21 @@ static void jobs_good(void *arg, struct job *j)
 
 static void jobs_bad(void *arg, const char *file, const char *msg)
 {
-	(void)arg;
-	(void)file;
-	(void)msg;
+	struct view_jobs *d = arg;
+	const char *base = strrchr(file, '/');
+	size_t n;
+	char **nb, *one;
+
+	base = base ? base + 1 : file;
+	n = strlen(base);
+	if (n < 5 || strcmp(base + n - 4, ".lua") != 0)
+		return;
+	if (!(nb = realloc(d->bad, (d->nbad + 1) * sizeof *nb)))
+		return;
+	d->bad = nb;
+	if (asprintf(&one, "%.*s\t%.*s", (int)(n - 4), base, (int)strcspn(msg, "\n"), msg) < 0)
+		return;
+	d->bad[d->nbad++] = one;
 }
 
 void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir, int64_t load_timeout_ms)
@@ -35,6 +47,8 @@ void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir, int64_t 
 	d->jobs = NULL;
 	d->n = 0;
 	d->offset = d->limit = 0;
+	d->bad = NULL;
+	d->nbad = 0;
 	job_load_dir(L, dir, load_timeout_ms, jobs_good, jobs_bad, d);
 }
 
@@ -45,6 +59,11 @@ void view_jobs_free(struct view_jobs *d)
 	free(d->jobs);
 	d->jobs = NULL;
 	d->n = 0;
+	for (size_t i = 0; i < d->nbad; i++)
+		free(d->bad[i]);
+	free(d->bad);
+	d->bad = NULL;
+	d->nbad = 0;
 }
 
 static const struct store_job_runs *runs_of(const struct store_job_runs *jr, size_t n,
@@ -170,6 +189,30 @@ static void push_locals(lua_State *L, struct view_jobs *d, const struct cfg *c,
 	}
 }
 
+/* The local files that do not load, for leash.jobs_view: { {name=,
+ * error=}, ... } (on the page, when there is one). */
+static void push_bad(lua_State *L, const struct view_jobs *d, const char *const *page,
+                     size_t npage)
+{
+	lua_Integer at = 0;
+
+	lua_createtable(L, (int)d->nbad, 0);
+	for (size_t i = 0; i < d->nbad; i++) {
+		const char *tab = strchr(d->bad[i], '\t');
+		char name[512];
+
+		snprintf(name, sizeof name, "%.*s", (int)(tab - d->bad[i]), d->bad[i]);
+		if (!on_page(page, npage, name))
+			continue;
+		lua_createtable(L, 0, 2);
+		lua_pushstring(L, name);
+		lua_setfield(L, -2, "name");
+		lua_pushstring(L, tab + 1);
+		lua_setfield(L, -2, "error");
+		lua_rawseti(L, -2, ++at);
+	}
+}
+
 int view_jobs_input(lua_State *L, const struct cfg *c, struct store *s, struct view_jobs *d,
                     char *err, size_t errlen)
 {
@@ -208,12 +251,14 @@ int view_jobs_input(lua_State *L, const struct cfg *c, struct store *s, struct v
 				jr[kept++] = jr[i];
 		njr = kept;
 	}
-	lua_createtable(L, 0, 7);
-	lua_createtable(L, 0, 2);
+	lua_createtable(L, 0, 8);
+	lua_createtable(L, 0, 3);
 	lua_pushinteger(L, (lua_Integer)d->offset);
 	lua_setfield(L, -2, "offset");
 	lua_pushinteger(L, (lua_Integer)total);
 	lua_setfield(L, -2, "total");
+	lua_pushboolean(L, page != NULL);
+	lua_setfield(L, -2, "paged");
 	lua_setfield(L, -2, "page");
 	lua_pushstring(L, c->provider);
 	lua_setfield(L, -2, "provider");
@@ -236,6 +281,8 @@ int view_jobs_input(lua_State *L, const struct cfg *c, struct store *s, struct v
 	}
 	push_locals(L, d, c, rows, n, jr, njr, now, page, npage);
 	lua_setfield(L, -2, "locals");
+	push_bad(L, d, page, npage);
+	lua_setfield(L, -2, "local_broken");
 	rc = 0;
 done:
 	free(page);

@@ -30,10 +30,14 @@ struct view_jobs {
 	/* The page view_jobs shows: the jobs (in name order) from offset,
 	 * at most limit of them; limit 0 is all.  view_jobs_load sets all. */
 	size_t offset, limit;
+	/* The files that do not load: "NAME\tERROR" (its first line) each. */
+	char **bad;
+	size_t nbad;
 };
 
-/* Loads the good job files of dir into d (a bad one is `leash check`'s
- * business, the view shows the others); view_jobs_free frees them. */
+/* Loads the good job files of dir into d, and notes the bad ones (their
+ * name and first error line; `leash check` tells the rest); view_jobs_free
+ * frees them. */
 void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir,
                     int64_t load_timeout_ms);
 void view_jobs_free(struct view_jobs *d);

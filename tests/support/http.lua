@@ -92,7 +92,8 @@ end
 
 -- A `leash run` replica of provider p on table tbl serving port: d (its
 -- directory, from L.dir) and its process; opts.jobs, opts.http (more [http]
--- keys), opts.leash (more [leash] keys), opts.env.
+-- keys), opts.leash (more [leash] keys), opts.singleton, opts.store (more
+-- [store] keys), opts.env.
 function M.replica(p, tbl, port, opts)
   opts = opts or {}
   local http = { listen = "127.0.0.1:" .. port }
@@ -100,6 +101,7 @@ function M.replica(p, tbl, port, opts)
   local cfg = R.config(p, tbl, { http = http })
   for k, v in pairs(opts.leash or {}) do cfg.leash[k] = v end
   for k, v in pairs(opts.singleton or {}) do cfg.singleton[k] = v end
+  for k, v in pairs(opts.store or {}) do cfg.store[k] = v end
   local d = L.dir { config = cfg, jobs = opts.jobs }
   local env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" }
   for k, v in pairs(opts.env or {}) do env[k] = v end

@@ -631,7 +631,7 @@ def prune_runs(db, t, p, faults, stmt):
 
 PRESENCE_COLS = [("now", "int"), ("owner", "str"), ("host", "str"), ("pid", "int"),
                  ("version", "str"), ("started_at", "int"), ("heartbeat", "int"),
-                 ("draining", "int"), ("jobs_hash", "str"), ("jobs", "max")]
+                 ("draining", "int"), ("jobs_hash", "str"), ("jobs", "max"), ("broken", "max")]
 
 
 def create_replicas(db, t):
@@ -639,17 +639,21 @@ def create_replicas(db, t):
                'pid INTEGER NOT NULL, version TEXT NOT NULL, started_at INTEGER NOT NULL, '
                'heartbeat INTEGER NOT NULL, draining INTEGER NOT NULL DEFAULT 0, '
                'jobs_hash TEXT NOT NULL, jobs TEXT NOT NULL)')
+    # The IF NOT EXISTS (SELECT ... sys.columns ...) ALTER TABLE ... ADD broken of
+    # an upgrade: a table made before the broken files gets the column.
+    if "broken" not in [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')]:
+        db.execute(f'ALTER TABLE "{t}" ADD COLUMN broken TEXT')
 
 
 def presence_rows(db, t, mine):
-    """(@now, owner, ..., jobs_hash, jobs) of every replica (jobs NULL where
-    jobs_hash is mine), or one row of the clock alone (a LEFT JOIN)."""
+    """(@now, owner, ..., jobs_hash, jobs, broken) of every replica (jobs NULL
+    where jobs_hash is mine), or one row of the clock alone (a LEFT JOIN)."""
     now = now_ms()
     rows = db.execute(f'SELECT owner, host, pid, version, started_at, heartbeat, draining, '
-                      f'jobs_hash, jobs FROM "{t}" WHERE pid <> 0 ORDER BY owner').fetchall()
-    out = [(now,) + r[:8] + (None if mine is not None and r[7] == mine else r[8],)
+                      f'jobs_hash, jobs, broken FROM "{t}" WHERE pid <> 0 ORDER BY owner').fetchall()
+    out = [(now,) + r[:8] + (None if mine is not None and r[7] == mine else r[8], r[9])
            for r in rows]
-    return [("rows", PRESENCE_COLS, out or [(now,) + (None,) * 9])]
+    return [("rows", PRESENCE_COLS, out or [(now,) + (None,) * 10])]
 
 
 def beat_write(db, t, p):
@@ -660,13 +664,14 @@ def beat_write(db, t, p):
     marked = 2 if db.execute(f'SELECT 1 FROM "{t}" WHERE owner = ? AND pid = 0',
                              (p["@name"],)).fetchone() else 0
     vals = (p["@host"], p["@pid"], p["@version"] or "", now, marked, p["@hash"] or "",
-            p["@jobs"] or "", owner)
+            p["@jobs"] or "", p["@broken"], owner)
     cur = db.execute(f'UPDATE "{t}" SET host = ?, pid = ?, version = ?, heartbeat = ?, '
-                     'draining = CASE WHEN draining = 1 THEN 1 ELSE ? END, jobs_hash = ?, jobs = ? '
-                     'WHERE owner = ?', vals)
+                     'draining = CASE WHEN draining = 1 THEN 1 ELSE ? END, jobs_hash = ?, jobs = ?, '
+                     'broken = ? WHERE owner = ?', vals)
     if cur.rowcount == 0:
         db.execute(f'INSERT INTO "{t}" (host, pid, version, heartbeat, draining, jobs_hash, '
-                   'jobs, owner, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)', vals + (now,))
+                   'jobs, broken, owner, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                   vals + (now,))
     db.execute(f'DELETE FROM "{t}" WHERE owner <> ? AND pid <> 0 AND heartbeat < ?',
                (owner, now - p["@prune"]))
 
@@ -704,7 +709,7 @@ def renew_beat(db, t, p, faults):
     then the beat's transaction on <table>_replicas and its rows (kind 'R'),
     in one batch: two result sets."""
     rows = renewed(db, t, p, "?, name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, "
-                   "NULL, 'L', handoff_at")
+                   "NULL, NULL, 'L', handoff_at")
     beat_write(db, t + "_replicas", p)
     (_, cols, pres), = presence_rows(db, t + "_replicas", p["@hash"] or "")
     cols = cols + [("kind", "str"), ("h", "int")]
