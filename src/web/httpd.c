@@ -462,28 +462,31 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
  * request, under the store lock as the API's.  A request without the token
  * gets the page without data, and so does one that finds the store busy:
  * its script fills it. */
+/* The page's shell for a window ("5m", "1h", ...), or NULL. */
+static struct shell *shell_of(const char *window)
+{
+	for (size_t i = 0; i < S.nshells; i++)
+		if (strcmp(S.shells[i].window, window) == 0)
+			return &S.shells[i];
+	return NULL;
+}
+
 static enum MHD_Result get_page(struct MHD_Connection *conn, int authed)
 {
 	const char *w = mhd.MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "window");
-	struct shell *sh = &S.shells[S.dflt];
+	struct shell *sh = w && *w ? shell_of(w) : &S.shells[S.dflt];
 	char err[STORE_ERR_MAX + 512], why[256];
 	enum MHD_Result ret;
 	int top, have = 0;
 
-	if (w && *w) {
-		sh = NULL;
-		for (size_t i = 0; i < S.nshells && !sh; i++)
-			if (strcmp(S.shells[i].window, w) == 0)
-				sh = &S.shells[i];
-		if (!sh) {
-			char msg[256] = "window: expected";
+	if (!sh) {
+		char msg[256] = "window: expected";
 
-			for (size_t i = 0; i < S.nshells; i++)
-				snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s %s",
-				         i ? (i + 1 == S.nshells ? " or" : ",") : "", S.shells[i].window);
-			strcat(msg, "\n");
-			return text(conn, MHD_HTTP_BAD_REQUEST, msg);
-		}
+		for (size_t i = 0; i < S.nshells; i++)
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s %s",
+			         i ? (i + 1 == S.nshells ? " or" : ",") : "", S.shells[i].window);
+		strcat(msg, "\n");
+		return text(conn, MHD_HTTP_BAD_REQUEST, msg);
 	}
 	if (!authed || store_lock() < 0)
 		return respond(conn, MHD_HTTP_OK, HTML, sh->html, sh->len);
@@ -992,6 +995,38 @@ static int load_shells(lua_State *L, char *err, size_t errlen)
 	return 0;
 }
 
+/* What the page needs before the first request: leash.web's script hash
+ * for the Content-Security-Policy, the page's shells, libmicrohttpd.  0, or
+ * -1 with the reason logged. */
+static int load_page(lua_State *L)
+{
+	char err[1024];
+
+	if (lx_require(L, "leash.web") != LUA_OK) {
+		log_msg(LOG_ERROR, NULL, 0, "http: %s", lx_report(L, err, sizeof err));
+		return -1;
+	}
+	lua_getfield(L, -1, "SCRIPT_SOURCE");
+	if (!lua_isstring(L, -1) || snprintf(S.csp, sizeof S.csp, "default-src 'none'; script-src %s; "
+	                                     "style-src 'unsafe-inline'; connect-src 'self'; "
+	                                     "img-src data:; frame-ancestors 'none'; base-uri 'none'; "
+	                                     "form-action 'none'", lua_tostring(L, -1)) >= (int)sizeof S.csp) {
+		log_msg(LOG_ERROR, NULL, 0, "http: leash.web.SCRIPT_SOURCE is not a short string");
+		return -1;
+	}
+	lua_pop(L, 1);
+	if (load_shells(L, err, sizeof err) < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "http: the page: %s", err);
+		return -1;
+	}
+	lua_settop(L, 0);
+	if (load_mhd(err, sizeof err) < 0) {
+		log_msg(LOG_ERROR, NULL, 0, "http: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
 int httpd_serve(lua_State *L, const struct cfg *c)
 {
 	struct MHD_Daemon *d;
@@ -1036,28 +1071,8 @@ int httpd_serve(lua_State *L, const struct cfg *c)
 		}
 		flags |= MHD_USE_TLS;
 	}
-	if (lx_require(L, "leash.web") != LUA_OK) {
-		log_msg(LOG_ERROR, NULL, 0, "http: %s", lx_report(L, err, sizeof err));
+	if (load_page(L) < 0)
 		return 1;
-	}
-	lua_getfield(L, -1, "SCRIPT_SOURCE");
-	if (!lua_isstring(L, -1) || snprintf(S.csp, sizeof S.csp, "default-src 'none'; script-src %s; "
-	                                     "style-src 'unsafe-inline'; connect-src 'self'; "
-	                                     "img-src data:; frame-ancestors 'none'; base-uri 'none'; "
-	                                     "form-action 'none'", lua_tostring(L, -1)) >= (int)sizeof S.csp) {
-		log_msg(LOG_ERROR, NULL, 0, "http: leash.web.SCRIPT_SOURCE is not a short string");
-		return 1;
-	}
-	lua_pop(L, 1);
-	if (load_shells(L, err, sizeof err) < 0) {
-		log_msg(LOG_ERROR, NULL, 0, "http: the page: %s", err);
-		return 1;
-	}
-	lua_settop(L, 0);
-	if (load_mhd(err, sizeof err) < 0) {
-		log_msg(LOG_ERROR, NULL, 0, "http: %s", err);
-		return 1;
-	}
 	if (thrd_create(&watch, watchdog, NULL) != thrd_success)
 		return 1;
 	thrd_detach(watch);
