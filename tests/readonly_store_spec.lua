@@ -56,7 +56,10 @@ describe("reading commands and controls on a store leash run has not made", func
         p = { provider = "sqlite", path = d.dir .. "/db/leash.db" }
         assert(os.execute("mkdir '" .. d.dir .. "/db'"))
       end
-      L.write(d.config, L.ini(R.config(p, tbl, { leash = { jobs = d.jobs } })))
+      local c = R.config(p, tbl, { leash = { jobs = d.jobs } })
+      -- An observer's timeouts: a first read on a real SQL Server took over 1 s.
+      c.store.statement_timeout, c.store.connect_timeout = "10s", "10s"
+      L.write(d.config, L.ini(c))
       for _, args in ipairs { { "status" }, { "status", "--leases" }, { "status", "--json" },
           { "history" }, { "pause", "a" }, { "trigger", "a" }, { "drain", "r1" } } do
         table.insert(args, 2, "-c")
@@ -119,6 +122,16 @@ describe("SQLite files and their users", function()
     assert.equal(0, code, err)
     assert.equal(before, listing(db))
     assert.is_false(L.exists(p.path .. "-wal"))
+    -- A reader opened while nothing writes reads the file as it is on disk;
+    -- once a writer comes (and makes the -wal file) it reads through it.
+    local rd = assert(read_open(p, "leash_leases"))
+    assert.same({}, (assert(rd:list())))
+    local w = R.open(p, "leash_leases")
+    assert.is_true(w:try_acquire("j", "o:1:00000001", 60000))
+    local rows = assert(rd:list())
+    assert.equal("j", rows[1] and rows[1].name)
+    w:close()
+    rd:close()
   end)
 
   it("an operator in the service's group reads it; one outside is told why", function()

@@ -163,6 +163,8 @@ struct sq_store {
 	sqlite3_stmt *cur;              /* the statement whose row a callback reads */
 	char table[64];
 	int timeout_ms;
+	char *path;                     /* a READ open's, to open again (else NULL) */
+	int immutable;                  /* ... the file read as immutable (open_read) */
 };
 
 static const char *const sql_text[Q_MAX] = {
@@ -293,12 +295,16 @@ static int end_tx(struct sq_store *ss, int rc, const char *what)
  * write lock once (waiting up to busy_timeout), each upsert answers as
  * try_acquire would, and one COMMIT makes them all durable together.  On any
  * error nothing is kept. */
+static int reopen_read(struct sq_store *ss);
+
 static int sq_acquire_all(struct store *s, const char *owner, const char *const *names,
                           size_t n, int64_t ms, struct lease_info *out, int *got)
 {
 	struct sq_store *ss = (struct sq_store *)s;
 	int rc;
 
+	if (ss->path && reopen_read(ss) != STORE_OK)
+		return STORE_ERR;
 	for (size_t i = 0; i < n; i++) {
 		got[i] = 0;
 		memset(&out[i], 0, sizeof out[i]);
@@ -355,7 +361,8 @@ static void sq_set_timeout(struct store *s, int ms)
 {
 	struct sq_store *ss = (struct sq_store *)s;
 
-	sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
+	if (ss->db)
+		sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
 }
 
 /* ---- the driver and the dialect (driver.h) ---- */
@@ -804,13 +811,55 @@ static int run_chain(struct sq_store *ss, int q, const struct store_param *p, in
 	return rc;
 }
 
+/* The connection and its statements gone, the handle kept. */
+static void disconnect(struct sq_store *ss)
+{
+	for (int i = 0; i < Q_MAX; i++)
+		sqlite3_finalize(ss->q[i]);
+	for (int i = 0; i < ST_MAX; i++)
+		for (int k = 0; k < ss->nst[i]; k++)
+			sqlite3_finalize(ss->st[i][k]);
+	sqlite3_close_v2(ss->db);
+	memset(ss->q, 0, sizeof ss->q);
+	memset(ss->st, 0, sizeof ss->st);
+	memset(ss->nst, 0, sizeof ss->nst);
+	ss->db = NULL;
+}
+
+static int open_read(struct sq_store *ss, const char *path, char *err, size_t errlen);
+static int prepare_all(struct sq_store *ss, const char *path, char *err, size_t errlen);
+
+/* A file read as immutable is only right while nothing writes it: once a
+ * leash run has made its -wal file, the file is opened again to read
+ * through it.  A failed open leaves no connection, and the next call
+ * tries again. */
+static int reopen_read(struct sq_store *ss)
+{
+	char wal[4200], err[STORE_ERR_MAX];
+	struct stat st;
+
+	snprintf(wal, sizeof wal, "%s-wal", ss->path);
+	if (ss->db && (!ss->immutable || stat(wal, &st) < 0))
+		return STORE_OK;
+	disconnect(ss);
+	if (open_read(ss, ss->path, err, sizeof err) < 0 ||
+	    prepare_all(ss, ss->path, err, sizeof err) < 0) {
+		disconnect(ss);
+		return store_fail_kind(&ss->base, STORE_E_GONE, "%s", err);
+	}
+	return STORE_OK;
+}
+
 static int sq_exec(struct store *s, int q, const struct store_param *p, int np,
                    store_row_fn row, void *arg)
 {
 	struct sq_store *ss = (struct sq_store *)s;
 	char *json[PARAMS_MAX] = { NULL };
-	int base[PARAMS_MAX + 1] = { 0 }, rc = STORE_OK, tx = ss->nst[q] != 1;
+	int base[PARAMS_MAX + 1] = { 0 }, rc = STORE_OK, tx;
 
+	if (ss->path && reopen_read(ss) != STORE_OK)
+		return STORE_ERR;
+	tx = ss->nst[q] != 1;
 	for (int i = 0; i < np && i < PARAMS_MAX; i++) {
 		base[i + 1] = base[i] + (p[i].kind == SP_ROWS ? p[i].cols : 1);
 		tx |= p[i].kind == SP_ROWS;
@@ -857,12 +906,8 @@ static void sq_close(struct store *s)
 
 	if (!ss)
 		return;
-	for (int i = 0; i < Q_MAX; i++)
-		sqlite3_finalize(ss->q[i]);
-	for (int i = 0; i < ST_MAX; i++)
-		for (int k = 0; k < ss->nst[i]; k++)
-			sqlite3_finalize(ss->st[i][k]);
-	sqlite3_close_v2(ss->db);
+	disconnect(ss);
+	free(ss->path);
 	free(ss);
 }
 
@@ -1204,6 +1249,7 @@ static int open_read(struct sq_store *ss, const char *path, char *err, size_t er
 		}
 		flags |= SQLITE_OPEN_URI;
 	}
+	ss->immutable = name != path;
 	if (sqlite3_open_v2(name, &ss->db, flags, NULL) != SQLITE_OK) {
 		if (why_not(path, STORE_READ, err, errlen) < 0)
 			snprintf(err, errlen, "sqlite: open %s: %s", path,
@@ -1280,11 +1326,28 @@ unwritable:
 	return -1;
 }
 
+/* The dialect's statements and the transaction's own, on a new connection. */
+static int prepare_all(struct sq_store *ss, const char *path, char *err, size_t errlen)
+{
+	char sql[256];
+
+	if (prepare_dialect(ss, err, errlen) < 0)
+		return -1;
+	for (int i = 0; i < Q_MAX; i++) {
+		snprintf(sql, sizeof sql, sql_text[i], ss->table);
+		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
+		                       NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "sqlite: %s: prepare: %s", path, sqlite3_errmsg(ss->db));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static struct store *open_sqlite(const struct store_opts *o, char *err, size_t errlen)
 {
 	struct sq_store *ss;
 	const char *table = o->table ? o->table : "leash_leases";
-	char sql[2048];
 	struct stat st;
 
 	if (load_sqlite(err, errlen) < 0)
@@ -1323,19 +1386,14 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 		if (fd >= 0)
 			close(fd);
 	}
+	if (o->mode == STORE_READ && !(ss->path = strdup(o->path))) {
+		snprintf(err, errlen, "sqlite: out of memory");
+		goto fail;
+	}
 	if ((o->mode == STORE_READ ? open_read(ss, o->path, err, errlen)
 	                           : open_write(ss, o, err, errlen)) < 0 ||
-	    prepare_dialect(ss, err, errlen) < 0)
+	    prepare_all(ss, o->path, err, errlen) < 0)
 		goto fail;
-	for (int i = 0; i < Q_MAX; i++) {
-		snprintf(sql, sizeof sql, sql_text[i], table);
-		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
-		                       NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "sqlite: %s: prepare: %s", o->path,
-			         sqlite3_errmsg(ss->db));
-			goto fail;
-		}
-	}
 	return &ss->base;
 fail:
 	sq_close(&ss->base);
