@@ -838,8 +838,10 @@ static int reopen_read(struct sq_store *ss)
 	char wal[4200], err[STORE_ERR_MAX];
 	struct stat st;
 
+	if (ss->db && !ss->immutable)
+		return STORE_OK;
 	snprintf(wal, sizeof wal, "%s-wal", ss->path);
-	if (ss->db && (!ss->immutable || stat(wal, &st) < 0))
+	if (ss->db && stat(wal, &st) < 0)
 		return STORE_OK;
 	disconnect(ss);
 	if (open_read(ss, ss->path, err, sizeof err) < 0 ||
