@@ -165,7 +165,12 @@ describe("SQLite files and their users", function()
     assert.matches("user daemon cannot reach it: Permission denied %(directory " .. db:gsub("%p", "%%%0")
       .. ": owner nobody, group nogroup, mode 0750%)", err)
     assert.equal(0, svc:stop(15))
-    -- The operator made no file of its own anywhere.
+    -- Root's controls with the service off: SQLite gives what it makes to the file's owner.
+    code, _, err = leash(p, { "pause", "-c", d.config, "a" })
+    assert.equal(0, code, err)
+    code, _, err = leash(p, { "resume", "-c", d.config, "a" })
+    assert.equal(0, code, err)
+    -- Neither the operator nor root left a file of their own.
     local _, owners = L.sh("stat -c %U " .. db .. "/*")
     assert.equal("", owners:gsub("nobody\n", ""))
   end)
