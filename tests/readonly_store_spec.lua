@@ -201,3 +201,44 @@ describe("SQLite files and their users", function()
     assert.equal(0, svc:stop(15))
   end)
 end)
+
+-- A PostgreSQL server that stops taking writes under a running replica (a
+-- standby after a failover, or default_transaction_read_only): the replica
+-- names the fix once, connects again on each retry, and carries on when the
+-- server takes writes again.  The lane's own server is made read-only for a
+-- moment (ALTER SYSTEM and a reload reach every open session).
+local pg = os.getenv("LEASH_TEST_PG_CONNINFO")
+describe("a replica on a PostgreSQL server that takes no writes", function()
+  local function psql(sql)
+    return L.sh(("psql -X -q -v ON_ERROR_STOP=1 %s -c 'SET default_transaction_read_only = off'"
+      .. " -c %s -c 'SELECT pg_reload_conf()'"):format(L.quote(pg), L.quote(sql)))
+  end
+
+  it("says so with the fix, and recovers by itself", function()
+    if not pg or pg == "" then pending("no PostgreSQL") return end
+    local p = { provider = "postgres", conninfo = pg }
+    local tbl = "ro_pg_" .. math.random(1, 1e6)
+    local d = L.dir { config = {}, jobs = { a = 'return { every = "1s", run = function() end }' } }
+    local c = R.config(p, tbl, { leash = { jobs = d.jobs, grace = "500ms", log_level = "info" } })
+    L.write(d.config, L.ini(c))
+    local svc = L.spawn(d)
+    local ok, why = pcall(function()
+      assert.truthy(svc:wait_log("%[a run 1%] finished", 30), svc:log_text())
+      assert.equal(0, (psql("ALTER SYSTEM SET default_transaction_read_only = on")))
+      local line = svc:wait_log("the server takes no writes", 30)
+      assert.truthy(line, svc:log_text())
+      assert.matches("read%-only transaction .*target_session_attrs=read%-write", line)
+      L.sleep(2)                  -- retries (every 500 ms) do not say it again
+      assert.equal(1, #svc:grep("the server takes no writes"), svc:log_text())
+      assert.equal(0, (psql("ALTER SYSTEM RESET default_transaction_read_only")))
+      assert.truthy(svc:wait_log("lease store: answering again", 30), svc:log_text())
+      local runs = #svc:grep("%[a run %d+%] finished")
+      assert.truthy(L.wait_for(function()
+        return #svc:grep("%[a run %d+%] finished") > runs
+      end, 30), svc:log_text())
+    end)
+    psql("ALTER SYSTEM RESET default_transaction_read_only")
+    svc:stop(15)
+    assert(ok, why)
+  end)
+end)

@@ -420,11 +420,20 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 	if (PQresultStatus(keep) != PGRES_TUPLES_OK && PQresultStatus(keep) != PGRES_COMMAND_OK) {
 		char msg[STORE_ERR_MAX];
 
+		const char *state = PQresultErrorField(keep, PG_DIAG_SQLSTATE);
+		/* A server that takes no writes (a standby, or one read-only by its
+		 * config): the fix is named, and the next call connects again, to
+		 * the primary a multi-host conninfo finds or to this one once it
+		 * takes writes. */
+		int ro = state && strcmp(state, "25006") == 0;
+
 		first_line(msg, sizeof msg, PQresultErrorMessage(keep));
-		store_fail_kind(&ps->base, pg_kind(PQresultErrorField(keep, PG_DIAG_SQLSTATE)),
-		                "postgres: %s: %s", what, msg);
+		store_fail_kind(&ps->base, pg_kind(state), "postgres: %s: %s%s", what, msg,
+		                ro ? " (the server takes no writes: a standby, or "
+		                     "default_transaction_read_only is on; point [postgres] conninfo "
+		                     "at the primary, e.g. with target_session_attrs=read-write)" : "");
 		PQclear(keep);
-		if (PQstatus(c) == CONNECTION_BAD)
+		if (ro || PQstatus(c) == CONNECTION_BAD)
 			drop_conn(ps);
 		return NULL;
 	}
