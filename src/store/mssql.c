@@ -211,8 +211,12 @@ static int msg_handler(DBPROCESS *db, DBINT no, int state, int severity, char *t
 		st->dupkey = 1;
 		return 0;
 	}
-	note(st, STORE_E_REFUSED, "mssql %s:%d: server error %d: %s", st->host, st->port, (int)no,
-	     text);
+	/* 3906: the database takes no writes (READ_ONLY, or an availability
+	 * group's secondary): the fix is named. */
+	note(st, STORE_E_REFUSED, "mssql %s:%d: server error %d: %s%s", st->host, st->port, (int)no,
+	     text, no == 3906 ? " (the database takes no writes: ALTER DATABASE ... SET READ_WRITE, "
+	                        "or point [mssql] host at the primary, an availability group's "
+	                        "listener)" : "");
 	return 0;
 }
 
