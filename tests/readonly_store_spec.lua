@@ -20,9 +20,9 @@ local function leash(p, args, user, groups)
   local env = { env = { LEASH_TEST_MSSQL_PASSWORD = p.password or "" } }
   if not user then return L.leash(args, env) end
   local words = {}
-  for _, a in ipairs(args) do words[#words + 1] = "'" .. a .. "'" end
-  return L.sh(("export LEASH_TEST_MSSQL_PASSWORD='%s'; exec %s %s %s"):format(p.password or "",
-    as(user, groups), L.bin, table.concat(words, " ")))
+  for _, a in ipairs(args) do words[#words + 1] = L.quote(a) end
+  return L.sh(("export LEASH_TEST_MSSQL_PASSWORD=%s; exec %s %s %s"):format(
+    L.quote(p.password or ""), as(user, groups), L.quote(L.bin), table.concat(words, " ")))
 end
 
 local function listing(dir)
