@@ -31,11 +31,11 @@ local function listing(dir)
 end
 
 -- Every directory from dir up to / searchable by others, so the users
--- switched to reach the config and the jobs.
+-- switched to reach the config and the jobs (root only: setpriv is).
 local function open_path(dir)
   local p = dir
-  while p ~= "" and p ~= "/" do
-    assert(os.execute("chmod o+x '" .. p .. "'"))
+  while root and p ~= "" and p ~= "/" do
+    assert(os.execute("chmod o+x " .. L.quote(p)))
     p = p:match("^(.*)/[^/]*$")
   end
 end
