@@ -248,9 +248,10 @@ struct store_job_runs {
 /* What an open may do to the database (store_opts.mode).  STORE_RUN
  * (leash run) makes the file, the tables and their missing columns.
  * STORE_READ (status, history, the page) changes nothing: no file, no
- * table, no row; SQLite opens the file read-only.  STORE_WRITE (the
- * controls, drain, repair) writes rows, but makes neither a file nor a
- * table.  A READ or WRITE open of a store whose tables leash run has not
+ * table, no row; SQLite opens the file read-only (as immutable while no
+ * -wal file is there to read through, and again once one is).
+ * STORE_WRITE (the controls, drain, repair) writes rows, but makes
+ * neither a file nor a table.  A READ or WRITE open of a store whose tables leash run has not
  * made yet fails with the text of store_no_table (the file, the
  * connection and the tables are left as found). */
 enum store_mode { STORE_RUN, STORE_READ, STORE_WRITE };
@@ -573,9 +574,9 @@ struct store *store_open(const char *name, const struct store_opts *, char *err,
                          size_t errlen);
 
 /* "no lease table yet: has `leash run` started? (...)": a READ or WRITE
- * open's error when the tables are missing, where names the database
- * ("/var/lib/leash/leash.db", "postgres", "mssql host:port/db") and
- * missing the table; into err, returns err. */
+ * open's error when the tables are missing; where names the database (the
+ * SQLite file, "database leash", "host:port database leash") and missing
+ * the table.  Into err; returns err. */
 char *store_no_table(char *err, size_t errlen, const char *provider, const char *where,
                      const char *missing);
 
