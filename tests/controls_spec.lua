@@ -242,6 +242,7 @@ for _, p in ipairs(R.list_of()) do
 
     it("bad input: an unknown job, a bad --for, nobody holding the job", function()
       setup(QUIET)
+      open(p, tbl):close()          -- the tables, as leash run makes them: the controls make none
       local code, _, stderr = leash("pause", "nope")
       assert.equal(1, code)
       assert.matches("no job nope in the store or in ", stderr)

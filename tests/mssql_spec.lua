@@ -268,6 +268,18 @@ describe("mssql provider", function()
     s:close()
   end)
 
+  it_tds("a database that takes no writes (3906) says what to fix", function()
+    local s = assert(core.open_store(cfg()))
+    fault("fail 3906")
+    local ok, err, kind = s:try_acquire(uniq("ro"), "A", 5000)
+    assert.is_nil(ok)
+    assert.matches("server error 3906: .*the database takes no writes: ALTER DATABASE %.%.%. SET " ..
+      "READ_WRITE, or point %[mssql%] host at the primary", err)
+    assert.equal("refused", kind)
+    assert.is_true((s:try_acquire(uniq("ro"), "A", 5000)))
+    s:close()
+  end)
+
   it_tds("a duplicate key on insert (2627) means someone else got it, not an error", function()
     local s = assert(core.open_store(cfg()))
     local n = uniq("race")

@@ -25,6 +25,8 @@ local function asked_kerberos(conninfo, env)
     store = { provider = "postgres", table = tbl },
     postgres = { conninfo = conninfo },
   } }
+  -- The tables, as leash run makes them (status makes none).
+  assert(core.open_store { provider = "postgres", conninfo = pg, table = tbl }):close()
   local trace = d.out "krb5.trace"
   local e = { KRB5_TRACE = trace }
   for k, v in pairs(CLEAN) do e[k] = v end

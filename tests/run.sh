@@ -130,6 +130,7 @@ presence_conformance 24
 status_cli 1
 secrets 4
 corrupt_rows 120
+readonly_store 10
 "
 new_secs=20
 nlanes="${LEASH_TEST_LANES:-3}"

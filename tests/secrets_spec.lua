@@ -214,8 +214,10 @@ describe("[leash] run_as", function()
     assert.equal("no", s.write2, "the job could write the config")
     assert.equal("/", s.pwd)                     -- nobody's home does not exist
     assert.is_nil(log:find("job processes run as root", 1, true), log)
+    -- leash's and its group's (an operator's leash status reads it), never
+    -- the job user's, who is in neither.
     local _, mode, err = L.sh("stat -c %a " .. L.quote(db))
-    assert.equal("600", mode:match("%d+"), err)
+    assert.equal("640", mode:match("%d+"), err)
   end)
 
   it("drops the capabilities a leash that is not root switches with (the unit's way)", function()

@@ -945,12 +945,13 @@ static int field_int(lua_State *L, const char *k, int dflt)
 }
 
 /* core.open_store{ provider=, path=, table=, conninfo=, host=, port=, user=,
- * password=, database=, connect_timeout_ms=, statement_timeout_ms= } ->
+ * password=, database=, connect_timeout_ms=, statement_timeout_ms=,
+ * mode= "run" (the default), "read" or "write" } ->
  * store, or nil, err. */
 static int l_open_store(lua_State *L)
 {
 	struct store_opts o;
-	const char *provider;
+	const char *provider, *mode;
 	char err[STORE_ERR_MAX];
 	struct lstore *ls;
 
@@ -967,6 +968,13 @@ static int l_open_store(lua_State *L)
 	o.database = field_str(L, "database");
 	o.connect_timeout_ms = field_int(L, "connect_timeout_ms", 5000);
 	o.statement_timeout_ms = field_int(L, "statement_timeout_ms", 5000);
+	mode = field_str(L, "mode");
+	if (mode && strcmp(mode, "read") == 0)
+		o.mode = STORE_READ;
+	else if (mode && strcmp(mode, "write") == 0)
+		o.mode = STORE_WRITE;
+	else if (mode && strcmp(mode, "run") != 0)
+		luaL_error(L, "open_store: mode \"%s\" is not run, read or write", mode);
 	if (!provider) {
 		lua_pushnil(L);
 		lua_pushliteral(L, "open_store: provider is missing (sqlite, postgres or mssql)");

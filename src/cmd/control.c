@@ -91,6 +91,7 @@ struct store *cmd_control_store(const char *cmd, const struct cfg *c, int *rc)
 		*rc = EXIT_CONFIG;
 		return NULL;
 	}
+	o.mode = STORE_WRITE;           /* rows, but neither the file nor a table */
 	if (!(s = store_open(c->provider, &o, err, sizeof err)))
 		fprintf(stderr, "leash %s: cannot open the %s store: %s\n", cmd, c->provider, err);
 	return s;

@@ -89,6 +89,7 @@ int cmd_history(int argc, char **argv)
 		rc = EXIT_CONFIG;
 		goto done;
 	}
+	o.mode = STORE_READ;            /* never makes the file or a table */
 	if (!(s = store_open(c.provider, &o, err, sizeof err))) {
 		fprintf(stderr, "leash history: cannot open the %s store: %s\n", c.provider, err);
 		goto done;

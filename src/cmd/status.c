@@ -43,6 +43,7 @@ static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, l
 		fprintf(stderr, "leash status: %s\n", err);
 		return EXIT_CONFIG;
 	}
+	o.mode = STORE_READ;            /* never makes the file or a table */
 	if (view != VIEW_LEASES && view != VIEW_LEASES_JSON)
 		view_jobs_load(&d, L, c->jobs, c->load_timeout_ms);
 	for (;;) {
@@ -181,6 +182,7 @@ int cmd_status(int argc, char **argv)
 		rc = EXIT_CONFIG;
 		goto done;
 	}
+	o.mode = STORE_READ;
 	s = store_open(c.provider, &o, err, sizeof err);
 	if (!s) {
 		fprintf(stderr, "leash status: cannot open the %s store: %s\n", c.provider, err);

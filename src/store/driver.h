@@ -134,6 +134,12 @@
 	"(" c " IS NULL OR " c " BETWEEN -1 AND " STORE_SQL_STR(STORE_TIME_MAX) ")"
 #define STORE_SQL_LEASE_OK(p) \
 	"(" STORE_SQL_TOKEN_OK(p "token") " AND " STORE_SQL_FIRE_OK(p "last_fire") ")"
+/* The lease table's first columns, as SQLite and PostgreSQL make it (a
+ * table made before the later columns gets them added at open). */
+#define STORE_SQL_LEASE_COLS \
+	" name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL, token BIGINT NOT NULL," \
+	" acquired_at BIGINT NOT NULL, renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL," \
+	" last_fire BIGINT)"
 /* A ledger row's scheduled_at out of bounds, as the scheduled_at index
  * finds it. */
 #define STORE_SQL_RUN_AT_BAD \

@@ -211,8 +211,12 @@ static int msg_handler(DBPROCESS *db, DBINT no, int state, int severity, char *t
 		st->dupkey = 1;
 		return 0;
 	}
-	note(st, STORE_E_REFUSED, "mssql %s:%d: server error %d: %s", st->host, st->port, (int)no,
-	     text);
+	/* 3906: the database takes no writes (READ_ONLY, or an availability
+	 * group's secondary): the fix is named. */
+	note(st, STORE_E_REFUSED, "mssql %s:%d: server error %d: %s%s", st->host, st->port, (int)no,
+	     text, no == 3906 ? " (the database takes no writes: ALTER DATABASE ... SET READ_WRITE, "
+	                        "or point [mssql] host at the primary, an availability group's "
+	                        "listener)" : "");
 	return 0;
 }
 
@@ -769,6 +773,33 @@ struct check_answer {
 	char missing[64];
 };
 
+static void check_row(struct ms_store *st, int resno, void *arg);
+
+/* A READ or WRITE open's check that leash run made the tables (it makes
+ * none, and takes no schema lock): the first missing one is the no-table
+ * error (kind REFUSED). */
+static int check_schema(struct ms_store *st)
+{
+	struct check_answer a = { "" };
+	char sql[SQL_MAX], where[512];
+
+	snprintf(sql, sizeof sql,
+	    "/* leash:check_schema */ SET NOCOUNT ON; "
+	    "SELECT c.name FROM (VALUES (1, N'[%1$s]'), (2, N'[%1$s_runs]'), "
+	    "(3, N'[%1$s_replicas]')) AS c (i, name) "
+	    "WHERE OBJECT_ID(c.name, N'U') IS NULL ORDER BY c.i;", st->table);
+	if (call(st, sql, "", NULL, 0, check_row, &a) != STORE_OK)
+		return STORE_ERR;
+	if (!a.missing[0])
+		return STORE_OK;
+	snprintf(where, sizeof where, "%s:%d database %s", st->host, st->port, st->database);
+	a.missing[strcspn(a.missing, "]")] = '\0';             /* [name] -> name */
+	store_no_table(st->base.err, sizeof st->base.err, "mssql", where,
+	               a.missing + (a.missing[0] == '['));
+	st->base.kind = STORE_E_REFUSED;
+	return STORE_ERR;
+}
+
 static void check_row(struct ms_store *st, int resno, void *arg)
 {
 	struct check_answer *a = arg;
@@ -841,7 +872,8 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 		snprintf(err, errlen, "mssql: out of memory");
 		goto fail;
 	}
-	if (make_schema(st) != STORE_OK || check_runs(st) != STORE_OK) {
+	if ((o->mode == STORE_RUN ? make_schema(st) : check_schema(st)) != STORE_OK ||
+	    check_runs(st) != STORE_OK) {
 		snprintf(err, errlen, "%s", st->base.err);
 		goto fail;
 	}

@@ -274,6 +274,7 @@ struct pg_store {
 	int bound_ms;                   /* set_timeout, 0 = none */
 	uint64_t prepared;              /* the dialect's statements prepared on this connection */
 	int gss_off;                    /* connect with gssencmode=disable */
+	enum store_mode mode;           /* STORE_RUN makes the tables, the others check them */
 	PGresult *cur;                  /* the answer whose row a callback reads */
 	int cur_row;
 };
@@ -419,11 +420,20 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 	if (PQresultStatus(keep) != PGRES_TUPLES_OK && PQresultStatus(keep) != PGRES_COMMAND_OK) {
 		char msg[STORE_ERR_MAX];
 
+		const char *state = PQresultErrorField(keep, PG_DIAG_SQLSTATE);
+		/* A server that takes no writes (a standby, or one read-only by its
+		 * config): the fix is named, and the next call connects again, to
+		 * the primary a multi-host conninfo finds or to this one once it
+		 * takes writes. */
+		int ro = state && strcmp(state, "25006") == 0;
+
 		first_line(msg, sizeof msg, PQresultErrorMessage(keep));
-		store_fail_kind(&ps->base, pg_kind(PQresultErrorField(keep, PG_DIAG_SQLSTATE)),
-		                "postgres: %s: %s", what, msg);
+		store_fail_kind(&ps->base, pg_kind(state), "postgres: %s: %s%s", what, msg,
+		                ro ? " (the server takes no writes: a standby, or "
+		                     "default_transaction_read_only is on; point [postgres] conninfo "
+		                     "at the primary, e.g. with target_session_attrs=read-write)" : "");
 		PQclear(keep);
-		if (PQstatus(c) == CONNECTION_BAD)
+		if (ro || PQstatus(c) == CONNECTION_BAD)
 			drop_conn(ps);
 		return NULL;
 	}
@@ -527,6 +537,33 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	return STORE_OK;
 }
 static int presence_connect(struct pg_store *, int64_t deadline);
+static int prepare_dialect(struct pg_store *, int64_t deadline);
+
+/* A READ or WRITE connection's check that leash run made the tables (it
+ * makes none): STORE_OK, or STORE_ERR with the no-table text (kind
+ * REFUSED) or the database's reason. */
+static int check_schema(struct pg_store *ps, char *sql, size_t len, int64_t deadline)
+{
+	PGresult *r;
+	char where[256], missing[80];
+
+	snprintf(sql, len,
+	         "SELECT current_database(), (SELECT t FROM unnest(ARRAY['%1$s', '%1$s_runs',"
+	         " '%1$s_replicas']) AS t WHERE to_regclass(quote_ident(t)) IS NULL"
+	         " ORDER BY t LIMIT 1)", ps->table);
+	if (!(r = roundtrip(ps, 0, NULL, sql, 0, NULL, deadline, "check the tables")))
+		return STORE_ERR;
+	if (PQntuples(r) != 1 || PQgetisnull(r, 0, 1)) {
+		PQclear(r);
+		return STORE_OK;
+	}
+	snprintf(missing, sizeof missing, "%s", PQgetvalue(r, 0, 1));
+	snprintf(where, sizeof where, "database %s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	store_no_table(ps->base.err, sizeof ps->base.err, "postgres", where, missing);
+	ps->base.kind = STORE_E_REFUSED;
+	return STORE_ERR;
+}
 
 /* The columns added since the first table, a group per feature: the last
  * one named is looked for in the catalog. */
@@ -629,15 +666,14 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	         PQserverVersion(c) >= 120000 ? "; SET plan_cache_mode = force_custom_plan" : "");
 	if (run_ok(ps, 0, NULL, sql, deadline, "connect") < 0)
 		goto fail_setup;
+	if (ps->mode != STORE_RUN) {
+		if (check_schema(ps, sql, sizeof sql, deadline) < 0)
+			goto fail_setup;
+		goto prepare;
+	}
 	snprintf(sql, sizeof sql,
 	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
-	         " name VARCHAR(200) PRIMARY KEY,"
-	         " owner VARCHAR(200) NOT NULL,"
-	         " token BIGINT NOT NULL,"
-	         " acquired_at BIGINT NOT NULL,"
-	         " renewed_at BIGINT NOT NULL,"
-	         " expires_at BIGINT NOT NULL,"
-	         " last_fire BIGINT)", ps->table);
+	         STORE_SQL_LEASE_COLS, ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "create table") < 0) {
 		/* Two processes creating it at once: one loses on the catalog. */
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create table") < 0)
@@ -659,6 +695,7 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	}
 	if (setup_runs(ps, sql, sizeof sql, deadline) < 0)
 		goto fail_setup;
+prepare:
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "listen") < 0)
 		goto fail_setup;
@@ -667,7 +704,8 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 		if (run_ok(ps, 1, q_name[i], sql, deadline, "prepare") < 0)
 			goto fail_setup;
 	}
-	if (presence_connect(ps, deadline) < 0)
+	if ((ps->mode == STORE_RUN ? presence_connect(ps, deadline)
+	                           : prepare_dialect(ps, deadline)) < 0)
 		goto fail_setup;
 	return STORE_OK;
 fail_setup:
@@ -983,6 +1021,7 @@ static struct store *open_postgres(const struct store_opts *o, char *err, size_t
 		goto fail;
 	}
 	ps->gss_off = want_gss_off(ps->conninfo);
+	ps->mode = o->mode;
 	if (pg_connect(ps, clock_mono_ms() + ps->connect_timeout_ms) < 0) {
 		snprintf(err, errlen, "%s", ps->base.err);
 		goto fail;

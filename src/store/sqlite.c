@@ -20,11 +20,15 @@
  * are still this file's own.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <sqlite3.h>
 
@@ -42,7 +46,7 @@
 	X(sqlite3_column_int) X(sqlite3_column_text) X(sqlite3_column_bytes) \
 	X(sqlite3_column_type) X(sqlite3_stricmp) X(sqlite3_libversion) X(sqlite3_vfs_find) \
 	X(sqlite3_vfs_register) X(sqlite3_bind_parameter_count) X(sqlite3_column_count) \
-	X(sqlite3_extended_errcode)
+	X(sqlite3_extended_errcode) X(sqlite3_db_readonly)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -81,6 +85,7 @@ static struct {
 #define sqlite3_bind_parameter_count sq.sqlite3_bind_parameter_count
 #define sqlite3_column_count sq.sqlite3_column_count
 #define sqlite3_extended_errcode sq.sqlite3_extended_errcode
+#define sqlite3_db_readonly sq.sqlite3_db_readonly
 
 static void *libsqlite;                 /* dlopen's handle, once loaded */
 
@@ -158,6 +163,8 @@ struct sq_store {
 	sqlite3_stmt *cur;              /* the statement whose row a callback reads */
 	char table[64];
 	int timeout_ms;
+	char *path;                     /* a READ open's, to open again (else NULL) */
+	int immutable;                  /* ... the file read as immutable (open_read) */
 };
 
 static const char *const sql_text[Q_MAX] = {
@@ -288,12 +295,16 @@ static int end_tx(struct sq_store *ss, int rc, const char *what)
  * write lock once (waiting up to busy_timeout), each upsert answers as
  * try_acquire would, and one COMMIT makes them all durable together.  On any
  * error nothing is kept. */
+static int reopen_read(struct sq_store *ss);
+
 static int sq_acquire_all(struct store *s, const char *owner, const char *const *names,
                           size_t n, int64_t ms, struct lease_info *out, int *got)
 {
 	struct sq_store *ss = (struct sq_store *)s;
 	int rc;
 
+	if (ss->path && reopen_read(ss) != STORE_OK)
+		return STORE_ERR;
 	for (size_t i = 0; i < n; i++) {
 		got[i] = 0;
 		memset(&out[i], 0, sizeof out[i]);
@@ -350,7 +361,8 @@ static void sq_set_timeout(struct store *s, int ms)
 {
 	struct sq_store *ss = (struct sq_store *)s;
 
-	sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
+	if (ss->db)
+		sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
 }
 
 /* ---- the driver and the dialect (driver.h) ---- */
@@ -799,13 +811,57 @@ static int run_chain(struct sq_store *ss, int q, const struct store_param *p, in
 	return rc;
 }
 
+/* The connection and its statements gone, the handle kept. */
+static void disconnect(struct sq_store *ss)
+{
+	for (int i = 0; i < Q_MAX; i++)
+		sqlite3_finalize(ss->q[i]);
+	for (int i = 0; i < ST_MAX; i++)
+		for (int k = 0; k < ss->nst[i]; k++)
+			sqlite3_finalize(ss->st[i][k]);
+	sqlite3_close_v2(ss->db);
+	memset(ss->q, 0, sizeof ss->q);
+	memset(ss->st, 0, sizeof ss->st);
+	memset(ss->nst, 0, sizeof ss->nst);
+	ss->db = NULL;
+}
+
+static int open_read(struct sq_store *ss, const char *path, char *err, size_t errlen);
+static int prepare_all(struct sq_store *ss, const char *path, char *err, size_t errlen);
+
+/* A file read as immutable is only right while nothing writes it: once a
+ * leash run has made its -wal file, the file is opened again to read
+ * through it.  A failed open leaves no connection, and the next call
+ * tries again. */
+static int reopen_read(struct sq_store *ss)
+{
+	char wal[4200], err[STORE_ERR_MAX];
+	struct stat st;
+
+	if (ss->db && !ss->immutable)
+		return STORE_OK;
+	snprintf(wal, sizeof wal, "%s-wal", ss->path);
+	if (ss->db && stat(wal, &st) < 0)
+		return STORE_OK;
+	disconnect(ss);
+	if (open_read(ss, ss->path, err, sizeof err) < 0 ||
+	    prepare_all(ss, ss->path, err, sizeof err) < 0) {
+		disconnect(ss);
+		return store_fail_kind(&ss->base, STORE_E_GONE, "%s", err);
+	}
+	return STORE_OK;
+}
+
 static int sq_exec(struct store *s, int q, const struct store_param *p, int np,
                    store_row_fn row, void *arg)
 {
 	struct sq_store *ss = (struct sq_store *)s;
 	char *json[PARAMS_MAX] = { NULL };
-	int base[PARAMS_MAX + 1] = { 0 }, rc = STORE_OK, tx = ss->nst[q] != 1;
+	int base[PARAMS_MAX + 1] = { 0 }, rc = STORE_OK, tx;
 
+	if (ss->path && reopen_read(ss) != STORE_OK)
+		return STORE_ERR;
+	tx = ss->nst[q] != 1;
 	for (int i = 0; i < np && i < PARAMS_MAX; i++) {
 		base[i + 1] = base[i] + (p[i].kind == SP_ROWS ? p[i].cols : 1);
 		tx |= p[i].kind == SP_ROWS;
@@ -852,12 +908,8 @@ static void sq_close(struct store *s)
 
 	if (!ss)
 		return;
-	for (int i = 0; i < Q_MAX; i++)
-		sqlite3_finalize(ss->q[i]);
-	for (int i = 0; i < ST_MAX; i++)
-		for (int k = 0; k < ss->nst[i]; k++)
-			sqlite3_finalize(ss->st[i][k]);
-	sqlite3_close_v2(ss->db);
+	disconnect(ss);
+	free(ss->path);
 	free(ss);
 }
 
@@ -1019,12 +1071,289 @@ fail:
 	return -1;
 }
 
+/* ---- who may write the file ---- */
+
+/* "user (uid N)" of this process. */
+static void me(char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(geteuid());
+
+	if (pw)
+		snprintf(buf, len, "%s", pw->pw_name);
+	else
+		snprintf(buf, len, "uid %u", (unsigned)geteuid());
+}
+
+/* "owner root, group leash, mode 0640" of st. */
+static void owned(const struct stat *st, char *buf, size_t len)
+{
+	struct passwd *pw = getpwuid(st->st_uid);
+	struct group *gr = getgrgid(st->st_gid);
+	char u[32], g[32];
+
+	snprintf(u, sizeof u, "%u", (unsigned)st->st_uid);
+	snprintf(g, sizeof g, "%u", (unsigned)st->st_gid);
+	snprintf(buf, len, "owner %s, group %s, mode %04o", pw ? pw->pw_name : u,
+	         gr ? gr->gr_name : g, (unsigned)(st->st_mode & 07777));
+}
+
+/* Why this process cannot write the database at path (write 1) or read it
+ * (write 0): the file, its -wal and -shm files, or the directory SQLite
+ * makes those in, each named with its owner and mode and the fix.  0 with
+ * the text in err, or -1 when every one of them looks fine (SQLite's own
+ * reason is then the best there is). */
+static int why_not(const char *path, enum store_mode mode, char *err, size_t errlen)
+{
+	int write = mode != STORE_READ;
+	static const char *const suffix[] = { "", "-wal", "-shm" };
+	char dir[4096], file[4200], who[64], how[160];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	int missing = 0;
+
+	me(who, sizeof who);
+	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+		snprintf(file, sizeof file, "%s%s", path, suffix[i]);
+		if (stat(file, &st) < 0) {
+			missing = 1;
+		} else if (faccessat(AT_FDCWD, file, write ? R_OK | W_OK : R_OK, AT_EACCESS) < 0) {
+			struct passwd *pw = getpwuid(st.st_uid);
+			char fix[4300];
+
+			if (mode == STORE_WRITE)      /* a control: the service's files stay its own */
+				snprintf(fix, sizeof fix, "run the command as the service's user (sudo -u %s "
+				         "leash ...) or root", pw ? pw->pw_name : "OWNER");
+			else if (write)
+				snprintf(fix, sizeof fix, "fix: chown %s: %s*", who, path);
+			else
+				snprintf(fix, sizeof fix, "fix: add user %s to the file's group, and chmod "
+				         "g+r %s*", who, path);
+			owned(&st, how, sizeof how);
+			snprintf(err, errlen, "sqlite: %s: user %s cannot %s it (%s); %s", file, who,
+			         write ? "write" : "read", how, fix);
+			return 0;
+		}
+	}
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else
+		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (write && missing && stat(dir, &st) == 0 &&
+	    faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) < 0) {
+		owned(&st, how, sizeof how);
+		snprintf(err, errlen, "sqlite: %s: user %s cannot make files in %s (%s), where SQLite "
+		         "keeps the database's -wal and -shm files; fix: chown %s: %s", path, who, dir,
+		         how, who, dir);
+		return 0;
+	}
+	return -1;
+}
+
+/* Why path cannot be looked at (errno): the directory in the way, with
+ * its owner and mode. */
+static void unreachable(const char *path, char *err, size_t errlen)
+{
+	char dir[4096], who[64], how[160];
+	int e = errno;
+	struct stat st;
+
+	me(who, sizeof who);
+	snprintf(dir, sizeof dir, "%s", path);
+	/* The deepest directory this process cannot search. */
+	for (char *slash; (slash = strrchr(dir, '/')) && slash != dir;) {
+		*slash = '\0';
+		if (stat(dir, &st) == 0 && faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) < 0) {
+			owned(&st, how, sizeof how);
+			snprintf(err, errlen, "sqlite: %s: user %s cannot reach it: %s (directory %s: %s); "
+			         "fix: add user %s to the directory's group", path, who, strerror(e), dir,
+			         how, who);
+			return;
+		}
+	}
+	snprintf(err, errlen, "sqlite: %s: user %s cannot reach it: %s", path, who, strerror(e));
+}
+
+/* The tables a READ or WRITE open needs, all made by leash run: 0, or -1
+ * with the no-table text or SQLite's reason in err. */
+static int tables_there(struct sq_store *ss, const char *path, char *err, size_t errlen)
+{
+	static const char *const suffix[] = { "", "_runs", "_replicas" };
+	char sql[256], name[80];
+
+	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+		sqlite3_stmt *st = NULL;
+		int step;
+
+		snprintf(name, sizeof name, "%s%s", ss->table, suffix[i]);
+		snprintf(sql, sizeof sql, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+		         "name = '%s'", name);
+		if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "sqlite: %s: %s", path, sqlite3_errmsg(ss->db));
+			return -1;
+		}
+		step = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (step == SQLITE_DONE) {
+			store_no_table(err, errlen, "sqlite", path, name);
+			return -1;
+		}
+		if (step != SQLITE_ROW) {
+			snprintf(err, errlen, "sqlite: %s: %s", path, sqlite3_errmsg(ss->db));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* path as an SQLite URI with immutable=1: a read of a database whose
+ * directory this process cannot write, when no -wal and -shm files are
+ * there to share (the service is not running).  NULL when too long. */
+static char *immutable_uri(const char *path, char *buf, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t k = 0;
+
+	k += (size_t)snprintf(buf, len, "file:");
+	for (const unsigned char *p = (const unsigned char *)path; *p && k + 4 < len; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    strchr("/._-", *p)) {
+			buf[k++] = (char)*p;
+		} else {
+			buf[k++] = '%';
+			buf[k++] = hex[*p >> 4];
+			buf[k++] = hex[*p & 15];
+		}
+	}
+	if (k + sizeof "?immutable=1" > len)
+		return NULL;
+	memcpy(buf + k, "?immutable=1", sizeof "?immutable=1");
+	return buf;
+}
+
+/* A READ open: the file read-only; it makes no file.  While leash run
+ * has the database open its -wal and -shm files are there, and SQLite
+ * reads through them (a reader that cannot write the -shm file reads
+ * without it).  Without them SQLite would make them, owned by whoever
+ * runs the command (root's would be files the service cannot write), so
+ * the file is read as immutable: nothing else writes it then, or only
+ * from the moment a leash run starts, which one status read may miss. */
+static int open_read(struct sq_store *ss, const char *path, char *err, size_t errlen)
+{
+	char uri[8192], side[4200];
+	const char *name = path;
+	int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
+	struct stat st;
+
+	snprintf(side, sizeof side, "%s-wal", path);
+	if (stat(side, &st) == 0)
+		snprintf(side, sizeof side, "%s-shm", path);
+	if (stat(side, &st) < 0) {
+		if (!(name = immutable_uri(path, uri, sizeof uri))) {
+			snprintf(err, errlen, "sqlite: %s: the path is too long", path);
+			return -1;
+		}
+		flags |= SQLITE_OPEN_URI;
+	}
+	ss->immutable = name != path;
+	if (sqlite3_open_v2(name, &ss->db, flags, NULL) != SQLITE_OK) {
+		if (why_not(path, STORE_READ, err, errlen) < 0)
+			snprintf(err, errlen, "sqlite: open %s: %s", path,
+			         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+		return -1;
+	}
+	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
+	if (tables_there(ss, path, err, errlen) < 0) {
+		int code = sqlite3_extended_errcode(ss->db) & 0xff;
+
+		if ((code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY) &&
+		    strncmp(err, "no lease table yet", 18) != 0)
+			why_not(path, STORE_READ, err, errlen);
+		return -1;
+	}
+	return 0;
+}
+
+/* A RUN or WRITE open: read-write, or an error that says what to fix (a
+ * file SQLite could only open read-only would fail every write, and keep
+ * failing after the fix: the connection stays read-only). */
+static int open_write(struct sq_store *ss, const struct store_opts *o, char *err,
+                      size_t errlen)
+{
+	char *msg = NULL;
+	char sql[2048];
+	int run = o->mode == STORE_RUN;
+
+	if (sqlite3_open_v2(o->path, &ss->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+	                    (run ? SQLITE_OPEN_CREATE : 0), NULL) != SQLITE_OK)
+		goto unwritable;
+	if (strcmp(o->path, ":memory:") != 0 && sqlite3_db_readonly(ss->db, "main") == 1)
+		goto unwritable;
+	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
+	if (!run && sqlite3_exec(ss->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) !=
+	    SQLITE_OK) {
+		snprintf(err, errlen, "sqlite: %s: %s", o->path, sqlite3_errmsg(ss->db));
+		return -1;
+	}
+	if (!run)
+		return tables_there(ss, o->path, err, errlen);
+	snprintf(sql, sizeof sql,
+	         "PRAGMA journal_mode = WAL;"
+	         "PRAGMA synchronous = FULL;"
+	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
+	         STORE_SQL_LEASE_COLS, ss->table);
+	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		int code = sqlite3_extended_errcode(ss->db) & 0xff;
+
+		if ((code == SQLITE_CANTOPEN || code == SQLITE_READONLY || code == SQLITE_PERM) &&
+		    why_not(o->path, o->mode, err, errlen) == 0) {
+			sqlite3_free(msg);
+			return -1;
+		}
+		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
+		sqlite3_free(msg);
+		return -1;
+	}
+	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0 ||
+	    presence_setup(ss, err, errlen) < 0)
+		return -1;
+	return 0;
+unwritable:
+	if (why_not(o->path, o->mode, err, errlen) == 0)
+		return -1;
+	if (!run && access(o->path, F_OK) < 0)
+		store_no_table(err, errlen, "sqlite", o->path, ss->table);
+	else if (ss->db && sqlite3_db_readonly(ss->db, "main") == 1)
+		snprintf(err, errlen, "sqlite: %s: opened read-only (a read-only file system?): "
+		         "leash needs to write it", o->path);
+	else
+		snprintf(err, errlen, "sqlite: open %s: %s", o->path,
+		         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+	return -1;
+}
+
+/* The dialect's statements and the transaction's own, on a new connection. */
+static int prepare_all(struct sq_store *ss, const char *path, char *err, size_t errlen)
+{
+	char sql[256];
+
+	if (prepare_dialect(ss, err, errlen) < 0)
+		return -1;
+	for (int i = 0; i < Q_MAX; i++) {
+		snprintf(sql, sizeof sql, sql_text[i], ss->table);
+		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
+		                       NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "sqlite: %s: prepare: %s", path, sqlite3_errmsg(ss->db));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static struct store *open_sqlite(const struct store_opts *o, char *err, size_t errlen)
 {
 	struct sq_store *ss;
 	const char *table = o->table ? o->table : "leash_leases";
-	char sql[2048];
-	char *msg = NULL;
+	struct stat st;
 
 	if (load_sqlite(err, errlen) < 0)
 		return NULL;
@@ -1040,55 +1369,38 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 		snprintf(err, errlen, "sqlite: no database path given");
 		goto fail;
 	}
-	/* A new database is leash's alone (SQLite would make it 0644, and its
-	 * -wal and -shm files take the database's mode).  Only a new one: a
-	 * close(2) of any descriptor of a file drops every POSIX lock this
-	 * process holds on it, another handle's SQLite locks among them
-	 * (SQLite's os_unix.c), so an existing file is never opened here. */
-	if (strcmp(o->path, ":memory:") != 0) {
-		int fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	/* Only leash run makes the file: a reading command or a control that
+	 * made it (as root, before the service started) would leave the
+	 * service a file it cannot write. */
+	if (o->mode != STORE_RUN && strcmp(o->path, ":memory:") != 0 && stat(o->path, &st) < 0) {
+		if (errno == ENOENT)
+			store_no_table(err, errlen, "sqlite", o->path, table);
+		else
+			unreachable(o->path, err, errlen);
+		goto fail;
+	}
+	/* A new database is leash's, readable by its group (SQLite would make
+	 * it 0644, and its -wal and -shm files take the database's mode).
+	 * Only a new one: a close(2) of any descriptor of a file drops every
+	 * POSIX lock this process holds on it, another handle's SQLite locks
+	 * among them (SQLite's os_unix.c), so an existing file is never opened
+	 * here. */
+	if (o->mode == STORE_RUN && strcmp(o->path, ":memory:") != 0) {
+		int fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
 
 		if (fd >= 0)
 			close(fd);
 	}
-	if (sqlite3_open_v2(o->path, &ss->db,
-	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-	                    NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "sqlite: open %s: %s", o->path,
-		         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+	if (o->mode == STORE_READ && !(ss->path = strdup(o->path))) {
+		snprintf(err, errlen, "sqlite: out of memory");
 		goto fail;
 	}
-	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
-	snprintf(sql, sizeof sql,
-	         "PRAGMA journal_mode = WAL;"
-	         "PRAGMA synchronous = FULL;"
-	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
-	         " name VARCHAR(200) PRIMARY KEY,"
-	         " owner VARCHAR(200) NOT NULL,"
-	         " token BIGINT NOT NULL,"
-	         " acquired_at BIGINT NOT NULL,"
-	         " renewed_at BIGINT NOT NULL,"
-	         " expires_at BIGINT NOT NULL,"
-	         " last_fire BIGINT)", table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
+	if ((o->mode == STORE_READ ? open_read(ss, o->path, err, errlen)
+	                           : open_write(ss, o, err, errlen)) < 0 ||
+	    prepare_all(ss, o->path, err, errlen) < 0)
 		goto fail;
-	}
-	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0 ||
-	    presence_setup(ss, err, errlen) < 0 || prepare_dialect(ss, err, errlen) < 0)
-		goto fail;
-	for (int i = 0; i < Q_MAX; i++) {
-		snprintf(sql, sizeof sql, sql_text[i], table);
-		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
-		                       NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "sqlite: %s: prepare: %s", o->path,
-			         sqlite3_errmsg(ss->db));
-			goto fail;
-		}
-	}
 	return &ss->base;
 fail:
-	sqlite3_free(msg);
 	sq_close(&ss->base);
 	return NULL;
 }

@@ -177,6 +177,14 @@ struct store *store_open(const char *name, const struct store_opts *o, char *err
 	return st;
 }
 
+char *store_no_table(char *err, size_t errlen, const char *provider, const char *where,
+                     const char *missing)
+{
+	snprintf(err, errlen, "no lease table yet: has `leash run` started? (%s %s has no table "
+	         "%s; only leash run makes the tables)", provider, where, missing);
+	return err;
+}
+
 int store_valid_table(const char *s)
 {
 	size_t n = strlen(s);

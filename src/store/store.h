@@ -254,6 +254,17 @@ struct store_job_runs {
 	                                 * of), or STORE_NO_TIME */
 };
 
+/* What an open may do to the database (store_opts.mode).  STORE_RUN
+ * (leash run) makes the file, the tables and their missing columns.
+ * STORE_READ (status, history, the page) changes nothing: no file, no
+ * table, no row; SQLite opens the file read-only (as immutable while no
+ * -wal file is there to read through, and again once one is).
+ * STORE_WRITE (the controls, drain, repair) writes rows, but makes
+ * neither a file nor a table.  A READ or WRITE open of a store whose tables leash run has not
+ * made yet fails with the text of store_no_table (the file, the
+ * connection and the tables are left as found). */
+enum store_mode { STORE_RUN, STORE_READ, STORE_WRITE };
+
 /* How to reach a database.  Each provider reads the fields it knows. */
 struct store_opts {
 	const char *table;              /* default "leash_leases" */
@@ -264,6 +275,7 @@ struct store_opts {
 	const char *user, *password, *database;
 	int connect_timeout_ms;         /* default 5000 */
 	int statement_timeout_ms;       /* default 5000 */
+	enum store_mode mode;           /* default STORE_RUN */
 };
 
 struct store;
@@ -569,6 +581,13 @@ const struct store_provider *store_provider_at(int i);
 /* Opens provider `name`; NULL with the reason in err. */
 struct store *store_open(const char *name, const struct store_opts *, char *err,
                          size_t errlen);
+
+/* "no lease table yet: has `leash run` started? (...)": a READ or WRITE
+ * open's error when the tables are missing; where names the database (the
+ * SQLite file, "database leash", "host:port database leash") and missing
+ * the table.  Into err; returns err. */
+char *store_no_table(char *err, size_t errlen, const char *provider, const char *where,
+                     const char *missing);
 
 /* 1 when s is a valid table name ([A-Za-z_][A-Za-z0-9_]*, at most STORE_IDENT_MAX
  * bytes). */

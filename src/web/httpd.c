@@ -349,6 +349,7 @@ static int store_ready(char *err, size_t errlen)
 
 		if (store_opts_from(S.cfg, &o, err, errlen) < 0)
 			return -1;
+		o.mode = STORE_READ;    /* the page reads; leash run makes the tables */
 		S.store = store_open(S.cfg->provider, &o, oerr, sizeof oerr);
 		if (!S.store) {
 			snprintf(err, errlen, "cannot open the %s store: %s", S.cfg->provider, oerr);

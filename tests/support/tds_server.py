@@ -474,6 +474,15 @@ def create_runs(db, t):
                "WHERE outcome = 'running'")
 
 
+def check_schema(db, t, p, faults, stmt):
+    """The tables the statement lists ([name], in its order) that are not
+    there: a reading command's open, which makes none."""
+    have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    want = re.findall(r"\((\d+), N'\[(\w+)\]'\)", stmt)
+    return [("rows", [("name", "str")],
+             [(f"[{c}]",) for _, c in sorted(want, key=lambda w: int(w[0])) if c not in have])]
+
+
 def check_runs(db, t, p, faults, stmt):
     """The columns the statement lists (in its order) that the table lacks."""
     have = {r[1] for r in db.execute(f'PRAGMA table_info("{t}")')}
@@ -761,6 +770,7 @@ def replicas(db, t, p, faults):
 
 STATEMENTS = {
     "schema": schema,
+    "check_schema": check_schema,       # a reading command's open
     "renew_ctl": renew_ctl,
     "control": control,
     "health": health,
@@ -793,7 +803,7 @@ STATEMENTS = {
     "corrupt_runs": corrupt_runs,
 }
 # The statements whose function reads the statement's own text.
-READS_TEXT = {check_runs, claim_runs, record_runs, read_runs, prune_runs,
+READS_TEXT = {check_schema, check_runs, claim_runs, record_runs, read_runs, prune_runs,
               last_runs, unclaim_all, claim_all}
 
 # ---------------------------------------------------------------- TDS encoding
