@@ -23,6 +23,10 @@ struct run;
 #define SINGLETON_OUTAGE_LOG_MS 60000
 /* No store call this close to a fire (or a restart). */
 #define SINGLETON_FIRE_GUARD_MS 30
+/* A store without release events (SQLite, SQL Server): a replica holding
+ * leases reads the controls' version this often (elector.ctl_poll_ms), so
+ * a control takes effect within about this, not a renew interval. */
+#define SINGLETON_CTL_POLL_MS 1000
 /* Accounts the store did not take are tried again after this. */
 #define SINGLETON_LEDGER_RETRY_MS 1000
 /* Health changes (failure hooks) recorded per loop turn at most: a burst of
