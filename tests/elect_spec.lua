@@ -442,27 +442,27 @@ describe("election state machine", function()
     assert.equal(clock.t + 15000 - 3000, el:state("a").deadline)
   end)
 
+  -- The version reads of n steps a second apart.
+  local function polls_in(el, store, clock, n)
+    store.calls = {}
+    for _ = 1, n do
+      clock.t = clock.t + 1000
+      el:step()
+    end
+    return count(store, "ctl_version")
+  end
+
   it("controls' poll: one read a second for the replica however many jobs, none while it holds nothing or has events", function()
     local el, store, clock = setup { ctl_poll = 1000 }
     for i = 1, 100 do el:add("job" .. i) end
     el:step()
-    store.calls = {}
-    for _ = 1, 10 do
-      clock.t = clock.t + 1000
-      el:step()
-    end
-    assert.equal(10, count(store, "ctl_version"))
+    assert.equal(10, polls_in(el, store, clock, 10))
     -- a follower of every job (another replica holds them) reads nothing
     for i = 1, 100 do store.rows["job" .. i].expires_at = clock.t + 3600000 end
     local el2 = core.elector { owner = "you", lease = 3000, renew = 1000, retry = 500, margin = 600,
       store = store, clock = function() return clock.t end, seed = 9, ctl_poll = 1000 }
     for i = 1, 100 do el2:add("job" .. i) end
-    store.calls = {}
-    for _ = 1, 5 do
-      clock.t = clock.t + 1000
-      el2:step()
-    end
-    assert.equal(0, count(store, "ctl_version"))
+    assert.equal(0, polls_in(el2, store, clock, 5))
     -- with release events (ctl_poll 0: PostgreSQL's NOTIFY pokes instead) a holder reads nothing
     local el3, store3, clock3 = setup()
     el3:add("job")
