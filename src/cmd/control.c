@@ -308,9 +308,9 @@ static int ctl_allowed(struct store *s, const struct cfg *c, const char *cmd,
 		return EXIT_PROBLEMS;
 	if (live)
 		return 0;
-	fprintf(stderr, "leash %s: no live replica defines job %s (leash status --replicas lists "
-	        "them and their jobs); --force writes the control all the same, for a replica "
-	        "yet to start with it\n", cmd, a->job);
+	fprintf(stderr, "leash %s: no live replica defines job %s (none lists it in its presence "
+	        "row; leash status shows the replicas); --force writes the control all the same, "
+	        "for a replica yet to start with it\n", cmd, a->job);
 	return EXIT_CONFIG;
 }
 
