@@ -373,6 +373,11 @@ static int loop_turn(struct loop *lp)
 		for (struct run *r = lp->runs; r; r = r->next)
 			singleton_push_fence(&lp->sg, r);
 		wait_ms = elect_in < again ? elect_in : again;
+		/* due()'s claims may have read a NOTIFY off the socket: take it
+		 * now and turn again at once, not after the wait (a control
+		 * would wait for the next renew). */
+		if (singleton_events(&lp->sg) > 0)
+			wait_ms = 0;
 	}
 	if (lp->stopping && !lp->runs)
 		return 1;

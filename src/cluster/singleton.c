@@ -728,10 +728,11 @@ int singleton_event_fd(struct singleton *sg)
 	return sg->el.store ? store_event_fd(sg->el.store) : -1;
 }
 
-void singleton_events(struct singleton *sg)
+int singleton_events(struct singleton *sg)
 {
-	if (sg->el.store)
-		store_drain_events(sg->el.store, on_release_event, sg);
+	int n = sg->el.store ? store_drain_events(sg->el.store, on_release_event, sg) : 0;
+
+	return n > 0 ? n : 0;
 }
 
 void singleton_free(struct singleton *sg, int64_t ran_ms)

@@ -102,9 +102,11 @@ void singleton_run_info(struct singleton *, const struct job *, struct run_info 
 void singleton_push_fence(struct singleton *, struct run *);
 
 /* The descriptor release events arrive on (PostgreSQL NOTIFY), or -1; and
- * what to do when it is readable. */
+ * what to do when it is readable, or before the loop sleeps (a store call
+ * may have read events off the socket, which then is not readable): the
+ * count of events taken (0 on none or an error). */
 int singleton_event_fd(struct singleton *);
-void singleton_events(struct singleton *);
+int singleton_events(struct singleton *);
 
 /* At shutdown, once the bodies have stopped and before the leases go:
  * writes what the ledger still holds (the runs' ends, the accounts), each
