@@ -195,6 +195,10 @@ static int64_t on_elect(struct timer *t, int64_t wait_ms)
 
 	for (struct run *r = lp->runs; r; r = r->next)
 		singleton_push_fence(&lp->sg, r);
+	/* due()'s claims may have read a NOTIFY off the socket: take it now
+	 * and turn again at once (a control would wait for the next renew). */
+	if (singleton_events(&lp->sg) > 0)
+		return 0;
 	return elect_in < again ? elect_in : again;
 }
 

@@ -39,6 +39,9 @@ local QUIET = 'cron = "0 0 29 2 *"'
 
 local ledger = R.ledger
 
+-- A Lua pattern matching s as it is.
+local function esc(s) return (s:gsub("%p", "%%%0")) end
+
 local function of(rows, outcome)
   local out = {}
   for _, r in ipairs(rows) do if r.outcome == outcome then out[#out + 1] = r end end
@@ -75,26 +78,35 @@ for _, p in ipairs(R.list_of()) do
       procs = R.start_replicas(d, 1)
       local h, row = R.wait_holder(procs, p, tbl)
       assert(L.wait_for(function() return #bodies(out) >= 2 end, 5), "rec never ran")
+      -- pause waits until the holder took it (renewed after it), and says so
       local code, stdout, stderr = leash("pause", "rec")
+      local took = L.now() * 1000
       assert.equal(0, code, stderr)
-      assert.matches("paused rec", stdout)
+      assert.matches("^paused rec: " .. esc(h.owner) .. " took it at %d+%-[%d%-T:.]+Z %(%d+%.%ds%)\n$", stdout)
       assert(h:wait_log("paused %(leash pause%)", 3), "the holder did not see the pause")
       local _, st = leash("status")
       assert.matches("rec .* paused\n", st)
-      L.sleep(0.3)
+      -- no fire due after it said so runs (a claim goes out at most 100 ms early)
+      L.sleep(2.5)
+      for _, b in ipairs(bodies(out)) do
+        assert.is_true(b.at <= took + 200, ("a fire due %.0f ms after pause returned ran"):format(b.at - took))
+      end
       local n = #bodies(out)
-      L.sleep(2.2)
-      assert.equal(n, #bodies(out), "a paused job ran")
       local now = R.lease_row(p, tbl, "rec")
       assert.equal(row.owner, now.owner)                 -- kept the lease
       assert.equal(row.token, now.token)
       code, stdout, stderr = leash("resume", "rec")
+      local resumed = L.now() * 1000
       assert.equal(0, code, stderr)
-      assert.matches("resumed rec", stdout)
-      assert(L.wait_for(function() return #bodies(out) >= n + 2 end, 4), "rec did not run after resume")
+      assert.matches("^resumed rec: " .. esc(h.owner) .. " took it at ", stdout)
+      assert(L.wait_for(function() return #bodies(out) >= n + 2 end, 10), "rec did not run after resume")
       R.stop_all(procs)
       local rows = ledger(p, tbl)
       assert.is_true(#of(rows, "skipped-paused") >= 2, "no skipped-paused rows")
+      -- the next fire after resume returned runs: none due after it is skipped-paused
+      for _, r in ipairs(of(rows, "skipped-paused")) do
+        assert.is_true(r.scheduled_at <= resumed + 200, "a fire due after resume was skipped-paused")
+      end
       for _, r in ipairs(of(rows, "skipped-paused")) do assert.equal(h.owner, r.owner) end
       local ctl = of(rows, "control")
       assert.equal(2, #ctl)
@@ -255,15 +267,58 @@ for _, p in ipairs(R.list_of()) do
       code, _, stderr = leash("pause", "rec", "--for", "3x")
       assert.equal(2, code)
       assert.matches("%-%-for: \"3x\" is not a duration", stderr)
-      code, _, stderr = leash("trigger", "rec")          -- no replica runs
+      -- no replica runs: no live replica defines rec, so a control is refused ...
+      code, _, stderr = leash("trigger", "rec")
+      assert.equal(2, code)
+      assert.matches("leash trigger: no live replica defines job rec .*%-%-force", stderr)
+      assert.is_nil(R.lease_row(p, tbl, "rec"), "a refused control wrote a row")
+      -- ... unless --force; a trigger still needs a holder
+      code, _, stderr = leash("trigger", "rec", "--force")
       assert.equal(1, code)
       assert.matches("no replica holds rec now", stderr)
       code = leash("pause")
       assert.equal(2, code)
-      -- a pause of a job nobody held yet is kept for its first holder
-      code = leash("pause", "rec")
-      assert.equal(0, code)
+      code, _, stderr = leash("pause", "rec", "--no-such-option")
+      assert.equal(2, code)
+      -- a forced pause of a job nobody holds yet: nobody takes it within the lease (1 s), so
+      -- it exits 1 saying so, and the pause is kept for the first holder
+      local t0 = L.monotonic()
+      code, _, stderr = leash("pause", "rec", "--force")
+      assert.equal(1, code)
+      assert.matches("leash pause: rec: no replica took it within 1%.0s %(the lease%)", stderr)
+      assert.is_true(L.monotonic() - t0 >= 1, "pause gave up before the lease")
       assert.equal("", R.lease_row(p, tbl, "rec").owner)
+      assert.is_truthy(R.lease_row(p, tbl, "rec").paused_until)
+      -- --no-wait returns once it is written
+      code, stdout = leash("pause", "rec", "--force", "--no-wait")
+      assert.equal(0, code)
+      assert.matches("paused rec: no replica holds it now", stdout)
+      -- a job no file and no store knows: --force writes it all the same, for a replica yet to start
+      code = leash("pause", "newjob", "--force", "--no-wait")
+      assert.equal(0, code)
+      assert.equal("", R.lease_row(p, tbl, "newjob").owner)
+    end)
+
+    it("--no-wait returns at once; a replica that does not define the job makes it unknown to controls", function()
+      setup(QUIET)
+      procs = R.start_replicas(d, 1)
+      local h = R.wait_holder(procs, p, tbl)
+      local code, stdout, stderr = leash("trigger", "rec", "--no-wait")
+      assert.equal(0, code, stderr)
+      assert.matches("^triggered rec: its holder runs it once at its next renew\n$", stdout)
+      assert(L.wait_for(function() return #bodies(out) >= 1 end, 10), "the trigger ran nothing")
+      code, stdout, stderr = leash("pause", "rec", "--no-wait")
+      assert.equal(0, code, stderr)
+      assert.matches("paused rec: its holder skips its fires from its next renew", stdout)
+      assert(h:wait_log("paused %(leash pause%)", 10), "the holder did not see the pause")
+      code, stdout, stderr = leash("resume", "rec")
+      assert.equal(0, code, stderr)
+      assert.matches("^resumed rec: " .. esc(h.owner) .. " took it at ", stdout)
+      -- a job file only this host has, that no running replica loaded
+      d.write_job("other", 'return { cron = "0 0 29 2 *", run = function() end }')
+      code, _, stderr = leash("pause", "other")
+      assert.equal(2, code)
+      assert.matches("no live replica defines job other", stderr)
     end)
   end)
 end

@@ -58,6 +58,13 @@ local function fake(clock)
     end
     return true, {}
   end
+  -- The controls' version (store.h's STORE_CONTROLS row): a control grows it.
+  st.version = 0
+  function st:ctl_version()
+    log("ctl_version", 1)
+    if self.fail then return nil, "database unreachable" end
+    return self.version, now()
+  end
   function st:set_timeout(ms) self.timeouts[#self.timeouts + 1] = ms end
   -- Another replica takes the lease by force (as after our lease ran out).
   function st:steal(name, owner, ms)
@@ -73,7 +80,7 @@ local function setup(opts)
   local el = core.elector {
     owner = "me", lease = 3000, renew = 1000, retry = 500, margin = 600, timeout = 2000,
     store = (opts or {}).store or store, clock = function() return clock.t end, seed = 7,
-    probe = (opts or {}).probe,
+    probe = (opts or {}).probe, ctl_poll = (opts or {}).ctl_poll,
   }
   return el, store, clock
 end
@@ -385,6 +392,99 @@ describe("election state machine", function()
     -- the fake has no acquire_all, so the wrapper tries each name: 100 per
     -- batch, and at most a few batches in 2 s with retry 500 ms
     assert.is_true(acquires >= 300 and acquires <= 500, "acquires: " .. acquires)
+  end)
+
+  -- A store without release events (SQLite, SQL Server): the controls'
+  -- version is read once a second while a lease is held.
+  local function count(store, op)
+    local n = 0
+    for _, c in ipairs(store.calls) do if c.op == op then n = n + 1 end end
+    return n
+  end
+
+  it("controls' poll: a changed version makes every holder renew now, not at its renew interval", function()
+    local clock = { t = 1000000 }
+    local store = fake(clock)
+    local el = core.elector { owner = "me", lease = 15000, renew = 5000, retry = 500, margin = 3000,
+      store = store, clock = function() return clock.t end, seed = 7, ctl_poll = 1000 }
+    el:add("a")
+    el:add("b")
+    local next = el:step()             -- acquires both; nothing held yet when it polled
+    assert.equal(0, count(store, "ctl_version"))
+    assert.is_true(next <= clock.t, "the first poll is due at once")
+    el:step()
+    -- the first read knows no version yet: the holders renew (and read the controls)
+    assert.equal(1, count(store, "ctl_version"))
+    assert.equal(1, count(store, "renew_all"))
+    assert.equal(clock.t + 5000, el:state("a").renew_due)
+    -- an unchanged version: one read a second, no renew before the interval
+    store.calls = {}
+    for _ = 1, 4 do
+      local next = el:step()
+      assert.is_true(next <= clock.t + 1000, "the poll wants a wake-up within a second")
+      clock.t = clock.t + 1000
+      el:step()
+    end
+    assert.equal(4, count(store, "ctl_version"))
+    assert.equal(0, count(store, "renew_all"))
+    -- a control (leash pause) grows the version: both renew within the next poll
+    store.version = store.version + 1
+    store.calls = {}
+    clock.t = clock.t + 500
+    el:step()                          -- the poll is not due yet
+    assert.equal(0, count(store, "ctl_version"))
+    clock.t = clock.t + 500
+    el:step()
+    assert.equal(1, count(store, "ctl_version"))
+    assert.equal(1, count(store, "renew_all"))
+    assert.equal(2, store.calls[#store.calls].n, "one renew for both holders")
+    assert.equal(clock.t + 5000, el:state("b").renew_due)
+    assert.equal(clock.t + 15000 - 3000, el:state("a").deadline)
+  end)
+
+  -- The version reads of n steps a second apart.
+  local function polls_in(el, store, clock, n)
+    store.calls = {}
+    for _ = 1, n do
+      clock.t = clock.t + 1000
+      el:step()
+    end
+    return count(store, "ctl_version")
+  end
+
+  it("controls' poll: one read a second for the replica however many jobs, none while it holds nothing or has events", function()
+    local el, store, clock = setup { ctl_poll = 1000 }
+    for i = 1, 100 do el:add("job" .. i) end
+    el:step()
+    assert.equal(10, polls_in(el, store, clock, 10))
+    -- a follower of every job (another replica holds them) reads nothing
+    for i = 1, 100 do store.rows["job" .. i].expires_at = clock.t + 3600000 end
+    local el2 = core.elector { owner = "you", lease = 3000, renew = 1000, retry = 500, margin = 600,
+      store = store, clock = function() return clock.t end, seed = 9, ctl_poll = 1000 }
+    for i = 1, 100 do el2:add("job" .. i) end
+    assert.equal(0, polls_in(el2, store, clock, 5))
+    -- with release events (ctl_poll 0: PostgreSQL's NOTIFY pokes instead) a holder reads nothing
+    local el3, store3, clock3 = setup()
+    el3:add("job")
+    for _ = 1, 5 do
+      el3:step()
+      clock3.t = clock3.t + 1000
+    end
+    assert.equal("holder", el3:state("job").state)
+    assert.equal(0, count(store3, "ctl_version"))
+  end)
+
+  it("controls' poll: a failed read is reported and the renewals go on at their pace", function()
+    local el, store, clock = setup { ctl_poll = 1000 }
+    el:add("job")
+    el:step()
+    el:step()
+    el:events()
+    function store:ctl_version() return nil, "database unreachable" end
+    clock.t = clock.t + 1000
+    el:step()
+    assert.equal("error:reading the controls' version", kinds(el:events()))
+    assert.equal("holder", el:state("job").state)
   end)
 
   it("a job with its own lease renews on its own cadence in its own statement", function()

@@ -377,6 +377,33 @@ for _, p in ipairs(providers.proof_list) do
       assert.is_nil(s:control(unknown, "pause", 0))      -- refused by the wrapper: no SQL
     end)
 
+    it_ctl("ctl_version: every control grows it by one in its own statement; no listing shows its row", function()
+      local job, unknown = lease(), lease()
+      local v0, now = assert(s:ctl_version())
+      assert.is_true(v0 >= 0)
+      assert.is_true(now > 0)
+      local calls = s:calls()
+      assert.is_true(s:control(job, "pause", 4102444800000))
+      assert.equal(calls + 1, s:calls(), "the bump rides on the control's own round trip")
+      assert.equal(v0 + 1, (s:ctl_version()))
+      assert.is_true(s:control(job, "resume"))
+      assert.is_true(s:control(job, "trigger"))
+      assert.is_true(s:control(job, "handoff"))
+      assert.equal(v0 + 4, (s:ctl_version()))
+      -- the version is read, never written, by anything but a control
+      s:try_acquire(job, "A", 5000)
+      s:renew_ctl("A", { job }, 5000)
+      assert.equal(v0 + 4, (s:ctl_version()))
+      assert.is_false((s:control(unknown, "trigger")))
+      assert.is_true((s:ctl_version()) >= v0 + 4)
+      -- the row is the store's: no listing shows it, no control names it
+      local rows = assert(s:list())
+      for _, r in ipairs(rows) do assert.is_not.equal("@controls", r.name) end
+      local none, err = s:control("@controls", "pause", 4102444800000)
+      assert.is_nil(none)
+      assert.matches("store's own row", err)
+    end)
+
     it("health: changes once per transition, only under the holder's unexpired token", function()
       local n, other = lease(), lease()
       local _, a = s:try_acquire(n, "A", 60000)

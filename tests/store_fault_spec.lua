@@ -16,7 +16,7 @@ local OPS = {
   "try_acquire", "renew", "release", "renew_all", "acquire_all", "release_all", "claim_all",
   "claim_runs", "record_runs", "read_runs", "last_runs", "renew_ctl", "control", "prune_runs",
   "list", "beat", "leave", "replicas", "unclaim_all", "renew_beat", "health", "drain", "repair",
-  "corrupt_runs",
+  "corrupt_runs", "ctl_version",
 }
 local KINDS = { "timeout", "gone", "refused" }
 -- Made once, at the stop: their first call fails.

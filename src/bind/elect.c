@@ -182,10 +182,30 @@ static void fake_set_timeout(struct store *s, int ms)
 	}
 }
 
+/* -> version, now  or  nil, err (a fake without the method answers that) */
+static int fake_ctl_version(struct store *s, int64_t *version, int64_t *now)
+{
+	struct fake_store *f = (struct fake_store *)s;
+	lua_State *L = f->L;
+	int rc = STORE_OK;
+
+	if (call(f, "ctl_version", 0, 2) != STORE_OK)
+		return STORE_ERR;
+	if (!lua_isinteger(L, -2)) {
+		store_fail(s, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "error");
+		rc = STORE_ERR;
+	} else {
+		*version = lua_tointeger(L, -2);
+		*now = lua_tointeger(L, -1);
+	}
+	lua_pop(L, 2);
+	return rc;
+}
+
 #define FAKE_OPS \
 	.name = "fake", .try_acquire = fake_acquire, .renew = fake_renew, \
 	.release = fake_release, .renew_all = fake_renew_all, .list = fake_list, \
-	.close = fake_close, .set_timeout = fake_set_timeout
+	.close = fake_close, .set_timeout = fake_set_timeout, .ctl_version = fake_ctl_version
 
 /* A fake with a release_all method gets the batched op; one without it
  * shows the wrappers' fallback. */
@@ -286,13 +306,14 @@ static int field_ms(lua_State *L, const char *k, int64_t dflt, int64_t *out)
 }
 
 /* core.elector{owner=, lease=, renew=, retry=, margin=, timeout=, store=,
- * clock=, seed=, probe=} (all times in ms; probe: elector.probe_ms) */
+ * clock=, seed=, probe=, ctl_poll=} (all times in ms; probe:
+ * elector.probe_ms, ctl_poll: elector.ctl_poll_ms) */
 static int l_elector(lua_State *L)
 {
 	struct elect_cfg cfg;
 	struct lelector *le;
 	const char *owner;
-	lua_Integer seed, probe;
+	lua_Integer seed, probe, ctl_poll;
 
 	luaL_checktype(L, 1, LUA_TTABLE);
 	lua_getfield(L, 1, "owner");
@@ -310,6 +331,9 @@ static int l_elector(lua_State *L)
 	lua_getfield(L, 1, "probe");
 	probe = luaL_optinteger(L, -1, 0);
 	lua_pop(L, 1);
+	lua_getfield(L, 1, "ctl_poll");
+	ctl_poll = luaL_optinteger(L, -1, 0);
+	lua_pop(L, 1);
 
 	le = lua_newuserdatauv(L, sizeof *le, 0);
 	memset(le, 0, sizeof *le);
@@ -323,6 +347,7 @@ static int l_elector(lua_State *L)
 	le->events_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	elect_init(&le->el, &cfg, owner, lua_clock, le, (uint64_t)seed);
 	le->el.probe_ms = probe;
+	le->el.ctl_poll_ms = ctl_poll;
 	le->el.on_change = record;
 	le->el.on_error = record_error;
 	le->el.arg = le;

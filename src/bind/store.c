@@ -188,6 +188,19 @@ static int l_control(lua_State *L)
 	return 2;
 }
 
+/* s:ctl_version() -> version, now | nil, err */
+static int l_ctl_version(lua_State *L)
+{
+	struct store *s = check_open(L);
+	int64_t version, now;
+
+	if (store_ctl_version(s, &version, &now) != STORE_OK)
+		return push_err(L, s);
+	lua_pushinteger(L, version);
+	lua_pushinteger(L, now);
+	return 2;
+}
+
 /* s:handoff(name, owner, ms, live_ms) -> true, to ("" freed) | false | nil, err */
 static int l_handoff(lua_State *L)
 {
@@ -1059,6 +1072,7 @@ void lx_store_lib(lua_State *L)
 		{ "last_runs", l_last_runs },
 		{ "renew_ctl", l_renew_ctl },
 		{ "control", l_control },
+		{ "ctl_version", l_ctl_version },
 		{ "handoff", l_handoff },
 		{ "held", l_held },
 		{ "health", l_health },

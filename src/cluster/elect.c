@@ -31,6 +31,7 @@ void elect_init(struct elector *el, const struct elect_cfg *cfg, const char *own
 	el->clock = clock;
 	el->clock_arg = clock_arg;
 	el->rng = seed ? seed : 0x9e3779b97f4a7c15ULL;
+	el->ctl_version = -1;
 }
 
 static int64_t now_of(struct elector *el)
@@ -467,6 +468,37 @@ static void check_deadlines(struct elector *el, int64_t now)
 	}
 }
 
+/* The controls' poll (elector.ctl_poll_ms): one read of the version while
+ * any lease is held; a new version makes every holder renew now, so the
+ * renew (which reads the controls) follows the control within a poll. */
+static void poll_controls(struct elector *el, int64_t now)
+{
+	int64_t version, dbnow, timeout = el->cfg.timeout_ms;
+	int holding = 0;
+
+	if (el->ctl_poll_ms <= 0 || !el->store || now < el->ctl_next)
+		return;
+	for (size_t i = 0; i < el->n; i++)
+		if (el->jobs[i]->state == ELECT_HOLDER) {
+			holding = 1;
+			timeout = min64(timeout, el->jobs[i]->deadline - now);
+		}
+	if (!holding)
+		return;
+	el->ctl_next = now + el->ctl_poll_ms;
+	store_set_timeout(el->store, (int)(timeout > 1 ? timeout : 1));
+	if (store_ctl_version(el->store, &version, &dbnow) != STORE_OK) {
+		fail(el, "reading the controls' version");
+		return;                 /* the renewals go on at their pace */
+	}
+	if (version == el->ctl_version)
+		return;
+	el->ctl_version = version;
+	for (size_t i = 0; i < el->n; i++)
+		if (el->jobs[i]->state == ELECT_HOLDER)
+			el->jobs[i]->renew_due = now;
+}
+
 static int64_t next_wake(struct elector *el)
 {
 	int64_t next = NEVER, now = now_of(el);
@@ -475,6 +507,8 @@ static int64_t next_wake(struct elector *el)
 		struct elect_job *j = el->jobs[i];
 		if (j->state == ELECT_HOLDER) {
 			next = min64(next, min64(j->renew_due, j->deadline));
+			if (el->ctl_poll_ms > 0)
+				next = min64(next, el->ctl_next);
 			continue;
 		}
 		if (el->draining)
@@ -500,6 +534,7 @@ int64_t elect_step(struct elector *el)
 	int64_t now = now_of(el);
 
 	check_deadlines(el, now);
+	poll_controls(el, now);
 	per_lease(el, now, renew_due, renew_group);
 	now = now_of(el);
 	check_deadlines(el, now);       /* a slow renew may have run past one */

@@ -134,6 +134,14 @@ struct elector {
 	 * so.  0: no probes (a store with events: elect_look is told instead). */
 	int64_t probe_ms;
 	struct elect_beat *beat;        /* NULL: no beat rides on the renewals */
+	/* A store without release events: while the replica holds a lease it
+	 * reads the controls' version (store_ctl_version: one statement for
+	 * the replica, however many jobs) every ctl_poll_ms, and when it
+	 * changed every holder renews at once, and so reads the controls.  0:
+	 * no polls (a store with events: elect_poke is told instead).
+	 * ctl_version: the last version read, -1 before the first (which
+	 * renews at once too); ctl_next: the next read. */
+	int64_t ctl_poll_ms, ctl_version, ctl_next;
 };
 
 void elect_init(struct elector *, const struct elect_cfg *, const char *owner,

@@ -523,6 +523,8 @@ static void open_store(struct singleton *sg, int64_t now)
 	if (sg->el.store) {
 		/* Without release events a leash handoff --to is found by probes. */
 		sg->el.probe_ms = store_event_fd(sg->el.store) < 0 ? sg->cfg->retry_ms : 0;
+		/* ... and a control by a poll of the controls' version. */
+		sg->el.ctl_poll_ms = store_event_fd(sg->el.store) < 0 ? SINGLETON_CTL_POLL_MS : 0;
 		log_msg(LOG_INFO, NULL, 0, "lease store: %s open, table %s", sg->cfg->provider,
 		        sg->cfg->table);
 		return;
@@ -676,6 +678,12 @@ int64_t singleton_turn(struct singleton *sg, int64_t due_in)
 		ledger_turn(sg, due_in);
 	if (sg->el.store && spread_due(sg) < next)
 		next = spread_due(sg);          /* a follower beats too */
+	/* The calls since the last drain may have read NOTIFYs off the socket,
+	 * where a readable descriptor no longer shows them: take them now, and
+	 * turn again at once when one came, so that none waits for the next
+	 * turn (a control for a renew interval). */
+	if (sg->el.store && store_drain_events(sg->el.store, on_release_event, sg) > 0)
+		next = now;
 	if (sg->el.store) {
 		uint64_t made = sg->el.store->calls - c0;
 		if (clock_mono_ms() - t0 >= 5)
@@ -720,10 +728,11 @@ int singleton_event_fd(struct singleton *sg)
 	return sg->el.store ? store_event_fd(sg->el.store) : -1;
 }
 
-void singleton_events(struct singleton *sg)
+int singleton_events(struct singleton *sg)
 {
-	if (sg->el.store)
-		store_drain_events(sg->el.store, on_release_event, sg);
+	int n = sg->el.store ? store_drain_events(sg->el.store, on_release_event, sg) : 0;
+
+	return n > 0 ? n : 0;
 }
 
 void singleton_free(struct singleton *sg, int64_t ran_ms)

@@ -23,6 +23,10 @@ struct run;
 #define SINGLETON_OUTAGE_LOG_MS 60000
 /* No store call this close to a fire (or a restart). */
 #define SINGLETON_FIRE_GUARD_MS 30
+/* A store without release events (SQLite, SQL Server): a replica holding
+ * leases reads the controls' version this often (elector.ctl_poll_ms), so
+ * a control takes effect within about this, not a renew interval. */
+#define SINGLETON_CTL_POLL_MS 1000
 /* Accounts the store did not take are tried again after this. */
 #define SINGLETON_LEDGER_RETRY_MS 1000
 /* Health changes (failure hooks) recorded per loop turn at most: a burst of
@@ -98,9 +102,11 @@ void singleton_run_info(struct singleton *, const struct job *, struct run_info 
 void singleton_push_fence(struct singleton *, struct run *);
 
 /* The descriptor release events arrive on (PostgreSQL NOTIFY), or -1; and
- * what to do when it is readable. */
+ * what to do when it is readable, or before the loop sleeps (a store call
+ * may have read events off the socket, which then is not readable): the
+ * count of events taken (0 on none or an error). */
 int singleton_event_fd(struct singleton *);
-void singleton_events(struct singleton *);
+int singleton_events(struct singleton *);
 
 /* At shutdown, once the bodies have stopped and before the leases go:
  * writes what the ledger still holds (the runs' ends, the accounts), each

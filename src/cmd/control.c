@@ -172,125 +172,270 @@ static int resolve_to(struct store *s, const struct cfg *c, const char *job, con
 	return rc;
 }
 
-/* One control on JOB: written to its lease row, and recorded in the run
- * ledger as a "control" row (owner and actor user@host, error the action). */
-static int control(int argc, char **argv, const char *cmd, int what)
+/* What a control's command line says. */
+struct ctl_args {
+	const char *path, *job, *dur, *to;
+	int no_wait, force;
+};
+
+/* Reads the options and JOB: 0, or EXIT_CONFIG with the usage printed. */
+static int ctl_parse(int argc, char **argv, const char *cmd, int what, struct ctl_args *a)
 {
 	static const struct option longopts[] = {
 		{ "for", required_argument, NULL, 'f' },
 		{ "to", required_argument, NULL, 't' },
+		{ "no-wait", no_argument, NULL, 'n' },
+		{ "force", no_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *path = NULL, *job = NULL, *dur = NULL, *to = NULL;
-	char target[STORE_NAME_MAX + 1] = "";
-	struct store *s = NULL;
-	struct lease_row *rows = NULL, *row = NULL;
-	struct cfg c;
-	lua_State *L;
-	char err[STORE_ERR_MAX + 256], text[160], at[32];
-	size_t n = 0;
-	int64_t now = 0, at_db = 0, for_ms = 0, until = 0;
-	int opt, rc = EXIT_PROBLEMS, held;
+	int opt;
 
+	memset(a, 0, sizeof *a);
 	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
 		if (opt == 'c') {
-			path = optarg;
+			a->path = optarg;
 		} else if (opt == 'f' && what == STORE_CTL_PAUSE) {
-			dur = optarg;
+			a->dur = optarg;
 		} else if (opt == 't' && what == STORE_CTL_HANDOFF) {
-			to = optarg;
+			a->to = optarg;
+		} else if (opt == 'n' && what != STORE_CTL_HANDOFF) {
+			a->no_wait = 1;
+		} else if (opt == 'F') {
+			a->force = 1;
 		} else {
 			fputs(cmd_usage, stderr);
 			return EXIT_CONFIG;
 		}
 	}
 	if (optind < argc)
-		job = argv[optind++];
-	if (!job || optind < argc) {
-		fprintf(stderr, "leash %s: %s\n%s", cmd, job ? "one JOB only" : "which JOB?", cmd_usage);
+		a->job = argv[optind++];
+	if (!a->job || optind < argc) {
+		fprintf(stderr, "leash %s: %s\n%s", cmd, a->job ? "one JOB only" : "which JOB?",
+		        cmd_usage);
 		return EXIT_CONFIG;
 	}
-	if (cmd_setup(path, &L, &c) < 0)
-		return EXIT_CONFIG;
-	if (dur) {
-		lua_pushstring(L, dur);
-		if (lx_callmod(L, "leash.duration", "parse", 1, 2) != LUA_OK)
-			goto lua_fail;
-		if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) <= 0) {
-			fprintf(stderr, "leash %s: --for: %s\n", cmd, lua_isstring(L, -1)
-			        ? lua_tostring(L, -1) : "a pause must last more than 0s");
-			rc = EXIT_CONFIG;
-			goto done;
+	return 0;
+}
+
+/* Whether a live replica (beat within two renew intervals) defines job, by
+ * the job list of its presence row: 1, 0, or -1 with the reason printed. */
+static int defined_live(struct store *s, const struct cfg *c, const char *cmd, const char *job)
+{
+	struct store_replica *rows = NULL;
+	size_t n = 0;
+	int64_t now;
+	int found = 0;
+
+	if (store_replicas(s, &rows, &n, &now) != STORE_OK) {
+		fprintf(stderr, "leash %s: cannot read the replicas of the %s store: %s\n", cmd,
+		        c->provider, s->err);
+		return -1;
+	}
+	for (size_t i = 0; i < n && !found; i++)
+		found = now - rows[i].heartbeat < 2 * c->renew_ms && lists_job(rows[i].jobs, job);
+	store_free_replicas(rows, n);
+	return found;
+}
+
+/* The job's lease row as store_list reads it now (*row zeroed and 0 when
+ * there is none): 1, 0, or -1 with the reason in s->err. */
+static int lease_now(struct store *s, const char *job, struct lease_row *row, int64_t *now)
+{
+	struct lease_row *rows = NULL;
+	size_t n = 0;
+	int found = 0;
+
+	memset(row, 0, sizeof *row);
+	if (store_list(s, &rows, &n, now) != STORE_OK)
+		return -1;
+	for (size_t i = 0; i < n && !found; i++)
+		if ((found = strcmp(rows[i].name, job) == 0))
+			*row = rows[i];
+	free(rows);
+	return found;
+}
+
+/* Waits until a holder took the control made at db time at: it holds the
+ * lease unexpired and renewed it (a renew reads the controls) after the
+ * control and after its acquire.  Up to the lease (the config's, or the
+ * holder's own when longer).  0 with "OWNER took it at T (Ns)" in took,
+ * EXIT_PROBLEMS with the reason printed. */
+static int wait_taken(struct store *s, const struct cfg *c, const char *cmd, const char *job,
+                      int64_t at, char *took, size_t len)
+{
+	int64_t bound = c->lease_ms, t0 = clock_mono_ms(), now;
+	struct lease_row r;
+	char when[40];
+
+	for (;;) {
+		if (lease_now(s, job, &r, &now) < 0) {
+			fprintf(stderr, "leash %s: done, but cannot read the leases to see it taken: %s\n",
+			        cmd, s->err);
+			return EXIT_PROBLEMS;
 		}
-		for_ms = lua_tointeger(L, -2);
-		lua_settop(L, 0);
+		if (r.owner[0] && r.expires_at > now && r.expires_at - r.renewed_at > bound)
+			bound = r.expires_at - r.renewed_at;
+		if (r.owner[0] && r.expires_at > now && r.renewed_at > at &&
+		    r.renewed_at > r.acquired_at) {
+			snprintf(took, len, "%s took it at %s (%.1fs)", r.owner,
+			         clock_iso(when, sizeof when, r.renewed_at, 1), (r.renewed_at - at) / 1000.0);
+			return 0;
+		}
+		if (clock_mono_ms() - t0 >= bound)
+			break;
+		usleep(100 * 1000);
 	}
+	fprintf(stderr, "leash %s: %s: no replica took it within %.1fs (the lease): it is kept in "
+	        "the store and takes effect when a replica renews or takes the lease (leash status "
+	        "shows who holds it)\n", cmd, job, bound / 1000.0);
+	return EXIT_PROBLEMS;
+}
+
+/* Whether the control may go ahead: the job is known (a lease row, or a
+ * file in jobs/) and a live replica defines it, or --force.  0, or the
+ * exit code with the reason printed. */
+static int ctl_allowed(struct store *s, const struct cfg *c, const char *cmd,
+                       const struct ctl_args *a, int in_store)
+{
+	int live;
+
+	if (a->force)
+		return 0;
+	if (!in_store && !cmd_local_job(c, a->job)) {
+		fprintf(stderr, "leash %s: no job %s in the store or in %s/\n", cmd, a->job, c->jobs);
+		return EXIT_PROBLEMS;
+	}
+	if ((live = defined_live(s, c, cmd, a->job)) < 0)
+		return EXIT_PROBLEMS;
+	if (live)
+		return 0;
+	fprintf(stderr, "leash %s: no live replica defines job %s (none lists it in its presence "
+	        "row; leash status shows the replicas); --force writes the control all the same, "
+	        "for a replica yet to start with it\n", cmd, a->job);
+	return EXIT_CONFIG;
+}
+
+/* What the command says once the control is written (and, unless
+ * --no-wait, taken: took). */
+static void ctl_said(int what, const struct ctl_args *a, const struct lease_row *row, int held,
+                     int64_t until, const char *target, const char *took)
+{
+	char at[32];
+
+	if (what == STORE_CTL_PAUSE)
+		printf("paused %s%s%s: %s\n", a->job, a->dur ? " until " : "",
+		       a->dur ? clock_iso(at, sizeof at, until, 1) : "", took[0] ? took
+		       : held ? "its holder skips its fires from its next renew" : "no replica holds it now");
+	else if (what == STORE_CTL_RESUME && took[0])
+		printf("resumed %s: %s\n", a->job, took);
+	else if (what == STORE_CTL_RESUME)
+		printf("resumed %s\n", a->job);
+	else if (what == STORE_CTL_TRIGGER)
+		printf("triggered %s: %s\n", a->job, took[0] ? took : "its holder runs it once at its "
+		       "next renew");
+	else if (a->to)
+		printf("handoff of %s to %s asked: %s passes it on at its next safe point\n", a->job,
+		       target, row->owner);
+	else
+		printf("handoff of %s asked: %s releases it at its next safe point\n", a->job,
+		       row->owner);
+}
+
+/* --for D as ms (> 0): 0, or EXIT_CONFIG with the reason printed. */
+static int ctl_duration(lua_State *L, const char *cmd, const char *dur, int64_t *ms)
+{
+	char err[STORE_ERR_MAX + 256];
+
+	lua_pushstring(L, dur);
+	if (lx_callmod(L, "leash.duration", "parse", 1, 2) != LUA_OK) {
+		fprintf(stderr, "leash %s: %s\n", cmd, lx_report(L, err, sizeof err));
+		return EXIT_PROBLEMS;
+	}
+	if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) <= 0) {
+		fprintf(stderr, "leash %s: --for: %s\n", cmd, lua_isstring(L, -1)
+		        ? lua_tostring(L, -1) : "a pause must last more than 0s");
+		return EXIT_CONFIG;
+	}
+	*ms = lua_tointeger(L, -2);
+	lua_settop(L, 0);
+	return 0;
+}
+
+/* Writes the control and its ledger row ("control", owner and actor
+ * user@host, error the action); 0 or EXIT_PROBLEMS with the reason printed. */
+static int ctl_write(struct store *s, const char *cmd, int what, const struct ctl_args *a,
+                     const struct lease_row *row, int64_t until, const char *target,
+                     int64_t *at_db)
+{
+	char text[160], at[32];
+	int rc = store_control(s, a->job, what, until, a->to ? target : NULL, at_db);
+
+	if (rc != STORE_OK) {
+		fprintf(stderr, "leash %s: %s\n", cmd, rc == STORE_NO ? "the job's lease row is gone"
+		        : s->err);
+		return EXIT_PROBLEMS;
+	}
+	if (what == STORE_CTL_PAUSE && a->dur)
+		snprintf(text, sizeof text, "pause for %s (until %s)", a->dur,
+		         clock_iso(at, sizeof at, until, 1));
+	else if (a->to)
+		snprintf(text, sizeof text, "handoff --to %.140s", target);
+	else
+		snprintf(text, sizeof text, "%s", cmd);
+	return cmd_record_control(s, cmd, a->job, *at_db, row->token, text) < 0 ? EXIT_PROBLEMS : 0;
+}
+
+/* One control on JOB: checked (ctl_allowed), written to its lease row and
+ * the run ledger (ctl_write), then, unless --no-wait (and for a handoff),
+ * waited for until its holder took it (wait_taken). */
+static int control(int argc, char **argv, const char *cmd, int what)
+{
+	struct ctl_args a;
+	char target[STORE_NAME_MAX + 1] = "", took[STORE_NAME_MAX + 96] = "";
+	struct store *s = NULL;
+	struct lease_row row;
+	struct cfg c;
+	lua_State *L;
+	int64_t now = 0, at_db = 0, for_ms = 0, until = 0;
+	int rc, held, in_store;
+
+	if ((rc = ctl_parse(argc, argv, cmd, what, &a)) != 0)
+		return rc;
+	if (cmd_setup(a.path, &L, &c) < 0)
+		return EXIT_CONFIG;
+	if (a.dur && (rc = ctl_duration(L, cmd, a.dur, &for_ms)) != 0)
+		goto done;
 	if (!(s = cmd_control_store(cmd, &c, &rc)))
 		goto done;
-	if (store_list(s, &rows, &n, &now) != STORE_OK) {
+	rc = EXIT_PROBLEMS;
+	if ((in_store = lease_now(s, a.job, &row, &now)) < 0) {
 		fprintf(stderr, "leash %s: cannot read the leases of the %s store: %s\n", cmd,
 		        c.provider, s->err);
 		goto done;
 	}
-	for (size_t i = 0; i < n && !row; i++)
-		if (strcmp(rows[i].name, job) == 0)
-			row = &rows[i];
-	if (!row && !cmd_local_job(&c, job)) {
-		fprintf(stderr, "leash %s: no job %s in the store or in %s/\n", cmd, job, c.jobs);
+	if ((rc = ctl_allowed(s, &c, cmd, &a, in_store)) != 0)
 		goto done;
-	}
-	held = row && row->owner[0] && row->expires_at > now;
+	rc = EXIT_PROBLEMS;
+	held = in_store && row.owner[0] && row.expires_at > now;
 	if ((what == STORE_CTL_TRIGGER || what == STORE_CTL_HANDOFF) && !held) {
-		fprintf(stderr, "leash %s: no replica holds %s now: nothing to %s\n", cmd, job, cmd);
+		fprintf(stderr, "leash %s: no replica holds %s now: nothing to %s\n", cmd, a.job, cmd);
 		goto done;
 	}
-	if (to && (rc = resolve_to(s, &c, job, to, row->owner, target)) != 0) {
+	if (a.to && (rc = resolve_to(s, &c, a.job, a.to, row.owner, target)) != 0) {
 		rc = rc == 1 ? 0 : rc;
 		goto done;
 	}
 	if (what == STORE_CTL_PAUSE)
 		until = for_ms ? now + for_ms : STORE_PAUSED_FOREVER;
-	rc = store_control(s, job, what, until, to ? target : NULL, &at_db);
-	if (rc != STORE_OK) {
-		fprintf(stderr, "leash %s: %s\n", cmd, rc == STORE_NO ? "the job's lease row is gone"
-		        : s->err);
-		rc = EXIT_PROBLEMS;
+	if ((rc = ctl_write(s, cmd, what, &a, &row, until, target, &at_db)) != 0)
 		goto done;
-	}
-	rc = EXIT_PROBLEMS;
-	if (what == STORE_CTL_PAUSE && for_ms)
-		snprintf(text, sizeof text, "pause for %s (until %s)", dur,
-		         clock_iso(at, sizeof at, until, 1));
-	else if (to)
-		snprintf(text, sizeof text, "handoff --to %.140s", target);
-	else
-		snprintf(text, sizeof text, "%s", cmd);
-	if (cmd_record_control(s, cmd, job, at_db, row ? row->token : 0, text) < 0)
+	if (!a.no_wait && what != STORE_CTL_HANDOFF &&
+	    (rc = wait_taken(s, &c, cmd, a.job, at_db, took, sizeof took)) != 0)
 		goto done;
-	if (what == STORE_CTL_PAUSE)
-		printf("paused %s%s%s: %s\n", job, for_ms ? " until " : "",
-		       for_ms ? clock_iso(at, sizeof at, until, 1) : "",
-		       held ? "its holder skips its fires from its next renew" : "no replica holds it now");
-	else if (what == STORE_CTL_RESUME)
-		printf("resumed %s\n", job);
-	else if (what == STORE_CTL_TRIGGER)
-		printf("triggered %s: %s runs it once at its next renew\n", job, row->owner);
-	else if (to)
-		printf("handoff of %s to %s asked: %s passes it on at its next safe point\n", job,
-		       target, row->owner);
-	else
-		printf("handoff of %s asked: %s releases it at its next safe point\n", job, row->owner);
+	ctl_said(what, &a, &row, held, until, target, took);
 	rc = 0;
-	goto done;
-lua_fail:
-	fprintf(stderr, "leash %s: %s\n", cmd, lx_report(L, err, sizeof err));
 done:
-	if (s)
-		store_close(s);
-	free(rows);
-	cfg_free(&c);
-	lua_close(L);
-	return rc;
+	return cmd_end(s, &c, L, rc);
 }
 
 int cmd_pause(int argc, char **argv)

@@ -34,7 +34,8 @@
 	X(RECORD_RUNS, "record_runs") X(READ_RUNS, "read_runs") X(LAST_RUNS, "last_runs") \
 	X(RENEW_CTL, "renew_ctl") X(CONTROL, "control") X(PRUNE_RUNS, "prune_runs") \
 	X(LIST, "list") X(FLOOR, "floor") X(BEAT, "beat") X(LEAVE, "leave") \
-	X(REPLICAS, "replicas") X(UNCLAIM_ALL, "unclaim_all") X(HANDOFF, "handoff") X(HELD, "held")
+	X(REPLICAS, "replicas") X(UNCLAIM_ALL, "unclaim_all") X(HANDOFF, "handoff") X(HELD, "held") \
+	X(CTL_VERSION, "ctl_version")
 
 #define METRICS_OP_ENUM(id, label) METRICS_OP_##id,
 enum metrics_op { METRICS_OPS(METRICS_OP_ENUM) METRICS_NOPS };

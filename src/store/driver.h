@@ -60,6 +60,8 @@
 	/* name, what (2 resume, 3 trigger, 4 handoff), to (NULL: none) -> (now) \
 	 * iff the row is there */ \
 	X(CTL_SET, "control") \
+	/* -> one row (now, token of the STORE_CONTROLS row, NULL when none) */ \
+	X(CTL_VERSION, "ctl_version") \
 	/* name, owner, token, failing -> a row iff this call changed it */ \
 	X(HEALTH, "health") \
 	/* owner -> nothing */ \
@@ -259,6 +261,7 @@ int store_op_renew_beat(struct store *, const char *owner, const char *const *na
                         struct store_replica **rows, size_t *nrows, int64_t *now);
 int store_op_control(struct store *, const char *name, int what, int64_t until, const char *to,
                      int64_t *now);
+int store_op_ctl_version(struct store *, int64_t *version, int64_t *now);
 int store_op_held(struct store *, const char *owner, const char *const *names, size_t n,
                   int64_t *tokens);
 int store_op_handoff(struct store *, const char *name, const char *owner, int64_t ms,

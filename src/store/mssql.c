@@ -43,6 +43,14 @@
  * units) survives; BIN2, so that names compare and sort by code point and
  * case matters, as on the other providers. */
 #define VC "NVARCHAR(200)"
+/* Each control grows the controls' version (store.h), inside its
+ * transaction; the row is made under a range lock when missing. */
+#define CTL_BUMP \
+	"IF NOT EXISTS (SELECT 1 FROM [%1$s] WITH (UPDLOCK, HOLDLOCK) " \
+	"WHERE name = N'" STORE_CONTROLS "') " \
+	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) " \
+	"VALUES (N'" STORE_CONTROLS "', N'', 0, 0, 0, 0); " \
+	"UPDATE [%1$s] SET token = token + 1 WHERE name = N'" STORE_CONTROLS "'; "
 /* A sane lease row (store.h): a corrupt one is never taken nor renewed,
  * nor its token grown. */
 #define LEASE_OK STORE_SQL_LEASE_OK("")
@@ -637,6 +645,7 @@ static const struct store_ops ms_ops = {
 	.corrupt_runs = store_op_corrupt_runs,
 	.handoff = store_op_handoff,
 	.held = store_op_held,
+	.ctl_version = store_op_ctl_version,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -1106,18 +1115,26 @@ static const struct {
 	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
 	"VALUES (@name, N'', 0, 0, 0, 0); "
 	"UPDATE [%1$s] SET paused_until = @until OUTPUT @now, inserted.name WHERE name = @name; "
+	CTL_BUMP
 	"COMMIT TRANSACTION;",
 	"@name " VC ", @until BIGINT" },
 	[ST_CTL_SET] = {
-	"/* leash:control */ SET NOCOUNT ON; "
+	"/* leash:control */ SET NOCOUNT ON; SET XACT_ABORT ON; "
 	"DECLARE @now BIGINT = " NOW "; "
+	"BEGIN TRANSACTION; "
 	"UPDATE [%1$s] SET "
 	"paused_until = CASE WHEN @what = 2 THEN NULL ELSE paused_until END, "
 	"trigger_at = CASE WHEN @what = 3 THEN @now ELSE trigger_at END, "
 	"handoff_at = CASE WHEN @what = 4 THEN @now ELSE handoff_at END, "
 	"handoff_to = CASE WHEN @what = 4 THEN @to ELSE handoff_to END "
-	"OUTPUT @now, inserted.name WHERE name = @name;",
+	"OUTPUT @now, inserted.name WHERE name = @name; "
+	CTL_BUMP
+	"COMMIT TRANSACTION;",
 	"@name " VC ", @what BIGINT, @to " VC },
+	[ST_CTL_VERSION] = {
+	"/* leash:ctl_version */ SET NOCOUNT ON; "
+	"SELECT " NOW ", (SELECT token FROM [%1$s] WHERE name = N'" STORE_CONTROLS "');",
+	"" },
 	/* handoff: the target read under the row's update lock, then the one
 	 * UPDATE; the answer is a row iff the UPDATE wrote (OUTPUT INTO @r: its
 	 * values are not read, as in try_acquire). */

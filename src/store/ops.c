@@ -240,6 +240,19 @@ int store_op_list(struct store *s, struct lease_row **rows, size_t *n, int64_t *
 		free(a.rows);
 		return STORE_ERR;
 	}
+	/* The controls' version is the store's, not a lease anyone holds. */
+	for (size_t i = 0; i < a.n; i++) {
+		struct lease_row *r = a.rows;
+		if (strcmp(r[i].name, STORE_CONTROLS) == 0) {
+			memmove(&r[i], &r[i + 1], (a.n - i - 1) * sizeof *r);
+			a.n--;
+			break;
+		}
+	}
+	if (a.n == 0) {
+		free(a.rows);
+		a.rows = NULL;
+	}
 	*rows = a.rows;
 	*n = a.n;
 	*now = a.now;
@@ -259,6 +272,18 @@ static int got_now(struct store *s, void *arg, int set)
 	return 0;
 }
 
+/* A CTL_VERSION row: (now, version or NULL). */
+static int version_row(struct store *s, void *arg, int set)
+{
+	int64_t *v = arg;
+
+	(void)set;
+	v[0] = 1;
+	v[1] = store_col_int(s, 0);
+	v[2] = store_col_or(s, 1, 0);
+	return 0;
+}
+
 int store_op_control(struct store *s, const char *name, int what, int64_t until, const char *to,
                      int64_t *now)
 {
@@ -272,6 +297,19 @@ int store_op_control(struct store *s, const char *name, int what, int64_t until,
 	if (!v[0])
 		return STORE_NO;
 	*now = v[1];
+	return STORE_OK;
+}
+
+int store_op_ctl_version(struct store *s, int64_t *version, int64_t *now)
+{
+	int64_t v[3] = { 0, 0, 0 };
+
+	if (store_exec(s, ST_CTL_VERSION, NULL, 0, version_row, v) != STORE_OK)
+		return STORE_ERR;
+	if (!v[0])
+		return store_fail(s, "ctl_version: the database answered no row");
+	*now = v[1];
+	*version = v[2];
 	return STORE_OK;
 }
 

@@ -49,6 +49,12 @@
 /* A sane lease row (store.h): a corrupt one is never taken nor renewed,
  * nor its token grown. */
 #define LEASE_OK STORE_SQL_LEASE_OK("l.")
+/* Each control grows the controls' version (store.h), in its statement: a
+ * CTE that nothing reads, which PostgreSQL runs all the same. */
+#define CTL_BUMP \
+	"v AS (INSERT INTO \"%1$s\" AS c (name, owner, token, acquired_at, renewed_at," \
+	" expires_at) VALUES ('" STORE_CONTROLS "', '', 1, 0, 0, 0)" \
+	" ON CONFLICT (name) DO UPDATE SET token = c.token + 1)"
 #define ACQUIRE_SQL \
 	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)" \
 	" SELECT $1, $2, 1, t0.n, t0.n, t0.n + $3::bigint FROM (SELECT " NOW " AS n) t0" \
@@ -999,6 +1005,7 @@ static const struct store_ops postgres_ops = {
 	.corrupt_runs = store_op_corrupt_runs,
 	.handoff = store_op_handoff,
 	.held = store_op_held,
+	.ctl_version = store_op_ctl_version,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -1169,7 +1176,7 @@ static const char *const dialect[ST_MAX] = {
 	"WITH u AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at,"
 	" expires_at, paused_until) VALUES ($1, '', 0, 0, 0, 0, $2::bigint)"
 	" ON CONFLICT (name) DO UPDATE SET paused_until = EXCLUDED.paused_until"
-	" RETURNING " NOW " AS now)"
+	" RETURNING " NOW " AS now), " CTL_BUMP
 	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
 	[ST_CTL_SET] =
 	"WITH t0 AS (SELECT " NOW " AS now),"
@@ -1178,8 +1185,10 @@ static const char *const dialect[ST_MAX] = {
 	" trigger_at = CASE WHEN $2::int = 3 THEN t0.now ELSE l.trigger_at END,"
 	" handoff_at = CASE WHEN $2::int = 4 THEN t0.now ELSE l.handoff_at END,"
 	" handoff_to = CASE WHEN $2::int = 4 THEN $3::text ELSE l.handoff_to END"
-	" FROM t0 WHERE l.name = $1 RETURNING t0.now)"
+	" FROM t0 WHERE l.name = $1 RETURNING t0.now), " CTL_BUMP
 	" SELECT u.now, pg_notify('%1$s', '" STORE_EVENT_CONTROL "' || $1) FROM u",
+	[ST_CTL_VERSION] =
+	"SELECT " NOW ", (SELECT token FROM \"%1$s\" WHERE name = '" STORE_CONTROLS "')",
 	[ST_HEALTH] =
 	"WITH t0 AS (SELECT " NOW " AS now)"
 	" UPDATE \"%1$s\" l SET health = $4::int FROM t0"

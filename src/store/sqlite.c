@@ -383,6 +383,11 @@ static void sq_set_timeout(struct store *s, int ms)
 /* A sane lease row (store.h); try_acquire's conditions on the row before
  * it: free (expired) and sane, or also ours. */
 #define LEASE_OK STORE_SQL_LEASE_OK("")
+/* Each control grows the controls' version (store.h), in its transaction. */
+#define CTL_BUMP \
+	"INSERT INTO \"%1$s\" (name, owner, token, acquired_at, renewed_at, expires_at)" \
+	" VALUES ('" STORE_CONTROLS "', '', 1, 0, 0, 0)" \
+	" ON CONFLICT (name) DO UPDATE SET token = token + 1"
 #define ACQ_FREE "(l.expires_at <= excluded.acquired_at AND " STORE_SQL_LEASE_OK("l.") ")"
 #define ACQ_TAKE \
 	"((l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner) AND " \
@@ -528,14 +533,18 @@ static const char *const dialect[ST_MAX] = {
 	[ST_CTL_PAUSE] =
 	"INSERT INTO \"%1$s\" (name, owner, token, acquired_at, renewed_at, expires_at,"
 	" paused_until) VALUES (?1, '', 0, 0, 0, 0, ?2)"
-	" ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until RETURNING " NOW,
+	" ON CONFLICT (name) DO UPDATE SET paused_until = excluded.paused_until RETURNING " NOW ";"
+	CTL_BUMP,
 	[ST_CTL_SET] =
 	"UPDATE \"%1$s\" SET"
 	" paused_until = CASE ?2 WHEN 2 THEN NULL ELSE paused_until END,"
 	" trigger_at = CASE ?2 WHEN 3 THEN " NOW " ELSE trigger_at END,"
 	" handoff_at = CASE ?2 WHEN 4 THEN " NOW " ELSE handoff_at END,"
 	" handoff_to = CASE ?2 WHEN 4 THEN ?3 ELSE handoff_to END"
-	" WHERE name = ?1 RETURNING " NOW,
+	" WHERE name = ?1 RETURNING " NOW ";"
+	CTL_BUMP,
+	[ST_CTL_VERSION] =
+	"SELECT " NOW ", (SELECT token FROM \"%1$s\" WHERE name = '" STORE_CONTROLS "')",
 	[ST_HEALTH] =
 	"UPDATE \"%1$s\" SET health = ?4"
 	" WHERE name = ?1 AND owner = ?2 AND token = ?3 AND expires_at > " NOW
@@ -946,6 +955,7 @@ static const struct store_ops sqlite_ops = {
 	.corrupt_runs = store_op_corrupt_runs,
 	.handoff = store_op_handoff,
 	.held = store_op_held,
+	.ctl_version = store_op_ctl_version,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */

@@ -734,6 +734,8 @@ int store_control(struct store *s, const char *name, int what, int64_t until, co
 	*now = 0;
 	if (check_str(s, "lease name", name) < 0 || (to && check_str(s, "handoff target", to) < 0))
 		return STORE_ERR;
+	if (strcmp(name, STORE_CONTROLS) == 0)
+		return store_fail(s, "control: \"%s\" is the store's own row, not a job", name);
 	if (to && what != STORE_CTL_HANDOFF)
 		return store_fail(s, "control: only a handoff names a target");
 	if (what < STORE_CTL_PAUSE || what > STORE_CTL_HANDOFF)
@@ -745,6 +747,17 @@ int store_control(struct store *s, const char *name, int what, int64_t until, co
 		                  "are not supported", s->ops->name);
 	s->calls++;
 	return TIMED(CONTROL, s->ops->control(s, name, what, until, to, now));
+}
+
+int store_ctl_version(struct store *s, int64_t *version, int64_t *now)
+{
+	begin(s);
+	*version = *now = 0;
+	if (!s->ops->ctl_version)
+		return store_fail(s, "the %s provider has no ctl_version: not supported",
+		                  s->ops->name);
+	s->calls++;
+	return TIMED(CTL_VERSION, s->ops->ctl_version(s, version, now));
 }
 
 int store_held(struct store *s, const char *owner, const char *const *names, size_t n,

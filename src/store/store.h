@@ -79,6 +79,14 @@ struct lease_row {
  * holder reads the times on its renew (renew_ctl) and acts on a request
  * newer than its acquire; handoff_to is read by the handoff op alone. */
 #define STORE_PAUSED_FOREVER (INT64_C(1) << 62)
+/* The controls' version: a reserved lease row of this name (no job name
+ * starts with '@'), free (owner "", expired), whose token every control
+ * grows by one in the control's own statement or transaction, on every
+ * provider.  A replica without release events reads it (ctl_version) once
+ * a second and renews at once when it changed, so a control takes effect
+ * within about a second, not a renew interval.  No listing of leases
+ * shows it (store_list leaves it out) and no control names it. */
+#define STORE_CONTROLS "@controls"
 enum { STORE_CTL_PAUSE = 1, STORE_CTL_RESUME, STORE_CTL_TRIGGER, STORE_CTL_HANDOFF };
 struct store_ctl {
 	int64_t paused_until, trigger_at, handoff_at;   /* or STORE_NO_TIME (NULL) */
@@ -520,6 +528,11 @@ struct store_ops {
 	 * falls back to renew_all with ms. */
 	int (*held)(struct store *, const char *owner, const char *const *names, size_t n,
 	            int64_t *tokens);
+
+	/* Reads, in one statement, the controls' version (the token of the
+	 * STORE_CONTROLS row, 0 while there is none) and the database's clock.
+	 * Writes nothing.  Optional. */
+	int (*ctl_version)(struct store *, int64_t *version, int64_t *now);
 };
 
 enum { STORE_FLOOR_SELECT = 0, STORE_FLOOR_UPDATE = 1 };
@@ -651,13 +664,15 @@ void store_free_replicas(struct store_replica *rows, size_t n);
 int store_last_runs(struct store *, struct store_job_runs **rows, size_t *n, int64_t *now);
 /* Controls.  renew_ctl checks as renew_all and falls back to it (ctl all
  * STORE_NO_TIME, *now 0) when the provider has no renew_ctl; control
- * checks name, what, (for a pause) until > 0 and to (NULL, or 1-200 bytes
- * with a handoff only), and is refused ("not supported") when the provider
- * lacks it. */
+ * checks name (never STORE_CONTROLS), what, (for a pause) until > 0 and
+ * to (NULL, or 1-200 bytes with a handoff only), and is refused ("not
+ * supported") when the provider lacks it. */
 int store_renew_ctl(struct store *, const char *owner, const char *const *names, size_t n,
                     int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now);
 int store_control(struct store *, const char *name, int what, int64_t until, const char *to,
                   int64_t *now);
+/* ctl_version: refused ("not supported") when the provider lacks it. */
+int store_ctl_version(struct store *, int64_t *version, int64_t *now);
 /* held: checks as renew_all. */
 int store_held(struct store *, const char *owner, const char *const *names, size_t n,
                int64_t ms, int64_t *tokens);

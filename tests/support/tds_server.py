@@ -148,7 +148,25 @@ def control(db, t, p, faults):
         'handoff_to = CASE WHEN ? = 4 THEN ? ELSE handoff_to END WHERE name = ?',
         (what, until, what, now, what, now, what, p.get("@to"), name))
     rows = [(now, name)] if cur.rowcount else []
+    bump_controls(db, t)
     return [("rows", [("now", "int"), ("name", "str")], rows)]
+
+
+CONTROLS = "@controls"
+
+
+def bump_controls(db, t):
+    """Every control grows the controls' version, the token of the
+    reserved row '@controls' (made free, token 0, when missing)."""
+    db.execute(f'INSERT OR IGNORE INTO "{t}" (name, owner, token, acquired_at, renewed_at, '
+               "expires_at) VALUES (?, '', 0, 0, 0, 0)", (CONTROLS,))
+    db.execute(f'UPDATE "{t}" SET token = token + 1 WHERE name = ?', (CONTROLS,))
+
+
+def ctl_version(db, t, p, faults):
+    """(now, the '@controls' row's token or NULL); writes nothing."""
+    row = db.execute(f'SELECT token FROM "{t}" WHERE name = ?', (CONTROLS,)).fetchone()
+    return [("rows", [("now", "int"), ("version", "int")], [(now_ms(), row[0] if row else None)])]
 
 
 def handoff(db, t, p, faults):
@@ -773,6 +791,7 @@ STATEMENTS = {
     "check_schema": check_schema,       # a reading command's open
     "renew_ctl": renew_ctl,
     "control": control,
+    "ctl_version": ctl_version,
     "health": health,
     "handoff": handoff,
     "held": held,
