@@ -166,9 +166,10 @@ describe("SQLite files and their users", function()
       .. ": owner nobody, group nogroup, mode 0750%)", err)
     assert.equal(0, svc:stop(15))
     -- Root's controls with the service off: SQLite gives what it makes to the file's owner.
-    code, _, err = leash(p, { "pause", "-c", d.config, "a" })
+    -- (no replica is live: --force, and --no-wait for one to take it)
+    code, _, err = leash(p, { "pause", "-c", d.config, "a", "--force", "--no-wait" })
     assert.equal(0, code, err)
-    code, _, err = leash(p, { "resume", "-c", d.config, "a" })
+    code, _, err = leash(p, { "resume", "-c", d.config, "a", "--force", "--no-wait" })
     assert.equal(0, code, err)
     -- Neither the operator nor root left a file of their own.
     local _, owners = L.sh("stat -c %U " .. db .. "/*")
