@@ -224,6 +224,28 @@ describe("leash history rendering", function()
     assert.equal("missed", obj.runs[3].outcome)
   end)
 
+  it("fits 120 columns unless wide, cutting the name, the replica and the note with ~", function()
+    local long = run(("nightly-warehouse-"):rep(4), T("2026-12-01T03:00:00Z"), ("replica-"):rep(6) .. "1:2:3",
+      "failed", { exit_code = 3, run_id = 41, how = "catch-up",
+                  error = ("the warehouse said no "):rep(5) .. "\nstack" })
+    local text = history.table({ long }, NOW)
+    for line in text:gmatch("[^\n]+") do assert.is_true(utf8.len(line) <= 120, line) end
+    assert.matches("\nfailed%s+nightly%-[%w-]*~%s+41%s+3%s+12%-01 03:00:00%s+03:00:00%s+1%.2s%s+"
+      .. "replica%-[%w-]*~%s+catch%-up; the warehouse[%w ]*~\n$", text)
+    local wide = history.table({ long }, NOW, true)
+    assert.matches(("nightly%-warehouse%-"):rep(4) .. "  ", wide)
+    assert.matches("03:00:00%.001  03:00:01%.201  1%.2s", wide)
+    assert.matches("catch%-up; " .. ("the warehouse said no "):rep(5) .. "\n$", wide)
+    -- A row from before the run id was kept shows "-"; a manual run its actor.
+    text = history.table({ run("sync", NOW, A, "ok", { how = "manual", actor = "ops@desk" }) }, NOW)
+    assert.matches("\nok%s+sync%s+%-%s+%-%s+.*manual; by ops@desk\n$", text)
+    local st = view.table(view.build { provider = "sqlite", now = NOW, locals = {
+      { name = ("long-job-name-"):rep(8), schedule = "cron " .. ("1,"):rep(30) .. "2 * * * *",
+        kind = "cron", singleton = true, lease_ms = 15000, next = NOW } } })
+    for line in st:gmatch("[^\n]+") do assert.is_true(utf8.len(line) <= 120, line) end
+    assert.matches("~", st)
+  end)
+
   it("checks its arguments, naming the bad one", function()
     local a = assert(history.args(nil, "1h", "20", NOW))
     assert.same({ limit = 20, since_at = NOW - 3600000 }, a)
