@@ -204,7 +204,7 @@ describe("leash history rendering", function()
       run("sync", T("2026-12-01T03:03:00Z"), A, "running"),
       run("billing", T("2026-12-01T03:00:00Z"), A, "missed",
         { started_at = false, claimed_at = false, ended_at = false, duration_ms = false,
-          error = "the lease was not held at the fire's time" }),
+          error = "the holder web-2:99:0f0e0d0c stopped renewing at 2026-12-01T02:59:58Z" }),
       run("report", T("2026-12-01T03:00:00Z"), A, "ok"),
     }
   end
