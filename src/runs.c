@@ -64,6 +64,7 @@ static struct run *start_run(void *arg, struct job *j, int64_t scheduled_ms, int
 	r->scheduled_ms = scheduled_ms;
 	r->token = info.token;
 	r->manual = info.manual;
+	r->catchup = info.catchup;
 	r->started_wall = clock_wall_ms();
 	if (lp->cfg->singleton)
 		singleton_run_started(&lp->sg, r);

@@ -85,7 +85,7 @@ for _, p in ipairs(R.list_of()) do
       assert.matches("^paused rec: " .. esc(h.owner) .. " took it at %d+%-[%d%-T:.]+Z %(%d+%.%ds%)\n$", stdout)
       assert(h:wait_log("paused %(leash pause%)", 3), "the holder did not see the pause")
       local _, st = leash("status")
-      assert.matches("rec .* paused\n", st)
+      assert.matches("\npaused%s+rec%s", st)
       -- no fire due after it said so runs (a claim goes out at most 100 ms early)
       L.sleep(2.5)
       for _, b in ipairs(bodies(out)) do
@@ -186,6 +186,35 @@ for _, p in ipairs(R.list_of()) do
       assert.equal(h.owner, m[1].owner)
       assert.is_number(m[1].ended_at)
       assert.equal("trigger", of(rows, "control")[1].error)
+    end)
+
+    -- Issue 38 item 6: history names each run as the log does, and a trigger's run as manual.
+    it("history shows each run's number as the log's [rec run N], and the trigger's run as manual", function()
+      setup('every = "1s"')
+      procs = R.start_replicas(d, 1)
+      assert(L.wait_for(function() return #bodies(out) >= 1 end, 10), "rec never ran")
+      assert.equal(0, (leash("trigger", "rec")))
+      assert(L.wait_for(function()
+        for _, r in ipairs(ledger(p, tbl)) do if r.outcome == "manual" and r.ended_at then return true end end
+      end, 10), "the trigger's run has no ended row")
+      assert(L.wait_for(function() return #of(ledger(p, tbl), "ok") >= 2 end, 10), "too few ok rows")
+      R.stop_all(procs)
+      local code, text, err = leash("history", "rec", "--wide")
+      assert.equal(0, code, err)
+      local log = procs[1]:log_text()
+      local seen = { ok = 0, manual = 0 }
+      for line in text:gmatch("[^\n]+") do
+        local state, n = line:match("^(%S+)%s+rec%s+(%d+)%s")
+        if state == "ok" or state == "manual" then
+          seen[state] = seen[state] + 1
+          assert.truthy(log:find("[rec run " .. n .. "] ", 1, true), "no [rec run " .. n .. "] in the log for: " .. line)
+        end
+      end
+      assert.is_true(seen.ok >= 2, text)
+      assert.equal(1, seen.manual, text)
+      local m = of(ledger(p, tbl), "manual")[1]
+      assert.equal("manual", m.how)
+      assert.matches("\ncontrol%s+rec%s+%-%s+%-%s+[^\n]*trigger by " .. me:gsub("%p", "%%%0") .. "@", text)
     end)
 
     it("trigger goes through the overlap rule: skip drops it while a run goes, queue runs it after", function()

@@ -190,22 +190,22 @@ describe("README.md", function()
         assert.is_true(found, ("no log line has the shape of %q"):format(line))
       end
     end, after = true },
-    { "^JOB%s+SCHEDULE%s+HOLDER", check = function(body)
+    { "^STATE%s+JOB%s+SCHEDULE%s+HOLDER", check = function(body)
       local want, got = lines_of(body), lines_of(last_out)
       assert.are.equal((want[1]:gsub("%s+", " ")), (got[1]:gsub("%s+", " ")))
       for _, line in ipairs(want) do
-        local name = line:match("^([%w.-]+)%s")
-        if name and line:match("^REPLICA") then
+        local name = line:match("^[%w-]+%s+([%w.-]+)%s")
+        if line:match("^REPLICA") then
           assert.matches("\nREPLICA%s+HOST%s+VERSION%s+STATE%s+LEASES%s+SHARE%s+JOBS HASH\n", last_out)
-        elseif name and name ~= "JOB" and not name:match("^r%d:") then
-          assert.matches("\n" .. name:gsub("%p", "%%%0") .. "%s", "\n" .. last_out)
+        elseif name and not line:match("^STATE") and not line:match("^r%d:") then
+          assert.matches("\n[%w-]+%s+" .. name:gsub("%p", "%%%0") .. "%s", "\n" .. last_out)
         end
       end
     end },
-    { "^SCHEDULED%s+STARTED%s+ENDED", check = function(body)
+    { "^STATE%s+JOB%s+RUN%s+EXIT", check = function(body)
       local want, got = lines_of(body), lines_of(last_out)
       assert.are.equal((want[1]:gsub("%s+", " ")), (got[1]:gsub("%s+", " ")))
-      for _, outcome in ipairs { "manual", "control" } do
+      for _, outcome in ipairs { "manual", "control" } do     -- a state, or a running run's note
         assert.matches("%s" .. outcome .. "%s", last_out)
       end
     end },

@@ -227,7 +227,10 @@ describe("leash status jobs view", function()
     assert.equal("broken", by.never.state)
     assert.equal("", view.job_note(by.never))
     local text = select(2, view.render(broken_input(), "table"))
-    assert.matches("\ntypo %(broken on web%-1: [^\n]*%)%s+%-%s+%-%s+%-%s+%-%s+%-%s+broken\n", text)
+    assert.matches("\nbroken%s+typo %(broken on web%-1: [^\n]*%s+%-%s+%-%s+%-%s+%-\n", text)
+    -- --wide gives the note whole
+    assert.matches("\nbroken%s+typo %(broken on web%-1: jobs/typo%.lua:1: every[^\n]*%)%s+%-%s+%-%s+%-%s+%-%s+%-\n",
+      select(2, view.render(broken_input(), "wide")))
     assert.matches("\nREPLICA%s+BROKEN FILE%s+SINCE%s+RUNS%s+ERROR\n", text)
     assert.matches("\nweb%-1%s+report%.lua%s+1m30s ago%s+last good definition%s+jobs/report%.lua:3", text)
     assert.matches("\nweb%-1%s+typo%.lua%s+5%.0s ago%s+nothing%s+jobs/typo%.lua:1: every", text)
@@ -286,7 +289,7 @@ describe("leash history rendering", function()
       run("sync", T("2026-12-01T03:03:00Z"), A, "running"),
       run("billing", T("2026-12-01T03:00:00Z"), A, "missed",
         { started_at = false, claimed_at = false, ended_at = false, duration_ms = false,
-          error = "the lease was not held at the fire's time" }),
+          error = "the holder web-2:99:0f0e0d0c stopped renewing at 2026-12-01T02:59:58Z" }),
       run("report", T("2026-12-01T03:00:00Z"), A, "ok"),
     }
   end
@@ -304,6 +307,28 @@ describe("leash history rendering", function()
     local obj = assert(json.decode(got))
     assert.equal(4, #obj.runs)
     assert.equal("missed", obj.runs[3].outcome)
+  end)
+
+  it("fits 120 columns unless wide, cutting the name, the replica and the note with ~", function()
+    local long = run(("nightly-warehouse-"):rep(4), T("2026-12-01T03:00:00Z"), ("replica-"):rep(6) .. "1:2:3",
+      "failed", { exit_code = 3, run_id = 41, how = "catch-up",
+                  error = ("the warehouse said no "):rep(5) .. "\nstack" })
+    local text = history.table({ long }, NOW)
+    for line in text:gmatch("[^\n]+") do assert.is_true(utf8.len(line) <= 120, line) end
+    assert.matches("\nfailed%s+nightly%-[%w-]*~%s+41%s+3%s+12%-01 03:00:00%s+03:00:00%s+1%.2s%s+"
+      .. "replica%-[%w-]*~%s+catch%-up; the warehouse[%w ]*~\n$", text)
+    local wide = history.table({ long }, NOW, true)
+    assert.matches(("nightly%-warehouse%-"):rep(4) .. "  ", wide)
+    assert.matches("03:00:00%.001  03:00:01%.201  1%.2s", wide)
+    assert.matches("catch%-up; " .. ("the warehouse said no "):rep(5) .. "\n$", wide)
+    -- A row from before the run id was kept shows "-"; a manual run its actor.
+    text = history.table({ run("sync", NOW, A, "ok", { how = "manual", actor = "ops@desk" }) }, NOW)
+    assert.matches("\nok%s+sync%s+%-%s+%-%s+.*manual; by ops@desk\n$", text)
+    local st = view.table(view.build { provider = "sqlite", now = NOW, locals = {
+      { name = ("long-job-name-"):rep(8), schedule = "cron " .. ("1,"):rep(30) .. "2 * * * *",
+        kind = "cron", singleton = true, lease_ms = 15000, next = NOW } } })
+    for line in st:gmatch("[^\n]+") do assert.is_true(utf8.len(line) <= 120, line) end
+    assert.matches("~", st)
   end)
 
   it("checks its arguments, naming the bad one", function()

@@ -643,7 +643,7 @@ describe("the job table", function()
       assert.same({ { name = "j", at = T0, catchup = true } }, o.due())
       assert.same({ { { name = "j", fire = T0 } } }, o.calls)
       assert.truthy(o.logged("%[j%] 4 fires from 2027%-01%-15T07:59:56Z to 2027%-01%-15T07:59:59Z missed: "
-        .. 'missed = "once" runs the latest'))
+        .. 'no replica held the lease %(missed = "once" runs the latest%)'))
       o.s:ended("j", false, 10)
       assert.same({ { name = "j", at = T0 + 1000 } }, o.advance(500), "then the regular fires")
     end)
@@ -652,7 +652,7 @@ describe("the job table", function()
       local o = claiming({ j = every("1s", 'missed = "all", missed_max = 3,') })
       gained(o, T0 - 5000)
       one_by_one(o, { T0 - 2000, T0 - 1000, T0 })
-      assert.truthy(o.logged("2 fires from 2027%-01%-15T07:59:56Z to 2027%-01%-15T07:59:57Z missed: more than missed_max"))
+      assert.truthy(o.logged("2 fires from 2027%-01%-15T07:59:56Z to 2027%-01%-15T07:59:57Z missed: no replica held the lease %(more than missed_max%)"))
       assert.same({ { name = "j", at = T0 + 1000 } }, o.advance(500))
       assert.equal(4, #o.calls, "each fire claimed")
     end)
@@ -673,7 +673,7 @@ describe("the job table", function()
       local o = claiming({ j = every("1s", 'missed = "skip",') })
       gained(o, T0 - 3000)
       assert.same({}, o.due())
-      assert.truthy(o.logged('3 fires from 2027%-01%-15T07:59:58Z to 2027%-01%-15T08:00:00Z missed: missed = "skip"'))
+      assert.truthy(o.logged('3 fires from 2027%-01%-15T07:59:58Z to 2027%-01%-15T08:00:00Z missed: no replica held the lease %(missed = "skip" runs none%)'))
       assert.equal(0, #o.calls)
     end)
 
@@ -783,6 +783,36 @@ describe("the job table", function()
         accounts(o))
     end)
 
+    -- Issue 38 item 6: a missed fire says what happened, not the policy's name.
+    it("a missed fire's row says its cause in words, the policy only where it chose", function()
+      local o = claiming({ j = every("1s", 'missed = "all", missed_max = 1, missed_within = "3s",') })
+      o.due()
+      o.held.j = true
+      o.s:gained("j", T0 - 5000, "the holder r1:42:ab stopped renewing at 2027-01-15T07:59:55Z")
+      assert.same({ { name = "j", at = T0, catchup = true } }, o.due())
+      local why = {}
+      for _, e in ipairs(o.other) do
+        if e[1] == "account" then why[#why + 1] = ("%d %s"):format(e[3] - T0, e[6]) end
+      end
+      assert.same({
+        "-4000 the holder r1:42:ab stopped renewing at 2027-01-15T07:59:55Z (older than missed_within)",
+        "-3000 the holder r1:42:ab stopped renewing at 2027-01-15T07:59:55Z (older than missed_within)",
+        "-2000 the holder r1:42:ab stopped renewing at 2027-01-15T07:59:55Z (more than missed_max)",
+        "-1000 the holder r1:42:ab stopped renewing at 2027-01-15T07:59:55Z (more than missed_max)",
+      }, why)
+      assert.truthy(o.logged("2 fires from 2027%-01%-15T07:59:58Z to 2027%-01%-15T07:59:59Z missed: the holder "
+        .. "r1:42:ab stopped renewing at 2027%-01%-15T07:59:55Z %(more than missed_max%)"))
+      o = claiming({ j = every("1s", 'missed = "skip",') })
+      o.due()
+      o.held.j = true
+      o.s:gained("j", T0 - 2000, "the store did not answer")
+      assert.same({}, o.due())
+      why = {}
+      for _, e in ipairs(o.other) do if e[1] == "account" then why[#why + 1] = e[6] end end
+      assert.same({ 'the store did not answer (missed = "skip" runs none)',
+                    'the store did not answer (missed = "skip" runs none)' }, why)
+    end)
+
     it("jobs taken at once after an outage account 1,000 missed fires each and 10,000 a turn at most", function()
       local jobs, held = {}, {}
       for i = 1, 15 do
@@ -801,7 +831,7 @@ describe("the job table", function()
       local cut = 0
       for _, l in ipairs(o.log) do
         if l:find("1799 fires from", 1, true) then
-          assert.truthy(l:find("the ledger records the first %d+ of them") or l:find("missed = \"once\" runs the latest$"), l)
+          assert.truthy(l:find("the ledger records the first %d+ of them") or l:find("missed = \"once\" runs the latest%)$"), l)
           if l:find("the ledger records the first 0 of them", 1, true) then cut = cut + 1 end
         end
       end

@@ -46,6 +46,8 @@ local EVERY_HOUR = 'return { every = "1h", run = function(ctx) end }\n'
 -- Ages, times and padding vary from run to run; the rest must not.
 local function normal(text)
   text = text:gsub("%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d[%.%d]*Z", "<time>")
+  text = text:gsub("%d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d[%.%d]*", "<time>")
+  text = text:gsub("%d%d:%d%d:%d%d[%.%d]*", "<time>")
   text = text:gsub("%d+[hm]%d%d[ms]? ago", "<age> ago"):gsub("[%d.]+m?s ago", "<age> ago")
   text = text:gsub("for [%d.]+s", "for <t>")
   return (text:gsub("[ ]+", " "))
@@ -86,10 +88,25 @@ for _, x in ipairs(providers.list) do
       L.sleep(0.2)                                -- orphan's lease expires
     end)
 
-    it("prints every job, local or only in the store, with its state (golden file)", function()
-      local code, out, err = L.leash({ "status", "-c", d.config }, env)
+    it("prints every job, local or only in the store, with its state (golden file, --wide)", function()
+      local code, out, err = L.leash({ "status", "-c", d.config, "--wide" }, env)
       assert.equal(0, code, err)
       golden("status_jobs_cli.txt", normal(out))
+    end)
+
+    it("fits 120 columns by default, the state first; --wide adds the token", function()
+      local code, out, err = L.leash({ "status", "-c", d.config }, env)
+      assert.equal(0, code, err)
+      assert.matches("^STATE%s+JOB%s+SCHEDULE%s+HOLDER%s+LAST%s+NEXT\n", out)
+      assert.matches("\nfailing%s+flaky%s", out)
+      for line in out:gmatch("[^\n]+") do assert.is_true(utf8.len(line) <= 120, line) end
+      code, out = L.leash({ "status", "-c", d.config, "--wide" }, env)
+      assert.equal(0, code)
+      assert.matches("^STATE%s+JOB%s+SCHEDULE%s+HOLDER%s+TOKEN%s+LAST%s+NEXT\n", out)
+      code, out = L.leash({ "history", "-c", d.config }, env)
+      assert.equal(0, code)
+      assert.matches("^STATE%s+JOB%s+RUN%s+EXIT%s+FIRE %(UTC%)%s+START%s+DURATION%s+REPLICA%s+NOTE\n", out)
+      for line in out:gmatch("[^\n]+") do assert.is_true(utf8.len(line) <= 120, line) end
     end)
 
     it("--json carries jobs and leases", function()
@@ -123,7 +140,7 @@ for _, x in ipairs(providers.list) do
     end)
 
     it("history: newest first, by job, --limit, --json (golden file)", function()
-      local code, out, err = L.leash({ "history", "-c", d.config }, env)
+      local code, out, err = L.leash({ "history", "-c", d.config, "--wide" }, env)
       assert.equal(0, code, err)
       golden("history_cli.txt", normal(out))
       code, out = L.leash({ "history", "-c", d.config, "flaky", "--limit", "2", "--json" }, env)
@@ -249,6 +266,8 @@ describe("leash status --check, one problem at a time [sqlite]", function()
       { { "status", "--fail", "2" }, "only with %-%-check" },
       { { "status", "--check", "--json" }, "%-%-check prints a monitor's lines" },
       { { "status", "extra" }, 'unexpected argument "extra"' },
+      { { "status", "--wide", "--json" }, "%-%-wide shows the jobs table whole" },
+      { { "history", "--wide", "--json" }, "%-%-wide shows the table whole" },
       { { "history", "--limit", "0" }, '%-%-limit "0": expected a whole number from 1 to 10000' },
       { { "history", "--since", "soon" }, '%-%-since "soon": not a duration' },
       { { "history", "--since", "2999-01-01T00:00:00Z" }, "in the future" },

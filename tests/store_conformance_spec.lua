@@ -1422,6 +1422,9 @@ for _, p in ipairs(providers.proof_list) do
         assert.same({ "1000 A ok", "1000 B ok", "2000 A ok" }, keys("c"))
         local lostrow = rows_of(p, "a")[2]
         assert.is_true(lostrow.recorded_at >= now)
+        -- a lost row says why (issue 38 item 6)
+        assert.equal("no end was recorded before the lease moved on (its replica died or lost the lease)",
+          lostrow.error)
         -- the cutoffs follow the database's clock and the arguments
         assert.equal(0, assert(p:prune_runs{ keep = H, keep_per_job = 3, max_rows = 100 }))
         -- keep_per_job = 1: c loses 1000 B and 2000 A, a its two lost rows (its running one stays)
@@ -1461,15 +1464,66 @@ for _, p in ipairs(providers.proof_list) do
         p:close()
       end)
 
+      -- Makes <t>_runs by hand as the first leash made it (less the column
+      -- without names, if any) with one row (values: an SQL list).
+      local function old_ledger(t, without, values)
+        local cols = {}
+        for _, c in ipairs { "job VARCHAR(200) NOT NULL", "scheduled_at BIGINT NOT NULL",
+                             "owner VARCHAR(200) NOT NULL", "token BIGINT NOT NULL", "claimed_at BIGINT",
+                             "started_at BIGINT", "ended_at BIGINT", "outcome VARCHAR(15) NOT NULL",
+                             "exit_code INTEGER", "exit_signal INTEGER", "duration_ms BIGINT",
+                             pkey == "mssql" and not os.getenv("LEASH_TEST_TDS_CTL") and "error NVARCHAR(1024)"
+                               or "error TEXT", "actor VARCHAR(200)", "recorded_at BIGINT NOT NULL" } do
+          if c:match("^%S+") ~= without then cols[#cols + 1] = c end
+        end
+        cols[#cols + 1] = "PRIMARY KEY (job, scheduled_at, owner)"
+        by_hand(pkey, ("CREATE TABLE %s_runs (%s);\nINSERT INTO %s_runs VALUES (%s);\n")
+          :format(t, table.concat(cols, ", "), t, values))
+      end
+
+      it("record_runs keeps a run's number and how it came; nil keeps them, read_runs returns them", function()
+        local j = lease()
+        assert.is_true(s:record_runs({ run{ job = j, scheduled_at = 7000, outcome = "running", started_at = 7001,
+                                            run_id = 41, how = "catch-up" },
+                                       run{ job = j, scheduled_at = 8000, outcome = "manual", run_id = 2 ^ 40 // 1,
+                                            how = "manual" },
+                                       run{ job = j, scheduled_at = 9000, outcome = "missed",
+                                            error = "the store did not answer" } }))
+        assert.is_true(s:record_runs({ run{ job = j, scheduled_at = 7000, outcome = "ok", ended_at = 7100 } }))
+        local r = rows_of(s, j)
+        assert.same({ { 9000, nil, nil }, { 8000, 2 ^ 40 // 1, "manual" }, { 7000, 41, "catch-up" } },
+          { { r[1].scheduled_at, r[1].run_id, r[1].how }, { r[2].scheduled_at, r[2].run_id, r[2].how },
+            { r[3].scheduled_at, r[3].run_id, r[3].how } })
+        assert.equal("ok", r[3].outcome)
+        local ok, err = s:record_runs({ run{ job = j, scheduled_at = 1, how = "retry" } })
+        assert.is_nil(ok)
+        assert.matches('how "retry" is not one of catch%-up, manual', err)
+        ok, err = s:record_runs({ run{ job = j, scheduled_at = 1, run_id = -1 } })
+        assert.is_nil(ok)
+        assert.matches("run_id must be 0 to", err)
+      end)
+
+      it("an old ledger (no run_id, no how) gets them at open; its rows read as before, new ones keep them", function()
+        local old = uniq("oldrun")
+        old_ledger(old, nil, "'j', 1000, 'o', 1, NULL, 1001, 1201, 'ok', 0, NULL, 200, NULL, NULL, 5")
+        local s2 = assert(core.open_store(providers.get(pkey, old)))
+        local r = rows_of(s2, "j")
+        assert.same({ "ok", 1001, 200 }, { r[1].outcome, r[1].started_at, r[1].duration_ms })
+        assert.is_nil(r[1].run_id)
+        assert.is_nil(r[1].how)
+        assert.is_true(s2:record_runs({ run{ job = "j", scheduled_at = 2000, owner = "o", outcome = "ok",
+                                             run_id = 7, how = "manual" } }))
+        s2:close()
+        local s3 = assert(core.open_store(providers.get(pkey, old)))     -- a second open changes nothing
+        r = rows_of(s3, "j")
+        assert.same({ 2000, 7, "manual" }, { r[1].scheduled_at, r[1].run_id, r[1].how })
+        assert.is_nil(r[2].run_id)
+        s3:close()
+      end)
+
       it("a ledger table with the wrong columns is refused at open, naming the column, and left as it was", function()
         local w = uniq("wrong")
-        local cols = "job VARCHAR(200) NOT NULL, scheduled_at BIGINT NOT NULL, owner VARCHAR(200) NOT NULL,"
-          .. " token BIGINT NOT NULL, claimed_at BIGINT, started_at BIGINT, ended_at BIGINT,"
-          .. " outcome VARCHAR(15) NOT NULL, exit_code INTEGER, exit_signal INTEGER, duration_ms BIGINT,"
-          .. " actor VARCHAR(200), recorded_at BIGINT NOT NULL"           -- no error column
-        by_hand(pkey, ("CREATE TABLE %s_runs (%s);\n"
-          .. "INSERT INTO %s_runs VALUES ('j', 1, 'o', 1, NULL, NULL, NULL, 'ok', NULL, NULL, NULL, NULL, 5);\n")
-          :format(w, cols, w))
+        old_ledger(w, "error", "'j', 1, 'o', 1, NULL, NULL, NULL, 'ok', NULL, NULL, NULL, NULL, 5")
         local s2, err = core.open_store(providers.get(pkey, w))
         assert.is_nil(s2)
         assert.matches(w .. "_runs", err, 1, true)

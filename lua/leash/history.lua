@@ -20,18 +20,88 @@ function M.error_head(s)
   return view.safe(line)
 end
 
-local function t(ms) return ms and view.iso(ms) or "-" end
+-- A time as the FIRE (UTC) column shows it: "2026-12-01 03:00:00.250".
+local function fire_text(ms)
+  if not ms then return "-" end
+  return (view.iso(ms):gsub("T", " "):gsub("Z$", ""))
+end
 
-function M.table(rows, _now)
-  if #rows == 0 then return "no runs in the ledger\n" end
-  local lines = { { "SCHEDULED", "STARTED", "ENDED", "JOB", "REPLICA", "TOKEN", "OUTCOME",
-                    "DURATION", "ERROR" } }
-  for _, r in ipairs(rows) do
-    lines[#lines + 1] = { t(r.scheduled_at), t(r.started_at), t(r.ended_at), view.safe(r.job),
-      view.safe(r.owner), tostring(r.token), r.outcome,
-      r.duration_ms and status.human(r.duration_ms) or "-", M.error_head(r.error) }
+-- The fire as the narrow table shows it: "12-01 03:00:00", the year and
+-- the milliseconds left to --wide.
+local function fire_short(ms)
+  return fire_text(ms // 1000 * 1000):sub(6)
+end
+
+-- A start or an end (r[field]) as its column shows it: the time of day
+-- when it is on the fire's day, else the whole time; whole seconds unless
+-- ms.
+local function later_text(r, field, ms)
+  if not r[field] then return "-" end
+  local fire, at = fire_text(r.scheduled_at), fire_text(ms and r[field] or r[field] // 1000 * 1000)
+  if fire:sub(1, 10) == at:sub(1, 10) then return at:sub(12) end
+  return at
+end
+
+-- "2", "sig 9" or "-".
+local function exit_text(r)
+  if r.exit_signal then return "sig " .. r.exit_signal end
+  return r.exit_code and tostring(r.exit_code) or "-"
+end
+
+local function duration_text(r, now)
+  if r.duration_ms then return status.human(r.duration_ms) end
+  if r.outcome == "running" and r.started_at and now then
+    return "for " .. status.human(math.max(0, now - r.started_at))
   end
-  return view.columns(lines)
+  return "-"
+end
+
+-- What the row says beyond its state: how the run came (catch-up, manual)
+-- unless the state says it, then the error (or the cause of a missed fire,
+-- or the action of a control) and who asked.  whole: the error's first
+-- line whole, else cut at 60 characters.
+function M.note(r, whole)
+  local what = ""
+  if r.error and r.error ~= "" then
+    what = whole and view.safe(r.error:match("^[^\n]*")) or M.error_head(r.error)
+  end
+  if r.actor and r.actor ~= "" then
+    what = (what ~= "" and what .. " by " or "by ") .. view.safe(r.actor)
+  end
+  if r.how and r.how ~= r.outcome then
+    what = view.safe(r.how) .. (what ~= "" and "; " .. what or "")
+  end
+  return what ~= "" and what or "-"
+end
+
+-- The rows as a table, the state first; the run number is the log's
+-- `[job run N]` ("-" for a row written before leash kept it).  Unless
+-- wide, it leaves out the end, the token, the fire's year and the
+-- milliseconds, and fits view.FIT columns by cutting the job's name, the
+-- replica and the note, in that order ("~" marks a cut).
+function M.table(rows, now, wide)
+  if #rows == 0 then return "no runs in the ledger\n" end
+  local head = { "STATE", "JOB", "RUN", "EXIT", "FIRE (UTC)", "START", "DURATION", "REPLICA",
+                 "NOTE" }
+  if wide then
+    head = { "STATE", "JOB", "RUN", "EXIT", "FIRE (UTC)", "START", "END", "DURATION", "REPLICA",
+             "TOKEN", "NOTE" }
+  end
+  local lines = { head }
+  for _, r in ipairs(rows) do
+    local l = { r.outcome, view.safe(r.job), r.run_id and tostring(r.run_id) or "-", exit_text(r),
+      wide and fire_text(r.scheduled_at) or fire_short(r.scheduled_at),
+      later_text(r, "started_at", wide), duration_text(r, now), view.safe(r.owner),
+      M.note(r, wide) }
+    if wide then
+      table.insert(l, 7, later_text(r, "ended_at", true))
+      table.insert(l, 10, tostring(r.token))
+    end
+    lines[#lines + 1] = l
+  end
+  if wide then return view.columns(lines) end
+  return view.columns(lines, { max = view.FIT,
+    cut = { { 2, 16 }, { 8, 20 }, { 9, 24 }, { 8, 12 }, { 2, 10 }, { 9, 12 } } })
 end
 
 function M.json(provider, rows, now)

@@ -5,6 +5,7 @@
 -- check (Nagios plugin style).  Pure: the clock is the database's `now`.
 local status = require "leash.status"
 local core = require "leash.core"
+local text = require "leash.text"
 
 local M = {}
 
@@ -154,36 +155,24 @@ local function ago(ms) return status.human(math.max(0, ms)) .. " ago" end
 -- When a run happened: its start, else its fire.
 local function run_at(r) return r.started_at or r.scheduled_at end
 
-local function last_text(r, now)
+-- The last run in a few words: "5m ago ok 1.2s"; wide puts its replica
+-- after the age.
+local function last_text(r, now, wide)
   if not r then return "-" end
   local dur
   if r.duration_ms then dur = status.human(r.duration_ms)
   elseif r.outcome == "running" and r.started_at then dur = "for " .. status.human(now - r.started_at)
   else dur = "-" end
-  return ("%s %s %s %s"):format(ago(now - run_at(r)), M.safe(r.owner), r.outcome, dur)
+  local who = wide and (" " .. M.safe(r.owner)) or ""
+  return ("%s%s %s %s"):format(ago(now - run_at(r)), who, r.outcome, dur)
 end
 
-local function width(s)
-  local _, n = s:gsub("[^\128-\191]", "")
-  return n
-end
+-- The width the commands' tables fit in unless --wide.
+M.FIT = 120
 
--- Columns padded to their widest cell, two spaces apart, the last unpadded.
-function M.columns(lines)
-  local w = {}
-  for _, l in ipairs(lines) do
-    for i, c in ipairs(l) do w[i] = math.max(w[i] or 0, width(c)) end
-  end
-  local out = {}
-  for _, l in ipairs(lines) do
-    local cells = {}
-    for i, c in ipairs(l) do
-      cells[i] = i == #l and c or c .. (" "):rep(w[i] - width(c))
-    end
-    out[#out + 1] = table.concat(cells, "  ")
-  end
-  return table.concat(out, "\n") .. "\n"
-end
+-- Columns padded to their widest cell, two spaces apart, the last unpadded
+-- (opts: leash.text.columns's, to fit a width).
+M.columns = text.columns
 
 -- A job file's error as the views show it: its first line, at most 80
 -- characters, safe.
@@ -228,21 +217,29 @@ function M.broken_table(model)
   return out
 end
 
-function M.table(model)
+-- The jobs as a table, the state first.  Unless wide, it leaves out the
+-- token and the last run's replica, and fits M.FIT columns by cutting the
+-- schedule, the holder, the job's name and the last run, in that order ("~"
+-- marks a cut); wide shows it all.
+function M.table(model, wide)
   if #model.jobs == 0 then return "no jobs (none in jobs/, none in the store)\n" end
-  local lines = { { "JOB", "SCHEDULE", "HOLDER", "TOKEN", "LAST", "NEXT", "STATE" } }
+  local lines = { wide and { "STATE", "JOB", "SCHEDULE", "HOLDER", "TOKEN", "LAST", "NEXT" }
+                  or { "STATE", "JOB", "SCHEDULE", "HOLDER", "LAST", "NEXT" } }
   for _, j in ipairs(model.jobs) do
-    lines[#lines + 1] = {
+    local l = {
+      j.state,
       M.safe(j.name) .. M.job_note(j),
       j.schedule or "-",
       j.holder and M.safe(j.holder) or "-",
-      j.token and tostring(j.token) or "-",
-      last_text(j.last, model.now),
+      last_text(j.last, model.now, wide),
       j.next and M.iso(j.next) or "-",
-      j.state,
     }
+    if wide then table.insert(l, 5, j.token and tostring(j.token) or "-") end
+    lines[#lines + 1] = l
   end
-  return M.columns(lines)
+  if wide then return M.columns(lines) end
+  return M.columns(lines, { max = M.FIT,
+    cut = { { 3, 12 }, { 4, 16 }, { 2, 16 }, { 5, 20 }, { 2, 10 }, { 4, 10 } } })
 end
 
 -- ---- JSON ----
@@ -264,7 +261,7 @@ end
 
 M.RUN_FIELDS = { "job", "scheduled_at", "owner", "token", "outcome", "claimed_at", "started_at",
                  "ended_at", "duration_ms", "exit_code", "exit_signal", "error", "actor",
-                 "recorded_at" }
+                 "recorded_at", "run_id", "how" }
 
 function M.run_json(r)
   if not r then return "null" end
@@ -402,17 +399,19 @@ function M.unknown(why)
   return "LEASH UNKNOWN - " .. M.safe(why) .. "\n"
 end
 
--- What the command calls: input as for build, view "table" | "json" |
--- "check", fail as for problems.  Returns the exit code and the text.
+-- What the command calls: input as for build, view "table" | "wide" |
+-- "json" | "check", fail as for problems.  Returns the exit code and the
+-- text.
 function M.render(input, view, fail)
   local model = M.build(input)
   if view == "check" then return M.check(model, { fail = fail }) end
   if view == "json" then return 0, M.json(model) end
+  local tbl = M.table(model, view == "wide")
   if model.replicas and #model.replicas > 0 then
-    return 0, M.table(model) .. status.replicas_table(model.replicas, model.leases, model.now,
+    return 0, tbl .. status.replicas_table(model.replicas, model.leases, model.now,
       model.lease_ms or 15000) .. M.broken_table(model)
   end
-  return 0, M.table(model)
+  return 0, tbl
 end
 
 return M

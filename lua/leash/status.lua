@@ -2,6 +2,7 @@
 -- a glance and as the JSON object of DESIGN.md "Command line".  Pure: rows
 -- and now (ms, the database's clock) in, text out.
 local core = require "leash.core"
+local text = require "leash.text"
 
 local M = {}
 
@@ -18,11 +19,6 @@ function M.human(ms)
   return ("%dh%02dm"):format(s // 3600, (s % 3600) // 60)
 end
 
-local function width(s)
-  local _, n = s:gsub("[^\128-\191]", "")   -- UTF-8 characters, not bytes
-  return n
-end
-
 function M.table(rows, now)
   if #rows == 0 then return "no leases\n" end
   local head = { "LEASE", "OWNER", "STATE", "EXPIRES IN", "TOKEN" }
@@ -32,23 +28,7 @@ function M.table(rows, now)
     lines[#lines + 1] = { M.safe(r.name), M.safe(r.owner), state(r, now),
       held and M.human(r.expires_at - now) or "-", tostring(r.token) }
   end
-  local w = {}
-  for _, l in ipairs(lines) do
-    for i, c in ipairs(l) do w[i] = math.max(w[i] or 0, width(c)) end
-  end
-  local out = {}
-  for _, l in ipairs(lines) do
-    local cells = {}
-    for i, c in ipairs(l) do
-      if i == #l then
-        cells[i] = c
-      else
-        cells[i] = c .. (" "):rep(w[i] - width(c))
-      end
-    end
-    out[#out + 1] = table.concat(cells, "  ")
-  end
-  return table.concat(out, "\n") .. "\n"
+  return text.columns(lines)
 end
 
 -- s as a JSON string: valid UTF-8 whatever s holds (invalid bytes as
@@ -153,24 +133,15 @@ end
 -- The replicas table and the warnings, for leash status; "" without rows.
 function M.replicas_table(replicas, rows, now, live_ms)
   if not replicas or #replicas == 0 then return "" end
-  local out = { "REPLICA", "HOST", "VERSION", "STATE", "LEASES", "SHARE", "JOBS HASH" }
-  local lines = { out }
+  local head = { "REPLICA", "HOST", "VERSION", "STATE", "LEASES", "SHARE", "JOBS HASH" }
+  local lines = { head }
   for _, j in ipairs(M.judge(replicas, rows, now, live_ms)) do
     lines[#lines + 1] = { M.safe(j.r.owner), M.safe(j.r.host), M.safe(j.r.version), j.state,
       tostring(j.leases), ("%d%%"):format(math.floor(j.share * 100 + 0.5)), M.safe(j.r.jobs_hash) }
   end
-  local w = {}
-  for _, l in ipairs(lines) do
-    for i, c in ipairs(l) do w[i] = math.max(w[i] or 0, width(c)) end
-  end
-  local text = {}
-  for _, l in ipairs(lines) do
-    local cells = {}
-    for i, c in ipairs(l) do cells[i] = i == #l and c or c .. (" "):rep(w[i] - width(c)) end
-    text[#text + 1] = table.concat(cells, "  ")
-  end
-  for _, msg in ipairs(M.drift(replicas, now, live_ms)) do text[#text + 1] = "warning: " .. M.safe(msg) end
-  return "\n" .. table.concat(text, "\n") .. "\n"
+  local out = { text.columns(lines):sub(1, -2) }
+  for _, msg in ipairs(M.drift(replicas, now, live_ms)) do out[#out + 1] = "warning: " .. M.safe(msg) end
+  return "\n" .. table.concat(out, "\n") .. "\n"
 end
 
 function M.json(provider, rows, now, replicas, live_ms)

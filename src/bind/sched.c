@@ -441,7 +441,7 @@ static int l_gained(lua_State *L)
 	struct lsched *ls = check(L);
 	struct job *j = find(L, ls);
 
-	sched_gained(&ls->s, j, (int64_t)luaL_optinteger(L, 3, -1));
+	sched_gained(&ls->s, j, (int64_t)luaL_optinteger(L, 3, -1), luaL_optstring(L, 4, NULL));
 	return done(L, 0);
 }
 

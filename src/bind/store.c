@@ -606,6 +606,8 @@ static struct store_run *runs_arg(lua_State *L, int i, size_t *n,
 		r->owner = str_field(L, "owner", &w);
 		r->outcome = str_field(L, "outcome", &w);
 		r->actor = str_field(L, "actor", &w);
+		r->how = str_field(L, "how", &w);
+		r->run_id = nil_int_field(L, "run_id", 0, INT64_MIN, &w);
 		r->scheduled_at = nil_int_field(L, "scheduled_at", -1, INT64_MIN, &w);
 		r->token = nil_int_field(L, "token", INT64_MIN + 1, INT64_MIN, &w);
 		if (claims && r->claim < nclaims) {
@@ -702,7 +704,7 @@ static void set_str(lua_State *L, const char *k, const char *v)
 /* A ledger row as a table, nil for NULL fields. */
 static void push_run_row(lua_State *L, const struct store_run_row *r)
 {
-	lua_createtable(L, 0, 14);
+	lua_createtable(L, 0, 16);
 	lua_pushstring(L, r->job);
 	lua_setfield(L, -2, "job");
 	lua_pushstring(L, r->owner);
@@ -722,6 +724,8 @@ static void push_run_row(lua_State *L, const struct store_run_row *r)
 	set_int(L, "recorded_at", r->recorded_at, STORE_NO_TIME);
 	set_int(L, "exit_code", r->exit_code, STORE_NO_CODE);
 	set_int(L, "exit_signal", r->exit_signal, STORE_NO_CODE);
+	set_int(L, "run_id", r->run_id, 0);
+	set_str(L, "how", r->how);
 	{
 		int64_t v = 0;
 		const char *col = store_run_corrupt(r, &v);

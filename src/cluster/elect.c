@@ -98,14 +98,14 @@ static void become_holder(struct elector *el, struct elect_job *j, int64_t start
 	j->deadline = start + j->lease_ms - j->margin_ms;
 	j->renew_due = start + j->renew_ms;
 	j->wake_at = NEVER;
-	free(j->holder);
-	j->holder = NULL;
 	if (gained) {
 		j->gained_at = start;
 		metrics_note_lease(j->metrics, 1);
 	}
 	if (gained && el->on_change)
 		el->on_change(el->arg, j, 1, "acquired");
+	free(j->holder);
+	j->holder = NULL;
 }
 
 static void become_follower(struct elector *el, struct elect_job *j, int64_t now,
@@ -280,6 +280,7 @@ static void still_follows(struct elector *el, struct elect_job *j, const struct 
 		if (el->on_follow)
 			el->on_follow(el->arg, j, li->owner, li->expires_at);
 	}
+	j->holder_expires = li->expires_at;
 	/* Wake exactly when the holder's lease runs out (database time
 	 * converted to our clock through the call's own end). */
 	j->wake_at = li->expires_at > li->now ? after + (li->expires_at - li->now) + 1 : after;

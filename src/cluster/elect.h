@@ -32,7 +32,11 @@ struct elect_job {
 	int64_t renew_due;              /* holder: next renew */
 	int64_t next_try;               /* follower: next retry (shared by a batch) */
 	int64_t wake_at;                /* follower: the holder's reported expiry, or INT64_MAX */
-	char *holder;                   /* follower: the holder when known (malloc'd), or NULL */
+	char *holder;                   /* follower: the holder when known (malloc'd), or NULL;
+	                                 * still set while on_change reports a gain (the
+	                                 * holder it took over from) */
+	int64_t holder_expires;         /* with holder: its lease's expiry as last seen
+	                                 * (database clock) */
 	void *user;
 	struct metrics_job *metrics;    /* the job's /metrics record (lease held,
 	                                 * gained, lost), or NULL */

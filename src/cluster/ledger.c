@@ -161,6 +161,8 @@ static void merge(struct ledger_row *r, const struct ledger_row *row)
 	TAKE(duration_ms, STORE_NO_TIME);
 	TAKE(exit_code, STORE_NO_CODE);
 	TAKE(exit_signal, STORE_NO_CODE);
+	TAKE(run_id, 0);
+	TAKE(how, NULL);
 #undef TAKE
 	if (row->error && *row->error) {
 		free(r->error);
@@ -198,7 +200,7 @@ static struct store_run as_run(const struct ledger *l, const struct ledger_row *
 		.token = r->token, .claimed_at = STORE_NO_TIME,
 		.started_at = db_time(l, r->started_at), .ended_at = db_time(l, r->ended_at),
 		.outcome = r->outcome, .exit_code = r->exit_code, .exit_signal = r->exit_signal,
-		.duration_ms = r->duration_ms, .error = r->error,
+		.duration_ms = r->duration_ms, .error = r->error, .run_id = r->run_id, .how = r->how,
 	};
 }
 

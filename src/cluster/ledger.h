@@ -38,6 +38,8 @@ struct ledger_row {
 	char *error;                    /* malloc'd, or NULL */
 	int64_t scheduled_at, token, started_at, ended_at, duration_ms;
 	int exit_code, exit_signal;
+	int64_t run_id;                 /* the log's `[job run N]`, or 0 when none */
+	const char *how;                /* NULL or one of STORE_HOWS (a constant) */
 	int riding;                     /* an account sent with the claim in flight */
 };
 

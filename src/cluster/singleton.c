@@ -60,16 +60,38 @@ static void store_answered(struct singleton *sg)
 	if (!sg->down)
 		return;
 	sg->down = 0;
+	sg->outage_end = sg->answered_at;
 	log_msg(LOG_INFO, NULL, 0, "lease store: answering again after %.1fs",
 	        (clock_boot_ms() - sg->down_since) / 1000.0);
 }
 
 /* ---- the elector's callbacks ---- */
 
+/* Why the fires of a job just taken, after its cursor, did not run, for
+ * the ledger (sched_gained's cause): the store was down since the cursor's
+ * fire, or the holder this replica followed stopped renewing (its last
+ * renewal: the expiry last seen less a lease); NULL when neither is known. */
+static const char *gain_cause(const struct singleton *sg, const struct elect_job *ej,
+                              char *buf, size_t len)
+{
+	int64_t now = clock_boot_ms(), wall = clock_wall_ms();
+	int64_t end = sg->down ? now : sg->outage_end;
+	char at[32];
+
+	if (end > 0 && ej->last_fire >= 0 && wall - (now - end) > ej->last_fire)
+		return "the store did not answer";
+	if (!ej->holder)
+		return NULL;
+	snprintf(buf, len, "the holder %s stopped renewing at %s", ej->holder,
+	         clock_iso(at, sizeof at, ej->holder_expires - ej->lease_ms, 1));
+	return buf;
+}
+
 static void on_change(void *arg, struct elect_job *ej, int gained, const char *why)
 {
 	struct singleton *sg = arg;
 	struct job *j = ej->user;
+	char cause[STORE_NAME_MAX + 96];
 
 	if (gained) {
 		log_msg(LOG_INFO, j->name, 0, "holding the lease (token %lld)", (long long)ej->token);
@@ -78,7 +100,7 @@ static void on_change(void *arg, struct elect_job *ej, int gained, const char *w
 		ej->gained_members = sg->spread.members;
 		ej->keep_until = 0;
 		ledger_forget(&sg->ledger, j->name);
-		sched_gained(sg->sched, j, ej->last_fire);
+		sched_gained(sg->sched, j, ej->last_fire, gain_cause(sg, ej, cause, sizeof cause));
 		return;
 	}
 	log_msg(LOG_WARN, j->name, 0, "%s", why);
@@ -392,12 +414,19 @@ static int64_t run_key(const struct run *r)
 	return r->scheduled_ms ? r->scheduled_ms : r->started_wall;
 }
 
+/* How the run came, for the ledger's how: NULL for a fire on time. */
+static const char *run_how(const struct run *r)
+{
+	return r->manual ? "manual" : r->catchup ? "catch-up" : NULL;
+}
+
 void singleton_run_started(struct singleton *sg, struct run *r)
 {
 	struct ledger_row row = {
 		.scheduled_at = run_key(r), .token = r->token, .started_at = r->started_wall,
 		.ended_at = STORE_NO_TIME, .duration_ms = STORE_NO_TIME,
 		.exit_code = STORE_NO_CODE, .exit_signal = STORE_NO_CODE,
+		.run_id = r->id, .how = run_how(r),
 	};
 
 	if (claimed_run(r))
@@ -414,6 +443,7 @@ void singleton_run_ended(struct singleton *sg, struct run *r)
 		.scheduled_at = run_key(r), .token = r->token, .started_at = r->started_wall,
 		.ended_at = now, .duration_ms = now - r->started_wall,
 		.error = r->error ? r->error : r->stop_reason[0] ? r->stop_reason : NULL,
+		.run_id = r->id, .how = run_how(r),
 	};
 
 	if (!r->job)

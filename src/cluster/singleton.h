@@ -47,6 +47,8 @@ struct singleton {
 	int down;
 	int64_t down_since, down_logged;        /* boottime */
 	int64_t answered_at;            /* boottime: the last step it answered, or -1 */
+	int64_t outage_end;             /* boottime: when it last answered again after
+	                                 * being down, or 0 */
 	int step_failed;                /* an error was reported during this step */
 	int release_failed;             /* at shutdown: stop trying to release */
 	int health_left;                /* store_health calls left this turn */

@@ -30,8 +30,8 @@
 
 const char cmd_usage[] =
 	"usage: leash run [-c FILE] [-o KEY=VALUE]\n"
-	"       leash status [-c FILE] [-o KEY=VALUE] [--json] [--leases] [-w|--watch] [--check [--fail N]]\n"
-	"       leash history [-c FILE] [-o KEY=VALUE] [JOB] [--since D] [--limit N] [--json]\n"
+	"       leash status [-c FILE] [-o KEY=VALUE] [--json|--wide] [--leases] [-w|--watch] [--check [--fail N]]\n"
+	"       leash history [-c FILE] [-o KEY=VALUE] [JOB] [--since D] [--limit N] [--json|--wide]\n"
 	"       leash check [-c FILE] [-o KEY=VALUE] [--next N]\n"
 	"       leash pause [-c FILE] [-o KEY=VALUE] JOB [--for D] [--no-wait] [--force]\n"
 	"       leash resume [-c FILE] [-o KEY=VALUE] JOB [--no-wait] [--force]\n"

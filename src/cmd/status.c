@@ -87,112 +87,33 @@ static int status_jobs(lua_State *L, const struct cfg *c, int view, int watch, l
 	return rc;
 }
 
-int cmd_status(int argc, char **argv)
+/* leash status --leases, once: the lease table (and the replicas), as a
+ * table or JSON. */
+static int status_leases(lua_State *L, const struct cfg *c, int json)
 {
-	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "leases", no_argument, NULL, 'l' },
-		{ "watch", no_argument, NULL, 'w' },
-		{ "check", no_argument, NULL, 'k' },
-		{ "fail", required_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *path = NULL;
-	int leases = 0, watch = 0, check = 0;
-	long fail = 0;
 	struct store_opts o;
 	struct store *s;
 	struct lease_row *rows = NULL;
 	struct store_replica *reps = NULL;
-	size_t nreps = 0;
-	int64_t rnow = 0;
-	struct cfg c;
-	lua_State *L;
+	size_t n = 0, nreps = 0;
+	int64_t now = 0, rnow = 0;
 	char err[STORE_ERR_MAX + 256];
-	size_t n = 0;
-	int64_t now = 0;
-	int opt, json = 0, rc = EXIT_PROBLEMS;
+	int rc = EXIT_PROBLEMS;
 
-	while ((opt = getopt_long(argc, argv, "c:w", longopts, NULL)) != -1) {
-		if (opt == 'c') {
-			path = optarg;
-		} else if (opt == 'j') {
-			json = 1;
-		} else if (opt == 'l') {
-			leases = 1;
-		} else if (opt == 'w') {
-			watch = 1;
-		} else if (opt == 'k') {
-			check = 1;
-		} else if (opt == 'f') {
-			char *end;
-			fail = strtol(optarg, &end, 10);
-			if (!*optarg || *end || fail < 1 || fail > 1000000) {
-				fprintf(stderr, "leash status: --fail %s: expected a count of failures in a "
-				        "row from 1 to 1000000\n", optarg);
-				return EXIT_CONFIG;
-			}
-		} else {
-			fputs(cmd_usage, stderr);
-			return EXIT_CONFIG;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "leash status: unexpected argument \"%s\"\n%s", argv[optind], cmd_usage);
-		return EXIT_CONFIG;
-	}
-	if (check && (json || leases || watch)) {
-		fprintf(stderr, "leash status: --check prints a monitor's lines; it goes with neither "
-		        "--json, --leases nor --watch\n");
-		return EXIT_CONFIG;
-	}
-	if (fail && !check) {
-		fprintf(stderr, "leash status: --fail %ld: only with --check\n", fail);
-		return EXIT_CONFIG;
-	}
-	if (cmd_setup(path, &L, &c) < 0) {
-		if (check)
-			printf("LEASH UNKNOWN - the config cannot be read (see leash check)\n");
-		return check ? EXIT_UNKNOWN : EXIT_CONFIG;
-	}
-	if (!c.singleton && check) {
-		printf("LEASH UNKNOWN - singleton mode is off in %s: there is no store to check\n",
-		       c.file);
-		rc = EXIT_UNKNOWN;
-		goto done;
-	}
-	if (c.singleton && (!leases || watch)) {
-		int view = check ? VIEW_CHECK : leases ? (json ? VIEW_LEASES_JSON : VIEW_LEASES)
-		           : json ? VIEW_JSON : VIEW_TABLE;
-
-		rc = status_jobs(L, &c, view, watch, fail ? fail : 1);
-		goto done;
-	}
-	if (!c.singleton) {
-		if (json)
-			printf("%s\n", VIEW_NO_STORE_JSON);
-		else
-			printf("singleton mode is off in %s ([singleton] enabled = false): every replica "
-			       "runs every job and no leases are kept\n", c.file);
-		rc = 0;
-		goto done;
-	}
-	if (store_opts_from(&c, &o, err, sizeof err) < 0) {
+	if (store_opts_from(c, &o, err, sizeof err) < 0) {
 		fprintf(stderr, "leash status: %s\n", err);
-		rc = EXIT_CONFIG;
-		goto done;
+		return EXIT_CONFIG;
 	}
 	o.mode = STORE_READ;
-	s = store_open(c.provider, &o, err, sizeof err);
-	if (!s) {
-		fprintf(stderr, "leash status: cannot open the %s store: %s\n", c.provider, err);
-		goto done;
+	if (!(s = store_open(c->provider, &o, err, sizeof err))) {
+		fprintf(stderr, "leash status: cannot open the %s store: %s\n", c->provider, err);
+		return EXIT_PROBLEMS;
 	}
 	if (store_list(s, &rows, &n, &now) != STORE_OK) {
 		fprintf(stderr, "leash status: cannot list the leases in the %s store: %s\n",
-		        c.provider, s->err);
+		        c->provider, s->err);
 		store_close(s);
-		goto done;
+		return EXIT_PROBLEMS;
 	}
 	/* The replicas' presence rows; a store without them shows none. */
 	if (store_replicas(s, &reps, &nreps, &rnow) != STORE_OK) {
@@ -202,12 +123,12 @@ int cmd_status(int argc, char **argv)
 	store_close(s);
 
 	if (json)
-		lua_pushstring(L, c.provider);
+		lua_pushstring(L, c->provider);
 	lx_push_rows(L, rows, n);
 	lua_pushinteger(L, now);
 	if (json) {
 		lx_push_replicas(L, reps, nreps);
-		lua_pushinteger(L, c.lease_ms);
+		lua_pushinteger(L, c->lease_ms);
 	}
 	if (lx_callmod(L, "leash.status", json ? "json" : "table", json ? 5 : 2, 1) != LUA_OK)
 		goto lua_fail;
@@ -217,13 +138,13 @@ int cmd_status(int argc, char **argv)
 		lx_push_replicas(L, reps, nreps);
 		lx_push_rows(L, rows, n);
 		lua_pushinteger(L, now);
-		lua_pushinteger(L, c.lease_ms);
+		lua_pushinteger(L, c->lease_ms);
 		if (lx_callmod(L, "leash.status", "replicas_table", 4, 1) != LUA_OK)
 			goto lua_fail;
 		fputs(lua_tostring(L, -1), stdout);
-	}
-	if (json)
+	} else {
 		fputc('\n', stdout);
+	}
 	rc = 0;
 	goto done;
 lua_fail:
@@ -231,7 +152,95 @@ lua_fail:
 done:
 	free(rows);
 	store_free_replicas(reps, nreps);
-	cfg_free(&c);
-	lua_close(L);
 	return rc;
+}
+
+/* leash status's options: the view they ask for (a VIEW_* kind), or -1
+ * after saying what is wrong. */
+static int status_opts(int argc, char **argv, const char **path, int *watch, long *fail)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "wide", no_argument, NULL, 'W' },
+		{ "leases", no_argument, NULL, 'l' },
+		{ "watch", no_argument, NULL, 'w' },
+		{ "check", no_argument, NULL, 'k' },
+		{ "fail", required_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt, json = 0, wide = 0, leases = 0, check = 0;
+	char *end;
+
+	while ((opt = getopt_long(argc, argv, "c:w", longopts, NULL)) != -1) {
+		if (opt == 'c') {
+			*path = optarg;
+		} else if (opt == 'j' || opt == 'W' || opt == 'l' || opt == 'w' || opt == 'k') {
+			*(opt == 'j' ? &json : opt == 'W' ? &wide : opt == 'l' ? &leases
+			  : opt == 'w' ? watch : &check) = 1;
+		} else if (opt == 'f') {
+			*fail = strtol(optarg, &end, 10);
+			if (!*optarg || *end || *fail < 1 || *fail > 1000000) {
+				fprintf(stderr, "leash status: --fail %s: expected a count of failures in a "
+				        "row from 1 to 1000000\n", optarg);
+				return -1;
+			}
+		} else {
+			fputs(cmd_usage, stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "leash status: unexpected argument \"%s\"\n%s", argv[optind], cmd_usage);
+		return -1;
+	}
+	if (check && (json || leases || *watch || wide)) {
+		fprintf(stderr, "leash status: --check prints a monitor's lines; it goes with neither "
+		        "--json, --wide, --leases nor --watch\n");
+		return -1;
+	}
+	if (wide && (json || leases)) {
+		fprintf(stderr, "leash status: --wide shows the jobs table whole; it goes with "
+		        "neither --json nor --leases\n");
+		return -1;
+	}
+	if (*fail && !check) {
+		fprintf(stderr, "leash status: --fail %ld: only with --check\n", *fail);
+		return -1;
+	}
+	return check ? VIEW_CHECK : leases ? (json ? VIEW_LEASES_JSON : VIEW_LEASES)
+	       : json ? VIEW_JSON : wide ? VIEW_WIDE : VIEW_TABLE;
+}
+
+int cmd_status(int argc, char **argv)
+{
+	const char *path = NULL;
+	int watch = 0, rc, view;
+	long fail = 0;
+	struct cfg c;
+	lua_State *L;
+
+	if ((view = status_opts(argc, argv, &path, &watch, &fail)) < 0)
+		return EXIT_CONFIG;
+	if (cmd_setup(path, &L, &c) < 0) {
+		if (view == VIEW_CHECK)
+			printf("LEASH UNKNOWN - the config cannot be read (see leash check)\n");
+		return view == VIEW_CHECK ? EXIT_UNKNOWN : EXIT_CONFIG;
+	}
+	if (!c.singleton && view == VIEW_CHECK) {
+		printf("LEASH UNKNOWN - singleton mode is off in %s: there is no store to check\n",
+		       c.file);
+		rc = EXIT_UNKNOWN;
+	} else if (!c.singleton) {
+		if (view == VIEW_JSON || view == VIEW_LEASES_JSON)
+			printf("%s\n", VIEW_NO_STORE_JSON);
+		else
+			printf("singleton mode is off in %s ([singleton] enabled = false): every replica "
+			       "runs every job and no leases are kept\n", c.file);
+		rc = 0;
+	} else if (watch || (view != VIEW_LEASES && view != VIEW_LEASES_JSON)) {
+		rc = status_jobs(L, &c, view, watch, fail ? fail : 1);
+	} else {
+		rc = status_leases(L, &c, view == VIEW_LEASES_JSON);
+	}
+	return cmd_end(NULL, &c, L, rc);
 }

@@ -123,6 +123,7 @@ struct run {
 	int64_t scheduled_ms;           /* wall clock; 0 for a service */
 	int64_t token;                  /* 0 when not elected */
 	int manual;                     /* a triggered run (leash trigger): not claimed */
+	int catchup;                    /* a catch-up run: a missed fire, run late */
 	int64_t started_wall;           /* wall clock */
 	/* When its log-record pipe closed: the body's end (the child's exit
 	 * may come later, see child_main); 0 until then. */

@@ -1359,15 +1359,19 @@ static void log_missed(struct sched *s, struct job *j, int count, int64_t first,
  * follower at a fire's millisecond moved next_fire_ms past it).  Every fire not
  * run is accounted for, up to SCHED_ACCOUNT_MAX of them, from at most
  * SCHED_ACCOUNT_SPAN back (the cursor may be years old). */
-static void catch_up(struct sched *s, struct job *j, int64_t last_fire, int *budget)
+static void catch_up(struct sched *s, struct job *j, int64_t last_fire, const char *cause,
+                     int *budget)
 {
 	int64_t now = wall(s), oldest = now - j->missed_within_ms;
 	int64_t until = j->next_fire_ms >= 0 && j->next_fire_ms <= now ? j->next_fire_ms : now + 1;
 	int64_t f, first = -1, last = -1, run_from;
 	int count = 0, run, k;
-	char why[96];
+	char why[96], lost[512];
 
 	drop_wanted(s, j, "the lease was taken again", 0);
+	if (!cause)
+		cause = "no replica held the lease";
+	snprintf(lost, sizeof lost, "%s (older than missed_within)", cause);
 	if (last_fire < 0) {
 		/* A new job: nothing to catch up.  But its first fire may yet
 		 * fall in a hand-over gap, so its cursor starts here: the fires
@@ -1383,7 +1387,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire, int *bud
 		if (f < stop - SCHED_ACCOUNT_SPAN)
 			f = job_next_fire(s->L, j, stop - SCHED_ACCOUNT_SPAN - 1);
 		for (; f >= 0 && f < stop && *budget > 0; f = job_next_fire(s->L, j, f), (*budget)--)
-			account(s, j, f, 0, "missed", "older than missed_within");
+			account(s, j, f, 0, "missed", lost);
 		/* Not counted: the cursor may be years old. */
 		log_msg(LOG_WARN, j->name, 0, "fires from %s to before %s missed: older than "
 		        "missed_within%s", fire_iso(a, sizeof a, from), fire_iso(b, sizeof b, stop),
@@ -1404,7 +1408,8 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire, int *bud
 	run = j->missed == JOB_MISSED_SKIP ? 0 : j->missed == JOB_MISSED_ONCE ? 1
 	    : count < j->missed_max ? count : j->missed_max;
 	if (run == 0) {
-		log_missed(s, j, count, first, last, why, budget);
+		snprintf(lost, sizeof lost, "%s (missed = \"skip\" runs none)", cause);
+		log_missed(s, j, count, first, last, lost, budget);
 		return;
 	}
 	/* The run newest ones, oldest first. */
@@ -1416,8 +1421,9 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire, int *bud
 
 		for (k = 0; k < count - run - 1; k++)
 			before = job_next_fire(s->L, j, before);
-		log_missed(s, j, count - run, first, before, j->missed == JOB_MISSED_ONCE
-		           ? "missed = \"once\" runs the latest" : "more than missed_max", budget);
+		snprintf(lost, sizeof lost, "%s (%s)", cause, j->missed == JOB_MISSED_ONCE
+		         ? "missed = \"once\" runs the latest" : "more than missed_max");
+		log_missed(s, j, count - run, first, before, lost, budget);
 	}
 	log_msg(LOG_INFO, j->name, 0, "catching up %d missed fire%s (%s)", run, run == 1 ? "" : "s",
 	        why);
@@ -1429,7 +1435,7 @@ static void catch_up(struct sched *s, struct job *j, int64_t last_fire, int *bud
 	}
 }
 
-void sched_gained(struct sched *s, struct job *j, int64_t last_fire)
+void sched_gained(struct sched *s, struct job *j, int64_t last_fire, const char *cause)
 {
 	j->health = -1;         /* the store's, from the next run's end on */
 	if (j->kind == JOB_SERVICE) {
@@ -1444,7 +1450,7 @@ void sched_gained(struct sched *s, struct job *j, int64_t last_fire)
 		int share = SCHED_ACCOUNT_MAX < s->accounts_left ? SCHED_ACCOUNT_MAX : s->accounts_left;
 		int budget = share;
 
-		catch_up(s, j, last_fire, &budget);
+		catch_up(s, j, last_fire, cause, &budget);
 		s->accounts_left -= share - budget;
 	}
 }

@@ -203,8 +203,10 @@ void sched_run_ended(struct sched *, struct job *, int failed, int64_t ran_ms);
  * nothing) and before now, per its missed policy: "once" the latest, "all"
  * the latest missed_max oldest first (one at a time, through the overlap
  * rule), "skip" none; never one older than missed_within.  Each fire not
- * run is logged as missed. */
-void sched_gained(struct sched *, struct job *, int64_t last_fire);
+ * run is logged and accounted as missed, saying why in words: cause, what
+ * kept the fires after the cursor from running (as "the holder r1:42:ab
+ * stopped renewing at 2026-12-01T03:00:04Z"); NULL when unknown. */
+void sched_gained(struct sched *, struct job *, int64_t last_fire, const char *cause);
 
 /* At shutdown, once the runs have ended: the fires that were to start are
  * dropped (a claimed one is accounted missed: its row says so). */

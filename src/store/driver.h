@@ -111,18 +111,24 @@
 
 /* RUN columns: job, owner, actor, outcome, error, scheduled_at, token,
  * claimed_at, started_at, ended_at, duration_ms, recorded_at, exit_code,
- * exit_signal.  READ rows: (now, RUN columns) newest first (scheduled_at
- * descending, then job, then owner), one row with job NULL (the clock only)
- * when there is none.
+ * exit_signal.  READ rows: (now, RUN columns, run_id, how) newest first
+ * (scheduled_at descending, then job, then owner), one row with job NULL
+ * (the clock only) when there is none.
  * LEASE: (got 1 when owner holds it, owner, token, expires_at, now,
  * last_fire).
  * CLAIMS: a table (SP_R) of (i, name, token, fire), i the claim's number
  * from 1.  RUNS: a table of (lead, scheduled_at, owner, token, claimed_at,
  * started_at, ended_at, outcome, exit_code, exit_signal, duration_ms,
- * error, actor), NULL cells for unknown.
+ * error, actor), NULL cells for unknown; RECORD_RUNS's rows have run_id
+ * and how after actor.
  * PRESENCE rows: (now, owner, host, pid, version, started_at, heartbeat,
  * draining, jobs_hash, jobs, broken) sorted by owner (bytewise), drain markers left
  * out, and one row with owner NULL (the clock only) when there is none. */
+
+/* The error prune_runs gives a row it marks lost (one it has none), the
+ * same text in every dialect (tests/support/tds_server.py's LOST_WHY). */
+#define STORE_SQL_LOST_WHY \
+	"'no end was recorded before the lease moved on (its replica died or lost the lease)'"
 
 /* The bounds of store.h as SQL, the same text in every dialect: a lease
  * row that is sane, its columns prefixed with p ("l." or ""); a time

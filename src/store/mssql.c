@@ -721,9 +721,14 @@ static void build_sql(struct ms_store *st)
  * finds its indexes too.  A job's rows newest first (read_runs,
  * prune_runs' per-job cutoff) are its range of the clustered key walked
  * backwards. */
-#define ADD_COLUMN(col, type) \
-	"IF NOT EXISTS (SELECT 1 FROM sys.columns WHERE object_id = OBJECT_ID(N'[%1$s]') " \
-	"AND name = N'" col "') ALTER TABLE [%1$s] ADD " col " " type " NULL; "
+#define ADD_COLUMN_TO(tbl, col, type) \
+	"IF NOT EXISTS (SELECT 1 FROM sys.columns WHERE object_id = OBJECT_ID(N'[" tbl "]') " \
+	"AND name = N'" col "') ALTER TABLE [" tbl "] ADD " col " " type " NULL; "
+#define ADD_COLUMN(col, type) ADD_COLUMN_TO("%1$s", col, type)
+/* The 14 columns every leash ledger has had. */
+#define RUN_NEEDED "N'job', N'scheduled_at', N'owner', N'token', N'claimed_at', " \
+	"N'started_at', N'ended_at', N'outcome', N'exit_code', N'exit_signal', N'duration_ms', " \
+	"N'error', N'actor', N'recorded_at'"
 static int make_schema(struct ms_store *st)
 {
 	const char *t = st->table;
@@ -760,11 +765,19 @@ static int make_schema(struct ms_store *st)
 	    "token BIGINT NOT NULL, claimed_at BIGINT NULL, started_at BIGINT NULL, "
 	    "ended_at BIGINT NULL, outcome " OC " NOT NULL, exit_code INT NULL, "
 	    "exit_signal INT NULL, duration_ms BIGINT NULL, error " EC " NULL, "
-	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, "
+	    "actor " VC " NULL, recorded_at BIGINT NOT NULL, run_id BIGINT NULL, "
+	    "how " OC " NULL, "
 	    "PRIMARY KEY (job, scheduled_at, owner)); "
 	    "CREATE INDEX [%1$s_runs_at] ON [%1$s_runs] (scheduled_at); "
 	    "CREATE INDEX [%1$s_runs_running] ON [%1$s_runs] (job, token) "
-	    "WHERE outcome = N'running'; END; "
+	    "WHERE outcome = N'running'; END "
+	    /* A ledger of an older leash (one with every column check_runs
+	     * asks for; it refuses any other, left as it was) gets the columns
+	     * added since. */
+	    "ELSE IF (SELECT COUNT(*) FROM sys.columns WHERE object_id = "
+	    "OBJECT_ID(N'[%1$s_runs]') AND name IN (" RUN_NEEDED ")) = 14 BEGIN "
+	    ADD_COLUMN_TO("%1$s_runs", "run_id", "BIGINT") ADD_COLUMN_TO("%1$s_runs", "how", OC)
+	    "END; "
 	    "IF OBJECT_ID(N'[%1$s_replicas]', N'U') IS NULL "
 	    "CREATE TABLE [%1$s_replicas] ("
 	    "owner " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY, "
@@ -945,7 +958,7 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 /* The RUN columns (driver.h) of r. */
 #define READ_COLS "r.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, " \
 	"r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, " \
-	"r.exit_signal"
+	"r.exit_signal, r.run_id, r.how"
 
 /* The CLAIMS table (driver.h) keyed by name, and the names of the claims
  * taken; the answer: (now, i) per claim taken, or (now, NULL). */
@@ -1297,7 +1310,7 @@ static const struct {
 	"DECLARE @now BIGINT = " NOW "; "
 	"DECLARE @w TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 	"scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
-	W_COLS ", PRIMARY KEY (job, scheduled_at, owner)); "
+	W_COLS ", run_id BIGINT NULL, how " OC " NULL, PRIMARY KEY (job, scheduled_at, owner)); "
 	"{@w}BEGIN TRANSACTION; "
 	"UPDATE x SET token = w.token, outcome = w.outcome, "
 	"claimed_at = COALESCE(w.claimed_at, x.claimed_at), "
@@ -1307,13 +1320,14 @@ static const struct {
 	"exit_signal = COALESCE(w.exit_signal, x.exit_signal), "
 	"duration_ms = COALESCE(w.duration_ms, x.duration_ms), "
 	"error = COALESCE(w.error, x.error), actor = COALESCE(w.actor, x.actor), "
+	"run_id = COALESCE(w.run_id, x.run_id), how = COALESCE(w.how, x.how), "
 	"recorded_at = @now "
 	"FROM [%1$s_runs] AS x WITH (UPDLOCK, HOLDLOCK), @w AS w "
 	"WHERE w.job = x.job AND w.scheduled_at = x.scheduled_at AND w.owner = x.owner; "
-	"INSERT INTO [%1$s_runs] (" RUN_COLS ") "
+	"INSERT INTO [%1$s_runs] (" RUN_COLS ", run_id, how) "
 	"SELECT w.job, w.scheduled_at, w.owner, w.token, w.claimed_at, w.started_at, "
 	"w.ended_at, w.outcome, w.exit_code, w.exit_signal, w.duration_ms, w.error, "
-	"w.actor, @now FROM @w AS w "
+	"w.actor, @now, w.run_id, w.how FROM @w AS w "
 	"WHERE NOT EXISTS (SELECT 1 FROM [%1$s_runs] AS x WITH (UPDLOCK, HOLDLOCK) "
 	"WHERE x.job = w.job AND x.scheduled_at = w.scheduled_at AND x.owner = w.owner); "
 	"COMMIT;",
@@ -1335,7 +1349,8 @@ static const struct {
 	"DECLARE @lost TABLE (job " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 	"scheduled_at BIGINT NOT NULL, owner " VC " COLLATE Latin1_General_BIN2 NOT NULL, "
 	"PRIMARY KEY (job, scheduled_at, owner)); "
-	"UPDATE TOP (@max) [%1$s_runs] SET outcome = N'lost', recorded_at = @now "
+	"UPDATE TOP (@max) [%1$s_runs] SET outcome = N'lost', recorded_at = @now, "
+	"error = COALESCE([%1$s_runs].error, N" STORE_SQL_LOST_WHY ") "
 	"OUTPUT inserted.job, inserted.scheduled_at, inserted.owner INTO @lost "
 	"FROM [%1$s] AS l WHERE l.name = [%1$s_runs].job "
 	"AND [%1$s_runs].outcome = N'running' AND [%1$s_runs].token < l.token "

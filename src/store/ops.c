@@ -674,9 +674,14 @@ static void run_cols(struct store *s, int c, struct store_run_row *r)
 	r->exit_signal = (int)store_col_or(s, c + 13, STORE_NO_CODE);
 }
 
+/* A READ row: (now, RUN columns, run_id, how). */
 static int run_decode(struct store *s, void *elem)
 {
-	run_cols(s, 1, elem);
+	struct store_run_row *r = elem;
+
+	run_cols(s, 1, r);
+	r->run_id = store_col_or(s, 15, 0);
+	store_col_copy(s, 16, r->how, sizeof r->how);
 	return 0;
 }
 
@@ -779,7 +784,8 @@ static struct store_param *claim_cells(struct store *s, const struct store_claim
 	return t;
 }
 
-#define RUN_CELLS 13
+#define RUN_CELLS 13             /* a claim's row */
+#define RECORD_CELLS 15          /* a recorded row: run_id and how after them */
 static struct store_param or_null(int64_t v, int64_t null)
 {
 	return v == null ? SP_T(NULL) : SP_I(v);
@@ -790,14 +796,15 @@ static struct store_param or_null(int64_t v, int64_t null)
 static struct store_param *run_cells(struct store *s, const struct store_run *r, size_t n,
                                      int claims)
 {
-	struct store_param *t = malloc((n ? n : 1) * RUN_CELLS * sizeof *t);
+	size_t w = claims ? RUN_CELLS : RECORD_CELLS;
+	struct store_param *t = malloc((n ? n : 1) * w * sizeof *t);
 
 	if (!t) {
 		store_fail(s, "%s: out of memory", s->ops->name);
 		return NULL;
 	}
 	for (size_t k = 0; k < n; k++, r++) {
-		struct store_param *c = t + k * RUN_CELLS;
+		struct store_param *c = t + k * w;
 
 		c[0] = claims ? SP_I((int64_t)r->claim + 1) : SP_T(r->job);
 		c[1] = SP_I(r->scheduled_at);
@@ -812,6 +819,10 @@ static struct store_param *run_cells(struct store *s, const struct store_run *r,
 		c[10] = or_null(r->duration_ms, STORE_NO_TIME);
 		c[11] = SP_T(r->error);
 		c[12] = SP_T(r->actor);
+		if (!claims) {
+			c[13] = or_null(r->run_id, 0);
+			c[14] = SP_T(r->how);
+		}
 	}
 	return t;
 }
@@ -896,7 +907,7 @@ int store_op_record_runs(struct store *s, const struct store_run *runs, size_t n
 	if (!r)
 		return STORE_ERR;
 	{
-		struct store_param p[] = { SP_R(r, n, RUN_CELLS) };
+		struct store_param p[] = { SP_R(r, n, RECORD_CELLS) };
 
 		rc = store_exec(s, ST_RECORD_RUNS, p, 1, NULL, NULL);
 	}

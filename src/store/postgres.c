@@ -102,7 +102,7 @@ static const char *const q_name[Q_MAX] = { "leash_acquire_all" };
 #define READ_SQL(where) \
 	"SELECT t0.now, r.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token," \
 	" r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code," \
-	" r.exit_signal FROM (SELECT " NOW " AS now) t0 LEFT JOIN LATERAL" \
+	" r.exit_signal, r.run_id, r.how FROM (SELECT " NOW " AS now) t0 LEFT JOIN LATERAL" \
 	" (SELECT * FROM \"%1$s_runs\" x WHERE " where " AND x.scheduled_at >= $2" \
 	"  ORDER BY x.scheduled_at DESC, x.job COLLATE \"C\", x.owner COLLATE \"C\" LIMIT $3) r" \
 	" ON true ORDER BY r.scheduled_at DESC, r.job COLLATE \"C\", r.owner COLLATE \"C\""
@@ -477,8 +477,13 @@ static const char *const run_columns[] = {
 	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
 };
 
+/* The columns later versions added to the ledger, with their types: added
+ * to a ledger that lacks them. */
+static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" } };
+
 /* Creates <table>_runs when missing; one that exists without a column the
- * store needs is left exactly as it is and refused, naming the column.
+ * store needs is left exactly as it is and refused, naming the column; one
+ * that lacks only the run_added columns gets them.
  * The indexes are created only when the catalog lacks them (CREATE INDEX
  * locks the table against writes even when the index is there). */
 static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadline)
@@ -502,6 +507,8 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	         " error TEXT,"
 	         " actor VARCHAR(200),"
 	         " recorded_at BIGINT NOT NULL,"
+	         " run_id BIGINT,"
+	         " how VARCHAR(15),"
 	         " PRIMARY KEY (job, scheduled_at, owner))", ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0) {
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0)
@@ -523,6 +530,21 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 			                  "postgres: table %s_runs has no column %s: it is not leash's run"
 			                  " ledger (nothing was changed; rename or drop it, or use another"
 			                  " table)", ps->table, run_columns[i]);
+		}
+	}
+	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++) {
+		int found = 0;
+
+		for (int row = 0; row < PQntuples(r) && !found; row++)
+			found = strcmp(PQgetvalue(r, row, 0), run_added[i][0]) == 0;
+		if (found)
+			continue;
+		/* Asked only when missing: ALTER TABLE locks the table. */
+		snprintf(sql, len, "ALTER TABLE \"%s_runs\" ADD COLUMN IF NOT EXISTS %s %s", ps->table,
+		         run_added[i][0], run_added[i][1]);
+		if (run_ok(ps, 0, NULL, sql, deadline, "add a ledger column") < 0) {
+			PQclear(r);
+			return STORE_ERR;
 		}
 	}
 	PQclear(r);
@@ -1293,19 +1315,23 @@ static const char *const dialect[ST_MAX] = {
 	"   recorded_at = EXCLUDED.recorded_at)"
 	" SELECT t0.now, up.i FROM t0 LEFT JOIN up ON true",
 	/* record_runs: one upsert over the rows as arrays ($1 job, then as
-	 * claim_runs); a NULL field keeps the stored value. */
+	 * claim_runs, then $14 run_id, $15 how); a NULL field keeps the stored
+	 * value. */
 	[ST_RECORD_RUNS] =
-	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
+	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ", run_id, how)"
 	" SELECT x.job, x.scheduled_at, x.owner, x.token, x.claimed_at, x.started_at, x.ended_at,"
-	"  x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now"
+	"  x.outcome, x.exit_code, x.exit_signal, x.duration_ms, x.error, x.actor, t0.now,"
+	"  x.run_id, x.how"
 	" FROM (SELECT " NOW " AS now) t0,"
 	"  unnest($1::text[], " RUN_ARRAYS("2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12",
-	                                   "13") ") AS x(job, " RUN_NAMES ")"
+	                                   "13") ", $14::bigint[], $15::text[])"
+	"  AS x(job, " RUN_NAMES ", run_id, how)"
 	" ORDER BY x.job COLLATE \"C\", x.scheduled_at, x.owner COLLATE \"C\""
 	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = EXCLUDED.token,"
 	"  outcome = EXCLUDED.outcome, recorded_at = EXCLUDED.recorded_at,"
 	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
-	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
+	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor") ","
+	KEEP("run_id") "," KEEP("how"),
 	/* prune_runs, one statement: $1 keep ms, $2 keep_per_job, $3 max_rows,
 	 * shared by the three steps in order (each LIMIT is what the earlier
 	 * ones left).  Every step sees the statement's one snapshot, and they
@@ -1326,7 +1352,8 @@ static const char *const dialect[ST_MAX] = {
 	[ST_PRUNE_RUNS] =
 	"WITH t0 AS (SELECT " NOW " AS now),"
 	" c AS (SELECT now - $1::bigint AS cut, now FROM t0),"
-	" lost AS (UPDATE \"%1$s_runs\" r SET outcome = 'lost', recorded_at = (SELECT now FROM c)"
+	" lost AS (UPDATE \"%1$s_runs\" r SET outcome = 'lost', recorded_at = (SELECT now FROM c),"
+	"  error = coalesce(r.error, " STORE_SQL_LOST_WHY ")"
 	"  WHERE r.ctid = ANY (ARRAY(SELECT x.ctid FROM \"%1$s_runs\" x"
 	"   JOIN \"%1$s\" l ON l.name = x.job"
 	"   WHERE x.outcome = 'running' AND x.token < l.token"

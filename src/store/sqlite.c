@@ -145,7 +145,7 @@ enum { Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_MAX };
 #define KEEP(c) " " c " = coalesce(excluded." c ", r." c ")"
 #define READ_COLS \
 	"SELECT job, owner, actor, outcome, error, scheduled_at, token, claimed_at," \
-	" started_at, ended_at, duration_ms, recorded_at, exit_code, exit_signal" \
+	" started_at, ended_at, duration_ms, recorded_at, exit_code, exit_signal, run_id, how" \
 	" FROM \"%1$s_runs\""
 
 /* The most statements one entry of the catalogue runs in its transaction,
@@ -620,14 +620,16 @@ static const char *const dialect[ST_MAX] = {
 	" AND outcome = 'running' AND started_at IS NULL"
 	" AND EXISTS (SELECT 1 FROM temp.leash_w WHERE i = ?2);"
 	"SELECT NULL, o.i FROM (SELECT 1) t LEFT JOIN temp.leash_w o ON 1",
-	/* Each row (?1 job .. ?13 actor) upserted; a NULL keeps the stored field. */
+	/* Each row (?1 job .. ?13 actor, ?14 run_id, ?15 how) upserted; a NULL
+	 * keeps the stored field. */
 	[ST_RECORD_RUNS] =
-	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ")"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, " NOW ")"
+	"INSERT INTO \"%1$s_runs\" AS r (" RUN_COLS ", run_id, how)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, " NOW ", ?14, ?15)"
 	" ON CONFLICT (job, scheduled_at, owner) DO UPDATE SET token = excluded.token,"
 	" outcome = excluded.outcome, recorded_at = excluded.recorded_at,"
 	KEEP("claimed_at") "," KEEP("started_at") "," KEEP("ended_at") "," KEEP("exit_code") ","
-	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor"),
+	KEEP("exit_signal") "," KEEP("duration_ms") "," KEEP("error") "," KEEP("actor") ","
+	KEEP("run_id") "," KEEP("how"),
 	/* prune (?1 keep, ?2 keep_per_job, ?3 max_rows), in one transaction:
 	 * the clock read once (row 0), each step limited to what the earlier
 	 * left (n counts what they changed).  The steps touch disjoint rows:
@@ -645,7 +647,8 @@ static const char *const dialect[ST_MAX] = {
 	[ST_PRUNE_RUNS] =
 	"DELETE FROM temp.leash_w;"
 	"INSERT INTO temp.leash_w (i, now, n) VALUES (0, " NOW ", 0);"
-	"UPDATE \"%1$s_runs\" SET outcome = 'lost', recorded_at = " W_NOW " WHERE rowid IN"
+	"UPDATE \"%1$s_runs\" SET outcome = 'lost', recorded_at = " W_NOW ","
+	" error = coalesce(error, " STORE_SQL_LOST_WHY ") WHERE rowid IN"
 	" (SELECT r.rowid FROM \"%1$s_runs\" r INDEXED BY \"%1$s_runs_run\""
 	"  JOIN \"%1$s\" l ON l.name = r.job"
 	"  WHERE r.outcome = 'running' AND r.token < l.token AND r.scheduled_at >= " W_CUT
@@ -1018,14 +1021,20 @@ static const char *const run_columns[] = {
 	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
 };
 
+/* The columns later versions added to the ledger, with their types: added
+ * to a ledger that lacks them. */
+static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" } };
+
 /* Creates <table>_runs and its indexes when missing.  One that exists
  * without a column the store needs is left exactly as it is (no index is
- * added to it either) and the open fails naming the column. */
+ * added to it either) and the open fails naming the column; one that lacks
+ * only the run_added columns gets them. */
 static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 {
 	char sql[2048];
 	sqlite3_stmt *st = NULL;
 	int have[sizeof run_columns / sizeof run_columns[0]] = { 0 };
+	int added[sizeof run_added / sizeof run_added[0]] = { 0 };
 	int step;
 
 	snprintf(sql, sizeof sql,
@@ -1044,6 +1053,8 @@ static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 	         " error TEXT,"
 	         " actor VARCHAR(200),"
 	         " recorded_at BIGINT NOT NULL,"
+	         " run_id BIGINT,"
+	         " how VARCHAR(15),"
 	         " PRIMARY KEY (job, scheduled_at, owner))", ss->table);
 	if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
@@ -1056,6 +1067,9 @@ static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 		for (size_t i = 0; c && i < sizeof run_columns / sizeof run_columns[0]; i++)
 			if (sqlite3_stricmp(c, run_columns[i]) == 0)
 				have[i] = 1;
+		for (size_t i = 0; c && i < sizeof run_added / sizeof run_added[0]; i++)
+			if (sqlite3_stricmp(c, run_added[i][0]) == 0)
+				added[i] = 1;
 	}
 	sqlite3_finalize(st);
 	if (step != SQLITE_DONE)
@@ -1068,6 +1082,20 @@ static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 			         ss->table, run_columns[i]);
 			return -1;
 		}
+	/* Another opener may add one meanwhile: a failed ALTER is only an
+	 * error when the column is still missing. */
+	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++) {
+		if (added[i])
+			continue;
+		snprintf(sql, sizeof sql, "ALTER TABLE \"%s_runs\" ADD COLUMN %s %s", ss->table,
+		         run_added[i][0], run_added[i][1]);
+		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK &&
+		    !strstr(sqlite3_errmsg(ss->db), "duplicate column")) {
+			snprintf(err, errlen, "sqlite: %s_runs: cannot add the %s column: %s", ss->table,
+			         run_added[i][0], sqlite3_errmsg(ss->db));
+			return -1;
+		}
+	}
 	/* Index names stay within 63 bytes: the table name is at most 54. */
 	snprintf(sql, sizeof sql,
 	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_at\" ON \"%1$s_runs\" (scheduled_at);"

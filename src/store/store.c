@@ -437,14 +437,25 @@ int store_unclaim_all(struct store *s, const char *owner, const struct store_cla
 
 static const char *const outcomes[] = { STORE_OUTCOMES };
 
-int store_valid_outcome(const char *s)
+static int one_of(const char *s, const char *const *list, size_t n)
 {
-	if (!s)
-		return 0;
-	for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
-		if (strcmp(s, outcomes[i]) == 0)
+	for (size_t i = 0; s && i < n; i++)
+		if (strcmp(s, list[i]) == 0)
 			return 1;
 	return 0;
+}
+
+int store_valid_outcome(const char *s)
+{
+	return one_of(s, outcomes, sizeof outcomes / sizeof outcomes[0]);
+}
+
+static const char *const hows[] = { STORE_HOWS };
+
+/* 1 when s is one of STORE_HOWS. */
+static int how_ok(const char *s)
+{
+	return one_of(s, hows, sizeof hows / sizeof hows[0]);
 }
 
 /* Copies at most STORE_RUN_ERROR_MAX bytes of src into dst (which has room
@@ -509,6 +520,12 @@ static int check_run(struct store *s, const struct store_run *r)
 		                  r->job);
 	if (r->actor && check_str(s, "run actor", r->actor) != STORE_OK)
 		return STORE_ERR;
+	if (r->run_id < 0 || r->run_id > STORE_TIME_MAX)
+		return store_fail(s, "run of \"%s\": run_id must be 0 to %lld, got %lld", r->job,
+		                  (long long)STORE_TIME_MAX, (long long)r->run_id);
+	if (r->how && !how_ok(r->how))
+		return store_fail(s, "run of \"%s\": how \"%s\" is not one of catch-up, manual", r->job,
+		                  r->how);
 	return STORE_OK;
 }
 

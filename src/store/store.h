@@ -161,7 +161,8 @@ struct store_claim {
  * when unknown (NULL).  outcome is one of STORE_OUTCOMES.  The ledger table
  * is created at open beside the lease table; one that exists without a
  * column the store needs is refused at open, naming the column (nothing is
- * dropped or altered). */
+ * dropped).  The columns later versions added (run_id, how) are added at
+ * open to a ledger that lacks them, NULL in its old rows. */
 #define STORE_NO_TIME (-1LL)
 #define STORE_EVENT_CONTROL "control:"          /* drain_events: a control, not a release */
 #define STORE_EVENT_DRAIN "@drain"              /* ... of the replicas (leash drain), not a job */
@@ -169,6 +170,10 @@ struct store_claim {
 #define STORE_NO_CODE (-1)                       /* exit_code / exit_signal NULL */
 #define STORE_RUN_ERROR_MAX 1024                 /* bytes of error text kept */
 #define STORE_OUTCOME_MAX 15
+/* How a run came, when not by its fire: a missed fire run late, or asked
+ * for (leash trigger). */
+#define STORE_HOWS "catch-up", "manual"
+#define STORE_HOW_MAX 15
 #define STORE_RUNS_MAX 10000                     /* rows one read returns at most */
 /* "running": claimed or started, no end recorded yet. */
 #define STORE_OUTCOMES "running", "ok", "failed", "timeout", "lost", "killed", \
@@ -189,6 +194,10 @@ struct store_run {
 	                                 * character boundary and replaces each
 	                                 * invalid byte with '?') */
 	const char *actor;              /* NULL, or user@host of a control or manual run */
+	int64_t run_id;                 /* the run's number on its replica (the log's
+	                                 * `[job run N]`), or 0 when none; record_runs only */
+	const char *how;                /* NULL (a fire, or kept), or one of STORE_HOWS;
+	                                 * record_runs only */
 	size_t claim;                   /* claim_runs only: the index of the claim
 	                                 * the row is written with */
 };
@@ -203,6 +212,8 @@ struct store_run_row {
 	int64_t scheduled_at, token, claimed_at, started_at, ended_at, duration_ms;
 	int64_t recorded_at;                            /* db clock of the last write */
 	int exit_code, exit_signal;
+	int64_t run_id;                                 /* 0 when NULL (read_runs only) */
+	char how[STORE_HOW_MAX + 1];                    /* "" when NULL (read_runs only) */
 };
 
 /* ---- presence: table <table>_replicas ----
@@ -635,7 +646,8 @@ int store_unclaim_all(struct store *, const char *owner, const struct store_clai
 /* The ledger.  Each checks every row (job and owner 1-200 bytes, a known
  * outcome, scheduled_at 0 to STORE_TIME_MAX, token 0 to below
  * STORE_TOKEN_LIMIT, times and duration 0 to STORE_TIME_MAX or
- * STORE_NO_TIME, codes >= 0 or STORE_NO_CODE, actor NULL or 1-200 bytes;
+ * STORE_NO_TIME, codes >= 0 or STORE_NO_CODE, actor NULL or 1-200 bytes,
+ * run_id 0 to STORE_TIME_MAX, how NULL or one of STORE_HOWS;
  * for claim_runs claim < n and job == that claim's name), refuses a key
  * (job, scheduled_at, owner) listed twice in one call, cuts and cleans error
  * text into a copy of its own (the caller's rows are only read), and refuses

@@ -442,8 +442,8 @@ static enum MHD_Result get_api(struct MHD_Connection *conn, int history)
 		if (rc != 0)
 			ret = json_error(conn, rc > 0 ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
 			                 err);
-		else if (view_history(S.L, S.cfg, S.store, job && *job ? job : NULL, since_at, lim, 1,
-		                      err, sizeof err) < 0) {
+		else if (view_history(S.L, S.cfg, S.store, job && *job ? job : NULL, since_at, lim,
+		                      VIEW_JSON, err, sizeof err) < 0) {
 			store_failed();
 			ret = json_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, err);
 		} else {

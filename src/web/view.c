@@ -320,7 +320,8 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 	}
 	if (view_jobs_input(L, c, s, d, err, errlen) < 0)
 		return -1;
-	lua_pushstring(L, view == VIEW_JSON ? "json" : view == VIEW_CHECK ? "check" : "table");
+	lua_pushstring(L, view == VIEW_JSON ? "json" : view == VIEW_CHECK ? "check"
+	               : view == VIEW_WIDE ? "wide" : "table");
 	lua_pushinteger(L, fail);
 	if (lx_callmod(L, "leash.jobs_view", "render", 3, 2) != LUA_OK) {
 		lx_report(L, err, errlen);
@@ -360,8 +361,9 @@ done:
 }
 
 int view_history(lua_State *L, const struct cfg *c, struct store *s, const char *job,
-                 int64_t since_at, size_t lim, int json, char *err, size_t errlen)
+                 int64_t since_at, size_t lim, int view, char *err, size_t errlen)
 {
+	int json = view == VIEW_JSON;
 	struct store_run_row *rows = NULL;
 	size_t n = 0;
 	int64_t now = 0;
@@ -387,7 +389,9 @@ int view_history(lua_State *L, const struct cfg *c, struct store *s, const char 
 		lua_pop(L, 1);
 	}
 	lua_pushinteger(L, now);
-	if (lx_callmod(L, "leash.history", json ? "json" : "table", json ? 3 : 2, 1) != LUA_OK) {
+	if (!json)
+		lua_pushboolean(L, view == VIEW_WIDE);
+	if (lx_callmod(L, "leash.history", json ? "json" : "table", 3, 1) != LUA_OK) {
 		lx_report(L, err, errlen);
 		goto done;
 	}

@@ -42,7 +42,9 @@ void view_jobs_load(struct view_jobs *d, lua_State *L, const char *dir,
                     int64_t load_timeout_ms);
 void view_jobs_free(struct view_jobs *d);
 
-enum { VIEW_TABLE, VIEW_JSON, VIEW_CHECK, VIEW_LEASES, VIEW_LEASES_JSON };
+/* What a view renders: a table that fits 120 columns, the table with every
+ * column whole (--wide), JSON, a monitor's check, the leases. */
+enum { VIEW_TABLE, VIEW_WIDE, VIEW_JSON, VIEW_CHECK, VIEW_LEASES, VIEW_LEASES_JSON };
 
 /* The jobs view's input, as leash.jobs_view.build takes it: one list() and
  * one last_runs() (and the replicas' presence), d's page of them.  Pushes
@@ -65,9 +67,10 @@ int view_jobs(lua_State *L, const struct cfg *c, struct store *s, struct view_jo
 int view_history_args(lua_State *L, const char *job, const char *since, const char *limit,
                       int64_t *since_at, size_t *lim, char *err, size_t errlen);
 
-/* The ledger's rows, newest first, as a table or (json) JSON: one
- * read_runs.  Pushes the text and returns 0, or -1 with the reason in err. */
+/* The ledger's rows, newest first, as view (VIEW_TABLE, VIEW_WIDE or
+ * VIEW_JSON) renders them: one read_runs.  Pushes the text and returns 0,
+ * or -1 with the reason in err. */
 int view_history(lua_State *L, const struct cfg *c, struct store *s, const char *job,
-                 int64_t since_at, size_t lim, int json, char *err, size_t errlen);
+                 int64_t since_at, size_t lim, int view, char *err, size_t errlen);
 
 #endif

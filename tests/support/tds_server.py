@@ -94,7 +94,7 @@ def add_columns(db, t, names):
     for c in names:
         if c not in cols:
             db.execute(f'ALTER TABLE "{t}" ADD COLUMN {c} '
-                       + ("TEXT" if c == "handoff_to" else "INTEGER"))
+                       + ("TEXT" if c in ("handoff_to", "how") else "INTEGER"))
 
 
 def schema(db, t, p, faults):
@@ -105,6 +105,9 @@ def schema(db, t, p, faults):
     add_columns(db, t, ("last_fire", "paused_until", "trigger_at", "handoff_at", "health",
                         "handoff_to"))
     create_runs(db, t + "_runs")
+    # Only to a ledger of an older leash (every column it had), as the batch.
+    if set(RUN_COLS) <= {r[1] for r in db.execute(f'PRAGMA table_info("{t}_runs")')}:
+        add_columns(db, t + "_runs", RUN_ADDED)
     create_replicas(db, t + "_replicas")
     return []
 
@@ -406,7 +409,11 @@ def floor_update(db, t, p, faults):
 RUN_COLS = ["job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
             "outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor",
             "recorded_at"]
-RUN_KINDS = {"job": "str", "owner": "str", "outcome": "str", "error": "text", "actor": "str"}
+RUN_KINDS = {"job": "str", "owner": "str", "outcome": "str", "error": "text", "actor": "str",
+             "how": "str"}
+# The ledger columns later versions added: record_runs writes them (a NULL
+# keeps the stored value), read_runs reads them, schema adds them.
+RUN_ADDED = ["run_id", "how"]
 
 
 class TSqlError(Exception):
@@ -486,7 +493,8 @@ def create_runs(db, t):
                'NOT NULL, owner TEXT NOT NULL, token INTEGER NOT NULL, claimed_at INTEGER, '
                'started_at INTEGER, ended_at INTEGER, outcome TEXT NOT NULL, exit_code INTEGER, '
                'exit_signal INTEGER, duration_ms INTEGER, error TEXT, actor TEXT, '
-               'recorded_at INTEGER NOT NULL, PRIMARY KEY (job, scheduled_at, owner))')
+               'recorded_at INTEGER NOT NULL, run_id INTEGER, how TEXT, '
+               'PRIMARY KEY (job, scheduled_at, owner))')
     db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_at" ON "{t}" (scheduled_at)')
     db.execute(f'CREATE INDEX IF NOT EXISTS "{t}_running" ON "{t}" (job, token) '
                "WHERE outcome = 'running'")
@@ -547,7 +555,7 @@ def record_runs(db, t, p, faults, stmt):
     recorded_at the batch's @now."""
     _, runs = ledger_tables(stmt)
     now = now_ms()
-    keep = RUN_COLS[4:7] + RUN_COLS[8:13]       # COALESCE(new, stored)
+    keep = RUN_COLS[4:7] + RUN_COLS[8:13] + RUN_ADDED     # COALESCE(new, stored)
     for w in table_rows(stmt, "w", p, ("job", "scheduled_at", "owner")):
         sets = ", ".join(["token = ?", "outcome = ?", "recorded_at = ?"]
                          + [f"{k} = COALESCE(?, {k})" for k in keep])
@@ -556,8 +564,9 @@ def record_runs(db, t, p, faults, stmt):
                          + [w[k] for k in keep] + [w["job"], w["scheduled_at"], w["owner"]])
         if not cur.rowcount:
             v = dict(w, recorded_at=now)
-            db.execute(f'INSERT INTO "{runs}" ({", ".join(RUN_COLS)}) VALUES '
-                       f'({", ".join("?" * len(RUN_COLS))})', [v[k] for k in RUN_COLS])
+            cols = RUN_COLS + RUN_ADDED
+            db.execute(f'INSERT INTO "{runs}" ({", ".join(cols)}) VALUES '
+                       f'({", ".join("?" * len(cols))})', [v[k] for k in cols])
     deadlock(faults, "record_runs")
     return []
 
@@ -579,16 +588,19 @@ def read_runs(db, t, p, faults, stmt):
     _, runs = ledger_tables(stmt)
     now = now_ms()
     one_job = "job = @job AND" in stmt
-    rows = db.execute(f'SELECT {", ".join(READ_COLS)} FROM "{runs}" WHERE scheduled_at >= ?'
+    names = READ_COLS + RUN_ADDED
+    rows = db.execute(f'SELECT {", ".join(names)} FROM "{runs}" WHERE scheduled_at >= ?'
                       + (" AND job = ?" if one_job else ""),
                       (p["@since"], p["@job"]) if one_job else (p["@since"],)).fetchall()
     rows.sort(key=lambda r: (-r[5], utf16(r[0]), utf16(r[1])))
-    cols = [("now", "int")] + [(c, RUN_KINDS.get(c, "int")) for c in READ_COLS]
+    cols = [("now", "int")] + [(c, RUN_KINDS.get(c, "int")) for c in names]
     rows = [(now,) + r for r in rows[:p["@limit"]]]
-    return [("rows", cols, rows or [(now,) + (None,) * len(READ_COLS)])]
+    return [("rows", cols, rows or [(now,) + (None,) * len(names)])]
 
 
 FAILS = ("failed", "timeout", "lost", "killed")
+# The error prune_runs gives a row it marks lost (driver.h's STORE_SQL_LOST_WHY).
+LOST_WHY = "no end was recorded before the lease moved on (its replica died or lost the lease)"
 NOT_RUNS = ("missed", "skipped-overlap", "skipped-paused")
 
 
@@ -638,8 +650,8 @@ def prune_runs(db, t, p, faults, stmt):
         "WHERE x.outcome = 'running' AND x.token < l.token AND x.scheduled_at >= ? LIMIT ?",
         (cut, top))]
     for rowid in lost:
-        db.execute(f'UPDATE "{runs}" SET outcome = \'lost\', recorded_at = ? WHERE rowid = ?',
-                   (now, rowid))
+        db.execute(f'UPDATE "{runs}" SET outcome = \'lost\', recorded_at = ?, '
+                   'error = COALESCE(error, ?) WHERE rowid = ?', (now, LOST_WHY, rowid))
     n = len(lost)
     if n < top:
         n += db.execute(f'DELETE FROM "{runs}" WHERE rowid IN (SELECT rowid FROM "{runs}" '
