@@ -1176,6 +1176,11 @@ static int why_not(const char *path, enum store_mode mode, char *err, size_t err
 		snprintf(dir, sizeof dir, ".");
 	else
 		snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (write && missing && stat(dir, &st) < 0 && errno == ENOENT) {
+		snprintf(err, errlen, "sqlite: %s: the directory %s does not exist; fix: mkdir -p %s "
+		         "(owned by the user leash run runs as)", path, dir, dir);
+		return 0;
+	}
 	if (write && missing && stat(dir, &st) == 0 &&
 	    faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) < 0) {
 		owned(&st, how, sizeof how);
