@@ -205,7 +205,7 @@ function M.parse(expr)
   local nick = expr:match("^%s*(@%S*)%s*$")
   if nick == "@reboot" then
     return nil, "@reboot is not a schedule leash keeps (a cluster has no one boot): a job " ..
-      "that runs for as long as leash does is a service (service = true)"
+      "that runs for as long as leash does is a service (a job with neither every nor cron)"
   elseif nick and not NICKNAMES[nick] then
     return nil, ("unknown nickname %s (known: @yearly @annually @monthly @weekly @daily " ..
       "@midnight @hourly)"):format(quote(nick))
