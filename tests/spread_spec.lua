@@ -225,8 +225,10 @@ describe("spread end to end", function()
         print(("\n[%s] statements/s: holder %.2f, follower %.2f (renew every %dms, retry %dms)"):format(
           p.provider, rate[1], rate[2], LEASE / 3, RETRY))
         -- the holder: renew_beat once per renew, plus its start and stop; with the
-        -- beat apart it would be twice that
-        assert.is_true(rate[1] < 1.4 * per_renew, ("holder: %.2f statements/s"):format(rate[1]))
+        -- beat apart it would be twice that.  Where no NOTIFY tells it of a
+        -- control (SQLite, SQL Server) it reads the controls' version once a second.
+        local polls = p.provider == "postgres" and 0 or 1
+        assert.is_true(rate[1] < 1.4 * (per_renew + polls), ("holder: %.2f statements/s"):format(rate[1]))
         -- the follower: its own beat once per renew, and its tries once per retry
         assert.is_true(rate[2] < 1.4 * (per_renew + 1000 / RETRY), ("follower: %.2f statements/s"):format(rate[2]))
       end)

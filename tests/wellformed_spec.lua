@@ -300,13 +300,18 @@ describe("the JSON log, --json and /api", function()
   end)
 
   it("status --leases, status and history escape store text as a table", function()
-    for _, args in ipairs { { "status", "--leases" }, { "status" }, { "history", "--limit", "10000" } } do
+    -- (status cuts long cells to fit 120 columns, escaped first and on a
+    -- character boundary; --wide shows them whole)
+    for _, args in ipairs { { "status", "--leases" }, { "status" }, { "status", "--wide" },
+                            { "history", "--limit", "10000", "--wide" } } do
       local code, out, err = L.leash { args[1], "-c", d.config, table.unpack(args, 2) }
       assert.equal(0, code, err)
       strict(out, "utf8")
       no_controls(out)
-      assert.matches("bad\239\191\189\239\191\189\\x1b]0;pwned\\x07\\x1b[2J\\x0aFORGED", out, 1, true)
       assert.is_nil(out:find("\nFORGED", 1, true), out)
+      if #args > 1 then
+        assert.matches("bad\239\191\189\239\191\189\\x1b]0;pwned\\x07\\x1b[2J\\x0aFORGED", out, 1, true)
+      end
     end
   end)
 
