@@ -94,7 +94,7 @@ done
 # PostgreSQL and a TDS server of its own (and Babelfish, when one of its
 # specs proves the T-SQL: tests/support/services/30-babelfish.sh), so the
 # db specs are dealt over
-# LEASH_TEST_LANES lanes (default 3: they mostly wait on leash processes'
+# LEASH_TEST_LANES lanes (default 5: they mostly wait on leash processes'
 # sleeps and leases, not on the CPU), and one more lane runs the specs that
 # need no database.  A real SQL Server named by LEASH_TEST_MSSQL would be
 # shared, so then the db specs keep one lane.
@@ -105,35 +105,57 @@ done
 #
 # The db specs are dealt by their wall time, slowest first, each to the
 # lane with the least so far.  The seconds are the summary's "wall time per
-# spec file" (tests/support/summary.lua) of a whole suite on 2 cores (Dec
-# 2026: the db specs took 409 s in one lane, the ledger spec alone 192 s, so
-# more lanes than 3 would not end sooner); a spec not listed counts as
-# $new_secs and so goes to the lightest lane: add it here once measured.
-# With Babelfish (issue 33: a real T-SQL engine) the conformance specs and
-# mssql's took 198 s, 24 s and about 100 s in a whole suite on a busy 2-core
-# machine.
+# spec file" (tests/support/summary.lua) of a whole suite on 2 cores, a
+# busy one (Dec 2026); a spec not listed counts as $new_secs and so goes to
+# the lightest lane: add it here once measured.
+#
+# A long spec that runs the same tests on each provider is dealt as one
+# unit per provider, FILE@KEY (a line NAME@KEY SECONDS here for each key),
+# which runs FILE with LEASH_TEST_PROVIDERS=KEY (tests/support/providers.lua):
+# so no lane waits on one spec's three providers in a row (the ledger spec
+# alone took 227 s).  KEY is a provider's name, or mssql-real for Babelfish
+# (tests/support/services/30-babelfish.sh starts it only where a unit needs
+# it).
 db_secs="
-ledger 192
-service_handoff 230
+ledger@sqlite 75
+ledger@postgres 75
+ledger@mssql 77
+service_handoff@sqlite 76
+service_handoff@postgres 76
+service_handoff@mssql 76
+handoff_to@sqlite 38
+handoff_to@postgres 37
+handoff_to@mssql 38
+store_conformance@sqlite 15
+store_conformance@postgres 20
+store_conformance@mssql 25
+store_conformance@mssql-real 100
+corrupt_rows@sqlite 12
+corrupt_rows@postgres 14
+corrupt_rows@mssql 12
+corrupt_rows@mssql-real 60
+controls@sqlite 17
+controls@postgres 17
+controls@mssql 18
 election 76
-store_conformance 198
-controls 60
+store_fault 97
 hooks 30
 owner 7
-catchup 5
-spread 25
-mssql 100
+catchup 8
+spread 50
+mssql 70
+drain 38
 status_jobs_cli 6
 client_lib 9
 store_outage 3
-presence_conformance 24
+presence_conformance 9
 status_cli 1
 secrets 4
-corrupt_rows 120
 readonly_store 10
+broken_files 9
 "
 new_secs=20
-nlanes="${LEASH_TEST_LANES:-3}"
+nlanes="${LEASH_TEST_LANES:-5}"
 case "$nlanes" in
 '' | *[!0-9]* | 0*)
 	echo "tests/run.sh: LEASH_TEST_LANES=$nlanes: expected a whole number of db lanes, 1 or more" >&2
@@ -152,11 +174,31 @@ for f in tests/*_spec.lua; do
 	fi
 done
 
-secs_of() {
-	local name="${1##*/}"
+# A unit's name in db_secs: tests/ledger_spec.lua@sqlite -> ledger@sqlite.
+unit_name() {
+	local file="${1%@*}" name
+	name="${file##*/}"
 	name="${name%_spec.lua}"
-	awk -v n="$name" -v d="$new_secs" '$1 == n { print $2; f = 1 } END { if (!f) print d }' <<<"$db_secs"
+	[ "$file" = "$1" ] || name="$name@${1##*@}"
+	echo "$name"
 }
+
+secs_of() {
+	awk -v n="$(unit_name "$1")" -v d="$new_secs" '$1 == n { print $2; f = 1 } END { if (!f) print d }' <<<"$db_secs"
+}
+
+# The units: each db spec, or its providers' shares where db_secs lists them.
+units=()
+for f in "${db[@]}"; do
+	keys="$(awk -v n="$(unit_name "$f")@" 'index($1, n) == 1 { print substr($1, length(n) + 1) }' <<<"$db_secs")"
+	if [ -z "$keys" ]; then
+		units+=("$f")
+	else
+		for k in $keys; do
+			units+=("$f@$k")
+		done
+	fi
+done
 
 declare -a lane_files lane_load
 for ((i = 0; i < nlanes; i++)); do
@@ -170,7 +212,44 @@ while read -r s f; do
 	done
 	lane_files[best]+="$f "
 	lane_load[best]=$((lane_load[best] + s))
-done < <(for f in "${db[@]}"; do echo "$(secs_of "$f") $f"; done | sort -k1,1nr -k2,2)
+done < <(for u in "${units[@]}"; do echo "$(secs_of "$u") $u"; done | sort -k1,1nr -k2,2)
+
+# lane_busted UNITS...: the whole files in one busted run, then each
+# provider's share (FILE@KEY) in one of its own; one closing line for all
+# (a run that ended without its summary counts as a failure).
+lane_busted() {
+	local files=() shares=() u rc=0 out p=0 f=0 s=0 last
+	for u in "$@"; do
+		case "$u" in
+		*.lua@*) shares+=("$u") ;;
+		*) files+=("$u") ;;
+		esac
+	done
+	out="$LEASH_TEST_TMP/busted.out"
+	run_one() {
+		"$@" | tee "$out"
+		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+		last="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)"
+		if [ -z "$last" ]; then
+			echo "tests/run.sh: busted $* ended without a summary" >&2
+			f=$((f + 1))
+			return
+		fi
+		set -- $last
+		p=$((p + $1))
+		f=$((f + ${3%,}))
+		[ "${5:-}" = "" ] || s=$((s + $5))
+	}
+	[ "${#files[@]}" -eq 0 ] || run_one busted_run "${files[@]}"
+	for u in "${shares[@]}"; do
+		run_one env LEASH_TEST_PROVIDERS="${u##*@}" lua5.4 /usr/bin/busted \
+			--output=tests/support/summary.lua --pattern=_spec "${u%@*}"
+	done
+	last="$p passed, $f failed"
+	[ "$s" -eq 0 ] || last="$last, $s skipped"
+	echo "$last"
+	[ "$rc" -eq 0 ] && [ "$f" -eq 0 ]
+}
 
 # run_lane NAME SERVICES FILES...: runs FILES in the background in lane
 # NAME (SERVICES 1: with servers of its own), output to $root/lane-NAME.out.
@@ -191,7 +270,7 @@ run_lane() {
 			fi
 			eval "$(cat "$dir/env")"
 		fi
-		busted_run "$@"
+		lane_busted "$@"
 		rc=$?
 		services_stop "$dir"
 		echo "tests/run.sh: lane $name took ${SECONDS}s"

@@ -96,6 +96,29 @@ if real and real ~= "" then
   end
 end
 
+-- LEASH_TEST_PROVIDERS (keys, space or comma apart): only those, for a lane
+-- of tests/run.sh that runs one provider's share of a long spec.  A
+-- provider left out is not missing either.
+local only = os.getenv("LEASH_TEST_PROVIDERS")
+if only and only ~= "" then
+  local keep = {}
+  for w in only:gmatch("[^%s,]+") do keep[w] = true end
+  local function keyed(list)
+    local out = {}
+    for _, p in ipairs(list) do
+      if keep[p.key or p.provider] then out[#out + 1] = p end
+    end
+    return out
+  end
+  M.list, M.proof_list = keyed(M.list), keyed(M.proof_list)
+  if M.real and not keep["mssql-real"] then M.real = nil end
+  local missing = {}
+  for _, m in ipairs(M.missing) do
+    if keep[m:match("^(%S+)")] then missing[#missing + 1] = m end
+  end
+  M.missing = missing
+end
+
 -- Whether the provider keyed `key` is a real T-SQL engine.
 function M.is_real(key)
   for _, p in ipairs(M.proof_list) do

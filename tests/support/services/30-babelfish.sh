@@ -22,11 +22,19 @@ dir=$LEASH_TEST_TMP/babelfish
 repo=$(cd "$(dirname "$0")/../../.." && pwd)
 bf=${LEASH_TEST_BABELFISH:-$repo/../shared/babelfish}
 
-# Whether a spec to run needs the engine (any, when none is named).
+# Whether a spec to run needs the engine (any, when none is named).  A
+# provider's share of a spec (FILE@KEY, tests/run.sh) needs it for
+# mssql-real only.
 needed() {
 	named=0
 	for f in ${LEASH_TEST_SPECS:-}; do
 		case "$f" in
+		*.lua@mssql-real)
+			return 0
+			;;
+		*.lua@*)
+			named=1
+			;;
 		*.lua)
 			named=1
 			grep -q 'providers\.proof_list\|providers\.real' "$f" 2>/dev/null && return 0
