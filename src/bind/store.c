@@ -1015,18 +1015,20 @@ static int l_open_store(lua_State *L)
  * without touching the process's.  core.sqlite_test_clock(ms) freezes it at
  * ms since the epoch; core.sqlite_test_clock(nil) lets it run again.  The
  * VFS becomes the default for connections opened afterwards. */
-static sqlite3_vfs test_vfs;
-static sqlite3_vfs *real_vfs;
-static int test_clock_on;
-static sqlite3_int64 test_clock_ms;
+static struct {
+	sqlite3_vfs vfs;                /* the test VFS */
+	sqlite3_vfs *real;              /* the default one it wraps */
+	int on;                         /* the clock frozen */
+	sqlite3_int64 ms;               /* at this time */
+} tv;
 
 static int test_time64(sqlite3_vfs *v, sqlite3_int64 *out)
 {
-	if (test_clock_on) {
-		*out = test_clock_ms + 210866760000000LL;   /* Julian day 0 in ms */
+	if (tv.on) {
+		*out = tv.ms + 210866760000000LL;   /* Julian day 0 in ms */
 		return SQLITE_OK;
 	}
-	return real_vfs->xCurrentTimeInt64(real_vfs, out);
+	return tv.real->xCurrentTimeInt64(tv.real, out);
 }
 
 static int test_time(sqlite3_vfs *v, double *out)
@@ -1040,22 +1042,22 @@ static int test_time(sqlite3_vfs *v, double *out)
 
 static int l_sqlite_test_clock(lua_State *L)
 {
-	if (!real_vfs) {
+	if (!tv.real) {
 		char err[256] = "";
 
-		real_vfs = store_sqlite_vfs_find(err, sizeof err);
-		if (!real_vfs || real_vfs->iVersion < 2)
+		tv.real = store_sqlite_vfs_find(err, sizeof err);
+		if (!tv.real || tv.real->iVersion < 2)
 			return luaL_error(L, "sqlite_test_clock: no usable default VFS %s", err);
-		test_vfs = *real_vfs;
-		test_vfs.zName = "leash-test-clock";
-		test_vfs.pNext = NULL;
-		test_vfs.xCurrentTime = test_time;
-		test_vfs.xCurrentTimeInt64 = test_time64;
-		if (store_sqlite_vfs_register(&test_vfs) < 0)
+		tv.vfs = *tv.real;
+		tv.vfs.zName = "leash-test-clock";
+		tv.vfs.pNext = NULL;
+		tv.vfs.xCurrentTime = test_time;
+		tv.vfs.xCurrentTimeInt64 = test_time64;
+		if (store_sqlite_vfs_register(&tv.vfs) < 0)
 			return luaL_error(L, "sqlite_test_clock: cannot register the VFS");
 	}
-	test_clock_on = !lua_isnoneornil(L, 1);
-	test_clock_ms = test_clock_on ? (sqlite3_int64)luaL_checkinteger(L, 1) : 0;
+	tv.on = !lua_isnoneornil(L, 1);
+	tv.ms = tv.on ? (sqlite3_int64)luaL_checkinteger(L, 1) : 0;
 	return 0;
 }
 

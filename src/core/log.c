@@ -13,22 +13,26 @@
 #include "core/esc.h"
 #include "core/log.h"
 
-static int as_json;
-static enum log_level min_level = LOG_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
-static log_sink_fn sink;
-static void *sink_arg;
+
+/* The process's logging, as log_setup and log_set_sink set it. */
+static struct {
+	int json;                       /* JSON lines, not text */
+	enum log_level min;             /* records below it are dropped */
+	log_sink_fn sink;               /* where a record goes instead of stderr */
+	void *sink_arg;
+} lg = { .min = LOG_INFO };
 
 void log_set_sink(log_sink_fn fn, void *arg)
 {
-	sink = fn;
-	sink_arg = arg;
+	lg.sink = fn;
+	lg.sink_arg = arg;
 }
 
 void log_setup(int json, enum log_level min)
 {
-	as_json = json;
-	min_level = min;
+	lg.json = json;
+	lg.min = min;
 }
 
 int log_level_parse(const char *s)
@@ -111,13 +115,13 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
 	struct buf b;
 	char ts[64], num[32];
 
-	if (lv < min_level)
+	if (lv < lg.min)
 		return;
 	b.b = b.stack;
 	b.n = 0;
 	b.cap = sizeof b.stack;
 	clock_iso(ts, sizeof ts, clock_wall_ms(), 1);
-	if (as_json) {
+	if (lg.json) {
 		puts_(&b, "{\"ts\":");
 		putjson(&b, ts, LOG_TEXT_MAX);
 		puts_(&b, ",\"level\":");
@@ -165,9 +169,9 @@ void log_rec(enum log_level lv, const char *job, long run, const char *msg,
 			puttext(&b, fields[2 * i + 1]);
 		}
 	}
-	if (sink) {
+	if (lg.sink) {
 		b.b[b.n] = '\0';
-		sink(sink_arg, lv, b.b);
+		lg.sink(lg.sink_arg, lv, b.b);
 	} else {
 		/* Keep room for the newline even when the record was cut. */
 		b.b[b.n++] = '\n';
@@ -185,7 +189,7 @@ void log_msg(enum log_level lv, const char *job, long run, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	if (lv < min_level)
+	if (lv < lg.min)
 		return;
 	va_start(ap, fmt);
 	n = vsnprintf(msg, sizeof msg, fmt, ap);

@@ -101,13 +101,16 @@ struct arena {
 	char long_names[METRICS_JOBS_MAX][METRICS_NAME_MAX + 1];
 };
 
-static struct arena *A;
-static int A_fd = -1;                   /* the memfd behind A */
-static int writer;                      /* 0 in a forked child: it only reads */
+/* This process's view of the arena. */
+static struct {
+	struct arena *a;                /* the mapping; NULL before metrics_init */
+	int fd;                         /* the memfd behind it */
+	int writer;                     /* 0 in a forked child: it only reads */
+} mx = { .fd = -1 };
 
 static void forked(void)
 {
-	writer = 0;
+	mx.writer = 0;
 }
 
 static void init_bounds(struct bounds *b)
@@ -126,16 +129,16 @@ __attribute__((constructor)) static void metrics_init(void)
 
 	/* A memfd, so that an exec'd reader can map it too; its pages are
 	 * taken as they are touched, as an anonymous mapping's. */
-	if (fd >= 0 && ftruncate(fd, (off_t)sizeof *A) == 0)
-		p = mmap(NULL, sizeof *A, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (fd >= 0 && ftruncate(fd, (off_t)sizeof *mx.a) == 0)
+		p = mmap(NULL, sizeof *mx.a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
 	if (p == MAP_FAILED && fd >= 0) {
 		close(fd);
 		fd = -1;
 	}
 	if (p == MAP_FAILED)
-		p = mmap(NULL, sizeof *A, PROT_READ | PROT_WRITE,
+		p = mmap(NULL, sizeof *mx.a, PROT_READ | PROT_WRITE,
 		         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	A_fd = fd;
+	mx.fd = fd;
 
 	init_bounds(&late_b);
 	init_bounds(&dur_b);
@@ -143,33 +146,33 @@ __attribute__((constructor)) static void metrics_init(void)
 	init_bounds(&margin_b);
 	if (p == MAP_FAILED)
 		return;                 /* no metrics; every note does nothing */
-	A = p;
+	mx.a = p;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	A->owner = getpid();
-	A->start_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	A->free_head = -1;
-	writer = 1;
+	mx.a->owner = getpid();
+	mx.a->start_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	mx.a->free_head = -1;
+	mx.writer = 1;
 	pthread_atfork(NULL, NULL, forked);
 }
 
 int metrics_fd(void)
 {
-	return A_fd;
+	return mx.fd;
 }
 
 int metrics_attach(int fd)
 {
-	void *p = mmap(NULL, sizeof *A, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	void *p = mmap(NULL, sizeof *mx.a, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
 
 	if (p == MAP_FAILED)
 		return -1;
-	if (A)
-		munmap(A, sizeof *A);
-	if (A_fd >= 0)
-		close(A_fd);
-	A = p;
-	A_fd = -1;
-	writer = 0;
+	if (mx.a)
+		munmap(mx.a, sizeof *mx.a);
+	if (mx.fd >= 0)
+		close(mx.fd);
+	mx.a = p;
+	mx.fd = -1;
+	mx.writer = 0;
 	return 0;
 }
 
@@ -211,44 +214,44 @@ struct metrics_job *metrics_job_add(const char *name)
 	size_t len;
 	int32_t i;
 
-	if (!A || !writer)
+	if (!mx.a || !mx.writer)
 		return NULL;
-	if (A->free_head >= 0) {
-		i = A->free_head;
-		A->free_head = A->jobs[i].next_free;
-	} else if (A->hi < METRICS_JOBS_MAX) {
-		i = A->hi;
+	if (mx.a->free_head >= 0) {
+		i = mx.a->free_head;
+		mx.a->free_head = mx.a->jobs[i].next_free;
+	} else if (mx.a->hi < METRICS_JOBS_MAX) {
+		i = mx.a->hi;
 	} else {
-		add(&A->refused, 1);
+		add(&mx.a->refused, 1);
 		return NULL;
 	}
-	j = &A->jobs[i];
+	j = &mx.a->jobs[i];
 	__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	memset((char *)j + sizeof j->seq, 0, sizeof *j - sizeof j->seq);
 	if ((len = strlen(name)) < sizeof j->name) {
 		memcpy(j->name, name, len + 1);
 	} else {
-		snprintf(A->long_names[i], sizeof A->long_names[i], "%s", name);
+		snprintf(mx.a->long_names[i], sizeof mx.a->long_names[i], "%s", name);
 		j->long_name = 1;
 	}
 	j->live = 1;
 	__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELEASE);
-	if (i == A->hi)
-		__atomic_store_n(&A->hi, i + 1, __ATOMIC_RELEASE);
+	if (i == mx.a->hi)
+		__atomic_store_n(&mx.a->hi, i + 1, __ATOMIC_RELEASE);
 	return j;
 }
 
 void metrics_job_remove(struct metrics_job *j)
 {
-	if (!j || !writer)
+	if (!j || !mx.writer)
 		return;
 	__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	j->live = 0;
 	__atomic_store_n(&j->seq, j->seq + 1, __ATOMIC_RELEASE);
-	j->next_free = A->free_head;
-	A->free_head = (int32_t)(j - A->jobs);
+	j->next_free = mx.a->free_head;
+	mx.a->free_head = (int32_t)(j - mx.a->jobs);
 }
 
 void metrics_note_run(struct metrics_job *j, const char *outcome, int64_t ran_ms,
@@ -256,7 +259,7 @@ void metrics_note_run(struct metrics_job *j, const char *outcome, int64_t ran_ms
 {
 	int k;
 
-	if (!j || !writer || (k = index_of(outcomes, NOUTCOMES, outcome)) < 0)
+	if (!j || !mx.writer || (k = index_of(outcomes, NOUTCOMES, outcome)) < 0)
 		return;
 	add(&j->runs[k], 1);
 	observe(j->dur, &dur_b, ran_ms * 1000);
@@ -267,7 +270,7 @@ void metrics_note_run(struct metrics_job *j, const char *outcome, int64_t ran_ms
 void metrics_note_fire(struct metrics_job *j, int64_t scheduled_ms, int catchup,
                        int64_t started_ms)
 {
-	if (!j || !writer || scheduled_ms <= 0 || catchup)
+	if (!j || !mx.writer || scheduled_ms <= 0 || catchup)
 		return;
 	observe(j->late, &late_b, (started_ms - scheduled_ms) * 1000);
 }
@@ -276,13 +279,13 @@ void metrics_note_skip(struct metrics_job *j, const char *outcome)
 {
 	int k;
 
-	if (j && writer && (k = index_of(skip_outcomes, NREASONS, outcome)) >= 0)
+	if (j && mx.writer && (k = index_of(skip_outcomes, NREASONS, outcome)) >= 0)
 		add(&j->skips[k], 1);
 }
 
 void metrics_note_lease(struct metrics_job *j, int gained)
 {
-	if (!j || !writer)
+	if (!j || !mx.writer)
 		return;
 	add(gained ? &j->gained : &j->lost, 1);
 	__atomic_store_n(&j->held, gained ? 1 : 0, __ATOMIC_RELAXED);
@@ -290,26 +293,26 @@ void metrics_note_lease(struct metrics_job *j, int gained)
 
 void metrics_job_elected(struct metrics_job *j, int elected)
 {
-	if (j && writer)
+	if (j && mx.writer)
 		__atomic_store_n(&j->elected, elected ? 1 : 0, __ATOMIC_RELAXED);
 }
 
 void metrics_note_fork(int by_spawner)
 {
-	if (A && writer)
-		add(&A->forks[by_spawner ? 1 : 0], 1);
+	if (mx.a && mx.writer)
+		add(&mx.a->forks[by_spawner ? 1 : 0], 1);
 }
 
 void metrics_note_broken(size_t n)
 {
-	if (A && writer)
-		__atomic_store_n(&A->broken, (uint64_t)n, __ATOMIC_RELAXED);
+	if (mx.a && mx.writer)
+		__atomic_store_n(&mx.a->broken, (uint64_t)n, __ATOMIC_RELAXED);
 }
 
 void metrics_note_renew(int64_t margin_ms)
 {
-	if (A && writer)
-		observe(A->margin, &margin_b, margin_ms * 1000);
+	if (mx.a && mx.writer)
+		observe(mx.a->margin, &margin_b, margin_ms * 1000);
 }
 
 int64_t metrics_clock(void)
@@ -322,10 +325,10 @@ int64_t metrics_clock(void)
 
 int metrics_note_store(enum metrics_op op, int64_t t0, int rc)
 {
-	if (A && writer && op < METRICS_NOPS) {
-		observe(A->store[op], &store_b, (metrics_clock() - t0) / 1000);
+	if (mx.a && mx.writer && op < METRICS_NOPS) {
+		observe(mx.a->store[op], &store_b, (metrics_clock() - t0) / 1000);
 		if (rc < 0)
-			add(&A->store_err[op], 1);
+			add(&mx.a->store_err[op], 1);
 	}
 	return rc;
 }
@@ -464,14 +467,14 @@ struct snap {
  * hands meanwhile (or is changing). */
 static int copy_slot(int32_t i, struct metrics_job *out, char name[METRICS_NAME_MAX + 1])
 {
-	const struct metrics_job *j = &A->jobs[i];
+	const struct metrics_job *j = &mx.a->jobs[i];
 	uint32_t s1 = __atomic_load_n(&j->seq, __ATOMIC_ACQUIRE);
 
 	if (s1 & 1)
 		return 0;
 	memcpy(out, j, sizeof *j);
 	if (out->long_name)
-		memcpy(name, A->long_names[i], METRICS_NAME_MAX + 1);
+		memcpy(name, mx.a->long_names[i], METRICS_NAME_MAX + 1);
 	else
 		memcpy(name, out->name, sizeof out->name);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -511,7 +514,7 @@ static long long rss_bytes(void)
 	long page = sysconf(_SC_PAGESIZE);
 	FILE *f;
 
-	snprintf(path, sizeof path, "/proc/%d/statm", A ? (int)A->owner : (int)getpid());
+	snprintf(path, sizeof path, "/proc/%d/statm", mx.a ? (int)mx.a->owner : (int)getpid());
 	if (!(f = fopen(path, "r")))
 		return -1;
 	if (fscanf(f, "%lld %lld", &pages, &rss) != 2)
@@ -530,11 +533,11 @@ static void render_process(struct buf *b)
 		family(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
 		putf(b, "process_resident_memory_bytes %lld\n", rss);
 	}
-	if (A) {
+	if (mx.a) {
 		family(b, "process_start_time_seconds", "gauge",
 		       "Start time of the process since unix epoch in seconds.");
-		putf(b, "process_start_time_seconds %lld.%03lld\n", (long long)(A->start_ms / 1000),
-		     (long long)(A->start_ms % 1000));
+		putf(b, "process_start_time_seconds %lld.%03lld\n", (long long)(mx.a->start_ms / 1000),
+		     (long long)(mx.a->start_ms % 1000));
 	}
 }
 
@@ -605,30 +608,30 @@ static void render_store(struct buf *b)
 	family(b, "leash_store_call_duration_seconds", "histogram",
 	       "Store calls' latency, by operation (the ones called so far).");
 	for (int op = 0; op < METRICS_NOPS; op++)
-		if (hist_count(A->store[op], &store_b)) {
+		if (hist_count(mx.a->store[op], &store_b)) {
 			snprintf(label, sizeof label, "op=\"%s\"", op_labels[op]);
-			put_hist(b, "leash_store_call_duration_seconds", label, A->store[op], &store_b);
+			put_hist(b, "leash_store_call_duration_seconds", label, mx.a->store[op], &store_b);
 		}
 	family(b, "leash_store_errors_total", "counter", "Store calls that failed, by operation.");
 	for (int op = 0; op < METRICS_NOPS; op++)
-		if (hist_count(A->store[op], &store_b))
+		if (hist_count(mx.a->store[op], &store_b))
 			putf(b, "leash_store_errors_total{op=\"%s\"} %llu\n", op_labels[op],
-			     (unsigned long long)ld(&A->store_err[op]));
+			     (unsigned long long)ld(&mx.a->store_err[op]));
 	family(b, "leash_lease_renew_margin_seconds", "histogram",
 	       "Time left before the nearest lease deadline when a renew statement succeeded.");
-	put_hist(b, "leash_lease_renew_margin_seconds", "", A->margin, &margin_b);
+	put_hist(b, "leash_lease_renew_margin_seconds", "", mx.a->margin, &margin_b);
 	family(b, "leash_metrics_jobs_refused_total", "counter",
 	       "Jobs added while every slot was taken: they have no series.");
-	putf(b, "leash_metrics_jobs_refused_total %llu\n", (unsigned long long)ld(&A->refused));
+	putf(b, "leash_metrics_jobs_refused_total %llu\n", (unsigned long long)ld(&mx.a->refused));
 	family(b, "leash_run_forks_total", "counter",
 	       "Processes of runs and failure hooks forked, by whom: the spawner, or leash itself "
 	       "(when it had no spawner to ask).");
-	putf(b, "leash_run_forks_total{by=\"leash\"} %llu\n", (unsigned long long)ld(&A->forks[0]));
-	putf(b, "leash_run_forks_total{by=\"spawner\"} %llu\n", (unsigned long long)ld(&A->forks[1]));
+	putf(b, "leash_run_forks_total{by=\"leash\"} %llu\n", (unsigned long long)ld(&mx.a->forks[0]));
+	putf(b, "leash_run_forks_total{by=\"spawner\"} %llu\n", (unsigned long long)ld(&mx.a->forks[1]));
 	family(b, "leash_job_files_broken", "gauge",
 	       "Job files of this replica's jobs/ that its last load found broken (leash status "
 	       "lists them, from every replica).");
-	putf(b, "leash_job_files_broken %llu\n", (unsigned long long)ld(&A->broken));
+	putf(b, "leash_job_files_broken %llu\n", (unsigned long long)ld(&mx.a->broken));
 }
 
 char *metrics_render(size_t *len)
@@ -637,8 +640,8 @@ char *metrics_render(size_t *len)
 	struct snap *s = NULL;
 	size_t n = 0;
 
-	if (A) {
-		int32_t hi = __atomic_load_n(&A->hi, __ATOMIC_ACQUIRE);
+	if (mx.a) {
+		int32_t hi = __atomic_load_n(&mx.a->hi, __ATOMIC_ACQUIRE);
 
 		if (hi > 0 && !(s = malloc((size_t)hi * sizeof *s)))
 			return NULL;
@@ -647,7 +650,7 @@ char *metrics_render(size_t *len)
 	/* About 3 KB a job: one growth at most. */
 	room(&b, 8192 + n * 3072);
 	render_process(&b);
-	if (A) {
+	if (mx.a) {
 		render_jobs(&b, s, n);
 		render_store(&b);
 	}

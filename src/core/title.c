@@ -9,9 +9,12 @@
 
 #include "core/title.h"
 
-static char *area;              /* argv[0]'s first byte */
-static size_t area_len;         /* up to the last argument's NUL */
-static char *saved;             /* the bytes as they were */
+/* The bytes ps shows, as title_init found them. */
+static struct {
+	char *area;             /* argv[0]'s first byte */
+	size_t len;             /* up to the last argument's NUL */
+	char *saved;            /* the bytes as they were */
+} tt;
 
 void title_init(int argc, char **argv)
 {
@@ -24,8 +27,8 @@ void title_init(int argc, char **argv)
 	 * lays them out. */
 	for (int i = 1; i < argc && argv[i] == end + 1; i++)
 		end = argv[i] + strlen(argv[i]);
-	area = argv[0];
-	area_len = (size_t)(end - area);
+	tt.area = argv[0];
+	tt.len = (size_t)(end - tt.area);
 }
 
 void title_set(const char *name)
@@ -33,18 +36,18 @@ void title_set(const char *name)
 	size_t n = strlen(name);
 
 	prctl(PR_SET_NAME, name);
-	if (!area)
+	if (!tt.area)
 		return;
-	if (!saved && (saved = malloc(area_len)))
-		memcpy(saved, area, area_len);
-	if (n > area_len)
-		n = area_len;
-	memcpy(area, name, n);
-	memset(area + n, 0, area_len - n);
+	if (!tt.saved && (tt.saved = malloc(tt.len)))
+		memcpy(tt.saved, tt.area, tt.len);
+	if (n > tt.len)
+		n = tt.len;
+	memcpy(tt.area, name, n);
+	memset(tt.area + n, 0, tt.len - n);
 }
 
 void title_restore(void)
 {
-	if (area && saved)
-		memcpy(area, saved, area_len);
+	if (tt.area && tt.saved)
+		memcpy(tt.area, tt.saved, tt.len);
 }

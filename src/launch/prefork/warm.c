@@ -39,20 +39,24 @@ struct slot {
 	uint64_t start[WARM_RANGES];
 };
 
-static struct slot *table;
-static uint64_t page;
+/* The shared table and the page size, from warm_init. */
+static struct {
+	struct slot *table;
+	uint64_t page;
+	struct learning *learning;      /* a learning run's, from warm_up */
+} wm;
 
 void warm_init(void)
 {
 	void *p;
 
-	if (table)
+	if (wm.table)
 		return;
-	page = (uint64_t)sysconf(_SC_PAGESIZE);
-	p = mmap(NULL, WARM_SLOTS * sizeof *table, PROT_READ | PROT_WRITE,
+	wm.page = (uint64_t)sysconf(_SC_PAGESIZE);
+	p = mmap(NULL, WARM_SLOTS * sizeof *wm.table, PROT_READ | PROT_WRITE,
 	         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p != MAP_FAILED)
-		table = p;
+		wm.table = p;
 }
 
 /* The job's slot, taken for it if it had none; NULL when the slots it may
@@ -61,10 +65,10 @@ static struct slot *slot_of(const void *job)
 {
 	uint64_t h = (uint64_t)(uintptr_t)job * 0x9e3779b97f4a7c15ULL;
 
-	if (!table || !job)
+	if (!wm.table || !job)
 		return NULL;
 	for (unsigned i = 0; i < WARM_PROBE; i++) {
-		struct slot *s = &table[((h >> 40) + i) & (WARM_SLOTS - 1)];
+		struct slot *s = &wm.table[((h >> 40) + i) & (WARM_SLOTS - 1)];
 		const void *none = NULL;
 
 		if (__atomic_load_n(&s->job, __ATOMIC_ACQUIRE) == job ||
@@ -93,15 +97,14 @@ struct learning {
 	int open;                       /* the last range may still grow */
 };
 
-static struct learning *learning;       /* a learning run's, from warm_up */
 
 static void had(struct learning *l, uint64_t a)
 {
 	if (l->had_n && l->had_end[l->had_n - 1] == a)
-		l->had_end[l->had_n - 1] = a + page;
+		l->had_end[l->had_n - 1] = a + wm.page;
 	else if (l->had_n < WARM_HAD) {
 		l->had_start[l->had_n] = a;
-		l->had_end[l->had_n++] = a + page;
+		l->had_end[l->had_n++] = a + wm.page;
 	}
 }
 
@@ -119,14 +122,14 @@ static void hit(struct learning *l, uint64_t a, int written)
 		l->had_at++;
 	if (l->had_at < l->had_n && l->had_start[l->had_at] <= a)
 		return;                 /* mapped already when it warmed up */
-	if (l->open && l->written[k] == written && a <= l->end[k] + WARM_GAP * page) {
-		l->end[k] = a + page;
+	if (l->open && l->written[k] == written && a <= l->end[k] + WARM_GAP * wm.page) {
+		l->end[k] = a + wm.page;
 		return;
 	}
 	if (l->n == WARM_RANGES)
 		return;
 	l->start[l->n] = a;
-	l->end[l->n] = a + page;
+	l->end[l->n] = a + wm.page;
 	l->written[l->n++] = written;
 	l->open = 1;
 }
@@ -138,16 +141,16 @@ static void scan(struct learning *l, int pm, uint64_t a, uint64_t b, int writabl
 
 	l->open = 0;                    /* no range spans two mappings */
 	while (a < b) {
-		size_t want = (b - a) / page < max ? (size_t)((b - a) / page) : max, got;
-		ssize_t r = pread(pm, l->e, want * sizeof *l->e, (off_t)(a / page * sizeof *l->e));
+		size_t want = (b - a) / wm.page < max ? (size_t)((b - a) / wm.page) : max, got;
+		ssize_t r = pread(pm, l->e, want * sizeof *l->e, (off_t)(a / wm.page * sizeof *l->e));
 
 		if (r <= 0)
 			return;
 		got = (size_t)r / sizeof *l->e;
 		for (size_t i = 0; i < got; i++)
 			if ((l->e[i] & PM_PRESENT) && (!writable || (l->e[i] & PM_OWN)))
-				hit(l, a + i * page, writable);
-		a += got * page;
+				hit(l, a + i * wm.page, writable);
+		a += got * wm.page;
 	}
 }
 
@@ -235,7 +238,7 @@ static int take_stock(int64_t until)
 		return -1;
 	}
 	l->noting = 0;
-	learning = l;
+	wm.learning = l;
 	return 0;
 }
 
@@ -264,7 +267,7 @@ int warm_up(const void *job, int64_t ahead_ns)
 	/* A range no longer mapped (a stack that grew, a heap's end) fails
 	 * alone. */
 	for (uint32_t i = 0; i < n; i++)
-		madvise((void *)(uintptr_t)start[i], (pages[i] >> 1) * page,
+		madvise((void *)(uintptr_t)start[i], (pages[i] >> 1) * wm.page,
 		        pages[i] & 1 ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 	return 0;
 }
@@ -272,7 +275,7 @@ int warm_up(const void *job, int64_t ahead_ns)
 void warm_learn(const void *job)
 {
 	struct slot *s = slot_of(job);
-	struct learning *l = learning;
+	struct learning *l = wm.learning;
 	uint32_t seq;
 
 	if (!s || !l)
@@ -287,12 +290,12 @@ void warm_learn(const void *job)
 	                                __ATOMIC_RELAXED)) {
 		for (uint32_t i = 0; i < l->n; i++) {
 			s->start[i] = l->start[i];
-			s->pages[i] = (uint32_t)((l->end[i] - l->start[i]) / page) << 1 |
+			s->pages[i] = (uint32_t)((l->end[i] - l->start[i]) / wm.page) << 1 |
 			              (uint32_t)l->written[i];
 		}
 		__atomic_store_n(&s->n, l->n, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
 	}
 	munmap(l, sizeof *l);
-	learning = NULL;
+	wm.learning = NULL;
 }
