@@ -14,7 +14,6 @@
  * runs.c's and src/launch/'s.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -36,7 +35,6 @@
 #include "cluster/singleton.h"
 #include "launch/prefork/spawn.h"
 #include "cluster/owner.h"
-
 
 /* ---- runs ---- */
 
@@ -197,9 +195,7 @@ static int64_t on_elect(struct timer *t, int64_t wait_ms)
 		singleton_push_fence(&lp->sg, r);
 	/* due()'s claims may have read a NOTIFY off the socket: take it now
 	 * and turn again at once (a control would wait for the next renew). */
-	if (singleton_events(&lp->sg) > 0)
-		return 0;
-	return elect_in < again ? elect_in : again;
+	return singleton_events(&lp->sg) > 0 ? 0 : elect_in < again ? elect_in : again;
 }
 
 /* The HTTP server's snapshot (never while a fire is imminent). */
