@@ -14,6 +14,7 @@
  * runs.c's and src/launch/'s.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -267,9 +268,8 @@ static int loop_open(struct loop *lp)
 	}
 	runner_watch(lp->epfd);
 	spawn_watch(lp->epfd, &lp->spawner_w);
-	/* A long-lived parent: large buffers (a renew_all of 1,000 names and its
-	 * answer) go to mmap and back to the system when freed, and the heap
-	 * keeps no slack at its top. */
+	/* A long-lived parent: large buffers (a renew_all of 1,000 names, its
+	 * answer) go to mmap and back when freed; no slack at the heap's top. */
 	mallopt(M_MMAP_THRESHOLD, 32 * 1024);
 	mallopt(M_TOP_PAD, 0);
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024);
