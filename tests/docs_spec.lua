@@ -179,15 +179,17 @@ describe("README.md", function()
       end
     end },
     { "%[disk%-report run %d+%] started pid=", check = function(body)
-      -- The log of a run: the shape of the lines of whichever replica ran it.
-      local logs = ""
-      for _, r in ipairs { "r1", "r2", "r3" } do logs = logs .. L.read(log_of[r] or "") end
+      -- The log of a run: the shape of the lines of whichever replica ran it
+      -- (waited for: on a busy machine the run may not have ended yet).
       for _, line in ipairs(lines_of(body)) do
-        local found = false
-        for _, got in ipairs(lines_of(logs)) do
-          if got:match(shape(line)) then found = true end
-        end
-        assert.is_true(found, ("no log line has the shape of %q"):format(line))
+        local found = L.wait_for(function()
+          for _, r in ipairs { "r1", "r2", "r3" } do
+            for _, got in ipairs(lines_of(L.read(log_of[r] or ""))) do
+              if got:match(shape(line)) then return true end
+            end
+          end
+        end, 30)
+        assert.is_true(found == true, ("no log line has the shape of %q"):format(line))
       end
     end, after = true },
     { "^STATE%s+JOB%s+SCHEDULE%s+HOLDER", check = function(body)
