@@ -214,41 +214,48 @@ while read -r s f; do
 	lane_load[best]=$((lane_load[best] + s))
 done < <(for u in "${units[@]}"; do echo "$(secs_of "$u") $u"; done | sort -k1,1nr -k2,2)
 
+# add_summary FILE WHAT: adds FILE's last "N passed, N failed[, N skipped]"
+# line to $passed, $failed and $skipped (the caller's); without one, WHAT
+# counts as a failure.
+add_summary() {
+	local last
+	last="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)"
+	if [ -z "$last" ]; then
+		echo "tests/run.sh: $2 ended without a summary" >&2
+		failed=$((failed + 1))
+		return
+	fi
+	set -- $last
+	passed=$((passed + $1))
+	failed=$((failed + ${3%,}))
+	[ "${5:-}" = "" ] || skipped=$((skipped + $5))
+}
+
 # lane_busted UNITS...: the whole files in one busted run, then each
-# provider's share (FILE@KEY) in one of its own; one closing line for all
-# (a run that ended without its summary counts as a failure).
+# provider's share (FILE@KEY) in one of its own; one closing line for all.
 lane_busted() {
-	local files=() shares=() u rc=0 out p=0 f=0 s=0 last
+	local files=() shares=() u rc=0 out="$LEASH_TEST_TMP/busted.out"
+	local passed=0 failed=0 skipped=0 line
 	for u in "$@"; do
 		case "$u" in
 		*.lua@*) shares+=("$u") ;;
 		*) files+=("$u") ;;
 		esac
 	done
-	out="$LEASH_TEST_TMP/busted.out"
-	run_one() {
-		"$@" | tee "$out"
+	if [ "${#files[@]}" -gt 0 ]; then
+		busted_run "${files[@]}" | tee "$out"
 		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-		last="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)"
-		if [ -z "$last" ]; then
-			echo "tests/run.sh: busted $* ended without a summary" >&2
-			f=$((f + 1))
-			return
-		fi
-		set -- $last
-		p=$((p + $1))
-		f=$((f + ${3%,}))
-		[ "${5:-}" = "" ] || s=$((s + $5))
-	}
-	[ "${#files[@]}" -eq 0 ] || run_one busted_run "${files[@]}"
+		add_summary "$out" "busted ${files[*]}"
+	fi
 	for u in "${shares[@]}"; do
-		run_one env LEASH_TEST_PROVIDERS="${u##*@}" lua5.4 /usr/bin/busted \
-			--output=tests/support/summary.lua --pattern=_spec "${u%@*}"
+		LEASH_TEST_PROVIDERS="${u##*@}" busted_run "${u%@*}" | tee "$out"
+		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+		add_summary "$out" "busted $u"
 	done
-	last="$p passed, $f failed"
-	[ "$s" -eq 0 ] || last="$last, $s skipped"
-	echo "$last"
-	[ "$rc" -eq 0 ] && [ "$f" -eq 0 ]
+	line="$passed passed, $failed failed"
+	[ "$skipped" -eq 0 ] || line="$line, $skipped skipped"
+	echo "$line"
+	[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]
 }
 
 # run_lane NAME SERVICES FILES...: runs FILES in the background in lane
@@ -303,16 +310,7 @@ passed=0 failed=0 skipped=0
 for lane in "${lane_names[@]}"; do
 	out="$root/lane-$lane.out"
 	cat "$out"
-	last="$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)"
-	if [ -z "$last" ]; then
-		echo "tests/run.sh: the $lane lane ended without a summary" >&2
-		failed=$((failed + 1))
-		continue
-	fi
-	set -- $last
-	passed=$((passed + $1))
-	failed=$((failed + ${3%,}))
-	[ "${5:-}" = "" ] || skipped=$((skipped + $5))
+	add_summary "$out" "the $lane lane"
 done
 # What failed, again just above the closing line, for a reader who sees
 # only the end of the output (a CI log's tail).
