@@ -28,6 +28,10 @@
 	X(ACQUIRE, "try_acquire") \
 	/* name, owner, ms -> LEASE when renewed, no row when lost */ \
 	X(RENEW, "renew") \
+	/* owner, ms, NAMES -> (name, LEASE columns) of each name (a name listed \
+	 * twice may be answered once); several statements, each atomic, where \
+	 * the names need more than one */ \
+	X(ACQUIRE_ALL, "acquire_all") \
 	/* name, owner -> anything */ \
 	X(RELEASE, "release") \
 	/* owner, names (texts) -> anything */ \
@@ -116,6 +120,7 @@
  * (the clock only) when there is none.
  * LEASE: (got 1 when owner holds it, owner, token, expires_at, now,
  * last_fire).
+ * NAMES: a table (SP_R) of (i, name), i the name's number from 1.
  * CLAIMS: a table (SP_R) of (i, name, token, fire), i the claim's number
  * from 1.  RUNS: a table of (lead, scheduled_at, owner, token, claimed_at,
  * started_at, ended_at, outcome, exit_code, exit_signal, duration_ms,
@@ -249,6 +254,8 @@ int store_op_try_acquire(struct store *, const char *name, const char *owner, in
 int store_op_renew(struct store *, const char *name, const char *owner, int64_t ms,
                    struct lease_info *out);
 int store_op_release(struct store *, const char *name, const char *owner);
+int store_op_acquire_all(struct store *, const char *owner, const char *const *names, size_t n,
+                         int64_t ms, struct lease_info *out, int *got);
 int store_op_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
 int store_op_read_runs(struct store *, const char *job, int64_t since, size_t limit,
                        struct store_run_row **rows, size_t *n, int64_t *now);

@@ -19,8 +19,7 @@
  * at the end of this file (ms_exec): the dialect table's batches with their
  * declared parameters, an array bound as @n1, @n2, ... where the batch says
  * @n, a table of rows in multi-row VALUES lists where it says {@name}, in
- * batches within 2,100 parameters.  acquire_all and the schema are still
- * this file's own.
+ * batches within 2,100 parameters.  The schema is still this file's own.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -33,7 +32,7 @@
 
 #include "store/driver.h"
 
-#define CHUNK 2000              /* names per renew_all/acquire_all/release_all batch (< 2,100 parameters) */
+#define CHUNK 2000              /* names per renew_all/release_all batch (< 2,100 parameters) */
 #define ROWS_MAX 1000           /* rows per INSERT ... VALUES (SQL Server's limit) */
 #define SQL_MAX 2048
 
@@ -54,6 +53,15 @@
 /* A sane lease row (store.h): a corrupt one is never taken nor renewed,
  * nor its token grown. */
 #define LEASE_OK STORE_SQL_LEASE_OK("")
+/* try_acquire's and acquire_all's UPDATE, up to its WHERE: the row taken
+ * (its token grown unless @owner held it unexpired), its name into @r. */
+#define ACQ_UPDATE \
+	"UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET " \
+	"token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, " \
+	"acquired_at = CASE WHEN owner = @owner AND expires_at > @now " \
+	"THEN acquired_at ELSE @now END, " \
+	"owner = @owner, renewed_at = @now, expires_at = @now + @ms " \
+	"OUTPUT inserted.name INTO @r "
 /* The ledger's outcome and error text: at most STORE_RUN_ERROR_MAX bytes of
  * UTF-8 are at most as many UTF-16 units. */
 #define OC "NVARCHAR(15)"
@@ -76,7 +84,6 @@ struct ms_store {
 	int dupkey;                     /* the server reported a duplicate key */
 	char table[64];
 	char sql_runs_check[SQL_MAX];
-	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 	char *text[ST_MAX];             /* the dialect, formatted with the table */
 };
 
@@ -449,12 +456,6 @@ static int64_t col_i64(DBPROCESS *db, int c)
 	return v;
 }
 
-/* The cursor: STORE_NO_FIRE for NULL (db-lib gives no data for it). */
-static int64_t col_fire(DBPROCESS *db, int c)
-{
-	return !dbdata(db, c) || dbdatlen(db, c) <= 0 ? STORE_NO_FIRE : col_i64(db, c);
-}
-
 static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 {
 	BYTE *p = dbdata(db, c);
@@ -470,114 +471,6 @@ static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
-
-/* The parameters every batched statement takes: @owner, @ms (unless ms < 0)
- * and @n1..@nk for names[0..k), their names written into pnames (8 bytes
- * each) and their declarations into decl.  Returns how many there are. */
-static int bind_names(struct param *p, char *pnames, char *decl, size_t declmax,
-                      const char *owner, int64_t ms, const char *const *names, size_t k)
-{
-	size_t dl = (size_t)snprintf(decl, declmax, "@owner " VC "%s", ms >= 0 ? ", @ms BIGINT" : "");
-	int np = 0;
-
-	if (k > CHUNK)
-		k = CHUNK;      /* every caller binds a chunk at most: "@n2000" fits in 8 */
-
-	p[np++] = (struct param){ "@owner", owner, 0 };
-	if (ms >= 0)
-		p[np++] = (struct param){ "@ms", NULL, ms };
-	for (size_t j = 0; j < k; j++) {
-		char *pn = pnames + j * 8;
-
-		snprintf(pn, 8, "@n%zu", j + 1);
-		p[np++] = (struct param){ pn, names[j], 0 };
-		dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
-	}
-	return np;
-}
-
-/* Rows of (i, got, owner, token, expires_at, now, last_fire), one per @n<i>. */
-struct acquire_answer {
-	size_t at, k, rows;
-	int bad;
-	struct lease_info *out;
-	int *got;
-};
-
-static void acquire_row(struct ms_store *st, int resno, void *arg)
-{
-	struct acquire_answer *a = arg;
-	int64_t i = col_i64(st->db, 1);
-	size_t at = a->at + (size_t)i - 1;
-
-	if (i < 1 || (size_t)i > a->k) {
-		a->bad = 1;
-		return;
-	}
-	a->rows++;
-	a->got[at] = col_i64(st->db, 2) != 0;
-	col_str(st->db, 3, a->out[at].owner, sizeof a->out[at].owner);
-	a->out[at].token = col_i64(st->db, 4);
-	a->out[at].expires_at = col_i64(st->db, 5);
-	a->out[at].now = col_i64(st->db, 6);
-	a->out[at].last_fire = col_fire(st->db, 7);
-}
-
-/* One batch per CHUNK names: the names go into a table variable (bound as
- * @n1..@nk, ROWS_MAX rows per INSERT), then sql_acq_tail does the rest. */
-static int ms_acquire_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n, int64_t ms, struct lease_info *out, int *got)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	size_t chunk = n < CHUNK ? n : CHUNK;
-	size_t sqlmax = sizeof st->sql_acq_head + sizeof st->sql_acq_tail + chunk * 24;
-	size_t declmax = 64 + chunk * 24;
-	struct param *p = malloc((chunk + 2) * sizeof *p);
-	char *pnames = malloc(chunk * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
-	int rc = STORE_ERR;
-
-	if (!p || !pnames || !sql || !decl) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	memset(out, 0, n * sizeof *out);
-	memset(got, 0, n * sizeof *got);
-	for (size_t i = 0; i < n; i++)
-		out[i].last_fire = STORE_NO_FIRE;
-	for (size_t at = 0; at < n; at += chunk) {
-		size_t k = n - at < chunk ? n - at : chunk;
-		size_t sl;
-		struct acquire_answer a = { at, k, 0, 0, out, got };
-		int np;
-
-		if (at > 0)
-			s->calls++;             /* the wrapper counted the first chunk */
-		sl = (size_t)snprintf(sql, sqlmax, "%s", st->sql_acq_head);
-		np = bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
-		for (size_t j = 0; j < k; j++) {
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s)",
-			                       j % ROWS_MAX ? ", " : " INSERT INTO @names (i, name) VALUES ",
-			                       j + 1, pnames + j * 8);
-			if (j % ROWS_MAX == ROWS_MAX - 1 || j == k - 1)
-				sl += (size_t)snprintf(sql + sl, sqlmax - sl, ";");
-		}
-		snprintf(sql + sl, sqlmax - sl, " %s", st->sql_acq_tail);
-		if (call(st, sql, decl, p, np, acquire_row, &a) != STORE_OK)
-			goto fail;
-		if (a.bad || a.rows != k) {
-			store_fail(s, "mssql %s:%d: acquire_all: expected %zu rows, got %zu", st->host,
-			           st->port, k, a.rows);
-			goto fail;
-		}
-	}
-	rc = STORE_OK;
-fail:
-	free(p);
-	free(pnames);
-	free(sql);
-	free(decl);
-	return rc;
-}
 
 static int secs_of(int ms)
 {
@@ -622,7 +515,7 @@ static const struct store_ops ms_ops = {
 	.renew_all = store_op_renew_all,
 	.list = store_op_list,
 	.close = ms_close,
-	.acquire_all = ms_acquire_all,
+	.acquire_all = store_op_acquire_all,
 	.set_timeout = ms_set_timeout,
 	.floor = store_op_floor,
 	.release_all = store_op_release_all,
@@ -654,46 +547,6 @@ static const struct store_ops ms_ops = {
 static void build_sql(struct ms_store *st)
 {
 	const char *t = st->table;
-
-	/* acquire_all, around the INSERTs of its names into @names: the same
-	 * UPDATE for every listed row, then an INSERT for each name that still
-	 * has no row, one at a time so that a duplicate key (another replica
-	 * inserted first) is caught and fails only that name, which the last
-	 * SELECT then shows held by the other.  Any other error is thrown.
-	 * @names is keyed by name first so that the UPDATE meets the rows in
-	 * key order whatever order the caller listed them in: two replicas
-	 * locking the same rows in opposite orders would deadlock.  @r only
-	 * names the rows this batch wrote; the answer is read from the rows, as
-	 * try_acquire's is. */
-	snprintf(st->sql_acq_head, sizeof st->sql_acq_head,
-	    "/* leash:acquire_all */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @names TABLE (i INT NOT NULL UNIQUE, "
-	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL, PRIMARY KEY (name, i)); "
-	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
-	    "DECLARE @i INT = 0, @nm " VC ";");
-	snprintf(st->sql_acq_tail, sizeof st->sql_acq_tail,
-	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
-	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
-	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
-	    "THEN acquired_at ELSE @now END, "
-	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name INTO @r "
-	    "WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now) "
-	    "AND " LEASE_OK "; "
-	    "WHILE 1 = 1 BEGIN "
-	    "SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
-	    "AND NOT EXISTS (SELECT 1 FROM [%s] x WHERE x.name = n.name) ORDER BY n.i; "
-	    "IF @@ROWCOUNT = 0 BREAK; "
-	    "BEGIN TRY "
-	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.name INTO @r VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() NOT IN (2627, 2601) THROW; END CATCH "
-	    "END; "
-	    "SELECT n.i, CASE WHEN r.name IS NOT NULL AND t.owner = @owner THEN 1 ELSE 0 END, "
-	    "ISNULL(t.owner, N''), ISNULL(t.token, 0), ISNULL(t.expires_at, 0), @now, "
-	    "t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
-	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
 
 	/* The columns the store needs that the ledger table lacks, in order:
 	 * a table someone else made is refused, never altered. */
@@ -1081,12 +934,7 @@ static const struct {
 	"/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
 	"DECLARE @now BIGINT = " NOW "; "
 	"DECLARE @r TABLE (name " VC " NOT NULL); "
-	"UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET "
-	"token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
-	"acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
-	"THEN acquired_at ELSE @now END, "
-	"owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT inserted.name INTO @r "
+	ACQ_UPDATE
 	"WHERE name = @name AND (owner = @owner OR expires_at <= @now) AND " LEASE_OK "; "
 	"IF NOT EXISTS (SELECT 1 FROM @r) AND NOT EXISTS (SELECT 1 FROM [%1$s] WHERE name = @name) "
 	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
@@ -1096,6 +944,39 @@ static const struct {
 	"ISNULL(MAX(owner), N''), ISNULL(MAX(token), 0), ISNULL(MAX(expires_at), 0), @now, "
 	"MAX(last_fire) FROM [%1$s] WHERE name = @name;",
 	"@name " VC ", @owner " VC ", @ms BIGINT" },
+	/* acquire_all: the names into @names, the same UPDATE for every listed
+	 * row, then an INSERT for each name that still has no row, one at a
+	 * time so that a duplicate key (another replica inserted first) is
+	 * caught and fails only that name, which the last SELECT then shows
+	 * held by the other.  Any other error is thrown.  @names is keyed by
+	 * name first so that the UPDATE meets the rows in key order whatever
+	 * order the caller listed them in: two replicas locking the same rows
+	 * in opposite orders would deadlock.  @r only names the rows this batch
+	 * wrote; the answer is read from the rows, as try_acquire's is. */
+	[ST_ACQUIRE_ALL] = {
+	"/* leash:acquire_all */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"DECLARE @names TABLE (i INT NOT NULL UNIQUE, "
+	"name " VC " COLLATE Latin1_General_BIN2 NOT NULL, PRIMARY KEY (name, i)); "
+	"DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
+	"DECLARE @i INT = 0, @nm " VC "; {@names}"
+	ACQ_UPDATE
+	"WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now) "
+	"AND " LEASE_OK "; "
+	"WHILE 1 = 1 BEGIN "
+	"SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
+	"AND NOT EXISTS (SELECT 1 FROM [%1$s] x WHERE x.name = n.name) ORDER BY n.i; "
+	"IF @@ROWCOUNT = 0 BREAK; "
+	"BEGIN TRY "
+	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	"OUTPUT inserted.name INTO @r VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
+	"END TRY BEGIN CATCH IF ERROR_NUMBER() NOT IN (2627, 2601) THROW; END CATCH "
+	"END; "
+	"SELECT n.name, CASE WHEN r.name IS NOT NULL AND t.owner = @owner THEN 1 ELSE 0 END, "
+	"ISNULL(t.owner, N''), ISNULL(t.token, 0), ISNULL(t.expires_at, 0), @now, "
+	"t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
+	"LEFT JOIN [%1$s] t ON t.name = n.name;",
+	"@owner " VC ", @ms BIGINT, @names ROWS" },
 	/* renew: one UPDATE by key and owner; a row back means renewed, none
 	 * means lost, and a lost renew names no holder, as on every provider. */
 	[ST_RENEW] = {

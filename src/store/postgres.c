@@ -18,8 +18,7 @@
  * The operations written once (ops.c) reach PostgreSQL through the driver
  * (pg_exec): the dialect table's statements are prepared at connect as
  * leash_s<n> (a few on first use), arrays go as text[] literals, a table
- * of rows as one array per column.  acquire_all and the schema are still
- * this file's own.
+ * of rows as one array per column.  The schema is still this file's own.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -80,10 +79,6 @@
 	"  renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at" \
 	" WHERE (l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at) AND " LEASE_OK
 
-enum { Q_ACQUIRE_ALL, Q_MAX };
-
-static const char *const q_name[Q_MAX] = { "leash_acquire_all" };
-
 /* The ledger's columns in the order the run statements list them. */
 #define RUN_COLS \
 	"job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome," \
@@ -138,29 +133,6 @@ static const char *const q_name[Q_MAX] = { "leash_acquire_all" };
 	"   ORDER BY x.scheduled_at DESC, x.owner DESC LIMIT 1) r ON true" \
 	"  WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL)) j ON true" \
 	" ORDER BY j.job COLLATE \"C\", j.cls"
-
-/* %1$s is the table name (checked by store_open), quoted where used. */
-static const char *const q_text[Q_MAX] = {
-	[Q_ACQUIRE_ALL] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" req AS (SELECT DISTINCT n AS name FROM unnest($2::text[]) AS n),"
-	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
-	"  SELECT req.name, $1::text, 1, t0.now, t0.now, t0.now + $3::bigint FROM req CROSS JOIN t0"
-	/* A lease another owner holds unexpired (as this statement's snapshot
-	 * sees it) is not offered to the upsert at all: ON CONFLICT would lock
-	 * its row even to leave it alone, and the holder's renew_all would wait
-	 * behind every follower's try. */
-	"  WHERE NOT EXISTS (SELECT 1 FROM \"%1$s\" o WHERE o.name = req.name"
-	"   AND o.owner <> $1::text AND o.expires_at > t0.now)"
-	"  ORDER BY req.name COLLATE \"C\""
-	UPSERT_SET
-	"  RETURNING l.name, l.owner, l.token, l.expires_at, l.last_fire)"
-	" SELECT req.name, up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
-	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now,"
-	"  CASE WHEN up.token IS NOT NULL THEN up.last_fire ELSE h.last_fire END"
-	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
-	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
-};
 
 /* Every libpq function this file calls, resolved from libpq.so.5 on first
  * use into pq; libpq-fe.h still gives their exact types. */
@@ -727,11 +699,6 @@ prepare:
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "listen") < 0)
 		goto fail_setup;
-	for (int i = 0; i < Q_MAX; i++) {
-		snprintf(sql, sizeof sql, q_text[i], ps->table);
-		if (run_ok(ps, 1, q_name[i], sql, deadline, "prepare") < 0)
-			goto fail_setup;
-	}
 	if ((ps->mode == STORE_RUN ? presence_connect(ps, deadline)
 	                           : prepare_dialect(ps, deadline)) < 0)
 		goto fail_setup;
@@ -771,32 +738,9 @@ static int ensure_conn(struct pg_store *ps, int64_t *deadline)
 	return STORE_OK;
 }
 
-/* One operation: a prepared statement with text parameters. */
-static PGresult *call(struct pg_store *ps, int q, int n, const char *const *vals,
-                      const char *what)
-{
-	int64_t deadline;
-
-	if (ensure_conn(ps, &deadline) < 0)
-		return NULL;
-	return roundtrip(ps, 0, q_name[q], NULL, n, vals, deadline, what);
-}
-
 static int64_t col_i64(PGresult *r, int row, int col)
 {
 	return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
-/* The cursor: STORE_NO_FIRE for NULL. */
-static int64_t col_fire(PGresult *r, int row, int col)
-{
-	return PQgetisnull(r, row, col) ? STORE_NO_FIRE : col_i64(r, row, col);
-}
-
-static void col_str(char *dst, PGresult *r, int row, int col)
-{
-	snprintf(dst, STORE_NAME_MAX + 1, "%s",
-	         PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
 }
 
 /* names as a text[] literal: {"a","b\"c"}. */
@@ -824,45 +768,6 @@ static char *array_literal(const char *const *names, size_t n)
 	buf[len++] = '}';
 	buf[len] = '\0';
 	return buf;
-}
-
-static int pg_acquire_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n, int64_t ms, struct lease_info *out, int *got)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char buf[24], *arr = array_literal(names, n);
-	const char *v[3] = { owner, arr, buf };
-	PGresult *r = NULL;
-	int rc = STORE_ERR;
-
-	for (size_t i = 0; i < n; i++) {
-		got[i] = 0;
-		memset(&out[i], 0, sizeof out[i]);
-		out[i].last_fire = STORE_NO_FIRE;
-	}
-	if (!arr) {
-		store_fail(s, "postgres: acquire_all: out of memory");
-		goto fail;
-	}
-	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	if (!(r = call(ps, Q_ACQUIRE_ALL, 3, v, "acquire_all")))
-		goto fail;
-	for (int row = 0; row < PQntuples(r); row++)
-		for (size_t i = 0; i < n; i++) {
-			if (strcmp(names[i], PQgetvalue(r, row, 0)) != 0)
-				continue;
-			got[i] = PQgetvalue(r, row, 1)[0] == 't';
-			col_str(out[i].owner, r, row, 2);
-			out[i].token = col_i64(r, row, 3);
-			out[i].expires_at = col_i64(r, row, 4);
-			out[i].now = col_i64(r, row, 5);
-			out[i].last_fire = col_fire(r, row, 6);
-		}
-	rc = STORE_OK;
-fail:
-	PQclear(r);
-	free(arr);
-	return rc;
 }
 
 /* ---- the run ledger ---- */
@@ -1002,7 +907,7 @@ static const struct store_ops postgres_ops = {
 	.renew_all = store_op_renew_all,
 	.list = store_op_list,
 	.close = pg_close,
-	.acquire_all = pg_acquire_all,
+	.acquire_all = store_op_acquire_all,
 	.event_fd = pg_event_fd,
 	.drain_events = pg_drain_events,
 	.set_timeout = pg_set_timeout,
@@ -1178,6 +1083,26 @@ static const char *const dialect[ST_MAX] = {
 	"  NULL, NULL, NULL, 'L', rn.handoff_at FROM rn"
 	" ) x ON true ORDER BY x.owner COLLATE \"C\"",
 	[ST_ACQUIRE] = ACQUIRE_SQL,
+	/* acquire_all: every name ($4, $3 their numbers) in one statement. */
+	[ST_ACQUIRE_ALL] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" req AS (SELECT DISTINCT n AS name FROM unnest($3::bigint[], $4::text[]) AS x(i, n)),"
+	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
+	"  SELECT req.name, $1::text, 1, t0.now, t0.now, t0.now + $2::bigint FROM req CROSS JOIN t0"
+	/* A lease another owner holds unexpired (as this statement's snapshot
+	 * sees it) is not offered to the upsert at all: ON CONFLICT would lock
+	 * its row even to leave it alone, and the holder's renew_all would wait
+	 * behind every follower's try. */
+	"  WHERE NOT EXISTS (SELECT 1 FROM \"%1$s\" o WHERE o.name = req.name"
+	"   AND o.owner <> $1::text AND o.expires_at > t0.now)"
+	"  ORDER BY req.name COLLATE \"C\""
+	UPSERT_SET
+	"  RETURNING l.name, l.owner, l.token, l.expires_at, l.last_fire)"
+	" SELECT req.name, (up.token IS NOT NULL)::int, coalesce(up.owner, h.owner, ''),"
+	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now,"
+	"  CASE WHEN up.token IS NOT NULL THEN up.last_fire ELSE h.last_fire END"
+	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
+	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
 	/* renew: the plain UPDATE by key and owner; no row back: lost. */
 	[ST_RENEW] =
 	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"

@@ -5,10 +5,10 @@
  * VFS can shift that clock (see lstore.c).  Each operation is one statement
  * in autocommit: a write statement takes the WAL write lock before it reads,
  * so several processes sharing the file serialise on busy_timeout.
- * acquire_all is one batch: BEGIN IMMEDIATE, the try_acquire upsert per
- * name, COMMIT: one write lock, one transaction, one fsync.  claim_all is
- * one such transaction too: it reads the clock once under the write lock,
- * then judges each claim by that reading.
+ * acquire_all is one transaction: BEGIN IMMEDIATE, the try_acquire upsert
+ * per name, COMMIT: one write lock, one fsync.  claim_all is one such
+ * transaction too: it reads the clock once under the write lock, then
+ * judges each claim by that reading.
  * No transaction outlives the call that began it (none spans a sleep, a
  * poll or a run): the write lock is a lock on the file, and a process
  * stopped while it holds it stops every other replica's writes until it
@@ -16,8 +16,8 @@
  * The operations written once (ops.c) reach SQLite through the driver at
  * the end of this file: its dialect table holds their statements, an entry
  * of several statements running in one BEGIN IMMEDIATE transaction, a
- * statement over a table of rows once per row.  acquire_all and the schema
- * are still this file's own.
+ * statement over a table of rows once per row.  The schema is still this
+ * file's own.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -201,69 +201,6 @@ static int sq_fail(struct sq_store *ss, const char *what)
 	                       "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
 }
 
-static void copy_text(char *dst, sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	int n = sqlite3_column_bytes(st, col);
-
-	if (!t || n < 0)
-		n = 0;
-	if (n > STORE_NAME_MAX)
-		n = STORE_NAME_MAX;
-	if (n)
-		memcpy(dst, t, (size_t)n);
-	dst[n] = '\0';
-}
-
-/* Binds name, owner, ms (any may be NULL / < 0 to skip). */
-static int bind3(struct sq_store *ss, sqlite3_stmt *st, const char *a, const char *b,
-                 int64_t ms)
-{
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if ((a && sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC) != SQLITE_OK) ||
-	    (b && sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC) != SQLITE_OK) ||
-	    (ms >= 0 && sqlite3_bind_int64(st, 3, ms) != SQLITE_OK))
-		return sq_fail(ss, "bind");
-	return STORE_OK;
-}
-
-/* The cursor in column col: STORE_NO_FIRE for NULL. */
-static int64_t fire_col(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? STORE_NO_FIRE
-	                                                   : sqlite3_column_int64(st, col);
-}
-
-/* One try_acquire upsert (the dialect's, answering a LEASE row) inside
- * acquire_all's transaction; leaves it reset. */
-static int acquire_one(struct sq_store *ss, const char *name, const char *owner, int64_t ms,
-                       struct lease_info *out, const char *what)
-{
-	sqlite3_stmt *st = ss->st[ST_ACQUIRE][0];
-	int rc = STORE_ERR;
-
-	if (bind3(ss, st, name, owner, ms) < 0)
-		goto fail;
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sq_fail(ss, what);
-		goto fail;
-	}
-	copy_text(out->owner, st, 1);
-	out->token = sqlite3_column_int64(st, 2);
-	out->expires_at = sqlite3_column_int64(st, 3);
-	out->now = sqlite3_column_int64(st, 4);
-	out->last_fire = fire_col(st, 5);
-	rc = sqlite3_column_int(st, 0) ? STORE_OK : STORE_NO;
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = sq_fail(ss, what);
-		goto fail;
-	}
-fail:
-	sqlite3_reset(st);
-	return rc;
-}
-
 /* Runs one of the transaction statements: SQLITE_DONE or an error. */
 static int run_tx(struct sq_store *ss, int q, const char *what)
 {
@@ -289,40 +226,6 @@ static int end_tx(struct sq_store *ss, int rc, const char *what)
 		sqlite3_reset(ss->q[Q_ROLLBACK]);
 	}
 	return STORE_ERR;
-}
-
-/* try_acquire for every name in one transaction: BEGIN IMMEDIATE takes the
- * write lock once (waiting up to busy_timeout), each upsert answers as
- * try_acquire would, and one COMMIT makes them all durable together.  On any
- * error nothing is kept. */
-static int reopen_read(struct sq_store *ss);
-
-static int sq_acquire_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n, int64_t ms, struct lease_info *out, int *got)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	int rc;
-
-	if (ss->path && reopen_read(ss) != STORE_OK)
-		return STORE_ERR;
-	for (size_t i = 0; i < n; i++) {
-		got[i] = 0;
-		memset(&out[i], 0, sizeof out[i]);
-		out[i].last_fire = STORE_NO_FIRE;
-	}
-	if ((rc = run_tx(ss, Q_BEGIN, "acquire_all: begin")) < 0)
-		return rc;
-	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
-		int r = acquire_one(ss, names[i], owner, ms, &out[i], "acquire_all");
-
-		if (r == STORE_ERR)
-			rc = STORE_ERR;
-		got[i] = r == STORE_OK;
-	}
-	if ((rc = end_tx(ss, rc, "acquire_all: commit")) != STORE_OK)
-		for (size_t i = 0; i < n; i++)
-			got[i] = 0;
-	return rc;
 }
 
 /* names as a JSON array, for json_each(). */
@@ -388,6 +291,19 @@ static void sq_set_timeout(struct store *s, int ms)
 	"INSERT INTO \"%1$s\" (name, owner, token, acquired_at, renewed_at, expires_at)" \
 	" VALUES ('" STORE_CONTROLS "', '', 1, 0, 0, 0)" \
 	" ON CONFLICT (name) DO UPDATE SET token = token + 1"
+/* try_acquire's upsert, its parameters named, the answer's columns after
+ * what answer lists. */
+#define ACQUIRE_SQL(name, owner, ms, answer) \
+	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)" \
+	" VALUES (" name ", " owner ", 1, " NOW ", " NOW ", " NOW " + " ms ")" \
+	" ON CONFLICT (name) DO UPDATE SET" \
+	"  owner = CASE WHEN " ACQ_FREE " THEN excluded.owner ELSE l.owner END," \
+	"  token = CASE WHEN " ACQ_FREE " THEN l.token + 1 ELSE l.token END," \
+	"  acquired_at = CASE WHEN " ACQ_FREE " THEN excluded.acquired_at ELSE l.acquired_at END," \
+	"  renewed_at = CASE WHEN " ACQ_TAKE " THEN excluded.renewed_at ELSE l.renewed_at END," \
+	"  expires_at = CASE WHEN " ACQ_TAKE " THEN excluded.expires_at ELSE l.expires_at END" \
+	" RETURNING " answer "owner = " owner " AND " LEASE_OK ", owner, token, expires_at, " NOW \
+	", last_fire"
 #define ACQ_FREE "(l.expires_at <= excluded.acquired_at AND " STORE_SQL_LEASE_OK("l.") ")"
 #define ACQ_TAKE \
 	"((l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner) AND " \
@@ -509,16 +425,11 @@ static const char *const dialect[ST_MAX] = {
 	/* try_acquire: one upsert that always touches the row, so RETURNING
 	 * always tells the holder; a refused attempt writes the same values.
 	 * A corrupt row (store.h) is never taken, nor its token grown. */
-	[ST_ACQUIRE] =
-	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
-	" VALUES (?1, ?2, 1, " NOW ", " NOW ", " NOW " + ?3)"
-	" ON CONFLICT (name) DO UPDATE SET"
-	"  owner = CASE WHEN " ACQ_FREE " THEN excluded.owner ELSE l.owner END,"
-	"  token = CASE WHEN " ACQ_FREE " THEN l.token + 1 ELSE l.token END,"
-	"  acquired_at = CASE WHEN " ACQ_FREE " THEN excluded.acquired_at ELSE l.acquired_at END,"
-	"  renewed_at = CASE WHEN " ACQ_TAKE " THEN excluded.renewed_at ELSE l.renewed_at END,"
-	"  expires_at = CASE WHEN " ACQ_TAKE " THEN excluded.expires_at ELSE l.expires_at END"
-	" RETURNING owner = ?2 AND " LEASE_OK ", owner, token, expires_at, " NOW ", last_fire",
+	[ST_ACQUIRE] = ACQUIRE_SQL("?1", "?2", "?3", ""),
+	/* acquire_all: try_acquire's upsert once per name (?3 its number, ?4
+	 * the name), all in one BEGIN IMMEDIATE transaction: one write lock,
+	 * one fsync. */
+	[ST_ACQUIRE_ALL] = ACQUIRE_SQL("?4", "?1", "?2", "name, "),
 	[ST_RENEW] =
 	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
 	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW " AND " LEASE_OK
@@ -935,7 +846,7 @@ static const struct store_ops sqlite_ops = {
 	.renew_all = store_op_renew_all,
 	.list = store_op_list,
 	.close = sq_close,
-	.acquire_all = sq_acquire_all,
+	.acquire_all = store_op_acquire_all,
 	.set_timeout = sq_set_timeout,
 	.floor = store_op_floor,
 	.release_all = store_op_release_all,
