@@ -234,6 +234,39 @@ struct store_driver {
 	" token BIGINT NOT NULL, acquired_at BIGINT NOT NULL," \
 	" renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
 
+/* A client library, loaded with dlopen() when the first store of its
+ * provider is opened (a replica on another provider maps none of it).
+ * names lists the functions, each followed by a space, in the order of the
+ * function pointers at fns (size bytes) that the load fills. */
+struct store_lib {
+	const char *file, *who, *package;      /* "libpq.so.5", "postgres", "libpq5" */
+	const char *names;
+	void *fns;
+	size_t size;
+	void *handle;                          /* once loaded */
+};
+/* Loads l once.  A failure is not remembered (the loop retries store_open,
+ * so installing the package fixes a running replica): 0, or -1 with the
+ * reason and the package to install in err. */
+int store_lib_load(struct store_lib *l, char *err, size_t errlen);
+void store_lib_unload(struct store_lib *l);
+
+/* A provider's ops table: these entries, written once (ops.c), then its
+ * name, close, set_timeout and events. */
+#define STORE_OPS_ONCE \
+	.try_acquire = store_op_try_acquire, .renew = store_op_renew, .release = store_op_release, \
+	.renew_all = store_op_renew_all, .list = store_op_list, .acquire_all = store_op_acquire_all, \
+	.floor = store_op_floor, .release_all = store_op_release_all, \
+	.claim_all = store_op_claim_all, .claim_runs = store_op_claim_runs, \
+	.record_runs = store_op_record_runs, .read_runs = store_op_read_runs, \
+	.prune_runs = store_op_prune_runs, .beat = store_op_beat, .leave = store_op_leave, \
+	.replicas = store_op_replicas, .last_runs = store_op_last_runs, \
+	.renew_ctl = store_op_renew_ctl, .control = store_op_control, .health = store_op_health, \
+	.drain = store_op_drain, .renew_beat = store_op_renew_beat, \
+	.unclaim_all = store_op_unclaim_all, .repair = store_op_repair, \
+	.corrupt_runs = store_op_corrupt_runs, .handoff = store_op_handoff, .held = store_op_held, \
+	.ctl_version = store_op_ctl_version
+
 /* The readers, for row callbacks. */
 int64_t store_col_int(struct store *, int c);
 /* NULL reads as `null` (STORE_NO_TIME, STORE_NO_FIRE, ...). */

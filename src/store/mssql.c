@@ -21,7 +21,6 @@
  * @n, a table of rows in multi-row VALUES lists where it says {@name}, in
  * batches within 2,100 parameters.  The schema is still this file's own.
  */
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,65 +113,14 @@ static struct {
 /* The calls below go through the table; the names stay db-lib's own so that
  * the code reads as db-lib code and sybdb.h's DBSETL* and dbopen macros,
  * which expand to dbsetlname, dbsetlversion and tdsdbopen, still work. */
-#define dbinit sybdb.dbinit
-#define dberrhandle sybdb.dberrhandle
-#define dbmsghandle sybdb.dbmsghandle
-#define dbversion sybdb.dbversion
-#define dblogin sybdb.dblogin
-#define dbloginfree sybdb.dbloginfree
 #define dbsetlname sybdb.dbsetlname
 #define dbsetlversion sybdb.dbsetlversion
-#define dbsetlogintime sybdb.dbsetlogintime
 #define tdsdbopen sybdb.tdsdbopen
-#define dbclose sybdb.dbclose
-#define dbdead sybdb.dbdead
-#define dbcancel sybdb.dbcancel
-#define dbsetopt sybdb.dbsetopt
-#define dbgetuserdata sybdb.dbgetuserdata
-#define dbsetuserdata sybdb.dbsetuserdata
-#define dbrpcinit sybdb.dbrpcinit
-#define dbrpcparam sybdb.dbrpcparam
-#define dbrpcsend sybdb.dbrpcsend
-#define dbsqlok sybdb.dbsqlok
-#define dbresults sybdb.dbresults
-#define dbnumcols sybdb.dbnumcols
-#define dbnextrow sybdb.dbnextrow
-#define dbdata sybdb.dbdata
-#define dbdatlen sybdb.dbdatlen
-#define dbcoltype sybdb.dbcoltype
-#define dbconvert sybdb.dbconvert
 
-static void *libsybdb;                  /* dlopen's handle, once loaded */
-
-/* Loads libsybdb and fills sybdb, once.  A failure is not remembered: the
- * loop retries store_open, so installing libsybdb5 fixes a running replica. */
-static int load_dblib(char *err, size_t errlen)
-{
-	void *h;
-
-	if (libsybdb)
-		return 0;
-	if (!(h = dlopen("libsybdb.so.5", RTLD_NOW | RTLD_LOCAL))) {
-		snprintf(err, errlen, "mssql: cannot load libsybdb.so.5: %s; install libsybdb5",
-		         dlerror());
-		goto fail;
-	}
-#define X(f) \
-	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
-		snprintf(err, errlen, "mssql: libsybdb.so.5 has no %s(); install libsybdb5", #f); \
-		goto fail; \
-	}
-	DBLIB_FUNCS(X)
+#define X(f) #f " "
+static struct store_lib lib = { "libsybdb.so.5", "mssql", "libsybdb5", DBLIB_FUNCS(X), &sybdb,
+                                sizeof sybdb, NULL };
 #undef X
-	libsybdb = h;
-	return 0;
-fail:
-	if (h) {
-		memset(&sybdb, 0, sizeof sybdb);
-		dlclose(h);
-	}
-	return -1;
-}
 
 /* The provider row's client_version: "1.3.17", from "freetds v1.3.17". */
 static const char *client_version(void)
@@ -180,7 +128,7 @@ static const char *client_version(void)
 	const char *v;
 	char err[8];
 
-	if (load_dblib(err, sizeof err) < 0 || !(v = dbversion()))
+	if (store_lib_load(&lib, err, sizeof err) < 0 || !(v = sybdb.dbversion()))
 		return NULL;
 	return strncmp(v, "freetds v", 9) == 0 ? v + 9 : v;
 }
@@ -189,7 +137,7 @@ static struct ms_store *opening;
 
 static struct ms_store *handle_of(DBPROCESS *db)
 {
-	struct ms_store *st = db ? (struct ms_store *)dbgetuserdata(db) : NULL;
+	struct ms_store *st = db ? (struct ms_store *)sybdb.dbgetuserdata(db) : NULL;
 
 	return st ? st : opening;
 }
@@ -245,7 +193,7 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 	if (!st || dberr == SYBESMSG)   /* SYBESMSG only points at msg_handler's news */
 		return INT_CANCEL;
 	/* A handle's connection (not one being opened): it may be kept. */
-	ours = db && dbgetuserdata(db);
+	ours = db && sybdb.dbgetuserdata(db);
 	if (dberr == SYBETIME && ours && !st->cancelling) {
 		/* A statement timeout.  INT_TIMEOUT makes db-lib send an attention
 		 * and go on reading until the server acknowledges it (a DONE with
@@ -269,7 +217,7 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		         "cancel: connection dropped", st->host, st->port, st->wait_s);
 		return INT_CANCEL;
 	}
-	lost = ours && dbdead(db) ? "connection lost: " : "";
+	lost = ours && sybdb.dbdead(db) ? "connection lost: " : "";
 	if (dberr == SYBETIME)
 		note(st, STORE_E_TIMEOUT, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
 		     st->wait_s);
@@ -286,14 +234,14 @@ static int init_dblib(char *err, size_t errlen)
 
 	if (done)
 		return 0;
-	if (load_dblib(err, errlen) < 0)
+	if (store_lib_load(&lib, err, errlen) < 0)
 		return -1;
-	if (dbinit() == FAIL) {
-		snprintf(err, errlen, "mssql: dbinit() failed");
+	if (sybdb.dbinit() == FAIL) {
+		snprintf(err, errlen, "mssql: sybdb.dbinit() failed");
 		return -1;
 	}
-	dberrhandle(err_handler);
-	dbmsghandle(msg_handler);
+	sybdb.dberrhandle(err_handler);
+	sybdb.dbmsghandle(msg_handler);
 	done = 1;
 	return 0;
 }
@@ -304,14 +252,14 @@ static void apply_timeout(struct ms_store *st)
 
 	snprintf(buf, sizeof buf, "%d", st->cur_s);
 	st->wait_s = st->cur_s;
-	dbsetopt(st->db, DBSETTIME, buf, 0);
+	sybdb.dbsetopt(st->db, DBSETTIME, buf, 0);
 }
 
 static void disconnect(struct ms_store *st)
 {
 	if (st->db) {
-		dbsetuserdata(st->db, NULL);
-		dbclose(st->db);
+		sybdb.dbsetuserdata(st->db, NULL);
+		sybdb.dbclose(st->db);
 		st->db = NULL;
 	}
 }
@@ -323,7 +271,7 @@ static int connect_db(struct ms_store *st)
 	int secs = st->connect_s < st->cur_s ? st->connect_s : st->cur_s;
 
 	disconnect(st);
-	login = dblogin();
+	login = sybdb.dblogin();
 	if (!login) {
 		note(st, STORE_E_OTHER, "mssql: out of memory");
 		goto fail;
@@ -334,14 +282,14 @@ static int connect_db(struct ms_store *st)
 	DBSETLAPP(login, "leash");
 	DBSETLCHARSET(login, "UTF-8");
 	DBSETLVERSION(login, DBVERSION_74);
-	dbsetlogintime(secs);
+	sybdb.dbsetlogintime(secs);
 	st->wait_s = secs;
 	/* host:port needs no freetds.conf entry. */
 	snprintf(server, sizeof server, "%s:%d", st->host, st->port);
 	opening = st;
 	st->db = dbopen(login, server);
 	opening = NULL;
-	dbloginfree(login);
+	sybdb.dbloginfree(login);
 	if (!st->db) {
 		note(st, STORE_E_GONE, "mssql %s:%d: could not connect", st->host, st->port);
 		goto fail;
@@ -350,7 +298,7 @@ static int connect_db(struct ms_store *st)
 		disconnect(st);
 		goto fail;
 	}
-	dbsetuserdata(st->db, (BYTE *)st);
+	sybdb.dbsetuserdata(st->db, (BYTE *)st);
 	apply_timeout(st);
 	return STORE_OK;
 fail:
@@ -367,41 +315,41 @@ fail:
 static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
                     const struct param *p, int np)
 {
-	if (dbrpcinit(db, "sp_executesql", 0) == FAIL ||
-	    dbrpcparam(db, "@stmt", 0, SYBNTEXT, -1, (DBINT)strlen(stmt), (BYTE *)stmt) == FAIL ||
-	    (np > 0 && dbrpcparam(db, "@params", 0, SYBNTEXT, -1, (DBINT)strlen(decl),
+	if (sybdb.dbrpcinit(db, "sp_executesql", 0) == FAIL ||
+	    sybdb.dbrpcparam(db, "@stmt", 0, SYBNTEXT, -1, (DBINT)strlen(stmt), (BYTE *)stmt) == FAIL ||
+	    (np > 0 && sybdb.dbrpcparam(db, "@params", 0, SYBNTEXT, -1, (DBINT)strlen(decl),
 	                          (BYTE *)decl) == FAIL))
 		return STORE_ERR;
 	for (int i = 0; i < np; i++) {
 		size_t len = p[i].s ? strlen(p[i].s) : 0;
-		int rc = p[i].s ? dbrpcparam(db, p[i].name, 0, len > LONG_TEXT ? SYBNTEXT : SYBVARCHAR,
+		int rc = p[i].s ? sybdb.dbrpcparam(db, p[i].name, 0, len > LONG_TEXT ? SYBNTEXT : SYBVARCHAR,
 		                             -1, (DBINT)len, (BYTE *)p[i].s)
-		                : dbrpcparam(db, p[i].name, 0, SYBINT8, -1, -1, (BYTE *)&p[i].i);
+		                : sybdb.dbrpcparam(db, p[i].name, 0, SYBINT8, -1, -1, (BYTE *)&p[i].i);
 		if (rc == FAIL)
 			return STORE_ERR;
 	}
-	return dbrpcsend(db) == FAIL ? STORE_ERR : STORE_OK;
+	return sybdb.dbrpcsend(db) == FAIL ? STORE_ERR : STORE_OK;
 }
 
 /* Reads every result, calling row() for each row of the resno-th result set
  * that has columns.  A statement that failed inside the batch (a duplicate
- * key) makes dbresults() answer FAIL once and go on.  -1 when the answer
+ * key) makes sybdb.dbresults() answer FAIL once and go on.  -1 when the answer
  * could not be read to its end. */
 static int read_results(struct ms_store *st,
                         void (*row)(struct ms_store *, int resno, void *arg), void *arg)
 {
 	int rc, resno = 0, fails = 0;
 
-	dbsqlok(st->db);                /* errors arrive through the handlers */
-	while (!dbdead(st->db) && (rc = dbresults(st->db)) != NO_MORE_RESULTS) {
+	sybdb.dbsqlok(st->db);                /* errors arrive through the handlers */
+	while (!sybdb.dbdead(st->db) && (rc = sybdb.dbresults(st->db)) != NO_MORE_RESULTS) {
 		if (rc == FAIL) {
 			if (++fails > 16)
 				return -1;
 			continue;
 		}
-		if (dbnumcols(st->db) == 0)
+		if (sybdb.dbnumcols(st->db) == 0)
 			continue;
-		while ((rc = dbnextrow(st->db)) != NO_MORE_ROWS) {
+		while ((rc = sybdb.dbnextrow(st->db)) != NO_MORE_ROWS) {
 			if (rc == FAIL)
 				return -1;
 			if (row)
@@ -409,7 +357,7 @@ static int read_results(struct ms_store *st,
 		}
 		resno++;
 	}
-	return dbdead(st->db) ? -1 : 0;
+	return sybdb.dbdead(st->db) ? -1 : 0;
 }
 
 /* One operation: (re)connects when needed, sends, reads.  Any error leaves
@@ -422,7 +370,7 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	st->failed = 0;
 	st->dupkey = 0;
 	st->cancelling = 0;
-	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
+	if ((!st->db || sybdb.dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
 	if (send_rpc(st->db, stmt, decl, p, np) != STORE_OK) {
 		note(st, STORE_E_GONE, "mssql %s:%d: could not send the request", st->host, st->port);
@@ -430,36 +378,36 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	}
 	if (read_results(st, row, arg) < 0)
 		note(st, STORE_E_GONE, "mssql %s:%d: %s", st->host, st->port,
-		     dbdead(st->db) ? "connection lost" : "could not read the answer");
+		     sybdb.dbdead(st->db) ? "connection lost" : "could not read the answer");
 	if (st->failed)
 		goto fail;
 	return STORE_OK;
 fail:
-	if (st->db && dbdead(st->db))
+	if (st->db && sybdb.dbdead(st->db))
 		disconnect(st);
 	else if (st->db)
-		dbcancel(st->db);       /* flushes what is left of the answer (none after
+		sybdb.dbcancel(st->db);       /* flushes what is left of the answer (none after
 		                         * an acknowledged cancel: the connection is idle) */
 	return STORE_ERR;
 }
 
 static int64_t col_i64(DBPROCESS *db, int c)
 {
-	BYTE *p = dbdata(db, c);
-	DBINT len = dbdatlen(db, c);
+	BYTE *p = sybdb.dbdata(db, c);
+	DBINT len = sybdb.dbdatlen(db, c);
 	DBBIGINT v = 0;
 
 	if (!p || len <= 0)
 		return 0;
-	if (dbconvert(db, dbcoltype(db, c), p, len, SYBINT8, (BYTE *)&v, sizeof v) < 0)
+	if (sybdb.dbconvert(db, sybdb.dbcoltype(db, c), p, len, SYBINT8, (BYTE *)&v, sizeof v) < 0)
 		return 0;
 	return v;
 }
 
 static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 {
-	BYTE *p = dbdata(db, c);
-	DBINT len = dbdatlen(db, c);
+	BYTE *p = sybdb.dbdata(db, c);
+	DBINT len = sybdb.dbdatlen(db, c);
 	size_t n = len > 0 ? (size_t)len : 0;
 
 	if (!p)
@@ -508,37 +456,10 @@ static const struct store_driver ms_driver;
 static int build_dialect(struct ms_store *st);
 
 static const struct store_ops ms_ops = {
+	STORE_OPS_ONCE,
 	.name = "mssql",
-	.try_acquire = store_op_try_acquire,
-	.renew = store_op_renew,
-	.release = store_op_release,
-	.renew_all = store_op_renew_all,
-	.list = store_op_list,
 	.close = ms_close,
-	.acquire_all = store_op_acquire_all,
 	.set_timeout = ms_set_timeout,
-	.floor = store_op_floor,
-	.release_all = store_op_release_all,
-	.claim_all = store_op_claim_all,
-	.claim_runs = store_op_claim_runs,
-	.record_runs = store_op_record_runs,
-	.read_runs = store_op_read_runs,
-	.last_runs = store_op_last_runs,
-	.prune_runs = store_op_prune_runs,
-	.beat = store_op_beat,
-	.leave = store_op_leave,
-	.replicas = store_op_replicas,
-	.renew_ctl = store_op_renew_ctl,
-	.control = store_op_control,
-	.health = store_op_health,
-	.drain = store_op_drain,
-	.renew_beat = store_op_renew_beat,
-	.unclaim_all = store_op_unclaim_all,
-	.repair = store_op_repair,
-	.corrupt_runs = store_op_corrupt_runs,
-	.handoff = store_op_handoff,
-	.held = store_op_held,
-	.ctl_version = store_op_ctl_version,
 };
 
 /* The statements, with the table name in brackets.  Each starts with a tag
@@ -762,11 +683,7 @@ fail:
 
 static void unload_dblib(void)
 {
-	if (!libsybdb)
-		return;
-	memset(&sybdb, 0, sizeof sybdb);
-	dlclose(libsybdb);
-	libsybdb = NULL;
+	store_lib_unload(&lib);
 }
 
 const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", client_version,
@@ -1867,12 +1784,12 @@ done:
 static int ms_is_null(struct store *s, int c)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	int t = dbcoltype(st->db, c + 1);
+	int t = sybdb.dbcoltype(st->db, c + 1);
 
-	if (!dbdata(st->db, c + 1))
+	if (!sybdb.dbdata(st->db, c + 1))
 		return 1;
 	/* A number has a length; db-lib may give NULL's data as empty. */
-	return dbdatlen(st->db, c + 1) <= 0 && (t == SYBINT1 || t == SYBINT2 || t == SYBINT4 ||
+	return sybdb.dbdatlen(st->db, c + 1) <= 0 && (t == SYBINT1 || t == SYBINT2 || t == SYBINT4 ||
 	                                        t == SYBINT8 || t == SYBINTN);
 }
 
@@ -1884,8 +1801,8 @@ static int64_t ms_col_int(struct store *s, int c)
 static const char *ms_col_text(struct store *s, int c, size_t *len)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	BYTE *p = dbdata(st->db, c + 1);
-	DBINT n = dbdatlen(st->db, c + 1);
+	BYTE *p = sybdb.dbdata(st->db, c + 1);
+	DBINT n = sybdb.dbdatlen(st->db, c + 1);
 
 	*len = p && n > 0 ? (size_t)n : 0;
 	return (const char *)p;

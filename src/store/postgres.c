@@ -20,7 +20,6 @@
  * leash_s<n> (a few on first use), arrays go as text[] literals, a table
  * of rows as one array per column.  The schema is still this file's own.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -151,54 +150,17 @@ static struct {
 #undef X
 } pq;
 
-/* The calls below go through the table under libpq's own names, so the code
- * reads as plain libpq code.  (#f in a macro is not expanded, so the loader's
- * dlsym() still asks for the real names.) */
-#define PQlibVersion pq.PQlibVersion
-#define PQserverVersion pq.PQserverVersion
-#define PQconnectStartParams pq.PQconnectStartParams
-#define PQconnectPoll pq.PQconnectPoll
-#define PQsetnonblocking pq.PQsetnonblocking
-#define PQsetNoticeProcessor pq.PQsetNoticeProcessor
-#define PQstatus pq.PQstatus
-#define PQsocket pq.PQsocket
-#define PQhost pq.PQhost
-#define PQport pq.PQport
-#define PQerrorMessage pq.PQerrorMessage
-#define PQfinish pq.PQfinish
-#define PQbackendPID pq.PQbackendPID
-#define PQsendPrepare pq.PQsendPrepare
-#define PQsendQueryPrepared pq.PQsendQueryPrepared
-#define PQsendQuery pq.PQsendQuery
-#define PQsendQueryParams pq.PQsendQueryParams
-#define PQflush pq.PQflush
-#define PQconsumeInput pq.PQconsumeInput
-#define PQisBusy pq.PQisBusy
-#define PQgetResult pq.PQgetResult
-#define PQresultStatus pq.PQresultStatus
-#define PQresultErrorMessage pq.PQresultErrorMessage
-#define PQresultErrorField pq.PQresultErrorField
-#define PQclear pq.PQclear
-#define PQntuples pq.PQntuples
-#define PQnfields pq.PQnfields
-#define PQgetisnull pq.PQgetisnull
-#define PQgetvalue pq.PQgetvalue
-#define PQgetlength pq.PQgetlength
-#define PQnotifies pq.PQnotifies
-#define PQfreemem pq.PQfreemem
-#define PQconninfoParse pq.PQconninfoParse
-#define PQconninfoFree pq.PQconninfoFree
+#define X(f) #f " "
+static struct store_lib lib = { "libpq.so.5", "postgres", "libpq5", LIBPQ_FUNCS(X), &pq,
+                                sizeof pq, NULL };
+#undef X
 
-static void *libpq;                     /* dlopen's handle, once loaded */
-
-/* Loads libpq and fills pq, once.  A failure is not remembered: the loop
- * retries store_open, so installing libpq5 fixes a running replica. */
+/* Loads libpq and fills pq, once (store_lib_load). */
 static int load_libpq(char *err, size_t errlen)
 {
-	void *h;
-	int preset;
+	int preset, rc;
 
-	if (libpq)
+	if (lib.handle)
 		return 0;
 	/* libpq brings libldap and, through it, gnutls, whose constructor sets
 	 * up the whole library as it loads (0.65 MB resident here) though only
@@ -208,25 +170,10 @@ static int load_libpq(char *err, size_t errlen)
 	preset = getenv("GNUTLS_NO_IMPLICIT_INIT") != NULL;
 	if (!preset)
 		setenv("GNUTLS_NO_IMPLICIT_INIT", "1", 0);
-	h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+	rc = store_lib_load(&lib, err, errlen);
 	if (!preset)
 		unsetenv("GNUTLS_NO_IMPLICIT_INIT");
-	if (!h) {
-		snprintf(err, errlen, "postgres: cannot load libpq.so.5: %s; install libpq5",
-		         dlerror());
-		return -1;
-	}
-#define X(f) \
-	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
-		snprintf(err, errlen, "postgres: libpq.so.5 has no %s(); install libpq5", #f); \
-		memset(&pq, 0, sizeof pq); \
-		dlclose(h); \
-		return -1; \
-	}
-	LIBPQ_FUNCS(X)
-#undef X
-	libpq = h;
-	return 0;
+	return rc;
 }
 
 /* The provider row's client_version: "15.18". */
@@ -238,7 +185,7 @@ static const char *client_version(void)
 
 	if (load_libpq(err, sizeof err) < 0)
 		return NULL;
-	n = PQlibVersion();
+	n = pq.PQlibVersion();
 	snprintf(v, sizeof v, "%d.%d", n / 10000, n % 10000);
 	return v;
 }
@@ -281,7 +228,7 @@ static void first_line(char *dst, size_t n, const char *msg)
 
 static void drop_conn(struct pg_store *ps)
 {
-	PQfinish(ps->conn);
+	pq.PQfinish(ps->conn);
 	ps->conn = NULL;
 	ps->prepared = 0;
 }
@@ -290,7 +237,7 @@ static void drop_conn(struct pg_store *ps)
  * 1 ready, 0 timed out, -1 error. */
 static int wait_sock(PGconn *c, short events, int64_t deadline)
 {
-	struct pollfd p = { .fd = PQsocket(c), .events = events };
+	struct pollfd p = { .fd = pq.PQsocket(c), .events = events };
 
 	if (p.fd < 0)
 		return -1;
@@ -313,12 +260,12 @@ static int wait_sock(PGconn *c, short events, int64_t deadline)
 static int conn_fail(struct pg_store *ps, PGconn *c, const char *why)
 {
 	char msg[STORE_ERR_MAX];
-	const char *host = c ? PQhost(c) : NULL, *port = c ? PQport(c) : NULL;
+	const char *host = c ? pq.PQhost(c) : NULL, *port = c ? pq.PQport(c) : NULL;
 
 	if (why)
 		snprintf(msg, sizeof msg, "%s", why);
 	else
-		first_line(msg, sizeof msg, c ? PQerrorMessage(c) : NULL);
+		first_line(msg, sizeof msg, c ? pq.PQerrorMessage(c) : NULL);
 	if (host && *host)
 		return store_fail_kind(&ps->base, STORE_E_GONE, "postgres: connect to %s:%s: %s", host,
 		                       port && *port ? port : "5432", msg);
@@ -345,7 +292,7 @@ static enum store_err_kind pg_kind(const char *state)
 
 /* Sends one query (prepared when name is set, else plain SQL text, else a
  * Prepare of sql under name when prep is set) and waits for its results until
- * the deadline.  Returns the last result (caller PQclear()s) or NULL with
+ * the deadline.  Returns the last result (caller pq.PQclear()s) or NULL with
  * s->err set; a dead or timed-out connection is dropped. */
 static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, const char *sql,
                            int nparams, const char *const *vals, int64_t deadline,
@@ -356,78 +303,78 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 	int ok, w;
 
 	if (prep)
-		ok = PQsendPrepare(c, name, sql, nparams, NULL);
+		ok = pq.PQsendPrepare(c, name, sql, nparams, NULL);
 	else if (name)
-		ok = PQsendQueryPrepared(c, name, nparams, vals, NULL, NULL, 0);
+		ok = pq.PQsendQueryPrepared(c, name, nparams, vals, NULL, NULL, 0);
 	else if (nparams == 0)
-		ok = PQsendQuery(c, sql);
+		ok = pq.PQsendQuery(c, sql);
 	else
-		ok = PQsendQueryParams(c, sql, nparams, NULL, vals, NULL, NULL, 0);
+		ok = pq.PQsendQueryParams(c, sql, nparams, NULL, vals, NULL, NULL, 0);
 	if (!ok)
 		goto broken;
-	while ((w = PQflush(c)) == 1) {
+	while ((w = pq.PQflush(c)) == 1) {
 		int r = wait_sock(c, POLLOUT | POLLIN, deadline);
 
 		if (r == 0)
 			goto timeout;
-		if (r < 0 || !PQconsumeInput(c))
+		if (r < 0 || !pq.PQconsumeInput(c))
 			goto broken;
 	}
 	if (w < 0)
 		goto broken;
 	for (;;) {
-		while (PQisBusy(c)) {
+		while (pq.PQisBusy(c)) {
 			int r = wait_sock(c, POLLIN, deadline);
 
 			if (r == 0)
 				goto timeout;
-			if (r < 0 || !PQconsumeInput(c))
+			if (r < 0 || !pq.PQconsumeInput(c))
 				goto broken;
 		}
-		if (!(res = PQgetResult(c)))
+		if (!(res = pq.PQgetResult(c)))
 			break;
-		if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
-			PQclear(res);
+		if (keep && pq.PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+			pq.PQclear(res);
 			continue;
 		}
-		PQclear(keep);
+		pq.PQclear(keep);
 		keep = res;
 	}
 	if (!keep)
 		goto broken;
-	if (PQresultStatus(keep) != PGRES_TUPLES_OK && PQresultStatus(keep) != PGRES_COMMAND_OK) {
+	if (pq.PQresultStatus(keep) != PGRES_TUPLES_OK && pq.PQresultStatus(keep) != PGRES_COMMAND_OK) {
 		char msg[STORE_ERR_MAX];
 
-		const char *state = PQresultErrorField(keep, PG_DIAG_SQLSTATE);
+		const char *state = pq.PQresultErrorField(keep, PG_DIAG_SQLSTATE);
 		/* A server that takes no writes (a standby, or one read-only by its
 		 * config): the fix is named, and the next call connects again, to
 		 * the primary a multi-host conninfo finds or to this one once it
 		 * takes writes. */
 		int ro = state && strcmp(state, "25006") == 0;
 
-		first_line(msg, sizeof msg, PQresultErrorMessage(keep));
+		first_line(msg, sizeof msg, pq.PQresultErrorMessage(keep));
 		store_fail_kind(&ps->base, pg_kind(state), "postgres: %s: %s%s", what, msg,
 		                ro ? " (the server takes no writes: a standby, or "
 		                     "default_transaction_read_only is on; point [postgres] conninfo "
 		                     "at the primary, e.g. with target_session_attrs=read-write)" : "");
-		PQclear(keep);
-		if (ro || PQstatus(c) == CONNECTION_BAD)
+		pq.PQclear(keep);
+		if (ro || pq.PQstatus(c) == CONNECTION_BAD)
 			drop_conn(ps);
 		return NULL;
 	}
 	return keep;
 timeout:
-	PQclear(keep);
+	pq.PQclear(keep);
 	store_fail_kind(&ps->base, STORE_E_TIMEOUT, "postgres: %s: no answer within the timeout",
 	                what);
 	drop_conn(ps);
 	return NULL;
 broken:
-	PQclear(keep);
+	pq.PQclear(keep);
 	{
 		char msg[STORE_ERR_MAX];
 
-		first_line(msg, sizeof msg, PQerrorMessage(c));
+		first_line(msg, sizeof msg, pq.PQerrorMessage(c));
 		store_fail_kind(&ps->base, STORE_E_GONE, "postgres: %s: %s", what, msg);
 	}
 	drop_conn(ps);
@@ -439,7 +386,7 @@ static int run_ok(struct pg_store *ps, int prep, const char *name, const char *s
 {
 	PGresult *r = roundtrip(ps, prep, name, sql, 0, NULL, deadline, what);
 
-	PQclear(r);
+	pq.PQclear(r);
 	return r ? STORE_OK : STORE_ERR;
 }
 
@@ -494,10 +441,10 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	for (size_t i = 0; i < ncols; i++) {
 		int found = 0;
 
-		for (int row = 0; row < PQntuples(r) && !found; row++)
-			found = strcmp(PQgetvalue(r, row, 0), run_columns[i]) == 0;
+		for (int row = 0; row < pq.PQntuples(r) && !found; row++)
+			found = strcmp(pq.PQgetvalue(r, row, 0), run_columns[i]) == 0;
 		if (!found) {
-			PQclear(r);
+			pq.PQclear(r);
 			return store_fail(&ps->base,
 			                  "postgres: table %s_runs has no column %s: it is not leash's run"
 			                  " ledger (nothing was changed; rename or drop it, or use another"
@@ -507,19 +454,19 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++) {
 		int found = 0;
 
-		for (int row = 0; row < PQntuples(r) && !found; row++)
-			found = strcmp(PQgetvalue(r, row, 0), run_added[i][0]) == 0;
+		for (int row = 0; row < pq.PQntuples(r) && !found; row++)
+			found = strcmp(pq.PQgetvalue(r, row, 0), run_added[i][0]) == 0;
 		if (found)
 			continue;
 		/* Asked only when missing: ALTER TABLE locks the table. */
 		snprintf(sql, len, "ALTER TABLE \"%s_runs\" ADD COLUMN IF NOT EXISTS %s %s", ps->table,
 		         run_added[i][0], run_added[i][1]);
 		if (run_ok(ps, 0, NULL, sql, deadline, "add a ledger column") < 0) {
-			PQclear(r);
+			pq.PQclear(r);
 			return STORE_ERR;
 		}
 	}
-	PQclear(r);
+	pq.PQclear(r);
 	/* Index names stay within 63 bytes: the table name is at most 54. */
 	snprintf(sql, len,
 	         "DO $$ BEGIN"
@@ -553,13 +500,13 @@ static int check_schema(struct pg_store *ps, char *sql, size_t len, int64_t dead
 	         " ORDER BY t LIMIT 1)", ps->table);
 	if (!(r = roundtrip(ps, 0, NULL, sql, 0, NULL, deadline, "check the tables")))
 		return STORE_ERR;
-	if (PQntuples(r) != 1 || PQgetisnull(r, 0, 1)) {
-		PQclear(r);
+	if (pq.PQntuples(r) != 1 || pq.PQgetisnull(r, 0, 1)) {
+		pq.PQclear(r);
 		return STORE_OK;
 	}
-	snprintf(missing, sizeof missing, "%s", PQgetvalue(r, 0, 1));
-	snprintf(where, sizeof where, "database %s", PQgetvalue(r, 0, 0));
-	PQclear(r);
+	snprintf(missing, sizeof missing, "%s", pq.PQgetvalue(r, 0, 1));
+	snprintf(where, sizeof where, "database %s", pq.PQgetvalue(r, 0, 0));
+	pq.PQclear(r);
 	store_no_table(ps->base.err, sizeof ps->base.err, "postgres", where, missing);
 	ps->base.kind = STORE_E_REFUSED;
 	return STORE_ERR;
@@ -607,13 +554,13 @@ static int want_gss_off(const char *conninfo)
 		return 0;
 	/* A conninfo PQconninfoParse cannot read (a bare database name, or an
 	 * error the connect reports) keeps libpq's default. */
-	if (!(opts = PQconninfoParse(conninfo, NULL)))
+	if (!(opts = pq.PQconninfoParse(conninfo, NULL)))
 		return 0;
 	for (o = opts; o->keyword; o++)
 		for (size_t i = 0; o->val && i < sizeof keys / sizeof keys[0]; i++)
 			if (strcmp(o->keyword, keys[i]) == 0)
 				off = 0;
-	PQconninfoFree(opts);
+	pq.PQconninfoFree(opts);
 	return off;
 }
 
@@ -630,12 +577,12 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	int64_t left = deadline - clock_mono_ms();
 
 	snprintf(secs, sizeof secs, "%lld", (long long)(left < 2000 ? 2 : (left + 999) / 1000));
-	c = PQconnectStartParams(keys, vals, 1);
+	c = pq.PQconnectStartParams(keys, vals, 1);
 	if (!c)
 		return store_fail(&ps->base, "postgres: connect: out of memory");
-	if (PQstatus(c) == CONNECTION_BAD)
+	if (pq.PQstatus(c) == CONNECTION_BAD)
 		goto fail;
-	PQsetNoticeProcessor(c, quiet, NULL);
+	pq.PQsetNoticeProcessor(c, quiet, NULL);
 	while (st != PGRES_POLLING_OK) {
 		int r;
 
@@ -644,14 +591,14 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 		r = wait_sock(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
 		if (r == 0) {
 			conn_fail(ps, c, "no answer within the connect timeout");
-			PQfinish(c);
+			pq.PQfinish(c);
 			return STORE_ERR;
 		}
 		if (r < 0)
 			goto fail;
-		st = PQconnectPoll(c);
+		st = pq.PQconnectPoll(c);
 	}
-	if (PQsetnonblocking(c, 1) != 0)
+	if (pq.PQsetnonblocking(c, 1) != 0)
 		goto fail;
 	ps->conn = c;
 	/* Custom plans only: after five runs of a prepared statement the
@@ -663,7 +610,7 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	         "SET statement_timeout = %d; SET lock_timeout = %d;"
 	         " SET idle_in_transaction_session_timeout = %d%s", ps->statement_timeout_ms,
 	         ps->statement_timeout_ms, 4 * ps->statement_timeout_ms,
-	         PQserverVersion(c) >= 120000 ? "; SET plan_cache_mode = force_custom_plan" : "");
+	         pq.PQserverVersion(c) >= 120000 ? "; SET plan_cache_mode = force_custom_plan" : "");
 	if (run_ok(ps, 0, NULL, sql, deadline, "connect") < 0)
 		goto fail_setup;
 	if (ps->mode != STORE_RUN) {
@@ -708,7 +655,7 @@ fail_setup:
 	return STORE_ERR;
 fail:
 	conn_fail(ps, c, NULL);
-	PQfinish(c);
+	pq.PQfinish(c);
 	return STORE_ERR;
 }
 
@@ -717,12 +664,12 @@ static int ensure_conn(struct pg_store *ps, int64_t *deadline)
 {
 	int64_t start = clock_mono_ms();
 
-	if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK) {
-		struct pollfd p = { .fd = PQsocket(ps->conn), .events = POLLIN };
+	if (ps->conn && pq.PQstatus(ps->conn) == CONNECTION_OK) {
+		struct pollfd p = { .fd = pq.PQsocket(ps->conn), .events = POLLIN };
 
 		/* Data while idle: notifications, or the server saying goodbye. */
-		if (poll(&p, 1, 0) > 0 && (!PQconsumeInput(ps->conn) ||
-		                           PQstatus(ps->conn) != CONNECTION_OK))
+		if (poll(&p, 1, 0) > 0 && (!pq.PQconsumeInput(ps->conn) ||
+		                           pq.PQstatus(ps->conn) != CONNECTION_OK))
 			drop_conn(ps);
 	} else if (ps->conn) {
 		drop_conn(ps);
@@ -740,7 +687,7 @@ static int ensure_conn(struct pg_store *ps, int64_t *deadline)
 
 static int64_t col_i64(PGresult *r, int row, int col)
 {
-	return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+	return pq.PQgetisnull(r, row, col) ? 0 : strtoll(pq.PQgetvalue(r, row, col), NULL, 10);
 }
 
 /* names as a text[] literal: {"a","b\"c"}. */
@@ -851,7 +798,7 @@ static int pg_event_fd(struct store *s)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 
-	return ps->conn ? PQsocket(ps->conn) : -1;
+	return ps->conn ? pq.PQsocket(ps->conn) : -1;
 }
 
 static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), void *arg)
@@ -862,20 +809,20 @@ static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), vo
 
 	if (!ps->conn)
 		return 0;
-	if (!PQconsumeInput(ps->conn)) {
+	if (!pq.PQconsumeInput(ps->conn)) {
 		char msg[STORE_ERR_MAX];
 
-		first_line(msg, sizeof msg, PQerrorMessage(ps->conn));
+		first_line(msg, sizeof msg, pq.PQerrorMessage(ps->conn));
 		drop_conn(ps);
 		return store_fail_kind(s, STORE_E_GONE, "postgres: events: %s", msg);
 	}
-	while ((nf = PQnotifies(ps->conn))) {
+	while ((nf = pq.PQnotifies(ps->conn))) {
 		/* Our own releases come back too; only others' matter. */
-		if (nf->be_pid != PQbackendPID(ps->conn)) {
+		if (nf->be_pid != pq.PQbackendPID(ps->conn)) {
 			fn(arg, nf->extra);
 			count++;
 		}
-		PQfreemem(nf);
+		pq.PQfreemem(nf);
 	}
 	return count;
 }
@@ -891,7 +838,7 @@ static void pg_close(struct store *s)
 
 	if (!ps)
 		return;
-	PQfinish(ps->conn);
+	pq.PQfinish(ps->conn);
 	free(ps->conninfo);
 	free(ps);
 }
@@ -900,39 +847,12 @@ static void pg_close(struct store *s)
 static const struct store_driver postgres_driver;
 
 static const struct store_ops postgres_ops = {
+	STORE_OPS_ONCE,
 	.name = "postgres",
-	.try_acquire = store_op_try_acquire,
-	.renew = store_op_renew,
-	.release = store_op_release,
-	.renew_all = store_op_renew_all,
-	.list = store_op_list,
 	.close = pg_close,
-	.acquire_all = store_op_acquire_all,
 	.event_fd = pg_event_fd,
 	.drain_events = pg_drain_events,
 	.set_timeout = pg_set_timeout,
-	.floor = store_op_floor,
-	.release_all = store_op_release_all,
-	.claim_all = store_op_claim_all,
-	.claim_runs = store_op_claim_runs,
-	.record_runs = store_op_record_runs,
-	.read_runs = store_op_read_runs,
-	.last_runs = store_op_last_runs,
-	.renew_ctl = store_op_renew_ctl,
-	.control = store_op_control,
-	.health = store_op_health,
-	.drain = store_op_drain,
-	.renew_beat = store_op_renew_beat,
-	.prune_runs = store_op_prune_runs,
-	.beat = store_op_beat,
-	.leave = store_op_leave,
-	.replicas = store_op_replicas,
-	.unclaim_all = store_op_unclaim_all,
-	.repair = store_op_repair,
-	.corrupt_runs = store_op_corrupt_runs,
-	.handoff = store_op_handoff,
-	.held = store_op_held,
-	.ctl_version = store_op_ctl_version,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -968,11 +888,7 @@ fail:
 
 static void unload_libpq(void)
 {
-	if (!libpq)
-		return;
-	memset(&pq, 0, sizeof pq);
-	dlclose(libpq);
-	libpq = NULL;
+	store_lib_unload(&lib);
 }
 
 const struct store_provider store_postgres = { "postgres", open_postgres, "libpq",
@@ -1429,11 +1345,11 @@ static int pg_exec(struct store *s, int st, const struct store_param *p, int np,
 	if (!r)
 		return STORE_ERR;
 	ps->cur = r;
-	for (ps->cur_row = 0; row && ps->cur_row < PQntuples(r) && rc == STORE_OK; ps->cur_row++)
+	for (ps->cur_row = 0; row && ps->cur_row < pq.PQntuples(r) && rc == STORE_OK; ps->cur_row++)
 		if (row(s, arg, 0) < 0)
 			rc = STORE_ERR;
 	ps->cur = NULL;
-	PQclear(r);
+	pq.PQclear(r);
 	return rc;
 }
 
@@ -1441,7 +1357,7 @@ static int pg_is_null(struct store *s, int c)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 
-	return PQgetisnull(ps->cur, ps->cur_row, c);
+	return pq.PQgetisnull(ps->cur, ps->cur_row, c);
 }
 
 static int64_t pg_col_int(struct store *s, int c)
@@ -1455,10 +1371,10 @@ static const char *pg_col_text(struct store *s, int c, size_t *len)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 
-	if (PQgetisnull(ps->cur, ps->cur_row, c))
+	if (pq.PQgetisnull(ps->cur, ps->cur_row, c))
 		return NULL;
-	*len = (size_t)PQgetlength(ps->cur, ps->cur_row, c);
-	return PQgetvalue(ps->cur, ps->cur_row, c);
+	*len = (size_t)pq.PQgetlength(ps->cur, ps->cur_row, c);
+	return pq.PQgetvalue(ps->cur, ps->cur_row, c);
 }
 
 static const struct store_driver postgres_driver = { pg_exec, pg_is_null, pg_col_int,

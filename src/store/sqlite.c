@@ -19,7 +19,6 @@
  * statement over a table of rows once per row.  The schema is still this
  * file's own.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -54,76 +53,19 @@ static struct {
 #undef X
 } sq;
 
-/* The calls below go through the table under SQLite's own names. */
-#define sqlite3_open_v2 sq.sqlite3_open_v2
-#define sqlite3_close_v2 sq.sqlite3_close_v2
-#define sqlite3_busy_timeout sq.sqlite3_busy_timeout
-#define sqlite3_exec sq.sqlite3_exec
-#define sqlite3_errmsg sq.sqlite3_errmsg
-#define sqlite3_free sq.sqlite3_free
-#define sqlite3_prepare_v2 sq.sqlite3_prepare_v2
-#define sqlite3_prepare_v3 sq.sqlite3_prepare_v3
-#define sqlite3_reset sq.sqlite3_reset
-#define sqlite3_clear_bindings sq.sqlite3_clear_bindings
-#define sqlite3_finalize sq.sqlite3_finalize
-#define sqlite3_step sq.sqlite3_step
-#define sqlite3_changes sq.sqlite3_changes
-#define sqlite3_get_autocommit sq.sqlite3_get_autocommit
-#define sqlite3_bind_text sq.sqlite3_bind_text
-#define sqlite3_bind_int64 sq.sqlite3_bind_int64
-#define sqlite3_bind_int sq.sqlite3_bind_int
-#define sqlite3_bind_null sq.sqlite3_bind_null
-#define sqlite3_column_int64 sq.sqlite3_column_int64
-#define sqlite3_column_int sq.sqlite3_column_int
-#define sqlite3_column_text sq.sqlite3_column_text
-#define sqlite3_column_bytes sq.sqlite3_column_bytes
-#define sqlite3_column_type sq.sqlite3_column_type
-#define sqlite3_stricmp sq.sqlite3_stricmp
-#define sqlite3_libversion sq.sqlite3_libversion
-#define sqlite3_vfs_find sq.sqlite3_vfs_find
-#define sqlite3_vfs_register sq.sqlite3_vfs_register
-#define sqlite3_bind_parameter_count sq.sqlite3_bind_parameter_count
-#define sqlite3_column_count sq.sqlite3_column_count
-#define sqlite3_extended_errcode sq.sqlite3_extended_errcode
-#define sqlite3_db_readonly sq.sqlite3_db_readonly
-
-static void *libsqlite;                 /* dlopen's handle, once loaded */
-
-/* Loads libsqlite3 and fills sq, once.  A failure is not remembered: the
- * loop retries store_open, so installing libsqlite3-0 fixes a running
- * replica. */
-static int load_sqlite(char *err, size_t errlen)
-{
-	void *h;
-
-	if (libsqlite)
-		return 0;
-	if (!(h = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL))) {
-		snprintf(err, errlen, "sqlite: cannot load libsqlite3.so.0: %s; install libsqlite3-0",
-		         dlerror());
-		return -1;
-	}
-#define X(f) \
-	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
-		snprintf(err, errlen, "sqlite: libsqlite3.so.0 has no %s(); install libsqlite3-0", #f); \
-		memset(&sq, 0, sizeof sq); \
-		dlclose(h); \
-		return -1; \
-	}
-	SQLITE_FUNCS(X)
+#define X(f) #f " "
+static struct store_lib lib = { "libsqlite3.so.0", "sqlite", "libsqlite3-0", SQLITE_FUNCS(X),
+                                &sq, sizeof sq, NULL };
 #undef X
-	libsqlite = h;
-	return 0;
-}
 
 struct sqlite3_vfs *store_sqlite_vfs_find(char *err, size_t errlen)
 {
-	return load_sqlite(err, errlen) < 0 ? NULL : sqlite3_vfs_find(NULL);
+	return store_lib_load(&lib, err, errlen) < 0 ? NULL : sq.sqlite3_vfs_find(NULL);
 }
 
 int store_sqlite_vfs_register(struct sqlite3_vfs *v)
 {
-	return libsqlite && sqlite3_vfs_register(v, 1) == SQLITE_OK ? 0 : -1;
+	return lib.handle && sq.sqlite3_vfs_register(v, 1) == SQLITE_OK ? 0 : -1;
 }
 
 /* Milliseconds since the Unix epoch on SQLite's clock. */
@@ -197,8 +139,8 @@ static enum store_err_kind sq_kind(int code)
 
 static int sq_fail(struct sq_store *ss, const char *what)
 {
-	return store_fail_kind(&ss->base, sq_kind(sqlite3_extended_errcode(ss->db)),
-	                       "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
+	return store_fail_kind(&ss->base, sq_kind(sq.sqlite3_extended_errcode(ss->db)),
+	                       "sqlite: %s: %s", what, sq.sqlite3_errmsg(ss->db));
 }
 
 /* Runs one of the transaction statements: SQLITE_DONE or an error. */
@@ -207,9 +149,9 @@ static int run_tx(struct sq_store *ss, int q, const char *what)
 	sqlite3_stmt *st = ss->q[q];
 	int step;
 
-	sqlite3_reset(st);
-	step = sqlite3_step(st);
-	sqlite3_reset(st);
+	sq.sqlite3_reset(st);
+	step = sq.sqlite3_step(st);
+	sq.sqlite3_reset(st);
 	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
 }
 
@@ -220,10 +162,10 @@ static int end_tx(struct sq_store *ss, int rc, const char *what)
 {
 	if (rc == STORE_OK && (rc = run_tx(ss, Q_COMMIT, what)) == STORE_OK)
 		return rc;
-	if (sqlite3_get_autocommit(ss->db) == 0) {
-		sqlite3_reset(ss->q[Q_ROLLBACK]);
-		sqlite3_step(ss->q[Q_ROLLBACK]);
-		sqlite3_reset(ss->q[Q_ROLLBACK]);
+	if (sq.sqlite3_get_autocommit(ss->db) == 0) {
+		sq.sqlite3_reset(ss->q[Q_ROLLBACK]);
+		sq.sqlite3_step(ss->q[Q_ROLLBACK]);
+		sq.sqlite3_reset(ss->q[Q_ROLLBACK]);
 	}
 	return STORE_ERR;
 }
@@ -265,7 +207,7 @@ static void sq_set_timeout(struct store *s, int ms)
 	struct sq_store *ss = (struct sq_store *)s;
 
 	if (ss->db)
-		sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
+		sq.sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
 }
 
 /* ---- the driver and the dialect (driver.h) ---- */
@@ -607,7 +549,7 @@ static int prepare_next(struct sq_store *ss, int q, const char **at)
 
 		if (ss->nst[q] == CHAIN_MAX)
 			return store_fail(&ss->base, "sqlite: %s: too many statements", store_stmt_what[q]);
-		if (sqlite3_prepare_v3(ss->db, *at, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail) !=
+		if (sq.sqlite3_prepare_v3(ss->db, *at, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail) !=
 		    SQLITE_OK)
 			return sq_fail(ss, store_stmt_what[q]);
 		*at = tail ? tail : "";
@@ -637,9 +579,9 @@ static int prepare_dialect(struct sq_store *ss, char *err, size_t errlen)
 {
 	char sql[8192];
 
-	if (sqlite3_exec(ss->db, "CREATE TEMP TABLE IF NOT EXISTS leash_w (i INTEGER PRIMARY KEY,"
+	if (sq.sqlite3_exec(ss->db, "CREATE TEMP TABLE IF NOT EXISTS leash_w (i INTEGER PRIMARY KEY,"
 	                 " now INTEGER, name TEXT, n INTEGER)", NULL, NULL, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "sqlite: scratch table: %s", sqlite3_errmsg(ss->db));
+		snprintf(err, errlen, "sqlite: scratch table: %s", sq.sqlite3_errmsg(ss->db));
 		return -1;
 	}
 	for (int i = 0; i < ST_MAX; i++) {
@@ -658,10 +600,10 @@ static int prepare_dialect(struct sq_store *ss, char *err, size_t errlen)
 
 static int bind_one(sqlite3_stmt *st, int n, const struct store_param *p, const char *json)
 {
-	return p->kind == SP_INT ? sqlite3_bind_int64(st, n, p->i)
-	     : p->kind == SP_TEXT ? sqlite3_bind_text(st, n, p->s, -1, SQLITE_STATIC)
-	     : p->kind == SP_TEXTS ? sqlite3_bind_text(st, n, json, -1, SQLITE_STATIC)
-	     : sqlite3_bind_null(st, n);
+	return p->kind == SP_INT ? sq.sqlite3_bind_int64(st, n, p->i)
+	     : p->kind == SP_TEXT ? sq.sqlite3_bind_text(st, n, p->s, -1, SQLITE_STATIC)
+	     : p->kind == SP_TEXTS ? sq.sqlite3_bind_text(st, n, json, -1, SQLITE_STATIC)
+	     : sq.sqlite3_bind_null(st, n);
 }
 
 /* Runs st once with p bound (base[i] + 1: p[i]'s first number; json[i]:
@@ -670,10 +612,10 @@ static int step_one(struct sq_store *ss, sqlite3_stmt *st, const struct store_pa
                     const int *base, char *const *json, int t, size_t r, store_row_fn row,
                     void *arg, int set, const char *what)
 {
-	int top = sqlite3_bind_parameter_count(st), rc = SQLITE_OK, step, stop = 0;
+	int top = sq.sqlite3_bind_parameter_count(st), rc = SQLITE_OK, step, stop = 0;
 
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	sq.sqlite3_reset(st);
+	sq.sqlite3_clear_bindings(st);
 	for (int i = 0; i < np && rc == SQLITE_OK; i++)
 		if (p[i].kind != SP_ROWS && base[i] < top)
 			rc = bind_one(st, base[i] + 1, &p[i], json[i]);
@@ -681,16 +623,16 @@ static int step_one(struct sq_store *ss, sqlite3_stmt *st, const struct store_pa
 			for (int c = 0; c < p[i].cols && base[i] + c < top && rc == SQLITE_OK; c++)
 				rc = bind_one(st, base[i] + c + 1, &p[i].r[r * (size_t)p[i].cols + c], NULL);
 	if (rc != SQLITE_OK) {
-		sqlite3_reset(st);
+		sq.sqlite3_reset(st);
 		return sq_fail(ss, what);
 	}
 	ss->cur = st;
-	while (!stop && (step = sqlite3_step(st)) == SQLITE_ROW)
+	while (!stop && (step = sq.sqlite3_step(st)) == SQLITE_ROW)
 		stop = row && row(&ss->base, arg, set) < 0;
 	ss->cur = NULL;
 	if (!stop && step != SQLITE_DONE)
 		sq_fail(ss, what);
-	sqlite3_reset(st);
+	sq.sqlite3_reset(st);
 	return stop || step != SQLITE_DONE ? STORE_ERR : STORE_OK;
 }
 
@@ -715,20 +657,20 @@ static int run_chain(struct sq_store *ss, int q, const struct store_param *p, in
 			break;
 		}
 		st = ss->st[q][k];
-		top = sqlite3_bind_parameter_count(st);
+		top = sq.sqlite3_bind_parameter_count(st);
 		for (int i = 0; i < np; i++)
 			if (p[i].kind == SP_ROWS && top > base[i] && top <= base[i] + p[i].cols)
 				t = i;
 		rows = t < 0 ? 1 : p[t].n;
 		for (size_t j = 0; j < rows && rc == STORE_OK; j++)
 			rc = step_one(ss, st, p, np, base, json, t, j, row, arg, set, store_stmt_what[q]);
-		set += sqlite3_column_count(st) > 0;
+		set += sq.sqlite3_column_count(st) > 0;
 	}
 	if (!at)
 		rc = STORE_ERR;
 	if (rc != STORE_OK && fresh) {
 		for (int k = 0; k < ss->nst[q]; k++)
-			sqlite3_finalize(ss->st[q][k]);
+			sq.sqlite3_finalize(ss->st[q][k]);
 		ss->nst[q] = 0;
 	}
 	return rc;
@@ -738,11 +680,11 @@ static int run_chain(struct sq_store *ss, int q, const struct store_param *p, in
 static void disconnect(struct sq_store *ss)
 {
 	for (int i = 0; i < Q_MAX; i++)
-		sqlite3_finalize(ss->q[i]);
+		sq.sqlite3_finalize(ss->q[i]);
 	for (int i = 0; i < ST_MAX; i++)
 		for (int k = 0; k < ss->nst[i]; k++)
-			sqlite3_finalize(ss->st[i][k]);
-	sqlite3_close_v2(ss->db);
+			sq.sqlite3_finalize(ss->st[i][k]);
+	sq.sqlite3_close_v2(ss->db);
 	memset(ss->q, 0, sizeof ss->q);
 	memset(ss->st, 0, sizeof ss->st);
 	memset(ss->nst, 0, sizeof ss->nst);
@@ -805,20 +747,20 @@ static int sq_exec(struct store *s, int q, const struct store_param *p, int np,
 
 static int sq_is_null(struct store *s, int c)
 {
-	return sqlite3_column_type(((struct sq_store *)s)->cur, c) == SQLITE_NULL;
+	return sq.sqlite3_column_type(((struct sq_store *)s)->cur, c) == SQLITE_NULL;
 }
 
 static int64_t sq_col_int(struct store *s, int c)
 {
-	return sqlite3_column_int64(((struct sq_store *)s)->cur, c);
+	return sq.sqlite3_column_int64(((struct sq_store *)s)->cur, c);
 }
 
 static const char *sq_col_text(struct store *s, int c, size_t *len)
 {
 	sqlite3_stmt *st = ((struct sq_store *)s)->cur;
-	const char *t = (const char *)sqlite3_column_text(st, c);
+	const char *t = (const char *)sq.sqlite3_column_text(st, c);
 
-	*len = t ? (size_t)sqlite3_column_bytes(st, c) : 0;
+	*len = t ? (size_t)sq.sqlite3_column_bytes(st, c) : 0;
 	return t;
 }
 
@@ -839,37 +781,10 @@ static void sq_close(struct store *s)
 static int presence_setup(struct sq_store *, char *err, size_t errlen);
 
 static const struct store_ops sqlite_ops = {
+	STORE_OPS_ONCE,
 	.name = "sqlite",
-	.try_acquire = store_op_try_acquire,
-	.renew = store_op_renew,
-	.release = store_op_release,
-	.renew_all = store_op_renew_all,
-	.list = store_op_list,
 	.close = sq_close,
-	.acquire_all = store_op_acquire_all,
 	.set_timeout = sq_set_timeout,
-	.floor = store_op_floor,
-	.release_all = store_op_release_all,
-	.claim_all = store_op_claim_all,
-	.claim_runs = store_op_claim_runs,
-	.record_runs = store_op_record_runs,
-	.read_runs = store_op_read_runs,
-	.prune_runs = store_op_prune_runs,
-	.beat = store_op_beat,
-	.leave = store_op_leave,
-	.replicas = store_op_replicas,
-	.last_runs = store_op_last_runs,
-	.renew_ctl = store_op_renew_ctl,
-	.control = store_op_control,
-	.health = store_op_health,
-	.drain = store_op_drain,
-	.renew_beat = store_op_renew_beat,
-	.unclaim_all = store_op_unclaim_all,
-	.repair = store_op_repair,
-	.corrupt_runs = store_op_corrupt_runs,
-	.handoff = store_op_handoff,
-	.held = store_op_held,
-	.ctl_version = store_op_ctl_version,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */
@@ -880,12 +795,12 @@ static int has_column(struct sq_store *ss, const char *suffix, const char *col)
 	int found = 0, step;
 
 	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s%s')", ss->table, suffix);
-	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
+	if (sq.sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW)
-		if (sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), col) == 0)
+	while ((step = sq.sqlite3_step(st)) == SQLITE_ROW)
+		if (sq.sqlite3_stricmp((const char *)sq.sqlite3_column_text(st, 0), col) == 0)
 			found = 1;
-	sqlite3_finalize(st);
+	sq.sqlite3_finalize(st);
 	return step == SQLITE_DONE ? found : -1;
 }
 
@@ -901,7 +816,7 @@ static int add_column(struct sq_store *ss, const char *suffix, const char *col,
 	if (has == 0) {
 		snprintf(sql, sizeof sql, "ALTER TABLE \"%s%s\" ADD COLUMN %s %s", ss->table, suffix,
 		         col, type);
-		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			has = has_column(ss, suffix, col);
 		else
 			has = 1;
@@ -909,7 +824,7 @@ static int add_column(struct sq_store *ss, const char *suffix, const char *col,
 	if (has == 1)
 		return 0;
 	snprintf(err, errlen, "sqlite: %s%s: cannot add the %s column: %s", ss->table, suffix, col,
-	         sqlite3_errmsg(ss->db));
+	         sq.sqlite3_errmsg(ss->db));
 	return -1;
 }
 
@@ -967,22 +882,22 @@ static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 	         " run_id BIGINT,"
 	         " how VARCHAR(15),"
 	         " PRIMARY KEY (job, scheduled_at, owner))", ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s_runs')", ss->table);
-	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
+	if (sq.sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto fail;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *c = (const char *)sqlite3_column_text(st, 0);
+	while ((step = sq.sqlite3_step(st)) == SQLITE_ROW) {
+		const char *c = (const char *)sq.sqlite3_column_text(st, 0);
 
 		for (size_t i = 0; c && i < sizeof run_columns / sizeof run_columns[0]; i++)
-			if (sqlite3_stricmp(c, run_columns[i]) == 0)
+			if (sq.sqlite3_stricmp(c, run_columns[i]) == 0)
 				have[i] = 1;
 		for (size_t i = 0; c && i < sizeof run_added / sizeof run_added[0]; i++)
-			if (sqlite3_stricmp(c, run_added[i][0]) == 0)
+			if (sq.sqlite3_stricmp(c, run_added[i][0]) == 0)
 				added[i] = 1;
 	}
-	sqlite3_finalize(st);
+	sq.sqlite3_finalize(st);
 	if (step != SQLITE_DONE)
 		goto fail;
 	for (size_t i = 0; i < sizeof run_columns / sizeof run_columns[0]; i++)
@@ -1000,10 +915,10 @@ static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 			continue;
 		snprintf(sql, sizeof sql, "ALTER TABLE \"%s_runs\" ADD COLUMN %s %s", ss->table,
 		         run_added[i][0], run_added[i][1]);
-		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK &&
-		    !strstr(sqlite3_errmsg(ss->db), "duplicate column")) {
+		if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK &&
+		    !strstr(sq.sqlite3_errmsg(ss->db), "duplicate column")) {
 			snprintf(err, errlen, "sqlite: %s_runs: cannot add the %s column: %s", ss->table,
-			         run_added[i][0], sqlite3_errmsg(ss->db));
+			         run_added[i][0], sq.sqlite3_errmsg(ss->db));
 			return -1;
 		}
 	}
@@ -1012,11 +927,11 @@ static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_at\" ON \"%1$s_runs\" (scheduled_at);"
 	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_run\" ON \"%1$s_runs\" (job, token)"
 	         " WHERE outcome = 'running'", ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	return 0;
 fail:
-	snprintf(err, errlen, "sqlite: %s_runs: %s", ss->table, sqlite3_errmsg(ss->db));
+	snprintf(err, errlen, "sqlite: %s_runs: %s", ss->table, sq.sqlite3_errmsg(ss->db));
 	return -1;
 }
 
@@ -1136,18 +1051,18 @@ static int tables_there(struct sq_store *ss, const char *path, char *err, size_t
 		snprintf(name, sizeof name, "%s%s", ss->table, suffix[i]);
 		snprintf(sql, sizeof sql, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
 		         "name = '%s'", name);
-		if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "sqlite: %s: %s", path, sqlite3_errmsg(ss->db));
+		if (sq.sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "sqlite: %s: %s", path, sq.sqlite3_errmsg(ss->db));
 			return -1;
 		}
-		step = sqlite3_step(st);
-		sqlite3_finalize(st);
+		step = sq.sqlite3_step(st);
+		sq.sqlite3_finalize(st);
 		if (step == SQLITE_DONE) {
 			store_no_table(err, errlen, "sqlite", path, name);
 			return -1;
 		}
 		if (step != SQLITE_ROW) {
-			snprintf(err, errlen, "sqlite: %s: %s", path, sqlite3_errmsg(ss->db));
+			snprintf(err, errlen, "sqlite: %s: %s", path, sq.sqlite3_errmsg(ss->db));
 			return -1;
 		}
 	}
@@ -1204,15 +1119,15 @@ static int open_read(struct sq_store *ss, const char *path, char *err, size_t er
 		flags |= SQLITE_OPEN_URI;
 	}
 	ss->immutable = name != path;
-	if (sqlite3_open_v2(name, &ss->db, flags, NULL) != SQLITE_OK) {
+	if (sq.sqlite3_open_v2(name, &ss->db, flags, NULL) != SQLITE_OK) {
 		if (why_not(path, STORE_READ, err, errlen) < 0)
 			snprintf(err, errlen, "sqlite: open %s: %s", path,
-			         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+			         ss->db ? sq.sqlite3_errmsg(ss->db) : "out of memory");
 		return -1;
 	}
-	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
+	sq.sqlite3_busy_timeout(ss->db, ss->timeout_ms);
 	if (tables_there(ss, path, err, errlen) < 0) {
-		int code = sqlite3_extended_errcode(ss->db) & 0xff;
+		int code = sq.sqlite3_extended_errcode(ss->db) & 0xff;
 
 		if ((code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY) &&
 		    strncmp(err, "no lease table yet", 18) != 0)
@@ -1232,15 +1147,15 @@ static int open_write(struct sq_store *ss, const struct store_opts *o, char *err
 	char sql[2048];
 	int run = o->mode == STORE_RUN;
 
-	if (sqlite3_open_v2(o->path, &ss->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+	if (sq.sqlite3_open_v2(o->path, &ss->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
 	                    (run ? SQLITE_OPEN_CREATE : 0), NULL) != SQLITE_OK)
 		goto unwritable;
-	if (strcmp(o->path, ":memory:") != 0 && sqlite3_db_readonly(ss->db, "main") == 1)
+	if (strcmp(o->path, ":memory:") != 0 && sq.sqlite3_db_readonly(ss->db, "main") == 1)
 		goto unwritable;
-	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
-	if (!run && sqlite3_exec(ss->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) !=
+	sq.sqlite3_busy_timeout(ss->db, ss->timeout_ms);
+	if (!run && sq.sqlite3_exec(ss->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) !=
 	    SQLITE_OK) {
-		snprintf(err, errlen, "sqlite: %s: %s", o->path, sqlite3_errmsg(ss->db));
+		snprintf(err, errlen, "sqlite: %s: %s", o->path, sq.sqlite3_errmsg(ss->db));
 		return -1;
 	}
 	if (!run)
@@ -1250,16 +1165,16 @@ static int open_write(struct sq_store *ss, const struct store_opts *o, char *err
 	         "PRAGMA synchronous = FULL;"
 	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
 	         STORE_SQL_LEASE_COLS, ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		int code = sqlite3_extended_errcode(ss->db) & 0xff;
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		int code = sq.sqlite3_extended_errcode(ss->db) & 0xff;
 
 		if ((code == SQLITE_CANTOPEN || code == SQLITE_READONLY || code == SQLITE_PERM) &&
 		    why_not(o->path, o->mode, err, errlen) == 0) {
-			sqlite3_free(msg);
+			sq.sqlite3_free(msg);
 			return -1;
 		}
 		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
-		sqlite3_free(msg);
+		sq.sqlite3_free(msg);
 		return -1;
 	}
 	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0 ||
@@ -1271,12 +1186,12 @@ unwritable:
 		return -1;
 	if (!run && access(o->path, F_OK) < 0)
 		store_no_table(err, errlen, "sqlite", o->path, ss->table);
-	else if (ss->db && sqlite3_db_readonly(ss->db, "main") == 1)
+	else if (ss->db && sq.sqlite3_db_readonly(ss->db, "main") == 1)
 		snprintf(err, errlen, "sqlite: %s: opened read-only (a read-only file system?): "
 		         "leash needs to write it", o->path);
 	else
 		snprintf(err, errlen, "sqlite: open %s: %s", o->path,
-		         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+		         ss->db ? sq.sqlite3_errmsg(ss->db) : "out of memory");
 	return -1;
 }
 
@@ -1289,9 +1204,9 @@ static int prepare_all(struct sq_store *ss, const char *path, char *err, size_t 
 		return -1;
 	for (int i = 0; i < Q_MAX; i++) {
 		snprintf(sql, sizeof sql, sql_text[i], ss->table);
-		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
+		if (sq.sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
 		                       NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "sqlite: %s: prepare: %s", path, sqlite3_errmsg(ss->db));
+			snprintf(err, errlen, "sqlite: %s: prepare: %s", path, sq.sqlite3_errmsg(ss->db));
 			return -1;
 		}
 	}
@@ -1304,7 +1219,7 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 	const char *table = o->table ? o->table : "leash_leases";
 	struct stat st;
 
-	if (load_sqlite(err, errlen) < 0)
+	if (store_lib_load(&lib, err, errlen) < 0)
 		return NULL;
 	if (!(ss = calloc(1, sizeof *ss))) {
 		snprintf(err, errlen, "sqlite: out of memory");
@@ -1360,16 +1275,12 @@ static const char *client_version(void)
 {
 	char err[8];
 
-	return load_sqlite(err, sizeof err) < 0 ? NULL : sqlite3_libversion();
+	return store_lib_load(&lib, err, sizeof err) < 0 ? NULL : sq.sqlite3_libversion();
 }
 
 static void unload_sqlite(void)
 {
-	if (!libsqlite)
-		return;
-	memset(&sq, 0, sizeof sq);
-	dlclose(libsqlite);
-	libsqlite = NULL;
+	store_lib_unload(&lib);
 }
 
 const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", client_version,
@@ -1393,9 +1304,9 @@ static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
 	         " draining INTEGER NOT NULL DEFAULT 0,"
 	         " jobs_hash VARCHAR(32) NOT NULL,"
 	         " jobs TEXT NOT NULL)", ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		snprintf(err, errlen, "sqlite: %s_replicas: %s", ss->table, msg ? msg : "setup failed");
-		sqlite3_free(msg);
+		sq.sqlite3_free(msg);
 		return -1;
 	}
 	/* A table of a version before the broken files gets the column. */

@@ -1,4 +1,5 @@
 /* store.c - the provider registry and the argument-checking wrappers. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,7 @@
 
 #include "core/esc.h"
 #include "core/metrics.h"
-#include "store/store.h"
+#include "store/driver.h"
 
 /* Every provider call goes through here: a fault injected for it (below)
  * answers instead of the provider, and it is timed and counted for
@@ -142,6 +143,46 @@ void store_unload(void)
 	for (int i = 0; i < nregistered; i++)
 		if (registry[i]->unload)
 			registry[i]->unload();
+}
+
+/* POSIX's dlsym() answers functions as data pointers of the same size. */
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers fit dlsym's");
+
+int store_lib_load(struct store_lib *l, char *err, size_t errlen)
+{
+	char name[64];
+	void *h, *f;
+	size_t k = 0;
+
+	if (l->handle)
+		return 0;
+	if (!(h = dlopen(l->file, RTLD_NOW | RTLD_LOCAL))) {
+		snprintf(err, errlen, "%s: cannot load %s: %s; install %s", l->who, l->file, dlerror(),
+		         l->package);
+		return -1;
+	}
+	for (const char *p = l->names; *p; p += strlen(name) + 1, k++) {
+		snprintf(name, sizeof name, "%.*s", (int)strcspn(p, " "), p);
+		if (!(f = dlsym(h, name))) {
+			snprintf(err, errlen, "%s: %s has no %s(); install %s", l->who, l->file, name,
+			         l->package);
+			memset(l->fns, 0, l->size);
+			dlclose(h);
+			return -1;
+		}
+		memcpy((char *)l->fns + k * sizeof f, &f, sizeof f);
+	}
+	l->handle = h;
+	return 0;
+}
+
+void store_lib_unload(struct store_lib *l)
+{
+	if (!l->handle)
+		return;
+	memset(l->fns, 0, l->size);
+	dlclose(l->handle);
+	l->handle = NULL;
 }
 
 const struct store_provider *store_provider_at(int i)
