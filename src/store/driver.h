@@ -153,6 +153,30 @@
 	" name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL, token BIGINT NOT NULL," \
 	" acquired_at BIGINT NOT NULL, renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL," \
 	" last_fire BIGINT)"
+/* The ledger and presence tables as SQLite and PostgreSQL make them (%1$s
+ * the lease table's name). */
+#define STORE_SQL_RUNS_TABLE \
+	"CREATE TABLE IF NOT EXISTS \"%1$s_runs\" ( job VARCHAR(200) NOT NULL," \
+	" scheduled_at BIGINT NOT NULL, owner VARCHAR(200) NOT NULL, token BIGINT NOT NULL," \
+	" claimed_at BIGINT, started_at BIGINT, ended_at BIGINT, outcome VARCHAR(15) NOT NULL," \
+	" exit_code INTEGER, exit_signal INTEGER, duration_ms BIGINT, error TEXT," \
+	" actor VARCHAR(200), recorded_at BIGINT NOT NULL, run_id BIGINT, how VARCHAR(15)," \
+	" PRIMARY KEY (job, scheduled_at, owner))"
+#define STORE_SQL_REPLICAS_TABLE \
+	"CREATE TABLE IF NOT EXISTS \"%1$s_replicas\" ( owner VARCHAR(200) PRIMARY KEY," \
+	" host VARCHAR(200) NOT NULL, pid BIGINT NOT NULL, version VARCHAR(32) NOT NULL," \
+	" started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL," \
+	" draining INTEGER NOT NULL DEFAULT 0, jobs_hash VARCHAR(32) NOT NULL, jobs TEXT NOT NULL)"
+/* The columns every leash ledger has had: a table of that name that lacks
+ * one is refused at open (STORE_NOT_LEDGER: the table, the column), never
+ * altered; and those added since, with their types, added to a ledger that
+ * lacks them (NULL in its old rows). */
+#define STORE_RUN_NEEDED \
+	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at", \
+	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at"
+#define STORE_RUN_ADDED { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" }
+#define STORE_NOT_LEDGER "table %s_runs has no column %s: it is not leash's run ledger" \
+	" (nothing was changed; rename or drop it, or use another table)"
 /* A ledger row's scheduled_at out of bounds, as the scheduled_at index
  * finds it. */
 #define STORE_SQL_RUN_AT_BAD \

@@ -390,15 +390,8 @@ static int run_ok(struct pg_store *ps, int prep, const char *name, const char *s
 	return r ? STORE_OK : STORE_ERR;
 }
 
-/* The ledger's columns: a table of that name that lacks one is refused. */
-static const char *const run_columns[] = {
-	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
-	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
-};
-
-/* The columns later versions added to the ledger, with their types: added
- * to a ledger that lacks them. */
-static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" } };
+static const char *const run_columns[] = { STORE_RUN_NEEDED };
+static const char *const run_added[][2] = { STORE_RUN_ADDED };
 
 /* Creates <table>_runs when missing; one that exists without a column the
  * store needs is left exactly as it is and refused, naming the column; one
@@ -410,25 +403,7 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	PGresult *r;
 	size_t ncols = sizeof run_columns / sizeof run_columns[0];
 
-	snprintf(sql, len,
-	         "CREATE TABLE IF NOT EXISTS \"%s_runs\" ("
-	         " job VARCHAR(200) NOT NULL,"
-	         " scheduled_at BIGINT NOT NULL,"
-	         " owner VARCHAR(200) NOT NULL,"
-	         " token BIGINT NOT NULL,"
-	         " claimed_at BIGINT,"
-	         " started_at BIGINT,"
-	         " ended_at BIGINT,"
-	         " outcome VARCHAR(15) NOT NULL,"
-	         " exit_code INTEGER,"
-	         " exit_signal INTEGER,"
-	         " duration_ms BIGINT,"
-	         " error TEXT,"
-	         " actor VARCHAR(200),"
-	         " recorded_at BIGINT NOT NULL,"
-	         " run_id BIGINT,"
-	         " how VARCHAR(15),"
-	         " PRIMARY KEY (job, scheduled_at, owner))", ps->table);
+	snprintf(sql, len, STORE_SQL_RUNS_TABLE, ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0) {
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0)
 			return STORE_ERR;
@@ -445,10 +420,8 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 			found = strcmp(pq.PQgetvalue(r, row, 0), run_columns[i]) == 0;
 		if (!found) {
 			pq.PQclear(r);
-			return store_fail(&ps->base,
-			                  "postgres: table %s_runs has no column %s: it is not leash's run"
-			                  " ledger (nothing was changed; rename or drop it, or use another"
-			                  " table)", ps->table, run_columns[i]);
+			return store_fail(&ps->base, "postgres: " STORE_NOT_LEDGER, ps->table,
+			                  run_columns[i]);
 		}
 	}
 	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++) {
@@ -1384,17 +1357,7 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 {
 	char sql[4096];
 
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%s_replicas\" ("
-	         " owner VARCHAR(200) PRIMARY KEY,"
-	         " host VARCHAR(200) NOT NULL,"
-	         " pid BIGINT NOT NULL,"
-	         " version VARCHAR(32) NOT NULL,"
-	         " started_at BIGINT NOT NULL,"
-	         " heartbeat BIGINT NOT NULL,"
-	         " draining INTEGER NOT NULL DEFAULT 0,"
-	         " jobs_hash VARCHAR(32) NOT NULL,"
-	         " jobs TEXT NOT NULL)", ps->table);
+	snprintf(sql, sizeof sql, STORE_SQL_REPLICAS_TABLE, ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0) {
 		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
 			return STORE_ERR;

@@ -841,15 +841,8 @@ static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
 	return 0;
 }
 
-/* The ledger's columns: a table of that name that lacks one is refused. */
-static const char *const run_columns[] = {
-	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
-	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
-};
-
-/* The columns later versions added to the ledger, with their types: added
- * to a ledger that lacks them. */
-static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" } };
+static const char *const run_columns[] = { STORE_RUN_NEEDED };
+static const char *const run_added[][2] = { STORE_RUN_ADDED };
 
 /* Creates <table>_runs and its indexes when missing.  One that exists
  * without a column the store needs is left exactly as it is (no index is
@@ -858,70 +851,23 @@ static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VA
 static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 {
 	char sql[2048];
-	sqlite3_stmt *st = NULL;
-	int have[sizeof run_columns / sizeof run_columns[0]] = { 0 };
-	int added[sizeof run_added / sizeof run_added[0]] = { 0 };
-	int step;
 
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%1$s_runs\" ("
-	         " job VARCHAR(200) NOT NULL,"
-	         " scheduled_at BIGINT NOT NULL,"
-	         " owner VARCHAR(200) NOT NULL,"
-	         " token BIGINT NOT NULL,"
-	         " claimed_at BIGINT,"
-	         " started_at BIGINT,"
-	         " ended_at BIGINT,"
-	         " outcome VARCHAR(15) NOT NULL,"
-	         " exit_code INTEGER,"
-	         " exit_signal INTEGER,"
-	         " duration_ms BIGINT,"
-	         " error TEXT,"
-	         " actor VARCHAR(200),"
-	         " recorded_at BIGINT NOT NULL,"
-	         " run_id BIGINT,"
-	         " how VARCHAR(15),"
-	         " PRIMARY KEY (job, scheduled_at, owner))", ss->table);
+	snprintf(sql, sizeof sql, STORE_SQL_RUNS_TABLE, ss->table);
 	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
-	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s_runs')", ss->table);
-	if (sq.sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	while ((step = sq.sqlite3_step(st)) == SQLITE_ROW) {
-		const char *c = (const char *)sq.sqlite3_column_text(st, 0);
+	for (size_t i = 0; i < sizeof run_columns / sizeof run_columns[0]; i++) {
+		int has = has_column(ss, "_runs", run_columns[i]);
 
-		for (size_t i = 0; c && i < sizeof run_columns / sizeof run_columns[0]; i++)
-			if (sq.sqlite3_stricmp(c, run_columns[i]) == 0)
-				have[i] = 1;
-		for (size_t i = 0; c && i < sizeof run_added / sizeof run_added[0]; i++)
-			if (sq.sqlite3_stricmp(c, run_added[i][0]) == 0)
-				added[i] = 1;
-	}
-	sq.sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		goto fail;
-	for (size_t i = 0; i < sizeof run_columns / sizeof run_columns[0]; i++)
-		if (!have[i]) {
-			snprintf(err, errlen,
-			         "sqlite: table %s_runs has no column %s: it is not leash's run ledger"
-			         " (nothing was changed; rename or drop it, or use another table)",
-			         ss->table, run_columns[i]);
-			return -1;
-		}
-	/* Another opener may add one meanwhile: a failed ALTER is only an
-	 * error when the column is still missing. */
-	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++) {
-		if (added[i])
-			continue;
-		snprintf(sql, sizeof sql, "ALTER TABLE \"%s_runs\" ADD COLUMN %s %s", ss->table,
-		         run_added[i][0], run_added[i][1]);
-		if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK &&
-		    !strstr(sq.sqlite3_errmsg(ss->db), "duplicate column")) {
-			snprintf(err, errlen, "sqlite: %s_runs: cannot add the %s column: %s", ss->table,
-			         run_added[i][0], sq.sqlite3_errmsg(ss->db));
+		if (has < 0)
+			goto fail;
+		if (!has) {
+			snprintf(err, errlen, "sqlite: " STORE_NOT_LEDGER, ss->table, run_columns[i]);
 			return -1;
 		}
 	}
+	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++)
+		if (add_column(ss, "_runs", run_added[i][0], run_added[i][1], err, errlen) < 0)
+			return -1;
 	/* Index names stay within 63 bytes: the table name is at most 54. */
 	snprintf(sql, sizeof sql,
 	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_at\" ON \"%1$s_runs\" (scheduled_at);"
@@ -1293,17 +1239,7 @@ static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
 	char sql[1024];
 	char *msg = NULL;
 
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%s_replicas\" ("
-	         " owner VARCHAR(200) PRIMARY KEY,"
-	         " host VARCHAR(200) NOT NULL,"
-	         " pid BIGINT NOT NULL,"
-	         " version VARCHAR(32) NOT NULL,"
-	         " started_at BIGINT NOT NULL,"
-	         " heartbeat BIGINT NOT NULL,"
-	         " draining INTEGER NOT NULL DEFAULT 0,"
-	         " jobs_hash VARCHAR(32) NOT NULL,"
-	         " jobs TEXT NOT NULL)", ss->table);
+	snprintf(sql, sizeof sql, STORE_SQL_REPLICAS_TABLE, ss->table);
 	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		snprintf(err, errlen, "sqlite: %s_replicas: %s", ss->table, msg ? msg : "setup failed");
 		sq.sqlite3_free(msg);
