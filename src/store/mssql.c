@@ -82,7 +82,6 @@ struct ms_store {
 	int cancelling;                 /* this call timed out and sent a cancel */
 	int dupkey;                     /* the server reported a duplicate key */
 	char table[64];
-	char sql_runs_check[SQL_MAX];
 	char *text[ST_MAX];             /* the dialect, formatted with the table */
 };
 
@@ -110,9 +109,9 @@ static struct {
 #undef X
 } sybdb;
 
-/* The calls below go through the table; the names stay db-lib's own so that
- * the code reads as db-lib code and sybdb.h's DBSETL* and dbopen macros,
- * which expand to dbsetlname, dbsetlversion and tdsdbopen, still work. */
+/* The calls below name the table (sybdb.dbdata); sybdb.h's DBSETL* and
+ * dbopen macros expand to dbsetlname, dbsetlversion and tdsdbopen, which
+ * reach it under their own names. */
 #define dbsetlname sybdb.dbsetlname
 #define dbsetlversion sybdb.dbsetlversion
 #define tdsdbopen sybdb.tdsdbopen
@@ -333,7 +332,7 @@ static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
 
 /* Reads every result, calling row() for each row of the resno-th result set
  * that has columns.  A statement that failed inside the batch (a duplicate
- * key) makes sybdb.dbresults() answer FAIL once and go on.  -1 when the answer
+ * key) makes dbresults() answer FAIL once and go on.  -1 when the answer
  * could not be read to its end. */
 static int read_results(struct ms_store *st,
                         void (*row)(struct ms_store *, int resno, void *arg), void *arg)
@@ -462,24 +461,6 @@ static const struct store_ops ms_ops = {
 	.set_timeout = ms_set_timeout,
 };
 
-/* The statements, with the table name in brackets.  Each starts with a tag
- * naming it, for the DBA reading sys.dm_exec_query_stats and for the TDS
- * test server. */
-static void build_sql(struct ms_store *st)
-{
-	const char *t = st->table;
-
-	/* The columns the store needs that the ledger table lacks, in order:
-	 * a table someone else made is refused, never altered. */
-	snprintf(st->sql_runs_check, SQL_MAX,
-	    "/* leash:check_runs */ SET NOCOUNT ON; "
-	    "SELECT c.name FROM (VALUES (1, N'job'), (2, N'scheduled_at'), (3, N'owner'), "
-	    "(4, N'token'), (5, N'claimed_at'), (6, N'started_at'), (7, N'ended_at'), "
-	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
-	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
-	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", t);
-}
-
 /* The tables, made when missing, and the columns older versions lack, added
  * (NULL in every row): one batch, in one transaction that first takes an
  * application lock on the table's name, so that replicas opening a new
@@ -604,12 +585,21 @@ static void check_row(struct ms_store *st, int resno, void *arg)
 		col_str(st->db, 1, a->missing, sizeof a->missing);
 }
 
-/* Refuses a ledger table that lacks a column, naming the first. */
+/* Refuses a ledger table that lacks a column, naming the first: a table
+ * someone else made is refused, never altered. */
 static int check_runs(struct ms_store *st)
 {
 	struct check_answer a = { "" };
+	char sql[SQL_MAX];
 
-	if (call(st, st->sql_runs_check, "", NULL, 0, check_row, &a) != STORE_OK)
+	snprintf(sql, sizeof sql,
+	    "/* leash:check_runs */ SET NOCOUNT ON; "
+	    "SELECT c.name FROM (VALUES (1, N'job'), (2, N'scheduled_at'), (3, N'owner'), "
+	    "(4, N'token'), (5, N'claimed_at'), (6, N'started_at'), (7, N'ended_at'), "
+	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
+	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
+	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", st->table);
+	if (call(st, sql, "", NULL, 0, check_row, &a) != STORE_OK)
 		return STORE_ERR;
 	if (a.missing[0])
 		return store_fail(&st->base, "mssql %s:%d: the ledger table %s_runs has no column "
@@ -663,7 +653,6 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	st->stmt_s = secs_of(o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000);
 	st->cur_s = st->stmt_s;
 	snprintf(st->table, sizeof st->table, "%s", table);
-	build_sql(st);
 	if (build_dialect(st) < 0) {
 		snprintf(err, errlen, "mssql: out of memory");
 		goto fail;
@@ -730,6 +719,21 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 	"r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, " \
 	"r.exit_signal, r.run_id, r.how"
 
+/* renew_all's UPDATE of the leases @owner holds unexpired, of the names
+ * @n, its OUTPUT the columns listed. */
+#define RENEW_SQL(output) \
+	"DECLARE @now BIGINT = " NOW "; " \
+	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms " \
+	"OUTPUT " output "WHERE owner = @owner AND expires_at > @now AND " LEASE_OK \
+	" AND name IN (@n);"
+/* read_runs: newest first, of the rows where says. */
+#define READ_SQL(where) \
+	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; " \
+	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * " \
+	"FROM [%1$s_runs] WHERE " where "scheduled_at >= @since " \
+	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 " \
+	"ORDER BY r.scheduled_at DESC, r.job, r.owner;"
+
 /* The CLAIMS table (driver.h) keyed by name, and the names of the claims
  * taken; the answer: (now, i) per claim taken, or (now, NULL). */
 #define CLAIMS_DECL \
@@ -794,20 +798,8 @@ static const struct {
 	"@n " VC ", @name " VC ", @on BIGINT" },
 	/* One job's rows are a range of the clustered key (job, scheduled_at,
 	 * owner), walked backwards; all jobs' go by the scheduled_at index. */
-	[ST_READ_JOB] = {
-	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; "
-	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * "
-	"FROM [%1$s_runs] WHERE job = @job AND scheduled_at >= @since "
-	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 "
-	"ORDER BY r.scheduled_at DESC, r.job, r.owner;",
-	"@job " VC ", @since BIGINT, @limit BIGINT" },
-	[ST_READ_ALL] = {
-	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; "
-	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * "
-	"FROM [%1$s_runs] WHERE scheduled_at >= @since "
-	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 "
-	"ORDER BY r.scheduled_at DESC, r.job, r.owner;",
-	"@job " VC ", @since BIGINT, @limit BIGINT" },
+	[ST_READ_JOB] = { READ_SQL("job = @job AND "), "@job " VC ", @since BIGINT, @limit BIGINT" },
+	[ST_READ_ALL] = { READ_SQL(""), "@job " VC ", @since BIGINT, @limit BIGINT" },
 	/* d walks the clustered key from one job to the next (a recursive CTE: the
 	 * anchor is the smallest job, NULL on an empty ledger; the recursive part,
 	 * which may hold neither TOP nor MIN, takes the next with ROW_NUMBER: one
@@ -997,28 +989,19 @@ static const struct {
 	"@owner " VC ", @n " VC },
 	[ST_RENEW_ALL] = {
 	"/* leash:renew_all */ SET NOCOUNT ON; "
-	"DECLARE @now BIGINT = " NOW "; "
-	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT inserted.name, inserted.token "
-	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n);",
+	RENEW_SQL("inserted.name, inserted.token "),
 	"@owner " VC ", @n " VC ", @ms BIGINT" },
 	[ST_RENEW_CTL] = {
 	"/* leash:renew_ctl */ SET NOCOUNT ON; "
-	"DECLARE @now BIGINT = " NOW "; "
-	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
-	"inserted.handoff_at, @now "
-	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n);",
+	RENEW_SQL("inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
+	          "inserted.handoff_at, @now "),
 	"@owner " VC ", @n " VC ", @ms BIGINT" },
 	/* renew_ctl's UPDATE, then the beat (its own transaction), so a failed
 	 * beat fails the call and the renew counts for nothing. */
 	[ST_RENEW_BEAT] = {
 	"/* leash:renew_beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
-	"DECLARE @now BIGINT = " NOW "; "
-	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT @now, inserted.name, NULL, inserted.token, NULL, inserted.paused_until, "
-	"inserted.trigger_at, NULL, NULL, NULL, NULL, 'L', inserted.handoff_at "
-	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n); "
+	RENEW_SQL("@now, inserted.name, NULL, inserted.token, NULL, inserted.paused_until, "
+	          "inserted.trigger_at, NULL, NULL, NULL, NULL, 'L', inserted.handoff_at ") " "
 	BEAT_WRITE BEAT_READ(", 'R', NULL"),
 	"@owner " VC ", " BEAT_DECL ", @n " VC ", @ms BIGINT" },
 	/* repair: the row as it was, under an update lock kept to the end;

@@ -290,9 +290,31 @@ static enum store_err_kind pg_kind(const char *state)
 	return STORE_E_REFUSED;
 }
 
+/* The error of a statement the server refused (NULL; keep is cleared). */
+static PGresult *refused(struct pg_store *ps, PGresult *keep, const char *what)
+{
+	char msg[STORE_ERR_MAX];
+	const char *state = pq.PQresultErrorField(keep, PG_DIAG_SQLSTATE);
+	/* A server that takes no writes (a standby, or one read-only by its
+	 * config): the fix is named, and the next call connects again, to the
+	 * primary a multi-host conninfo finds or to this one once it takes
+	 * writes. */
+	int ro = state && strcmp(state, "25006") == 0;
+
+	first_line(msg, sizeof msg, pq.PQresultErrorMessage(keep));
+	store_fail_kind(&ps->base, pg_kind(state), "postgres: %s: %s%s", what, msg,
+	                ro ? " (the server takes no writes: a standby, or "
+	                     "default_transaction_read_only is on; point [postgres] conninfo "
+	                     "at the primary, e.g. with target_session_attrs=read-write)" : "");
+	pq.PQclear(keep);
+	if (ro || pq.PQstatus(ps->conn) == CONNECTION_BAD)
+		drop_conn(ps);
+	return NULL;
+}
+
 /* Sends one query (prepared when name is set, else plain SQL text, else a
  * Prepare of sql under name when prep is set) and waits for its results until
- * the deadline.  Returns the last result (caller pq.PQclear()s) or NULL with
+ * the deadline.  Returns the last result (the caller clears it) or NULL with
  * s->err set; a dead or timed-out connection is dropped. */
 static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, const char *sql,
                            int nparams, const char *const *vals, int64_t deadline,
@@ -342,26 +364,8 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 	}
 	if (!keep)
 		goto broken;
-	if (pq.PQresultStatus(keep) != PGRES_TUPLES_OK && pq.PQresultStatus(keep) != PGRES_COMMAND_OK) {
-		char msg[STORE_ERR_MAX];
-
-		const char *state = pq.PQresultErrorField(keep, PG_DIAG_SQLSTATE);
-		/* A server that takes no writes (a standby, or one read-only by its
-		 * config): the fix is named, and the next call connects again, to
-		 * the primary a multi-host conninfo finds or to this one once it
-		 * takes writes. */
-		int ro = state && strcmp(state, "25006") == 0;
-
-		first_line(msg, sizeof msg, pq.PQresultErrorMessage(keep));
-		store_fail_kind(&ps->base, pg_kind(state), "postgres: %s: %s%s", what, msg,
-		                ro ? " (the server takes no writes: a standby, or "
-		                     "default_transaction_read_only is on; point [postgres] conninfo "
-		                     "at the primary, e.g. with target_session_attrs=read-write)" : "");
-		pq.PQclear(keep);
-		if (ro || pq.PQstatus(c) == CONNECTION_BAD)
-			drop_conn(ps);
-		return NULL;
-	}
+	if (pq.PQresultStatus(keep) != PGRES_TUPLES_OK && pq.PQresultStatus(keep) != PGRES_COMMAND_OK)
+		return refused(ps, keep, what);
 	return keep;
 timeout:
 	pq.PQclear(keep);
@@ -390,6 +394,15 @@ static int run_ok(struct pg_store *ps, int prep, const char *name, const char *s
 	return r ? STORE_OK : STORE_ERR;
 }
 
+/* A CREATE ... IF NOT EXISTS: of two processes making it at once, one
+ * loses on the catalog and tries once more. */
+static int make_twice(struct pg_store *ps, const char *sql, int64_t deadline, const char *what)
+{
+	if (run_ok(ps, 0, NULL, sql, deadline, what) == STORE_OK)
+		return STORE_OK;
+	return ps->conn ? run_ok(ps, 0, NULL, sql, deadline, what) : STORE_ERR;
+}
+
 static const char *const run_columns[] = { STORE_RUN_NEEDED };
 static const char *const run_added[][2] = { STORE_RUN_ADDED };
 
@@ -404,10 +417,8 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	size_t ncols = sizeof run_columns / sizeof run_columns[0];
 
 	snprintf(sql, len, STORE_SQL_RUNS_TABLE, ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0) {
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0)
-			return STORE_ERR;
-	}
+	if (make_twice(ps, sql, deadline, "create the ledger table") < 0)
+		return STORE_ERR;
 	snprintf(sql, len,
 	         "SELECT attname FROM pg_attribute WHERE attrelid = '\"%s_runs\"'::regclass"
 	         " AND attnum > 0 AND NOT attisdropped", ps->table);
@@ -450,10 +461,8 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	         "  CREATE INDEX IF NOT EXISTS \"%1$s_runs_run\" ON \"%1$s_runs\" (job, token)"
 	         "  WHERE outcome = 'running';"
 	         " END IF; END $$", ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "ledger indexes") < 0) {
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "ledger indexes") < 0)
-			return STORE_ERR;
-	}
+	if (make_twice(ps, sql, deadline, "ledger indexes") < 0)
+		return STORE_ERR;
 	return STORE_OK;
 }
 static int presence_connect(struct pg_store *, int64_t deadline);
@@ -498,6 +507,27 @@ static const struct {
 	{ "handoff_to", "ADD COLUMN IF NOT EXISTS handoff_to VARCHAR(200)",
 	  "add the handoff_to column" },
 };
+
+/* The lease table, made when missing, and the columns added since, added
+ * (NULL in every row).  ALTER TABLE locks the table exclusively even when
+ * the column is there, so it runs only when the catalog says the last of a
+ * group is missing; IF NOT EXISTS covers two replicas adding them at once. */
+static int setup_leases(struct pg_store *ps, char *sql, size_t len, int64_t deadline)
+{
+	snprintf(sql, len, "CREATE TABLE IF NOT EXISTS \"%s\" (" STORE_SQL_LEASE_COLS, ps->table);
+	if (make_twice(ps, sql, deadline, "create table") < 0)
+		return STORE_ERR;
+	for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
+		snprintf(sql, len,
+		         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
+		         " WHERE attrelid = '\"%s\"'::regclass AND attname = '%s'"
+		         " AND NOT attisdropped) THEN ALTER TABLE \"%s\" %s; END IF; END $$",
+		         ps->table, added[i].last, ps->table, added[i].add);
+		if (run_ok(ps, 0, NULL, sql, deadline, added[i].what) < 0)
+			return STORE_ERR;
+	}
+	return STORE_OK;
+}
 
 /* Whether to connect with gssencmode=disable.  libpq's default, prefer,
  * asks GSSAPI for a Kerberos credential cache at every connect (krb5.conf
@@ -591,29 +621,8 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 			goto fail_setup;
 		goto prepare;
 	}
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
-	         STORE_SQL_LEASE_COLS, ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "create table") < 0) {
-		/* Two processes creating it at once: one loses on the catalog. */
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create table") < 0)
-			goto fail_setup;
-	}
-	/* A table made before the fire cursor (the controls, the hooks' health)
-	 * gets the columns (NULL in every row).  ALTER TABLE locks the table
-	 * exclusively even when the column is there, so it runs only when the
-	 * catalog says the last of a group is missing; IF NOT EXISTS covers two
-	 * replicas adding them at once. */
-	for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
-		snprintf(sql, sizeof sql,
-		         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
-		         " WHERE attrelid = '\"%s\"'::regclass AND attname = '%s'"
-		         " AND NOT attisdropped) THEN ALTER TABLE \"%s\" %s; END IF; END $$",
-		         ps->table, added[i].last, ps->table, added[i].add);
-		if (run_ok(ps, 0, NULL, sql, deadline, added[i].what) < 0)
-			goto fail_setup;
-	}
-	if (setup_runs(ps, sql, sizeof sql, deadline) < 0)
+	if (setup_leases(ps, sql, sizeof sql, deadline) < 0 ||
+	    setup_runs(ps, sql, sizeof sql, deadline) < 0)
 		goto fail_setup;
 prepare:
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
@@ -906,6 +915,13 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 
 /* ---- the driver and the dialect (driver.h) ---- */
 
+/* renew_all's UPDATE of the leases $1 holds unexpired, of the names $2. */
+#define RENEW_SQL \
+	"WITH t0 AS (SELECT " NOW " AS now)" \
+	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0" \
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now" \
+	" AND " LEASE_OK
+
 /* The CLAIMS table's arrays, $2 on. */
 #define CLAIMS \
 	"unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) AS c(i, name, token, fire)"
@@ -942,18 +958,10 @@ static const char *const dialect[ST_MAX] = {
 	[ST_READ_JOB] = READ_SQL("x.job = $1"),
 	[ST_READ_ALL] = READ_SQL("$1::text IS NULL"),
 	[ST_LAST_RUNS] = LAST_RUNS_SQL,
-	[ST_RENEW_ALL] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
-	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" AND " LEASE_OK " RETURNING l.name, l.token",
+	[ST_RENEW_ALL] = RENEW_SQL " RETURNING l.name, l.token",
 	/* renew_ctl: renew_all, returning the control columns and the clock. */
 	[ST_RENEW_CTL] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
-	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" AND " LEASE_OK " RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at,"
-	" t0.now",
+	RENEW_SQL " RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at, t0.now",
 	/* renew_beat: renew_ctl's UPDATE ($9 names, $10 ms) and the beat's
 	 * CTEs in one statement.  Its rows are the beat's, with k = 'R', and
 	 * one per renewed lease with k = 'L' in the same columns: name in
@@ -1358,10 +1366,8 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 	char sql[4096];
 
 	snprintf(sql, sizeof sql, STORE_SQL_REPLICAS_TABLE, ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0) {
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
-			return STORE_ERR;
-	}
+	if (make_twice(ps, sql, deadline, "create replicas table") < 0)
+		return STORE_ERR;
 	/* A table of a version before the broken files gets the column (as
 	 * the lease table's are added, only when the catalog lacks it). */
 	snprintf(sql, sizeof sql,

@@ -85,10 +85,13 @@ enum { Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_MAX };
 	" exit_code, exit_signal, duration_ms, error, actor, recorded_at"
 /* A field given as NULL keeps the stored value. */
 #define KEEP(c) " " c " = coalesce(excluded." c ", r." c ")"
-#define READ_COLS \
-	"SELECT job, owner, actor, outcome, error, scheduled_at, token, claimed_at," \
-	" started_at, ended_at, duration_ms, recorded_at, exit_code, exit_signal, run_id, how" \
-	" FROM \"%1$s_runs\""
+/* read_runs: newest first, of the rows where says. */
+#define READ_SQL(where) \
+	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (SELECT job, owner, actor," \
+	" outcome, error, scheduled_at, token, claimed_at, started_at, ended_at, duration_ms," \
+	" recorded_at, exit_code, exit_signal, run_id, how FROM \"%1$s_runs\"" \
+	" WHERE " where "scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r" \
+	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner"
 
 /* The most statements one entry of the catalogue runs in its transaction,
  * and the most parameters it takes (a table's columns each counted). */
@@ -225,6 +228,18 @@ static void sq_set_timeout(struct store *s, int ms)
 	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0" \
 	" AND heartbeat < " NOW " - ?9;"
 
+/* The rows after the beat's writes (extra: more columns). */
+#define BEAT_READ(extra) \
+	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining," \
+	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken" extra \
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0" \
+	" ORDER BY r.owner"
+/* renew_all's UPDATE of the leases owner (?1) holds unexpired, names and
+ * ms the parameters that hold them. */
+#define RENEW_SQL(names, ms) \
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + " ms \
+	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK \
+	" AND name IN (SELECT value FROM json_each(" names "))"
 /* A sane lease row (store.h); try_acquire's conditions on the row before
  * it: free (expired) and sane, or also ours. */
 #define LEASE_OK STORE_SQL_LEASE_OK("")
@@ -302,14 +317,8 @@ static const char *const dialect[ST_MAX] = {
 	"SELECT " NOW ", count(*) FROM \"%1$s_replicas\" WHERE owner = ?2 AND pid = 0 AND ?3 = 1",
 	/* One job's rows walk its primary key (job, scheduled_at, owner)
 	 * backwards; all jobs' walk the scheduled_at index. */
-	[ST_READ_JOB] =
-	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (" READ_COLS
-	" WHERE job = ?1 AND scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r"
-	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner",
-	[ST_READ_ALL] =
-	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (" READ_COLS
-	" WHERE scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r"
-	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner",
+	[ST_READ_JOB] = READ_SQL("job = ?1 AND "),
+	[ST_READ_ALL] = READ_SQL(""),
 	/* last_runs: d walks the primary key from one job to the next (a
 	 * skip scan: one probe per job), k finds each job's latest rows of each
 	 * class by walking its key backwards; a job keeps its class-0 line even
@@ -341,29 +350,15 @@ static const char *const dialect[ST_MAX] = {
 	"  ELSE k.r2 END"
 	" WHERE c.cls = 0 OR r.rowid IS NOT NULL)"
 	" SELECT n.now, j.* FROM (SELECT " NOW " AS now) n LEFT JOIN j ON 1 ORDER BY j.job, j.cls",
-	[ST_RENEW_ALL] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
-	" AND name IN (SELECT value FROM json_each(?2))"
-	" RETURNING name, token",
+	[ST_RENEW_ALL] = RENEW_SQL("?2", "?3") " RETURNING name, token",
 	/* renew_ctl: renew_all, returning the control columns too. */
 	[ST_RENEW_CTL] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
-	" AND name IN (SELECT value FROM json_each(?2))"
-	" RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
+	RENEW_SQL("?2", "?3") " RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
 	/* renew_ctl's UPDATE, then the beat's statements, its rows of kind 'R'. */
 	[ST_RENEW_BEAT] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?11"
-	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
-	" AND name IN (SELECT value FROM json_each(?10))"
-	" RETURNING " NOW ", name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, NULL,"
+	RENEW_SQL("?10", "?11") " RETURNING " NOW ", name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, NULL,"
 	" NULL, 'L', handoff_at;"
-	BEAT_WRITE
-	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken, 'R', NULL"
-	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
-	" ORDER BY r.owner",
+	BEAT_WRITE BEAT_READ(", 'R', NULL"),
 	/* try_acquire: one upsert that always touches the row, so RETURNING
 	 * always tells the holder; a refused attempt writes the same values.
 	 * A corrupt row (store.h) is never taken, nor its token grown. */
@@ -424,11 +419,7 @@ static const char *const dialect[ST_MAX] = {
 	" LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0 ORDER BY r.owner",
 	/* The upsert (draining as store.h says), the prune, the read. */
 	[ST_BEAT] =
-	BEAT_WRITE
-	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken"
-	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
-	" ORDER BY r.owner",
+	BEAT_WRITE BEAT_READ(""),
 	/* repair: the read, then the writes, in one transaction. */
 	[ST_REPAIR] =
 	"SELECT " NOW ", l.name IS NOT NULL, l.token, l.last_fire,"
