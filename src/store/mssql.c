@@ -546,51 +546,48 @@ static int make_schema(struct ms_store *st)
 	return call(st, sql, "@wait BIGINT", p, 1, NULL, NULL);
 }
 
-struct check_answer {
-	char missing[64];
-};
+static void first_row(struct ms_store *st, int resno, void *arg)
+{
+	if (!*(char *)arg)
+		col_str(st->db, 1, arg, 64);
+}
 
-static void check_row(struct ms_store *st, int resno, void *arg);
+/* The first name a check's batch answers, into missing[64] ("" when none). */
+static int first_missing(struct ms_store *st, const char *sql, char *missing)
+{
+	missing[0] = '\0';
+	return call(st, sql, "", NULL, 0, first_row, missing);
+}
 
 /* A READ or WRITE open's check that leash run made the tables (it makes
  * none, and takes no schema lock): the first missing one is the no-table
  * error (kind REFUSED). */
 static int check_schema(struct ms_store *st)
 {
-	struct check_answer a = { "" };
-	char sql[SQL_MAX], where[512];
+	char sql[SQL_MAX], where[512], missing[64];
 
 	snprintf(sql, sizeof sql,
 	    "/* leash:check_schema */ SET NOCOUNT ON; "
 	    "SELECT c.name FROM (VALUES (1, N'[%1$s]'), (2, N'[%1$s_runs]'), "
 	    "(3, N'[%1$s_replicas]')) AS c (i, name) "
 	    "WHERE OBJECT_ID(c.name, N'U') IS NULL ORDER BY c.i;", st->table);
-	if (call(st, sql, "", NULL, 0, check_row, &a) != STORE_OK)
+	if (first_missing(st, sql, missing) != STORE_OK)
 		return STORE_ERR;
-	if (!a.missing[0])
+	if (!missing[0])
 		return STORE_OK;
 	snprintf(where, sizeof where, "%s:%d database %s", st->host, st->port, st->database);
-	a.missing[strcspn(a.missing, "]")] = '\0';             /* [name] -> name */
+	missing[strcspn(missing, "]")] = '\0';             /* [name] -> name */
 	store_no_table(st->base.err, sizeof st->base.err, "mssql", where,
-	               a.missing + (a.missing[0] == '['));
+	               missing + (missing[0] == '['));
 	st->base.kind = STORE_E_REFUSED;
 	return STORE_ERR;
-}
-
-static void check_row(struct ms_store *st, int resno, void *arg)
-{
-	struct check_answer *a = arg;
-
-	if (!a->missing[0])
-		col_str(st->db, 1, a->missing, sizeof a->missing);
 }
 
 /* Refuses a ledger table that lacks a column, naming the first: a table
  * someone else made is refused, never altered. */
 static int check_runs(struct ms_store *st)
 {
-	struct check_answer a = { "" };
-	char sql[SQL_MAX];
+	char sql[SQL_MAX], missing[64];
 
 	snprintf(sql, sizeof sql,
 	    "/* leash:check_runs */ SET NOCOUNT ON; "
@@ -599,13 +596,13 @@ static int check_runs(struct ms_store *st)
 	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
 	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
 	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", st->table);
-	if (call(st, sql, "", NULL, 0, check_row, &a) != STORE_OK)
+	if (first_missing(st, sql, missing) != STORE_OK)
 		return STORE_ERR;
-	if (a.missing[0])
+	if (missing[0])
 		return store_fail(&st->base, "mssql %s:%d: the ledger table %s_runs has no column "
 		                  "%s; it was made by something else (nothing was changed: rename or "
 		                  "drop it, or use another table)", st->host, st->port, st->table,
-		                  a.missing);
+		                  missing);
 	return STORE_OK;
 }
 

@@ -598,27 +598,37 @@ static int renew_beat_row(struct store *s, void *arg, int set)
 	return rows_row(s, &a->pres, set);
 }
 
-/* RENEW_ALL, RENEW_CTL or HELD (no ms) over the names, in as many
- * statements as the driver's bound asks. */
-static int renew_names(struct store *s, int st, const char *owner, const char *const *names,
-                       size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now)
+/* st with (owner, names, ms), its first np of them, in as many statements
+ * as the driver's bound asks; each after the first counted in s->calls. */
+static int by_chunks(struct store *s, int st, const char *owner, const char *const *names,
+                     size_t n, int64_t ms, int np, store_row_fn row, void *arg)
 {
 	size_t chunk = s->drv->params_max ? s->drv->params_max - 2 : n;
-	struct renew_answer a = { index_names(s, names, n), n, tokens, ctl, now, { 0 } };
 	int rc = STORE_OK;
 
-	for (size_t i = 0; i < n; i++)
-		tokens[i] = -1;
-	if (!a.x)
-		return STORE_ERR;
 	for (size_t at = 0; at < n && rc == STORE_OK; at += chunk) {
 		size_t k = n - at < chunk ? n - at : chunk;
 		struct store_param p[] = { SP_T(owner), SP_A(names + at, k), SP_I(ms) };
 
 		if (at > 0)
 			s->calls++;
-		rc = store_exec(s, st, p, st == ST_HELD ? 2 : 3, renew_row, &a);
+		rc = store_exec(s, st, p, np, row, arg);
 	}
+	return rc;
+}
+
+/* RENEW_ALL, RENEW_CTL or HELD (no ms) over the names. */
+static int renew_names(struct store *s, int st, const char *owner, const char *const *names,
+                       size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now)
+{
+	struct renew_answer a = { index_names(s, names, n), n, tokens, ctl, now, { 0 } };
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!a.x)
+		return STORE_ERR;
+	rc = by_chunks(s, st, owner, names, n, ms, st == ST_HELD ? 2 : 3, renew_row, &a);
 	free(a.x);
 	return rc;
 }
@@ -675,18 +685,7 @@ int store_op_renew_beat(struct store *s, const char *owner, const char *const *n
 int store_op_release_all(struct store *s, const char *owner, const char *const *names,
                          size_t n)
 {
-	size_t chunk = s->drv->params_max ? s->drv->params_max - 2 : n;
-	int rc = STORE_OK;
-
-	for (size_t at = 0; at < n && rc == STORE_OK; at += chunk) {
-		size_t k = n - at < chunk ? n - at : chunk;
-		struct store_param p[] = { SP_T(owner), SP_A(names + at, k) };
-
-		if (at > 0)
-			s->calls++;
-		rc = store_exec(s, ST_RELEASE_ALL, p, 2, NULL, NULL);
-	}
-	return rc;
+	return by_chunks(s, ST_RELEASE_ALL, owner, names, n, 0, 2, NULL, NULL);
 }
 
 /* ---- drain ---- */

@@ -672,36 +672,8 @@ static int64_t col_i64(PGresult *r, int row, int col)
 	return pq.PQgetisnull(r, row, col) ? 0 : strtoll(pq.PQgetvalue(r, row, col), NULL, 10);
 }
 
-/* names as a text[] literal: {"a","b\"c"}. */
-static char *array_literal(const char *const *names, size_t n)
-{
-	size_t cap = 3, len = 0;
-	char *buf;
-
-	for (size_t i = 0; i < n; i++)
-		cap += strlen(names[i]) * 2 + 3;
-	if (!(buf = malloc(cap)))
-		return NULL;
-	buf[len++] = '{';
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf[len++] = ',';
-		buf[len++] = '"';
-		for (const char *p = names[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				buf[len++] = '\\';
-			buf[len++] = *p;
-		}
-		buf[len++] = '"';
-	}
-	buf[len++] = '}';
-	buf[len] = '\0';
-	return buf;
-}
-
-/* ---- the run ledger ---- */
-
-/* An array literal under construction; oom once any append failed. */
+/* An array literal under construction ({"a","b\"c"}, {1,NULL}): a list
+ * of names, or a column of a table of rows; oom once any append failed. */
 struct arr {
 	char *p;
 	size_t len, cap;
@@ -1272,10 +1244,10 @@ static int bind_param(const struct store_param *p, const char **vals, int *nv, c
 		snprintf(num, 24, "%lld", (long long)p->i);
 		vals[(*nv)++] = num;
 	} else if (p->kind == SP_TEXTS) {
-		vals[*nv] = a[*na].p = array_literal(p->v, p->n);
-		if (!vals[(*nv)++])
+		for (size_t k = 0; k < p->n; k++)
+			arr_text(&a[*na], p->v[k]);
+		if (!(vals[(*nv)++] = arr_end(&a[(*na)++])))
 			return -1;
-		(*na)++;
 	} else if (p->kind == SP_ROWS) {
 		for (int c = 0; c < p->cols; c++, (*na)++) {
 			for (size_t r = 0; r < p->n; r++) {
