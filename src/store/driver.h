@@ -28,6 +28,10 @@
 	X(ACQUIRE, "try_acquire") \
 	/* name, owner, ms -> LEASE when renewed, no row when lost */ \
 	X(RENEW, "renew") \
+	/* owner, ms, NAMES -> (name, LEASE columns) of each name (a name listed \
+	 * twice may be answered once); several statements, each atomic, where \
+	 * the names need more than one */ \
+	X(ACQUIRE_ALL, "acquire_all") \
 	/* name, owner -> anything */ \
 	X(RELEASE, "release") \
 	/* owner, names (texts) -> anything */ \
@@ -116,6 +120,7 @@
  * (the clock only) when there is none.
  * LEASE: (got 1 when owner holds it, owner, token, expires_at, now,
  * last_fire).
+ * NAMES: a table (SP_R) of (i, name), i the name's number from 1.
  * CLAIMS: a table (SP_R) of (i, name, token, fire), i the claim's number
  * from 1.  RUNS: a table of (lead, scheduled_at, owner, token, claimed_at,
  * started_at, ended_at, outcome, exit_code, exit_signal, duration_ms,
@@ -148,6 +153,30 @@
 	" name VARCHAR(200) PRIMARY KEY, owner VARCHAR(200) NOT NULL, token BIGINT NOT NULL," \
 	" acquired_at BIGINT NOT NULL, renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL," \
 	" last_fire BIGINT)"
+/* The ledger and presence tables as SQLite and PostgreSQL make them (%1$s
+ * the lease table's name). */
+#define STORE_SQL_RUNS_TABLE \
+	"CREATE TABLE IF NOT EXISTS \"%1$s_runs\" ( job VARCHAR(200) NOT NULL," \
+	" scheduled_at BIGINT NOT NULL, owner VARCHAR(200) NOT NULL, token BIGINT NOT NULL," \
+	" claimed_at BIGINT, started_at BIGINT, ended_at BIGINT, outcome VARCHAR(15) NOT NULL," \
+	" exit_code INTEGER, exit_signal INTEGER, duration_ms BIGINT, error TEXT," \
+	" actor VARCHAR(200), recorded_at BIGINT NOT NULL, run_id BIGINT, how VARCHAR(15)," \
+	" PRIMARY KEY (job, scheduled_at, owner))"
+#define STORE_SQL_REPLICAS_TABLE \
+	"CREATE TABLE IF NOT EXISTS \"%1$s_replicas\" ( owner VARCHAR(200) PRIMARY KEY," \
+	" host VARCHAR(200) NOT NULL, pid BIGINT NOT NULL, version VARCHAR(32) NOT NULL," \
+	" started_at BIGINT NOT NULL, heartbeat BIGINT NOT NULL," \
+	" draining INTEGER NOT NULL DEFAULT 0, jobs_hash VARCHAR(32) NOT NULL, jobs TEXT NOT NULL)"
+/* The columns every leash ledger has had: a table of that name that lacks
+ * one is refused at open (STORE_NOT_LEDGER: the table, the column), never
+ * altered; and those added since, with their types, added to a ledger that
+ * lacks them (NULL in its old rows). */
+#define STORE_RUN_NEEDED \
+	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at", \
+	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at"
+#define STORE_RUN_ADDED { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" }
+#define STORE_NOT_LEDGER "table %s_runs has no column %s: it is not leash's run ledger" \
+	" (nothing was changed; rename or drop it, or use another table)"
 /* A ledger row's scheduled_at out of bounds, as the scheduled_at index
  * finds it. */
 #define STORE_SQL_RUN_AT_BAD \
@@ -229,6 +258,39 @@ struct store_driver {
 	" token BIGINT NOT NULL, acquired_at BIGINT NOT NULL," \
 	" renewed_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);"
 
+/* A client library, loaded with dlopen() when the first store of its
+ * provider is opened (a replica on another provider maps none of it).
+ * names lists the functions, each followed by a space, in the order of the
+ * function pointers at fns (size bytes) that the load fills. */
+struct store_lib {
+	const char *file, *who, *package;      /* "libpq.so.5", "postgres", "libpq5" */
+	const char *names;
+	void *fns;
+	size_t size;
+	void *handle;                          /* once loaded */
+};
+/* Loads l once.  A failure is not remembered (the loop retries store_open,
+ * so installing the package fixes a running replica): 0, or -1 with the
+ * reason and the package to install in err. */
+int store_lib_load(struct store_lib *l, char *err, size_t errlen);
+void store_lib_unload(struct store_lib *l);
+
+/* A provider's ops table: these entries, written once (ops.c), then its
+ * name, close, set_timeout and events. */
+#define STORE_OPS_ONCE \
+	.try_acquire = store_op_try_acquire, .renew = store_op_renew, .release = store_op_release, \
+	.renew_all = store_op_renew_all, .list = store_op_list, .acquire_all = store_op_acquire_all, \
+	.floor = store_op_floor, .release_all = store_op_release_all, \
+	.claim_all = store_op_claim_all, .claim_runs = store_op_claim_runs, \
+	.record_runs = store_op_record_runs, .read_runs = store_op_read_runs, \
+	.prune_runs = store_op_prune_runs, .beat = store_op_beat, .leave = store_op_leave, \
+	.replicas = store_op_replicas, .last_runs = store_op_last_runs, \
+	.renew_ctl = store_op_renew_ctl, .control = store_op_control, .health = store_op_health, \
+	.drain = store_op_drain, .renew_beat = store_op_renew_beat, \
+	.unclaim_all = store_op_unclaim_all, .repair = store_op_repair, \
+	.corrupt_runs = store_op_corrupt_runs, .handoff = store_op_handoff, .held = store_op_held, \
+	.ctl_version = store_op_ctl_version
+
 /* The readers, for row callbacks. */
 int64_t store_col_int(struct store *, int c);
 /* NULL reads as `null` (STORE_NO_TIME, STORE_NO_FIRE, ...). */
@@ -249,6 +311,8 @@ int store_op_try_acquire(struct store *, const char *name, const char *owner, in
 int store_op_renew(struct store *, const char *name, const char *owner, int64_t ms,
                    struct lease_info *out);
 int store_op_release(struct store *, const char *name, const char *owner);
+int store_op_acquire_all(struct store *, const char *owner, const char *const *names, size_t n,
+                         int64_t ms, struct lease_info *out, int *got);
 int store_op_list(struct store *, struct lease_row **rows, size_t *n, int64_t *now);
 int store_op_read_runs(struct store *, const char *job, int64_t since, size_t limit,
                        struct store_run_row **rows, size_t *n, int64_t *now);

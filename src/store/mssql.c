@@ -19,10 +19,8 @@
  * at the end of this file (ms_exec): the dialect table's batches with their
  * declared parameters, an array bound as @n1, @n2, ... where the batch says
  * @n, a table of rows in multi-row VALUES lists where it says {@name}, in
- * batches within 2,100 parameters.  acquire_all and the schema are still
- * this file's own.
+ * batches within 2,100 parameters.  The schema is still this file's own.
  */
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +31,7 @@
 
 #include "store/driver.h"
 
-#define CHUNK 2000              /* names per renew_all/acquire_all/release_all batch (< 2,100 parameters) */
+#define CHUNK 2000              /* names per renew_all/release_all batch (< 2,100 parameters) */
 #define ROWS_MAX 1000           /* rows per INSERT ... VALUES (SQL Server's limit) */
 #define SQL_MAX 2048
 
@@ -54,6 +52,15 @@
 /* A sane lease row (store.h): a corrupt one is never taken nor renewed,
  * nor its token grown. */
 #define LEASE_OK STORE_SQL_LEASE_OK("")
+/* try_acquire's and acquire_all's UPDATE, up to its WHERE: the row taken
+ * (its token grown unless @owner held it unexpired), its name into @r. */
+#define ACQ_UPDATE \
+	"UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET " \
+	"token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, " \
+	"acquired_at = CASE WHEN owner = @owner AND expires_at > @now " \
+	"THEN acquired_at ELSE @now END, " \
+	"owner = @owner, renewed_at = @now, expires_at = @now + @ms " \
+	"OUTPUT inserted.name INTO @r "
 /* The ledger's outcome and error text: at most STORE_RUN_ERROR_MAX bytes of
  * UTF-8 are at most as many UTF-16 units. */
 #define OC "NVARCHAR(15)"
@@ -75,8 +82,6 @@ struct ms_store {
 	int cancelling;                 /* this call timed out and sent a cancel */
 	int dupkey;                     /* the server reported a duplicate key */
 	char table[64];
-	char sql_runs_check[SQL_MAX];
-	char sql_acq_head[SQL_MAX], sql_acq_tail[2 * SQL_MAX];  /* acquire_all's, around its names */
 	char *text[ST_MAX];             /* the dialect, formatted with the table */
 };
 
@@ -104,68 +109,17 @@ static struct {
 #undef X
 } sybdb;
 
-/* The calls below go through the table; the names stay db-lib's own so that
- * the code reads as db-lib code and sybdb.h's DBSETL* and dbopen macros,
- * which expand to dbsetlname, dbsetlversion and tdsdbopen, still work. */
-#define dbinit sybdb.dbinit
-#define dberrhandle sybdb.dberrhandle
-#define dbmsghandle sybdb.dbmsghandle
-#define dbversion sybdb.dbversion
-#define dblogin sybdb.dblogin
-#define dbloginfree sybdb.dbloginfree
+/* The calls below name the table (sybdb.dbdata); sybdb.h's DBSETL* and
+ * dbopen macros expand to dbsetlname, dbsetlversion and tdsdbopen, which
+ * reach it under their own names. */
 #define dbsetlname sybdb.dbsetlname
 #define dbsetlversion sybdb.dbsetlversion
-#define dbsetlogintime sybdb.dbsetlogintime
 #define tdsdbopen sybdb.tdsdbopen
-#define dbclose sybdb.dbclose
-#define dbdead sybdb.dbdead
-#define dbcancel sybdb.dbcancel
-#define dbsetopt sybdb.dbsetopt
-#define dbgetuserdata sybdb.dbgetuserdata
-#define dbsetuserdata sybdb.dbsetuserdata
-#define dbrpcinit sybdb.dbrpcinit
-#define dbrpcparam sybdb.dbrpcparam
-#define dbrpcsend sybdb.dbrpcsend
-#define dbsqlok sybdb.dbsqlok
-#define dbresults sybdb.dbresults
-#define dbnumcols sybdb.dbnumcols
-#define dbnextrow sybdb.dbnextrow
-#define dbdata sybdb.dbdata
-#define dbdatlen sybdb.dbdatlen
-#define dbcoltype sybdb.dbcoltype
-#define dbconvert sybdb.dbconvert
 
-static void *libsybdb;                  /* dlopen's handle, once loaded */
-
-/* Loads libsybdb and fills sybdb, once.  A failure is not remembered: the
- * loop retries store_open, so installing libsybdb5 fixes a running replica. */
-static int load_dblib(char *err, size_t errlen)
-{
-	void *h;
-
-	if (libsybdb)
-		return 0;
-	if (!(h = dlopen("libsybdb.so.5", RTLD_NOW | RTLD_LOCAL))) {
-		snprintf(err, errlen, "mssql: cannot load libsybdb.so.5: %s; install libsybdb5",
-		         dlerror());
-		goto fail;
-	}
-#define X(f) \
-	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
-		snprintf(err, errlen, "mssql: libsybdb.so.5 has no %s(); install libsybdb5", #f); \
-		goto fail; \
-	}
-	DBLIB_FUNCS(X)
+#define X(f) #f " "
+static struct store_lib lib = { "libsybdb.so.5", "mssql", "libsybdb5", DBLIB_FUNCS(X), &sybdb,
+                                sizeof sybdb, NULL };
 #undef X
-	libsybdb = h;
-	return 0;
-fail:
-	if (h) {
-		memset(&sybdb, 0, sizeof sybdb);
-		dlclose(h);
-	}
-	return -1;
-}
 
 /* The provider row's client_version: "1.3.17", from "freetds v1.3.17". */
 static const char *client_version(void)
@@ -173,7 +127,7 @@ static const char *client_version(void)
 	const char *v;
 	char err[8];
 
-	if (load_dblib(err, sizeof err) < 0 || !(v = dbversion()))
+	if (store_lib_load(&lib, err, sizeof err) < 0 || !(v = sybdb.dbversion()))
 		return NULL;
 	return strncmp(v, "freetds v", 9) == 0 ? v + 9 : v;
 }
@@ -182,7 +136,7 @@ static struct ms_store *opening;
 
 static struct ms_store *handle_of(DBPROCESS *db)
 {
-	struct ms_store *st = db ? (struct ms_store *)dbgetuserdata(db) : NULL;
+	struct ms_store *st = db ? (struct ms_store *)sybdb.dbgetuserdata(db) : NULL;
 
 	return st ? st : opening;
 }
@@ -238,7 +192,7 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 	if (!st || dberr == SYBESMSG)   /* SYBESMSG only points at msg_handler's news */
 		return INT_CANCEL;
 	/* A handle's connection (not one being opened): it may be kept. */
-	ours = db && dbgetuserdata(db);
+	ours = db && sybdb.dbgetuserdata(db);
 	if (dberr == SYBETIME && ours && !st->cancelling) {
 		/* A statement timeout.  INT_TIMEOUT makes db-lib send an attention
 		 * and go on reading until the server acknowledges it (a DONE with
@@ -262,7 +216,7 @@ static int err_handler(DBPROCESS *db, int severity, int dberr, int oserr, char *
 		         "cancel: connection dropped", st->host, st->port, st->wait_s);
 		return INT_CANCEL;
 	}
-	lost = ours && dbdead(db) ? "connection lost: " : "";
+	lost = ours && sybdb.dbdead(db) ? "connection lost: " : "";
 	if (dberr == SYBETIME)
 		note(st, STORE_E_TIMEOUT, "mssql %s:%d: no answer within %d s (timeout)", st->host, st->port,
 		     st->wait_s);
@@ -279,14 +233,14 @@ static int init_dblib(char *err, size_t errlen)
 
 	if (done)
 		return 0;
-	if (load_dblib(err, errlen) < 0)
+	if (store_lib_load(&lib, err, errlen) < 0)
 		return -1;
-	if (dbinit() == FAIL) {
-		snprintf(err, errlen, "mssql: dbinit() failed");
+	if (sybdb.dbinit() == FAIL) {
+		snprintf(err, errlen, "mssql: sybdb.dbinit() failed");
 		return -1;
 	}
-	dberrhandle(err_handler);
-	dbmsghandle(msg_handler);
+	sybdb.dberrhandle(err_handler);
+	sybdb.dbmsghandle(msg_handler);
 	done = 1;
 	return 0;
 }
@@ -297,14 +251,14 @@ static void apply_timeout(struct ms_store *st)
 
 	snprintf(buf, sizeof buf, "%d", st->cur_s);
 	st->wait_s = st->cur_s;
-	dbsetopt(st->db, DBSETTIME, buf, 0);
+	sybdb.dbsetopt(st->db, DBSETTIME, buf, 0);
 }
 
 static void disconnect(struct ms_store *st)
 {
 	if (st->db) {
-		dbsetuserdata(st->db, NULL);
-		dbclose(st->db);
+		sybdb.dbsetuserdata(st->db, NULL);
+		sybdb.dbclose(st->db);
 		st->db = NULL;
 	}
 }
@@ -316,7 +270,7 @@ static int connect_db(struct ms_store *st)
 	int secs = st->connect_s < st->cur_s ? st->connect_s : st->cur_s;
 
 	disconnect(st);
-	login = dblogin();
+	login = sybdb.dblogin();
 	if (!login) {
 		note(st, STORE_E_OTHER, "mssql: out of memory");
 		goto fail;
@@ -327,14 +281,14 @@ static int connect_db(struct ms_store *st)
 	DBSETLAPP(login, "leash");
 	DBSETLCHARSET(login, "UTF-8");
 	DBSETLVERSION(login, DBVERSION_74);
-	dbsetlogintime(secs);
+	sybdb.dbsetlogintime(secs);
 	st->wait_s = secs;
 	/* host:port needs no freetds.conf entry. */
 	snprintf(server, sizeof server, "%s:%d", st->host, st->port);
 	opening = st;
 	st->db = dbopen(login, server);
 	opening = NULL;
-	dbloginfree(login);
+	sybdb.dbloginfree(login);
 	if (!st->db) {
 		note(st, STORE_E_GONE, "mssql %s:%d: could not connect", st->host, st->port);
 		goto fail;
@@ -343,7 +297,7 @@ static int connect_db(struct ms_store *st)
 		disconnect(st);
 		goto fail;
 	}
-	dbsetuserdata(st->db, (BYTE *)st);
+	sybdb.dbsetuserdata(st->db, (BYTE *)st);
 	apply_timeout(st);
 	return STORE_OK;
 fail:
@@ -360,20 +314,20 @@ fail:
 static int send_rpc(DBPROCESS *db, const char *stmt, const char *decl,
                     const struct param *p, int np)
 {
-	if (dbrpcinit(db, "sp_executesql", 0) == FAIL ||
-	    dbrpcparam(db, "@stmt", 0, SYBNTEXT, -1, (DBINT)strlen(stmt), (BYTE *)stmt) == FAIL ||
-	    (np > 0 && dbrpcparam(db, "@params", 0, SYBNTEXT, -1, (DBINT)strlen(decl),
+	if (sybdb.dbrpcinit(db, "sp_executesql", 0) == FAIL ||
+	    sybdb.dbrpcparam(db, "@stmt", 0, SYBNTEXT, -1, (DBINT)strlen(stmt), (BYTE *)stmt) == FAIL ||
+	    (np > 0 && sybdb.dbrpcparam(db, "@params", 0, SYBNTEXT, -1, (DBINT)strlen(decl),
 	                          (BYTE *)decl) == FAIL))
 		return STORE_ERR;
 	for (int i = 0; i < np; i++) {
 		size_t len = p[i].s ? strlen(p[i].s) : 0;
-		int rc = p[i].s ? dbrpcparam(db, p[i].name, 0, len > LONG_TEXT ? SYBNTEXT : SYBVARCHAR,
+		int rc = p[i].s ? sybdb.dbrpcparam(db, p[i].name, 0, len > LONG_TEXT ? SYBNTEXT : SYBVARCHAR,
 		                             -1, (DBINT)len, (BYTE *)p[i].s)
-		                : dbrpcparam(db, p[i].name, 0, SYBINT8, -1, -1, (BYTE *)&p[i].i);
+		                : sybdb.dbrpcparam(db, p[i].name, 0, SYBINT8, -1, -1, (BYTE *)&p[i].i);
 		if (rc == FAIL)
 			return STORE_ERR;
 	}
-	return dbrpcsend(db) == FAIL ? STORE_ERR : STORE_OK;
+	return sybdb.dbrpcsend(db) == FAIL ? STORE_ERR : STORE_OK;
 }
 
 /* Reads every result, calling row() for each row of the resno-th result set
@@ -385,16 +339,16 @@ static int read_results(struct ms_store *st,
 {
 	int rc, resno = 0, fails = 0;
 
-	dbsqlok(st->db);                /* errors arrive through the handlers */
-	while (!dbdead(st->db) && (rc = dbresults(st->db)) != NO_MORE_RESULTS) {
+	sybdb.dbsqlok(st->db);                /* errors arrive through the handlers */
+	while (!sybdb.dbdead(st->db) && (rc = sybdb.dbresults(st->db)) != NO_MORE_RESULTS) {
 		if (rc == FAIL) {
 			if (++fails > 16)
 				return -1;
 			continue;
 		}
-		if (dbnumcols(st->db) == 0)
+		if (sybdb.dbnumcols(st->db) == 0)
 			continue;
-		while ((rc = dbnextrow(st->db)) != NO_MORE_ROWS) {
+		while ((rc = sybdb.dbnextrow(st->db)) != NO_MORE_ROWS) {
 			if (rc == FAIL)
 				return -1;
 			if (row)
@@ -402,7 +356,7 @@ static int read_results(struct ms_store *st,
 		}
 		resno++;
 	}
-	return dbdead(st->db) ? -1 : 0;
+	return sybdb.dbdead(st->db) ? -1 : 0;
 }
 
 /* One operation: (re)connects when needed, sends, reads.  Any error leaves
@@ -415,7 +369,7 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	st->failed = 0;
 	st->dupkey = 0;
 	st->cancelling = 0;
-	if ((!st->db || dbdead(st->db)) && connect_db(st) != STORE_OK)
+	if ((!st->db || sybdb.dbdead(st->db)) && connect_db(st) != STORE_OK)
 		goto fail;
 	if (send_rpc(st->db, stmt, decl, p, np) != STORE_OK) {
 		note(st, STORE_E_GONE, "mssql %s:%d: could not send the request", st->host, st->port);
@@ -423,42 +377,36 @@ static int call(struct ms_store *st, const char *stmt, const char *decl,
 	}
 	if (read_results(st, row, arg) < 0)
 		note(st, STORE_E_GONE, "mssql %s:%d: %s", st->host, st->port,
-		     dbdead(st->db) ? "connection lost" : "could not read the answer");
+		     sybdb.dbdead(st->db) ? "connection lost" : "could not read the answer");
 	if (st->failed)
 		goto fail;
 	return STORE_OK;
 fail:
-	if (st->db && dbdead(st->db))
+	if (st->db && sybdb.dbdead(st->db))
 		disconnect(st);
 	else if (st->db)
-		dbcancel(st->db);       /* flushes what is left of the answer (none after
+		sybdb.dbcancel(st->db);       /* flushes what is left of the answer (none after
 		                         * an acknowledged cancel: the connection is idle) */
 	return STORE_ERR;
 }
 
 static int64_t col_i64(DBPROCESS *db, int c)
 {
-	BYTE *p = dbdata(db, c);
-	DBINT len = dbdatlen(db, c);
+	BYTE *p = sybdb.dbdata(db, c);
+	DBINT len = sybdb.dbdatlen(db, c);
 	DBBIGINT v = 0;
 
 	if (!p || len <= 0)
 		return 0;
-	if (dbconvert(db, dbcoltype(db, c), p, len, SYBINT8, (BYTE *)&v, sizeof v) < 0)
+	if (sybdb.dbconvert(db, sybdb.dbcoltype(db, c), p, len, SYBINT8, (BYTE *)&v, sizeof v) < 0)
 		return 0;
 	return v;
 }
 
-/* The cursor: STORE_NO_FIRE for NULL (db-lib gives no data for it). */
-static int64_t col_fire(DBPROCESS *db, int c)
-{
-	return !dbdata(db, c) || dbdatlen(db, c) <= 0 ? STORE_NO_FIRE : col_i64(db, c);
-}
-
 static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 {
-	BYTE *p = dbdata(db, c);
-	DBINT len = dbdatlen(db, c);
+	BYTE *p = sybdb.dbdata(db, c);
+	DBINT len = sybdb.dbdatlen(db, c);
 	size_t n = len > 0 ? (size_t)len : 0;
 
 	if (!p)
@@ -470,114 +418,6 @@ static void col_str(DBPROCESS *db, int c, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
-
-/* The parameters every batched statement takes: @owner, @ms (unless ms < 0)
- * and @n1..@nk for names[0..k), their names written into pnames (8 bytes
- * each) and their declarations into decl.  Returns how many there are. */
-static int bind_names(struct param *p, char *pnames, char *decl, size_t declmax,
-                      const char *owner, int64_t ms, const char *const *names, size_t k)
-{
-	size_t dl = (size_t)snprintf(decl, declmax, "@owner " VC "%s", ms >= 0 ? ", @ms BIGINT" : "");
-	int np = 0;
-
-	if (k > CHUNK)
-		k = CHUNK;      /* every caller binds a chunk at most: "@n2000" fits in 8 */
-
-	p[np++] = (struct param){ "@owner", owner, 0 };
-	if (ms >= 0)
-		p[np++] = (struct param){ "@ms", NULL, ms };
-	for (size_t j = 0; j < k; j++) {
-		char *pn = pnames + j * 8;
-
-		snprintf(pn, 8, "@n%zu", j + 1);
-		p[np++] = (struct param){ pn, names[j], 0 };
-		dl += (size_t)snprintf(decl + dl, declmax - dl, ", %s " VC, pn);
-	}
-	return np;
-}
-
-/* Rows of (i, got, owner, token, expires_at, now, last_fire), one per @n<i>. */
-struct acquire_answer {
-	size_t at, k, rows;
-	int bad;
-	struct lease_info *out;
-	int *got;
-};
-
-static void acquire_row(struct ms_store *st, int resno, void *arg)
-{
-	struct acquire_answer *a = arg;
-	int64_t i = col_i64(st->db, 1);
-	size_t at = a->at + (size_t)i - 1;
-
-	if (i < 1 || (size_t)i > a->k) {
-		a->bad = 1;
-		return;
-	}
-	a->rows++;
-	a->got[at] = col_i64(st->db, 2) != 0;
-	col_str(st->db, 3, a->out[at].owner, sizeof a->out[at].owner);
-	a->out[at].token = col_i64(st->db, 4);
-	a->out[at].expires_at = col_i64(st->db, 5);
-	a->out[at].now = col_i64(st->db, 6);
-	a->out[at].last_fire = col_fire(st->db, 7);
-}
-
-/* One batch per CHUNK names: the names go into a table variable (bound as
- * @n1..@nk, ROWS_MAX rows per INSERT), then sql_acq_tail does the rest. */
-static int ms_acquire_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n, int64_t ms, struct lease_info *out, int *got)
-{
-	struct ms_store *st = (struct ms_store *)s;
-	size_t chunk = n < CHUNK ? n : CHUNK;
-	size_t sqlmax = sizeof st->sql_acq_head + sizeof st->sql_acq_tail + chunk * 24;
-	size_t declmax = 64 + chunk * 24;
-	struct param *p = malloc((chunk + 2) * sizeof *p);
-	char *pnames = malloc(chunk * 8), *sql = malloc(sqlmax), *decl = malloc(declmax);
-	int rc = STORE_ERR;
-
-	if (!p || !pnames || !sql || !decl) {
-		store_fail(s, "mssql: out of memory");
-		goto fail;
-	}
-	memset(out, 0, n * sizeof *out);
-	memset(got, 0, n * sizeof *got);
-	for (size_t i = 0; i < n; i++)
-		out[i].last_fire = STORE_NO_FIRE;
-	for (size_t at = 0; at < n; at += chunk) {
-		size_t k = n - at < chunk ? n - at : chunk;
-		size_t sl;
-		struct acquire_answer a = { at, k, 0, 0, out, got };
-		int np;
-
-		if (at > 0)
-			s->calls++;             /* the wrapper counted the first chunk */
-		sl = (size_t)snprintf(sql, sqlmax, "%s", st->sql_acq_head);
-		np = bind_names(p, pnames, decl, declmax, owner, ms, names + at, k);
-		for (size_t j = 0; j < k; j++) {
-			sl += (size_t)snprintf(sql + sl, sqlmax - sl, "%s(%zu, %s)",
-			                       j % ROWS_MAX ? ", " : " INSERT INTO @names (i, name) VALUES ",
-			                       j + 1, pnames + j * 8);
-			if (j % ROWS_MAX == ROWS_MAX - 1 || j == k - 1)
-				sl += (size_t)snprintf(sql + sl, sqlmax - sl, ";");
-		}
-		snprintf(sql + sl, sqlmax - sl, " %s", st->sql_acq_tail);
-		if (call(st, sql, decl, p, np, acquire_row, &a) != STORE_OK)
-			goto fail;
-		if (a.bad || a.rows != k) {
-			store_fail(s, "mssql %s:%d: acquire_all: expected %zu rows, got %zu", st->host,
-			           st->port, k, a.rows);
-			goto fail;
-		}
-	}
-	rc = STORE_OK;
-fail:
-	free(p);
-	free(pnames);
-	free(sql);
-	free(decl);
-	return rc;
-}
 
 static int secs_of(int ms)
 {
@@ -615,96 +455,11 @@ static const struct store_driver ms_driver;
 static int build_dialect(struct ms_store *st);
 
 static const struct store_ops ms_ops = {
+	STORE_OPS_ONCE,
 	.name = "mssql",
-	.try_acquire = store_op_try_acquire,
-	.renew = store_op_renew,
-	.release = store_op_release,
-	.renew_all = store_op_renew_all,
-	.list = store_op_list,
 	.close = ms_close,
-	.acquire_all = ms_acquire_all,
 	.set_timeout = ms_set_timeout,
-	.floor = store_op_floor,
-	.release_all = store_op_release_all,
-	.claim_all = store_op_claim_all,
-	.claim_runs = store_op_claim_runs,
-	.record_runs = store_op_record_runs,
-	.read_runs = store_op_read_runs,
-	.last_runs = store_op_last_runs,
-	.prune_runs = store_op_prune_runs,
-	.beat = store_op_beat,
-	.leave = store_op_leave,
-	.replicas = store_op_replicas,
-	.renew_ctl = store_op_renew_ctl,
-	.control = store_op_control,
-	.health = store_op_health,
-	.drain = store_op_drain,
-	.renew_beat = store_op_renew_beat,
-	.unclaim_all = store_op_unclaim_all,
-	.repair = store_op_repair,
-	.corrupt_runs = store_op_corrupt_runs,
-	.handoff = store_op_handoff,
-	.held = store_op_held,
-	.ctl_version = store_op_ctl_version,
 };
-
-/* The statements, with the table name in brackets.  Each starts with a tag
- * naming it, for the DBA reading sys.dm_exec_query_stats and for the TDS
- * test server. */
-static void build_sql(struct ms_store *st)
-{
-	const char *t = st->table;
-
-	/* acquire_all, around the INSERTs of its names into @names: the same
-	 * UPDATE for every listed row, then an INSERT for each name that still
-	 * has no row, one at a time so that a duplicate key (another replica
-	 * inserted first) is caught and fails only that name, which the last
-	 * SELECT then shows held by the other.  Any other error is thrown.
-	 * @names is keyed by name first so that the UPDATE meets the rows in
-	 * key order whatever order the caller listed them in: two replicas
-	 * locking the same rows in opposite orders would deadlock.  @r only
-	 * names the rows this batch wrote; the answer is read from the rows, as
-	 * try_acquire's is. */
-	snprintf(st->sql_acq_head, sizeof st->sql_acq_head,
-	    "/* leash:acquire_all */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
-	    "DECLARE @now BIGINT = " NOW "; "
-	    "DECLARE @names TABLE (i INT NOT NULL UNIQUE, "
-	    "name " VC " COLLATE Latin1_General_BIN2 NOT NULL, PRIMARY KEY (name, i)); "
-	    "DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
-	    "DECLARE @i INT = 0, @nm " VC ";");
-	snprintf(st->sql_acq_tail, sizeof st->sql_acq_tail,
-	    "UPDATE [%s] WITH (UPDLOCK, HOLDLOCK) SET "
-	    "token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
-	    "acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
-	    "THEN acquired_at ELSE @now END, "
-	    "owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	    "OUTPUT inserted.name INTO @r "
-	    "WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now) "
-	    "AND " LEASE_OK "; "
-	    "WHILE 1 = 1 BEGIN "
-	    "SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
-	    "AND NOT EXISTS (SELECT 1 FROM [%s] x WHERE x.name = n.name) ORDER BY n.i; "
-	    "IF @@ROWCOUNT = 0 BREAK; "
-	    "BEGIN TRY "
-	    "INSERT INTO [%s] (name, owner, token, acquired_at, renewed_at, expires_at) "
-	    "OUTPUT inserted.name INTO @r VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
-	    "END TRY BEGIN CATCH IF ERROR_NUMBER() NOT IN (2627, 2601) THROW; END CATCH "
-	    "END; "
-	    "SELECT n.i, CASE WHEN r.name IS NOT NULL AND t.owner = @owner THEN 1 ELSE 0 END, "
-	    "ISNULL(t.owner, N''), ISNULL(t.token, 0), ISNULL(t.expires_at, 0), @now, "
-	    "t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
-	    "LEFT JOIN [%s] t ON t.name = n.name;", t, t, t, t);
-
-	/* The columns the store needs that the ledger table lacks, in order:
-	 * a table someone else made is refused, never altered. */
-	snprintf(st->sql_runs_check, SQL_MAX,
-	    "/* leash:check_runs */ SET NOCOUNT ON; "
-	    "SELECT c.name FROM (VALUES (1, N'job'), (2, N'scheduled_at'), (3, N'owner'), "
-	    "(4, N'token'), (5, N'claimed_at'), (6, N'started_at'), (7, N'ended_at'), "
-	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
-	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
-	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", t);
-}
 
 /* The tables, made when missing, and the columns older versions lack, added
  * (NULL in every row): one batch, in one transaction that first takes an
@@ -791,57 +546,63 @@ static int make_schema(struct ms_store *st)
 	return call(st, sql, "@wait BIGINT", p, 1, NULL, NULL);
 }
 
-struct check_answer {
-	char missing[64];
-};
+static void first_row(struct ms_store *st, int resno, void *arg)
+{
+	if (!*(char *)arg)
+		col_str(st->db, 1, arg, 64);
+}
 
-static void check_row(struct ms_store *st, int resno, void *arg);
+/* The first name a check's batch answers, into missing[64] ("" when none). */
+static int first_missing(struct ms_store *st, const char *sql, char *missing)
+{
+	missing[0] = '\0';
+	return call(st, sql, "", NULL, 0, first_row, missing);
+}
 
 /* A READ or WRITE open's check that leash run made the tables (it makes
  * none, and takes no schema lock): the first missing one is the no-table
  * error (kind REFUSED). */
 static int check_schema(struct ms_store *st)
 {
-	struct check_answer a = { "" };
-	char sql[SQL_MAX], where[512];
+	char sql[SQL_MAX], where[512], missing[64];
 
 	snprintf(sql, sizeof sql,
 	    "/* leash:check_schema */ SET NOCOUNT ON; "
 	    "SELECT c.name FROM (VALUES (1, N'[%1$s]'), (2, N'[%1$s_runs]'), "
 	    "(3, N'[%1$s_replicas]')) AS c (i, name) "
 	    "WHERE OBJECT_ID(c.name, N'U') IS NULL ORDER BY c.i;", st->table);
-	if (call(st, sql, "", NULL, 0, check_row, &a) != STORE_OK)
+	if (first_missing(st, sql, missing) != STORE_OK)
 		return STORE_ERR;
-	if (!a.missing[0])
+	if (!missing[0])
 		return STORE_OK;
 	snprintf(where, sizeof where, "%s:%d database %s", st->host, st->port, st->database);
-	a.missing[strcspn(a.missing, "]")] = '\0';             /* [name] -> name */
+	missing[strcspn(missing, "]")] = '\0';             /* [name] -> name */
 	store_no_table(st->base.err, sizeof st->base.err, "mssql", where,
-	               a.missing + (a.missing[0] == '['));
+	               missing + (missing[0] == '['));
 	st->base.kind = STORE_E_REFUSED;
 	return STORE_ERR;
 }
 
-static void check_row(struct ms_store *st, int resno, void *arg)
-{
-	struct check_answer *a = arg;
-
-	if (!a->missing[0])
-		col_str(st->db, 1, a->missing, sizeof a->missing);
-}
-
-/* Refuses a ledger table that lacks a column, naming the first. */
+/* Refuses a ledger table that lacks a column, naming the first: a table
+ * someone else made is refused, never altered. */
 static int check_runs(struct ms_store *st)
 {
-	struct check_answer a = { "" };
+	char sql[SQL_MAX], missing[64];
 
-	if (call(st, st->sql_runs_check, "", NULL, 0, check_row, &a) != STORE_OK)
+	snprintf(sql, sizeof sql,
+	    "/* leash:check_runs */ SET NOCOUNT ON; "
+	    "SELECT c.name FROM (VALUES (1, N'job'), (2, N'scheduled_at'), (3, N'owner'), "
+	    "(4, N'token'), (5, N'claimed_at'), (6, N'started_at'), (7, N'ended_at'), "
+	    "(8, N'outcome'), (9, N'exit_code'), (10, N'exit_signal'), (11, N'duration_ms'), "
+	    "(12, N'error'), (13, N'actor'), (14, N'recorded_at')) AS c (i, name) "
+	    "WHERE COL_LENGTH(N'[%s_runs]', c.name) IS NULL ORDER BY c.i;", st->table);
+	if (first_missing(st, sql, missing) != STORE_OK)
 		return STORE_ERR;
-	if (a.missing[0])
+	if (missing[0])
 		return store_fail(&st->base, "mssql %s:%d: the ledger table %s_runs has no column "
 		                  "%s; it was made by something else (nothing was changed: rename or "
 		                  "drop it, or use another table)", st->host, st->port, st->table,
-		                  a.missing);
+		                  missing);
 	return STORE_OK;
 }
 
@@ -889,7 +650,6 @@ static struct store *open_mssql(const struct store_opts *o, char *err, size_t er
 	st->stmt_s = secs_of(o->statement_timeout_ms > 0 ? o->statement_timeout_ms : 5000);
 	st->cur_s = st->stmt_s;
 	snprintf(st->table, sizeof st->table, "%s", table);
-	build_sql(st);
 	if (build_dialect(st) < 0) {
 		snprintf(err, errlen, "mssql: out of memory");
 		goto fail;
@@ -909,11 +669,7 @@ fail:
 
 static void unload_dblib(void)
 {
-	if (!libsybdb)
-		return;
-	memset(&sybdb, 0, sizeof sybdb);
-	dlclose(libsybdb);
-	libsybdb = NULL;
+	store_lib_unload(&lib);
 }
 
 const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", client_version,
@@ -959,6 +715,21 @@ const struct store_provider store_mssql = { "mssql", open_mssql, "FreeTDS", clie
 #define READ_COLS "r.job, r.owner, r.actor, r.outcome, r.error, r.scheduled_at, r.token, " \
 	"r.claimed_at, r.started_at, r.ended_at, r.duration_ms, r.recorded_at, r.exit_code, " \
 	"r.exit_signal, r.run_id, r.how"
+
+/* renew_all's UPDATE of the leases @owner holds unexpired, of the names
+ * @n, its OUTPUT the columns listed. */
+#define RENEW_SQL(output) \
+	"DECLARE @now BIGINT = " NOW "; " \
+	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms " \
+	"OUTPUT " output "WHERE owner = @owner AND expires_at > @now AND " LEASE_OK \
+	" AND name IN (@n);"
+/* read_runs: newest first, of the rows where says. */
+#define READ_SQL(where) \
+	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; " \
+	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * " \
+	"FROM [%1$s_runs] WHERE " where "scheduled_at >= @since " \
+	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 " \
+	"ORDER BY r.scheduled_at DESC, r.job, r.owner;"
 
 /* The CLAIMS table (driver.h) keyed by name, and the names of the claims
  * taken; the answer: (now, i) per claim taken, or (now, NULL). */
@@ -1024,20 +795,8 @@ static const struct {
 	"@n " VC ", @name " VC ", @on BIGINT" },
 	/* One job's rows are a range of the clustered key (job, scheduled_at,
 	 * owner), walked backwards; all jobs' go by the scheduled_at index. */
-	[ST_READ_JOB] = {
-	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; "
-	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * "
-	"FROM [%1$s_runs] WHERE job = @job AND scheduled_at >= @since "
-	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 "
-	"ORDER BY r.scheduled_at DESC, r.job, r.owner;",
-	"@job " VC ", @since BIGINT, @limit BIGINT" },
-	[ST_READ_ALL] = {
-	"/* leash:read_runs */ SET NOCOUNT ON; " ISO "DECLARE @now BIGINT = " NOW "; "
-	"SELECT @now, " READ_COLS " FROM (SELECT 1 AS one) t LEFT JOIN (SELECT TOP (@limit) * "
-	"FROM [%1$s_runs] WHERE scheduled_at >= @since "
-	"ORDER BY scheduled_at DESC, job, owner) r ON 1 = 1 "
-	"ORDER BY r.scheduled_at DESC, r.job, r.owner;",
-	"@job " VC ", @since BIGINT, @limit BIGINT" },
+	[ST_READ_JOB] = { READ_SQL("job = @job AND "), "@job " VC ", @since BIGINT, @limit BIGINT" },
+	[ST_READ_ALL] = { READ_SQL(""), "@job " VC ", @since BIGINT, @limit BIGINT" },
 	/* d walks the clustered key from one job to the next (a recursive CTE: the
 	 * anchor is the smallest job, NULL on an empty ledger; the recursive part,
 	 * which may hold neither TOP nor MIN, takes the next with ROW_NUMBER: one
@@ -1081,12 +840,7 @@ static const struct {
 	"/* leash:try_acquire */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
 	"DECLARE @now BIGINT = " NOW "; "
 	"DECLARE @r TABLE (name " VC " NOT NULL); "
-	"UPDATE [%1$s] WITH (UPDLOCK, HOLDLOCK) SET "
-	"token = CASE WHEN owner = @owner AND expires_at > @now THEN token ELSE token + 1 END, "
-	"acquired_at = CASE WHEN owner = @owner AND expires_at > @now "
-	"THEN acquired_at ELSE @now END, "
-	"owner = @owner, renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT inserted.name INTO @r "
+	ACQ_UPDATE
 	"WHERE name = @name AND (owner = @owner OR expires_at <= @now) AND " LEASE_OK "; "
 	"IF NOT EXISTS (SELECT 1 FROM @r) AND NOT EXISTS (SELECT 1 FROM [%1$s] WHERE name = @name) "
 	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
@@ -1096,6 +850,39 @@ static const struct {
 	"ISNULL(MAX(owner), N''), ISNULL(MAX(token), 0), ISNULL(MAX(expires_at), 0), @now, "
 	"MAX(last_fire) FROM [%1$s] WHERE name = @name;",
 	"@name " VC ", @owner " VC ", @ms BIGINT" },
+	/* acquire_all: the names into @names, the same UPDATE for every listed
+	 * row, then an INSERT for each name that still has no row, one at a
+	 * time so that a duplicate key (another replica inserted first) is
+	 * caught and fails only that name, which the last SELECT then shows
+	 * held by the other.  Any other error is thrown.  @names is keyed by
+	 * name first so that the UPDATE meets the rows in key order whatever
+	 * order the caller listed them in: two replicas locking the same rows
+	 * in opposite orders would deadlock.  @r only names the rows this batch
+	 * wrote; the answer is read from the rows, as try_acquire's is. */
+	[ST_ACQUIRE_ALL] = {
+	"/* leash:acquire_all */ SET NOCOUNT ON; SET XACT_ABORT OFF; "
+	"DECLARE @now BIGINT = " NOW "; "
+	"DECLARE @names TABLE (i INT NOT NULL UNIQUE, "
+	"name " VC " COLLATE Latin1_General_BIN2 NOT NULL, PRIMARY KEY (name, i)); "
+	"DECLARE @r TABLE (name " VC " COLLATE Latin1_General_BIN2 NOT NULL PRIMARY KEY); "
+	"DECLARE @i INT = 0, @nm " VC "; {@names}"
+	ACQ_UPDATE
+	"WHERE name IN (SELECT name FROM @names) AND (owner = @owner OR expires_at <= @now) "
+	"AND " LEASE_OK "; "
+	"WHILE 1 = 1 BEGIN "
+	"SELECT TOP (1) @i = n.i, @nm = n.name FROM @names n WHERE n.i > @i "
+	"AND NOT EXISTS (SELECT 1 FROM [%1$s] x WHERE x.name = n.name) ORDER BY n.i; "
+	"IF @@ROWCOUNT = 0 BREAK; "
+	"BEGIN TRY "
+	"INSERT INTO [%1$s] (name, owner, token, acquired_at, renewed_at, expires_at) "
+	"OUTPUT inserted.name INTO @r VALUES (@nm, @owner, 1, @now, @now, @now + @ms); "
+	"END TRY BEGIN CATCH IF ERROR_NUMBER() NOT IN (2627, 2601) THROW; END CATCH "
+	"END; "
+	"SELECT n.name, CASE WHEN r.name IS NOT NULL AND t.owner = @owner THEN 1 ELSE 0 END, "
+	"ISNULL(t.owner, N''), ISNULL(t.token, 0), ISNULL(t.expires_at, 0), @now, "
+	"t.last_fire FROM @names n LEFT JOIN @r r ON r.name = n.name "
+	"LEFT JOIN [%1$s] t ON t.name = n.name;",
+	"@owner " VC ", @ms BIGINT, @names ROWS" },
 	/* renew: one UPDATE by key and owner; a row back means renewed, none
 	 * means lost, and a lost renew names no holder, as on every provider. */
 	[ST_RENEW] = {
@@ -1199,28 +986,19 @@ static const struct {
 	"@owner " VC ", @n " VC },
 	[ST_RENEW_ALL] = {
 	"/* leash:renew_all */ SET NOCOUNT ON; "
-	"DECLARE @now BIGINT = " NOW "; "
-	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT inserted.name, inserted.token "
-	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n);",
+	RENEW_SQL("inserted.name, inserted.token "),
 	"@owner " VC ", @n " VC ", @ms BIGINT" },
 	[ST_RENEW_CTL] = {
 	"/* leash:renew_ctl */ SET NOCOUNT ON; "
-	"DECLARE @now BIGINT = " NOW "; "
-	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
-	"inserted.handoff_at, @now "
-	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n);",
+	RENEW_SQL("inserted.name, inserted.token, inserted.paused_until, inserted.trigger_at, "
+	          "inserted.handoff_at, @now "),
 	"@owner " VC ", @n " VC ", @ms BIGINT" },
 	/* renew_ctl's UPDATE, then the beat (its own transaction), so a failed
 	 * beat fails the call and the renew counts for nothing. */
 	[ST_RENEW_BEAT] = {
 	"/* leash:renew_beat */ SET NOCOUNT ON; SET XACT_ABORT ON; "
-	"DECLARE @now BIGINT = " NOW "; "
-	"UPDATE [%1$s] SET renewed_at = @now, expires_at = @now + @ms "
-	"OUTPUT @now, inserted.name, NULL, inserted.token, NULL, inserted.paused_until, "
-	"inserted.trigger_at, NULL, NULL, NULL, NULL, 'L', inserted.handoff_at "
-	"WHERE owner = @owner AND expires_at > @now AND " LEASE_OK " AND name IN (@n); "
+	RENEW_SQL("@now, inserted.name, NULL, inserted.token, NULL, inserted.paused_until, "
+	          "inserted.trigger_at, NULL, NULL, NULL, NULL, 'L', inserted.handoff_at ") " "
 	BEAT_WRITE BEAT_READ(", 'R', NULL"),
 	"@owner " VC ", " BEAT_DECL ", @n " VC ", @ms BIGINT" },
 	/* repair: the row as it was, under an update lock kept to the end;
@@ -1986,12 +1764,12 @@ done:
 static int ms_is_null(struct store *s, int c)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	int t = dbcoltype(st->db, c + 1);
+	int t = sybdb.dbcoltype(st->db, c + 1);
 
-	if (!dbdata(st->db, c + 1))
+	if (!sybdb.dbdata(st->db, c + 1))
 		return 1;
 	/* A number has a length; db-lib may give NULL's data as empty. */
-	return dbdatlen(st->db, c + 1) <= 0 && (t == SYBINT1 || t == SYBINT2 || t == SYBINT4 ||
+	return sybdb.dbdatlen(st->db, c + 1) <= 0 && (t == SYBINT1 || t == SYBINT2 || t == SYBINT4 ||
 	                                        t == SYBINT8 || t == SYBINTN);
 }
 
@@ -2003,8 +1781,8 @@ static int64_t ms_col_int(struct store *s, int c)
 static const char *ms_col_text(struct store *s, int c, size_t *len)
 {
 	struct ms_store *st = (struct ms_store *)s;
-	BYTE *p = dbdata(st->db, c + 1);
-	DBINT n = dbdatlen(st->db, c + 1);
+	BYTE *p = sybdb.dbdata(st->db, c + 1);
+	DBINT n = sybdb.dbdatlen(st->db, c + 1);
 
 	*len = p && n > 0 ? (size_t)n : 0;
 	return (const char *)p;

@@ -162,19 +162,25 @@ struct lease_answer {
 	struct lease_info *out;
 };
 
-/* A LEASE row (driver.h). */
+/* The LEASE columns (driver.h) from column c on into out: got. */
+static int lease_cols(struct store *s, int c, struct lease_info *out)
+{
+	store_col_copy(s, c + 1, out->owner, sizeof out->owner);
+	out->token = store_col_int(s, c + 2);
+	out->expires_at = store_col_int(s, c + 3);
+	out->now = store_col_int(s, c + 4);
+	out->last_fire = store_col_or(s, c + 5, STORE_NO_FIRE);
+	return store_col_int(s, c) != 0;
+}
+
+/* A LEASE row. */
 static int lease_row(struct store *s, void *arg, int set)
 {
 	struct lease_answer *a = arg;
 
 	(void)set;
 	a->rows++;
-	a->got = store_col_int(s, 0) != 0;
-	store_col_copy(s, 1, a->out->owner, sizeof a->out->owner);
-	a->out->token = store_col_int(s, 2);
-	a->out->expires_at = store_col_int(s, 3);
-	a->out->now = store_col_int(s, 4);
-	a->out->last_fire = store_col_or(s, 5, STORE_NO_FIRE);
+	a->got = lease_cols(s, 0, a->out);
 	return 0;
 }
 
@@ -215,6 +221,65 @@ int store_op_release(struct store *s, const char *name, const char *owner)
 	struct store_param p[] = { SP_T(name), SP_T(owner) };
 
 	return store_exec(s, ST_RELEASE, p, 2, NULL, NULL);
+}
+
+struct acquire_answer {
+	struct name_index *x;
+	size_t n;
+	struct lease_info *out;
+	int *got;
+};
+
+/* An ACQUIRE_ALL row: (name, LEASE columns); a name listed twice gets the
+ * answer at each place. */
+static int acquired(struct store *s, void *arg, int set)
+{
+	struct acquire_answer *a = arg;
+	char name[STORE_NAME_MAX + 1];
+	size_t lo, end;
+
+	(void)set;
+	store_col_copy(s, 0, name, sizeof name);
+	end = name_range(a->x, a->n, name, &lo);
+	for (size_t k = lo; k < end; k++)
+		a->got[a->x[k].i] = lease_cols(s, 1, &a->out[a->x[k].i]);
+	return 0;
+}
+
+/* The names go as a table of (i, name); every name must be answered (its
+ * now is set).  On an error none counts as taken. */
+int store_op_acquire_all(struct store *s, const char *owner, const char *const *names, size_t n,
+                         int64_t ms, struct lease_info *out, int *got)
+{
+	struct store_param *t = malloc((n ? n : 1) * 2 * sizeof *t);
+	struct acquire_answer a = { index_names(s, names, n), n, out, got };
+	int rc = STORE_ERR;
+
+	memset(out, 0, n * sizeof *out);
+	for (size_t i = 0; i < n; i++) {
+		got[i] = 0;
+		out[i].last_fire = STORE_NO_FIRE;
+	}
+	if (t && a.x) {
+		struct store_param p[] = { SP_T(owner), SP_I(ms), SP_R(t, n, 2) };
+
+		for (size_t i = 0; i < n; i++) {
+			t[2 * i] = SP_I((int64_t)i + 1);
+			t[2 * i + 1] = SP_T(names[i]);
+		}
+		rc = store_exec(s, ST_ACQUIRE_ALL, p, 3, acquired, &a);
+	} else if (!t) {
+		store_fail(s, "%s: out of memory", s->ops->name);
+	}
+	for (size_t i = 0; i < n && rc == STORE_OK; i++)
+		if (out[i].now == 0)
+			rc = store_fail(s, "%s: acquire_all: no answer for \"%s\"", s->ops->name,
+			                names[i]);
+	for (size_t i = 0; i < n && rc != STORE_OK; i++)
+		got[i] = 0;
+	free(t);
+	free(a.x);
+	return rc;
 }
 
 static int lease_row_decode(struct store *s, void *elem)
@@ -533,27 +598,37 @@ static int renew_beat_row(struct store *s, void *arg, int set)
 	return rows_row(s, &a->pres, set);
 }
 
-/* RENEW_ALL, RENEW_CTL or HELD (no ms) over the names, in as many
- * statements as the driver's bound asks. */
-static int renew_names(struct store *s, int st, const char *owner, const char *const *names,
-                       size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now)
+/* st with (owner, names, ms), its first np of them, in as many statements
+ * as the driver's bound asks; each after the first counted in s->calls. */
+static int by_chunks(struct store *s, int st, const char *owner, const char *const *names,
+                     size_t n, int64_t ms, int np, store_row_fn row, void *arg)
 {
 	size_t chunk = s->drv->params_max ? s->drv->params_max - 2 : n;
-	struct renew_answer a = { index_names(s, names, n), n, tokens, ctl, now, { 0 } };
 	int rc = STORE_OK;
 
-	for (size_t i = 0; i < n; i++)
-		tokens[i] = -1;
-	if (!a.x)
-		return STORE_ERR;
 	for (size_t at = 0; at < n && rc == STORE_OK; at += chunk) {
 		size_t k = n - at < chunk ? n - at : chunk;
 		struct store_param p[] = { SP_T(owner), SP_A(names + at, k), SP_I(ms) };
 
 		if (at > 0)
 			s->calls++;
-		rc = store_exec(s, st, p, st == ST_HELD ? 2 : 3, renew_row, &a);
+		rc = store_exec(s, st, p, np, row, arg);
 	}
+	return rc;
+}
+
+/* RENEW_ALL, RENEW_CTL or HELD (no ms) over the names. */
+static int renew_names(struct store *s, int st, const char *owner, const char *const *names,
+                       size_t n, int64_t ms, int64_t *tokens, struct store_ctl *ctl, int64_t *now)
+{
+	struct renew_answer a = { index_names(s, names, n), n, tokens, ctl, now, { 0 } };
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		tokens[i] = -1;
+	if (!a.x)
+		return STORE_ERR;
+	rc = by_chunks(s, st, owner, names, n, ms, st == ST_HELD ? 2 : 3, renew_row, &a);
 	free(a.x);
 	return rc;
 }
@@ -610,18 +685,7 @@ int store_op_renew_beat(struct store *s, const char *owner, const char *const *n
 int store_op_release_all(struct store *s, const char *owner, const char *const *names,
                          size_t n)
 {
-	size_t chunk = s->drv->params_max ? s->drv->params_max - 2 : n;
-	int rc = STORE_OK;
-
-	for (size_t at = 0; at < n && rc == STORE_OK; at += chunk) {
-		size_t k = n - at < chunk ? n - at : chunk;
-		struct store_param p[] = { SP_T(owner), SP_A(names + at, k) };
-
-		if (at > 0)
-			s->calls++;
-		rc = store_exec(s, ST_RELEASE_ALL, p, 2, NULL, NULL);
-	}
-	return rc;
+	return by_chunks(s, ST_RELEASE_ALL, owner, names, n, 0, 2, NULL, NULL);
 }
 
 /* ---- drain ---- */

@@ -18,10 +18,8 @@
  * The operations written once (ops.c) reach PostgreSQL through the driver
  * (pg_exec): the dialect table's statements are prepared at connect as
  * leash_s<n> (a few on first use), arrays go as text[] literals, a table
- * of rows as one array per column.  acquire_all and the schema are still
- * this file's own.
+ * of rows as one array per column.  The schema is still this file's own.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -80,10 +78,6 @@
 	"  renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at" \
 	" WHERE (l.owner = EXCLUDED.owner OR l.expires_at <= EXCLUDED.acquired_at) AND " LEASE_OK
 
-enum { Q_ACQUIRE_ALL, Q_MAX };
-
-static const char *const q_name[Q_MAX] = { "leash_acquire_all" };
-
 /* The ledger's columns in the order the run statements list them. */
 #define RUN_COLS \
 	"job, scheduled_at, owner, token, claimed_at, started_at, ended_at, outcome," \
@@ -139,29 +133,6 @@ static const char *const q_name[Q_MAX] = { "leash_acquire_all" };
 	"  WHERE d.job IS NOT NULL AND (c.cls = 0 OR r.job IS NOT NULL)) j ON true" \
 	" ORDER BY j.job COLLATE \"C\", j.cls"
 
-/* %1$s is the table name (checked by store_open), quoted where used. */
-static const char *const q_text[Q_MAX] = {
-	[Q_ACQUIRE_ALL] =
-	"WITH t0 AS (SELECT " NOW " AS now),"
-	" req AS (SELECT DISTINCT n AS name FROM unnest($2::text[]) AS n),"
-	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
-	"  SELECT req.name, $1::text, 1, t0.now, t0.now, t0.now + $3::bigint FROM req CROSS JOIN t0"
-	/* A lease another owner holds unexpired (as this statement's snapshot
-	 * sees it) is not offered to the upsert at all: ON CONFLICT would lock
-	 * its row even to leave it alone, and the holder's renew_all would wait
-	 * behind every follower's try. */
-	"  WHERE NOT EXISTS (SELECT 1 FROM \"%1$s\" o WHERE o.name = req.name"
-	"   AND o.owner <> $1::text AND o.expires_at > t0.now)"
-	"  ORDER BY req.name COLLATE \"C\""
-	UPSERT_SET
-	"  RETURNING l.name, l.owner, l.token, l.expires_at, l.last_fire)"
-	" SELECT req.name, up.token IS NOT NULL, coalesce(up.owner, h.owner, ''),"
-	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now,"
-	"  CASE WHEN up.token IS NOT NULL THEN up.last_fire ELSE h.last_fire END"
-	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
-	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
-};
-
 /* Every libpq function this file calls, resolved from libpq.so.5 on first
  * use into pq; libpq-fe.h still gives their exact types. */
 #define LIBPQ_FUNCS(X) \
@@ -179,54 +150,17 @@ static struct {
 #undef X
 } pq;
 
-/* The calls below go through the table under libpq's own names, so the code
- * reads as plain libpq code.  (#f in a macro is not expanded, so the loader's
- * dlsym() still asks for the real names.) */
-#define PQlibVersion pq.PQlibVersion
-#define PQserverVersion pq.PQserverVersion
-#define PQconnectStartParams pq.PQconnectStartParams
-#define PQconnectPoll pq.PQconnectPoll
-#define PQsetnonblocking pq.PQsetnonblocking
-#define PQsetNoticeProcessor pq.PQsetNoticeProcessor
-#define PQstatus pq.PQstatus
-#define PQsocket pq.PQsocket
-#define PQhost pq.PQhost
-#define PQport pq.PQport
-#define PQerrorMessage pq.PQerrorMessage
-#define PQfinish pq.PQfinish
-#define PQbackendPID pq.PQbackendPID
-#define PQsendPrepare pq.PQsendPrepare
-#define PQsendQueryPrepared pq.PQsendQueryPrepared
-#define PQsendQuery pq.PQsendQuery
-#define PQsendQueryParams pq.PQsendQueryParams
-#define PQflush pq.PQflush
-#define PQconsumeInput pq.PQconsumeInput
-#define PQisBusy pq.PQisBusy
-#define PQgetResult pq.PQgetResult
-#define PQresultStatus pq.PQresultStatus
-#define PQresultErrorMessage pq.PQresultErrorMessage
-#define PQresultErrorField pq.PQresultErrorField
-#define PQclear pq.PQclear
-#define PQntuples pq.PQntuples
-#define PQnfields pq.PQnfields
-#define PQgetisnull pq.PQgetisnull
-#define PQgetvalue pq.PQgetvalue
-#define PQgetlength pq.PQgetlength
-#define PQnotifies pq.PQnotifies
-#define PQfreemem pq.PQfreemem
-#define PQconninfoParse pq.PQconninfoParse
-#define PQconninfoFree pq.PQconninfoFree
+#define X(f) #f " "
+static struct store_lib lib = { "libpq.so.5", "postgres", "libpq5", LIBPQ_FUNCS(X), &pq,
+                                sizeof pq, NULL };
+#undef X
 
-static void *libpq;                     /* dlopen's handle, once loaded */
-
-/* Loads libpq and fills pq, once.  A failure is not remembered: the loop
- * retries store_open, so installing libpq5 fixes a running replica. */
+/* Loads libpq and fills pq, once (store_lib_load). */
 static int load_libpq(char *err, size_t errlen)
 {
-	void *h;
-	int preset;
+	int preset, rc;
 
-	if (libpq)
+	if (lib.handle)
 		return 0;
 	/* libpq brings libldap and, through it, gnutls, whose constructor sets
 	 * up the whole library as it loads (0.65 MB resident here) though only
@@ -236,25 +170,10 @@ static int load_libpq(char *err, size_t errlen)
 	preset = getenv("GNUTLS_NO_IMPLICIT_INIT") != NULL;
 	if (!preset)
 		setenv("GNUTLS_NO_IMPLICIT_INIT", "1", 0);
-	h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+	rc = store_lib_load(&lib, err, errlen);
 	if (!preset)
 		unsetenv("GNUTLS_NO_IMPLICIT_INIT");
-	if (!h) {
-		snprintf(err, errlen, "postgres: cannot load libpq.so.5: %s; install libpq5",
-		         dlerror());
-		return -1;
-	}
-#define X(f) \
-	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
-		snprintf(err, errlen, "postgres: libpq.so.5 has no %s(); install libpq5", #f); \
-		memset(&pq, 0, sizeof pq); \
-		dlclose(h); \
-		return -1; \
-	}
-	LIBPQ_FUNCS(X)
-#undef X
-	libpq = h;
-	return 0;
+	return rc;
 }
 
 /* The provider row's client_version: "15.18". */
@@ -266,7 +185,7 @@ static const char *client_version(void)
 
 	if (load_libpq(err, sizeof err) < 0)
 		return NULL;
-	n = PQlibVersion();
+	n = pq.PQlibVersion();
 	snprintf(v, sizeof v, "%d.%d", n / 10000, n % 10000);
 	return v;
 }
@@ -309,7 +228,7 @@ static void first_line(char *dst, size_t n, const char *msg)
 
 static void drop_conn(struct pg_store *ps)
 {
-	PQfinish(ps->conn);
+	pq.PQfinish(ps->conn);
 	ps->conn = NULL;
 	ps->prepared = 0;
 }
@@ -318,7 +237,7 @@ static void drop_conn(struct pg_store *ps)
  * 1 ready, 0 timed out, -1 error. */
 static int wait_sock(PGconn *c, short events, int64_t deadline)
 {
-	struct pollfd p = { .fd = PQsocket(c), .events = events };
+	struct pollfd p = { .fd = pq.PQsocket(c), .events = events };
 
 	if (p.fd < 0)
 		return -1;
@@ -341,12 +260,12 @@ static int wait_sock(PGconn *c, short events, int64_t deadline)
 static int conn_fail(struct pg_store *ps, PGconn *c, const char *why)
 {
 	char msg[STORE_ERR_MAX];
-	const char *host = c ? PQhost(c) : NULL, *port = c ? PQport(c) : NULL;
+	const char *host = c ? pq.PQhost(c) : NULL, *port = c ? pq.PQport(c) : NULL;
 
 	if (why)
 		snprintf(msg, sizeof msg, "%s", why);
 	else
-		first_line(msg, sizeof msg, c ? PQerrorMessage(c) : NULL);
+		first_line(msg, sizeof msg, c ? pq.PQerrorMessage(c) : NULL);
 	if (host && *host)
 		return store_fail_kind(&ps->base, STORE_E_GONE, "postgres: connect to %s:%s: %s", host,
 		                       port && *port ? port : "5432", msg);
@@ -371,9 +290,31 @@ static enum store_err_kind pg_kind(const char *state)
 	return STORE_E_REFUSED;
 }
 
+/* The error of a statement the server refused (NULL; keep is cleared). */
+static PGresult *refused(struct pg_store *ps, PGresult *keep, const char *what)
+{
+	char msg[STORE_ERR_MAX];
+	const char *state = pq.PQresultErrorField(keep, PG_DIAG_SQLSTATE);
+	/* A server that takes no writes (a standby, or one read-only by its
+	 * config): the fix is named, and the next call connects again, to the
+	 * primary a multi-host conninfo finds or to this one once it takes
+	 * writes. */
+	int ro = state && strcmp(state, "25006") == 0;
+
+	first_line(msg, sizeof msg, pq.PQresultErrorMessage(keep));
+	store_fail_kind(&ps->base, pg_kind(state), "postgres: %s: %s%s", what, msg,
+	                ro ? " (the server takes no writes: a standby, or "
+	                     "default_transaction_read_only is on; point [postgres] conninfo "
+	                     "at the primary, e.g. with target_session_attrs=read-write)" : "");
+	pq.PQclear(keep);
+	if (ro || pq.PQstatus(ps->conn) == CONNECTION_BAD)
+		drop_conn(ps);
+	return NULL;
+}
+
 /* Sends one query (prepared when name is set, else plain SQL text, else a
  * Prepare of sql under name when prep is set) and waits for its results until
- * the deadline.  Returns the last result (caller PQclear()s) or NULL with
+ * the deadline.  Returns the last result (the caller clears it) or NULL with
  * s->err set; a dead or timed-out connection is dropped. */
 static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, const char *sql,
                            int nparams, const char *const *vals, int64_t deadline,
@@ -384,78 +325,60 @@ static PGresult *roundtrip(struct pg_store *ps, int prep, const char *name, cons
 	int ok, w;
 
 	if (prep)
-		ok = PQsendPrepare(c, name, sql, nparams, NULL);
+		ok = pq.PQsendPrepare(c, name, sql, nparams, NULL);
 	else if (name)
-		ok = PQsendQueryPrepared(c, name, nparams, vals, NULL, NULL, 0);
+		ok = pq.PQsendQueryPrepared(c, name, nparams, vals, NULL, NULL, 0);
 	else if (nparams == 0)
-		ok = PQsendQuery(c, sql);
+		ok = pq.PQsendQuery(c, sql);
 	else
-		ok = PQsendQueryParams(c, sql, nparams, NULL, vals, NULL, NULL, 0);
+		ok = pq.PQsendQueryParams(c, sql, nparams, NULL, vals, NULL, NULL, 0);
 	if (!ok)
 		goto broken;
-	while ((w = PQflush(c)) == 1) {
+	while ((w = pq.PQflush(c)) == 1) {
 		int r = wait_sock(c, POLLOUT | POLLIN, deadline);
 
 		if (r == 0)
 			goto timeout;
-		if (r < 0 || !PQconsumeInput(c))
+		if (r < 0 || !pq.PQconsumeInput(c))
 			goto broken;
 	}
 	if (w < 0)
 		goto broken;
 	for (;;) {
-		while (PQisBusy(c)) {
+		while (pq.PQisBusy(c)) {
 			int r = wait_sock(c, POLLIN, deadline);
 
 			if (r == 0)
 				goto timeout;
-			if (r < 0 || !PQconsumeInput(c))
+			if (r < 0 || !pq.PQconsumeInput(c))
 				goto broken;
 		}
-		if (!(res = PQgetResult(c)))
+		if (!(res = pq.PQgetResult(c)))
 			break;
-		if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
-			PQclear(res);
+		if (keep && pq.PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+			pq.PQclear(res);
 			continue;
 		}
-		PQclear(keep);
+		pq.PQclear(keep);
 		keep = res;
 	}
 	if (!keep)
 		goto broken;
-	if (PQresultStatus(keep) != PGRES_TUPLES_OK && PQresultStatus(keep) != PGRES_COMMAND_OK) {
-		char msg[STORE_ERR_MAX];
-
-		const char *state = PQresultErrorField(keep, PG_DIAG_SQLSTATE);
-		/* A server that takes no writes (a standby, or one read-only by its
-		 * config): the fix is named, and the next call connects again, to
-		 * the primary a multi-host conninfo finds or to this one once it
-		 * takes writes. */
-		int ro = state && strcmp(state, "25006") == 0;
-
-		first_line(msg, sizeof msg, PQresultErrorMessage(keep));
-		store_fail_kind(&ps->base, pg_kind(state), "postgres: %s: %s%s", what, msg,
-		                ro ? " (the server takes no writes: a standby, or "
-		                     "default_transaction_read_only is on; point [postgres] conninfo "
-		                     "at the primary, e.g. with target_session_attrs=read-write)" : "");
-		PQclear(keep);
-		if (ro || PQstatus(c) == CONNECTION_BAD)
-			drop_conn(ps);
-		return NULL;
-	}
+	if (pq.PQresultStatus(keep) != PGRES_TUPLES_OK && pq.PQresultStatus(keep) != PGRES_COMMAND_OK)
+		return refused(ps, keep, what);
 	return keep;
 timeout:
-	PQclear(keep);
+	pq.PQclear(keep);
 	store_fail_kind(&ps->base, STORE_E_TIMEOUT, "postgres: %s: no answer within the timeout",
 	                what);
 	drop_conn(ps);
 	return NULL;
 broken:
-	PQclear(keep);
+	pq.PQclear(keep);
 	{
 		char msg[STORE_ERR_MAX];
 
-		first_line(msg, sizeof msg, PQerrorMessage(c));
+		first_line(msg, sizeof msg, pq.PQerrorMessage(c));
 		store_fail_kind(&ps->base, STORE_E_GONE, "postgres: %s: %s", what, msg);
 	}
 	drop_conn(ps);
@@ -467,19 +390,21 @@ static int run_ok(struct pg_store *ps, int prep, const char *name, const char *s
 {
 	PGresult *r = roundtrip(ps, prep, name, sql, 0, NULL, deadline, what);
 
-	PQclear(r);
+	pq.PQclear(r);
 	return r ? STORE_OK : STORE_ERR;
 }
 
-/* The ledger's columns: a table of that name that lacks one is refused. */
-static const char *const run_columns[] = {
-	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
-	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
-};
+/* A CREATE ... IF NOT EXISTS: of two processes making it at once, one
+ * loses on the catalog and tries once more. */
+static int make_twice(struct pg_store *ps, const char *sql, int64_t deadline, const char *what)
+{
+	if (run_ok(ps, 0, NULL, sql, deadline, what) == STORE_OK)
+		return STORE_OK;
+	return ps->conn ? run_ok(ps, 0, NULL, sql, deadline, what) : STORE_ERR;
+}
 
-/* The columns later versions added to the ledger, with their types: added
- * to a ledger that lacks them. */
-static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" } };
+static const char *const run_columns[] = { STORE_RUN_NEEDED };
+static const char *const run_added[][2] = { STORE_RUN_ADDED };
 
 /* Creates <table>_runs when missing; one that exists without a column the
  * store needs is left exactly as it is and refused, naming the column; one
@@ -491,29 +416,9 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	PGresult *r;
 	size_t ncols = sizeof run_columns / sizeof run_columns[0];
 
-	snprintf(sql, len,
-	         "CREATE TABLE IF NOT EXISTS \"%s_runs\" ("
-	         " job VARCHAR(200) NOT NULL,"
-	         " scheduled_at BIGINT NOT NULL,"
-	         " owner VARCHAR(200) NOT NULL,"
-	         " token BIGINT NOT NULL,"
-	         " claimed_at BIGINT,"
-	         " started_at BIGINT,"
-	         " ended_at BIGINT,"
-	         " outcome VARCHAR(15) NOT NULL,"
-	         " exit_code INTEGER,"
-	         " exit_signal INTEGER,"
-	         " duration_ms BIGINT,"
-	         " error TEXT,"
-	         " actor VARCHAR(200),"
-	         " recorded_at BIGINT NOT NULL,"
-	         " run_id BIGINT,"
-	         " how VARCHAR(15),"
-	         " PRIMARY KEY (job, scheduled_at, owner))", ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0) {
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create the ledger table") < 0)
-			return STORE_ERR;
-	}
+	snprintf(sql, len, STORE_SQL_RUNS_TABLE, ps->table);
+	if (make_twice(ps, sql, deadline, "create the ledger table") < 0)
+		return STORE_ERR;
 	snprintf(sql, len,
 	         "SELECT attname FROM pg_attribute WHERE attrelid = '\"%s_runs\"'::regclass"
 	         " AND attnum > 0 AND NOT attisdropped", ps->table);
@@ -522,32 +427,30 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	for (size_t i = 0; i < ncols; i++) {
 		int found = 0;
 
-		for (int row = 0; row < PQntuples(r) && !found; row++)
-			found = strcmp(PQgetvalue(r, row, 0), run_columns[i]) == 0;
+		for (int row = 0; row < pq.PQntuples(r) && !found; row++)
+			found = strcmp(pq.PQgetvalue(r, row, 0), run_columns[i]) == 0;
 		if (!found) {
-			PQclear(r);
-			return store_fail(&ps->base,
-			                  "postgres: table %s_runs has no column %s: it is not leash's run"
-			                  " ledger (nothing was changed; rename or drop it, or use another"
-			                  " table)", ps->table, run_columns[i]);
+			pq.PQclear(r);
+			return store_fail(&ps->base, "postgres: " STORE_NOT_LEDGER, ps->table,
+			                  run_columns[i]);
 		}
 	}
 	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++) {
 		int found = 0;
 
-		for (int row = 0; row < PQntuples(r) && !found; row++)
-			found = strcmp(PQgetvalue(r, row, 0), run_added[i][0]) == 0;
+		for (int row = 0; row < pq.PQntuples(r) && !found; row++)
+			found = strcmp(pq.PQgetvalue(r, row, 0), run_added[i][0]) == 0;
 		if (found)
 			continue;
 		/* Asked only when missing: ALTER TABLE locks the table. */
 		snprintf(sql, len, "ALTER TABLE \"%s_runs\" ADD COLUMN IF NOT EXISTS %s %s", ps->table,
 		         run_added[i][0], run_added[i][1]);
 		if (run_ok(ps, 0, NULL, sql, deadline, "add a ledger column") < 0) {
-			PQclear(r);
+			pq.PQclear(r);
 			return STORE_ERR;
 		}
 	}
-	PQclear(r);
+	pq.PQclear(r);
 	/* Index names stay within 63 bytes: the table name is at most 54. */
 	snprintf(sql, len,
 	         "DO $$ BEGIN"
@@ -558,10 +461,8 @@ static int setup_runs(struct pg_store *ps, char *sql, size_t len, int64_t deadli
 	         "  CREATE INDEX IF NOT EXISTS \"%1$s_runs_run\" ON \"%1$s_runs\" (job, token)"
 	         "  WHERE outcome = 'running';"
 	         " END IF; END $$", ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "ledger indexes") < 0) {
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "ledger indexes") < 0)
-			return STORE_ERR;
-	}
+	if (make_twice(ps, sql, deadline, "ledger indexes") < 0)
+		return STORE_ERR;
 	return STORE_OK;
 }
 static int presence_connect(struct pg_store *, int64_t deadline);
@@ -581,13 +482,13 @@ static int check_schema(struct pg_store *ps, char *sql, size_t len, int64_t dead
 	         " ORDER BY t LIMIT 1)", ps->table);
 	if (!(r = roundtrip(ps, 0, NULL, sql, 0, NULL, deadline, "check the tables")))
 		return STORE_ERR;
-	if (PQntuples(r) != 1 || PQgetisnull(r, 0, 1)) {
-		PQclear(r);
+	if (pq.PQntuples(r) != 1 || pq.PQgetisnull(r, 0, 1)) {
+		pq.PQclear(r);
 		return STORE_OK;
 	}
-	snprintf(missing, sizeof missing, "%s", PQgetvalue(r, 0, 1));
-	snprintf(where, sizeof where, "database %s", PQgetvalue(r, 0, 0));
-	PQclear(r);
+	snprintf(missing, sizeof missing, "%s", pq.PQgetvalue(r, 0, 1));
+	snprintf(where, sizeof where, "database %s", pq.PQgetvalue(r, 0, 0));
+	pq.PQclear(r);
 	store_no_table(ps->base.err, sizeof ps->base.err, "postgres", where, missing);
 	ps->base.kind = STORE_E_REFUSED;
 	return STORE_ERR;
@@ -606,6 +507,27 @@ static const struct {
 	{ "handoff_to", "ADD COLUMN IF NOT EXISTS handoff_to VARCHAR(200)",
 	  "add the handoff_to column" },
 };
+
+/* The lease table, made when missing, and the columns added since, added
+ * (NULL in every row).  ALTER TABLE locks the table exclusively even when
+ * the column is there, so it runs only when the catalog says the last of a
+ * group is missing; IF NOT EXISTS covers two replicas adding them at once. */
+static int setup_leases(struct pg_store *ps, char *sql, size_t len, int64_t deadline)
+{
+	snprintf(sql, len, "CREATE TABLE IF NOT EXISTS \"%s\" (" STORE_SQL_LEASE_COLS, ps->table);
+	if (make_twice(ps, sql, deadline, "create table") < 0)
+		return STORE_ERR;
+	for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
+		snprintf(sql, len,
+		         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
+		         " WHERE attrelid = '\"%s\"'::regclass AND attname = '%s'"
+		         " AND NOT attisdropped) THEN ALTER TABLE \"%s\" %s; END IF; END $$",
+		         ps->table, added[i].last, ps->table, added[i].add);
+		if (run_ok(ps, 0, NULL, sql, deadline, added[i].what) < 0)
+			return STORE_ERR;
+	}
+	return STORE_OK;
+}
 
 /* Whether to connect with gssencmode=disable.  libpq's default, prefer,
  * asks GSSAPI for a Kerberos credential cache at every connect (krb5.conf
@@ -635,13 +557,13 @@ static int want_gss_off(const char *conninfo)
 		return 0;
 	/* A conninfo PQconninfoParse cannot read (a bare database name, or an
 	 * error the connect reports) keeps libpq's default. */
-	if (!(opts = PQconninfoParse(conninfo, NULL)))
+	if (!(opts = pq.PQconninfoParse(conninfo, NULL)))
 		return 0;
 	for (o = opts; o->keyword; o++)
 		for (size_t i = 0; o->val && i < sizeof keys / sizeof keys[0]; i++)
 			if (strcmp(o->keyword, keys[i]) == 0)
 				off = 0;
-	PQconninfoFree(opts);
+	pq.PQconninfoFree(opts);
 	return off;
 }
 
@@ -658,12 +580,12 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	int64_t left = deadline - clock_mono_ms();
 
 	snprintf(secs, sizeof secs, "%lld", (long long)(left < 2000 ? 2 : (left + 999) / 1000));
-	c = PQconnectStartParams(keys, vals, 1);
+	c = pq.PQconnectStartParams(keys, vals, 1);
 	if (!c)
 		return store_fail(&ps->base, "postgres: connect: out of memory");
-	if (PQstatus(c) == CONNECTION_BAD)
+	if (pq.PQstatus(c) == CONNECTION_BAD)
 		goto fail;
-	PQsetNoticeProcessor(c, quiet, NULL);
+	pq.PQsetNoticeProcessor(c, quiet, NULL);
 	while (st != PGRES_POLLING_OK) {
 		int r;
 
@@ -672,14 +594,14 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 		r = wait_sock(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
 		if (r == 0) {
 			conn_fail(ps, c, "no answer within the connect timeout");
-			PQfinish(c);
+			pq.PQfinish(c);
 			return STORE_ERR;
 		}
 		if (r < 0)
 			goto fail;
-		st = PQconnectPoll(c);
+		st = pq.PQconnectPoll(c);
 	}
-	if (PQsetnonblocking(c, 1) != 0)
+	if (pq.PQsetnonblocking(c, 1) != 0)
 		goto fail;
 	ps->conn = c;
 	/* Custom plans only: after five runs of a prepared statement the
@@ -691,7 +613,7 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 	         "SET statement_timeout = %d; SET lock_timeout = %d;"
 	         " SET idle_in_transaction_session_timeout = %d%s", ps->statement_timeout_ms,
 	         ps->statement_timeout_ms, 4 * ps->statement_timeout_ms,
-	         PQserverVersion(c) >= 120000 ? "; SET plan_cache_mode = force_custom_plan" : "");
+	         pq.PQserverVersion(c) >= 120000 ? "; SET plan_cache_mode = force_custom_plan" : "");
 	if (run_ok(ps, 0, NULL, sql, deadline, "connect") < 0)
 		goto fail_setup;
 	if (ps->mode != STORE_RUN) {
@@ -699,39 +621,13 @@ static int pg_connect(struct pg_store *ps, int64_t deadline)
 			goto fail_setup;
 		goto prepare;
 	}
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
-	         STORE_SQL_LEASE_COLS, ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "create table") < 0) {
-		/* Two processes creating it at once: one loses on the catalog. */
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create table") < 0)
-			goto fail_setup;
-	}
-	/* A table made before the fire cursor (the controls, the hooks' health)
-	 * gets the columns (NULL in every row).  ALTER TABLE locks the table
-	 * exclusively even when the column is there, so it runs only when the
-	 * catalog says the last of a group is missing; IF NOT EXISTS covers two
-	 * replicas adding them at once. */
-	for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
-		snprintf(sql, sizeof sql,
-		         "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute"
-		         " WHERE attrelid = '\"%s\"'::regclass AND attname = '%s'"
-		         " AND NOT attisdropped) THEN ALTER TABLE \"%s\" %s; END IF; END $$",
-		         ps->table, added[i].last, ps->table, added[i].add);
-		if (run_ok(ps, 0, NULL, sql, deadline, added[i].what) < 0)
-			goto fail_setup;
-	}
-	if (setup_runs(ps, sql, sizeof sql, deadline) < 0)
+	if (setup_leases(ps, sql, sizeof sql, deadline) < 0 ||
+	    setup_runs(ps, sql, sizeof sql, deadline) < 0)
 		goto fail_setup;
 prepare:
 	snprintf(sql, sizeof sql, "LISTEN \"%s\"", ps->table);
 	if (run_ok(ps, 0, NULL, sql, deadline, "listen") < 0)
 		goto fail_setup;
-	for (int i = 0; i < Q_MAX; i++) {
-		snprintf(sql, sizeof sql, q_text[i], ps->table);
-		if (run_ok(ps, 1, q_name[i], sql, deadline, "prepare") < 0)
-			goto fail_setup;
-	}
 	if ((ps->mode == STORE_RUN ? presence_connect(ps, deadline)
 	                           : prepare_dialect(ps, deadline)) < 0)
 		goto fail_setup;
@@ -741,7 +637,7 @@ fail_setup:
 	return STORE_ERR;
 fail:
 	conn_fail(ps, c, NULL);
-	PQfinish(c);
+	pq.PQfinish(c);
 	return STORE_ERR;
 }
 
@@ -750,12 +646,12 @@ static int ensure_conn(struct pg_store *ps, int64_t *deadline)
 {
 	int64_t start = clock_mono_ms();
 
-	if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK) {
-		struct pollfd p = { .fd = PQsocket(ps->conn), .events = POLLIN };
+	if (ps->conn && pq.PQstatus(ps->conn) == CONNECTION_OK) {
+		struct pollfd p = { .fd = pq.PQsocket(ps->conn), .events = POLLIN };
 
 		/* Data while idle: notifications, or the server saying goodbye. */
-		if (poll(&p, 1, 0) > 0 && (!PQconsumeInput(ps->conn) ||
-		                           PQstatus(ps->conn) != CONNECTION_OK))
+		if (poll(&p, 1, 0) > 0 && (!pq.PQconsumeInput(ps->conn) ||
+		                           pq.PQstatus(ps->conn) != CONNECTION_OK))
 			drop_conn(ps);
 	} else if (ps->conn) {
 		drop_conn(ps);
@@ -771,103 +667,13 @@ static int ensure_conn(struct pg_store *ps, int64_t *deadline)
 	return STORE_OK;
 }
 
-/* One operation: a prepared statement with text parameters. */
-static PGresult *call(struct pg_store *ps, int q, int n, const char *const *vals,
-                      const char *what)
-{
-	int64_t deadline;
-
-	if (ensure_conn(ps, &deadline) < 0)
-		return NULL;
-	return roundtrip(ps, 0, q_name[q], NULL, n, vals, deadline, what);
-}
-
 static int64_t col_i64(PGresult *r, int row, int col)
 {
-	return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+	return pq.PQgetisnull(r, row, col) ? 0 : strtoll(pq.PQgetvalue(r, row, col), NULL, 10);
 }
 
-/* The cursor: STORE_NO_FIRE for NULL. */
-static int64_t col_fire(PGresult *r, int row, int col)
-{
-	return PQgetisnull(r, row, col) ? STORE_NO_FIRE : col_i64(r, row, col);
-}
-
-static void col_str(char *dst, PGresult *r, int row, int col)
-{
-	snprintf(dst, STORE_NAME_MAX + 1, "%s",
-	         PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
-}
-
-/* names as a text[] literal: {"a","b\"c"}. */
-static char *array_literal(const char *const *names, size_t n)
-{
-	size_t cap = 3, len = 0;
-	char *buf;
-
-	for (size_t i = 0; i < n; i++)
-		cap += strlen(names[i]) * 2 + 3;
-	if (!(buf = malloc(cap)))
-		return NULL;
-	buf[len++] = '{';
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf[len++] = ',';
-		buf[len++] = '"';
-		for (const char *p = names[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				buf[len++] = '\\';
-			buf[len++] = *p;
-		}
-		buf[len++] = '"';
-	}
-	buf[len++] = '}';
-	buf[len] = '\0';
-	return buf;
-}
-
-static int pg_acquire_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n, int64_t ms, struct lease_info *out, int *got)
-{
-	struct pg_store *ps = (struct pg_store *)s;
-	char buf[24], *arr = array_literal(names, n);
-	const char *v[3] = { owner, arr, buf };
-	PGresult *r = NULL;
-	int rc = STORE_ERR;
-
-	for (size_t i = 0; i < n; i++) {
-		got[i] = 0;
-		memset(&out[i], 0, sizeof out[i]);
-		out[i].last_fire = STORE_NO_FIRE;
-	}
-	if (!arr) {
-		store_fail(s, "postgres: acquire_all: out of memory");
-		goto fail;
-	}
-	snprintf(buf, sizeof buf, "%lld", (long long)ms);
-	if (!(r = call(ps, Q_ACQUIRE_ALL, 3, v, "acquire_all")))
-		goto fail;
-	for (int row = 0; row < PQntuples(r); row++)
-		for (size_t i = 0; i < n; i++) {
-			if (strcmp(names[i], PQgetvalue(r, row, 0)) != 0)
-				continue;
-			got[i] = PQgetvalue(r, row, 1)[0] == 't';
-			col_str(out[i].owner, r, row, 2);
-			out[i].token = col_i64(r, row, 3);
-			out[i].expires_at = col_i64(r, row, 4);
-			out[i].now = col_i64(r, row, 5);
-			out[i].last_fire = col_fire(r, row, 6);
-		}
-	rc = STORE_OK;
-fail:
-	PQclear(r);
-	free(arr);
-	return rc;
-}
-
-/* ---- the run ledger ---- */
-
-/* An array literal under construction; oom once any append failed. */
+/* An array literal under construction ({"a","b\"c"}, {1,NULL}): a list
+ * of names, or a column of a table of rows; oom once any append failed. */
 struct arr {
 	char *p;
 	size_t len, cap;
@@ -946,7 +752,7 @@ static int pg_event_fd(struct store *s)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 
-	return ps->conn ? PQsocket(ps->conn) : -1;
+	return ps->conn ? pq.PQsocket(ps->conn) : -1;
 }
 
 static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), void *arg)
@@ -957,20 +763,20 @@ static int pg_drain_events(struct store *s, void (*fn)(void *, const char *), vo
 
 	if (!ps->conn)
 		return 0;
-	if (!PQconsumeInput(ps->conn)) {
+	if (!pq.PQconsumeInput(ps->conn)) {
 		char msg[STORE_ERR_MAX];
 
-		first_line(msg, sizeof msg, PQerrorMessage(ps->conn));
+		first_line(msg, sizeof msg, pq.PQerrorMessage(ps->conn));
 		drop_conn(ps);
 		return store_fail_kind(s, STORE_E_GONE, "postgres: events: %s", msg);
 	}
-	while ((nf = PQnotifies(ps->conn))) {
+	while ((nf = pq.PQnotifies(ps->conn))) {
 		/* Our own releases come back too; only others' matter. */
-		if (nf->be_pid != PQbackendPID(ps->conn)) {
+		if (nf->be_pid != pq.PQbackendPID(ps->conn)) {
 			fn(arg, nf->extra);
 			count++;
 		}
-		PQfreemem(nf);
+		pq.PQfreemem(nf);
 	}
 	return count;
 }
@@ -986,7 +792,7 @@ static void pg_close(struct store *s)
 
 	if (!ps)
 		return;
-	PQfinish(ps->conn);
+	pq.PQfinish(ps->conn);
 	free(ps->conninfo);
 	free(ps);
 }
@@ -995,39 +801,12 @@ static void pg_close(struct store *s)
 static const struct store_driver postgres_driver;
 
 static const struct store_ops postgres_ops = {
+	STORE_OPS_ONCE,
 	.name = "postgres",
-	.try_acquire = store_op_try_acquire,
-	.renew = store_op_renew,
-	.release = store_op_release,
-	.renew_all = store_op_renew_all,
-	.list = store_op_list,
 	.close = pg_close,
-	.acquire_all = pg_acquire_all,
 	.event_fd = pg_event_fd,
 	.drain_events = pg_drain_events,
 	.set_timeout = pg_set_timeout,
-	.floor = store_op_floor,
-	.release_all = store_op_release_all,
-	.claim_all = store_op_claim_all,
-	.claim_runs = store_op_claim_runs,
-	.record_runs = store_op_record_runs,
-	.read_runs = store_op_read_runs,
-	.last_runs = store_op_last_runs,
-	.renew_ctl = store_op_renew_ctl,
-	.control = store_op_control,
-	.health = store_op_health,
-	.drain = store_op_drain,
-	.renew_beat = store_op_renew_beat,
-	.prune_runs = store_op_prune_runs,
-	.beat = store_op_beat,
-	.leave = store_op_leave,
-	.replicas = store_op_replicas,
-	.unclaim_all = store_op_unclaim_all,
-	.repair = store_op_repair,
-	.corrupt_runs = store_op_corrupt_runs,
-	.handoff = store_op_handoff,
-	.held = store_op_held,
-	.ctl_version = store_op_ctl_version,
 };
 
 static struct store *open_postgres(const struct store_opts *o, char *err, size_t errlen)
@@ -1063,11 +842,7 @@ fail:
 
 static void unload_libpq(void)
 {
-	if (!libpq)
-		return;
-	memset(&pq, 0, sizeof pq);
-	dlclose(libpq);
-	libpq = NULL;
+	store_lib_unload(&lib);
 }
 
 const struct store_provider store_postgres = { "postgres", open_postgres, "libpq",
@@ -1112,6 +887,13 @@ const struct store_provider store_postgres = { "postgres", open_postgres, "libpq
 
 /* ---- the driver and the dialect (driver.h) ---- */
 
+/* renew_all's UPDATE of the leases $1 holds unexpired, of the names $2. */
+#define RENEW_SQL \
+	"WITH t0 AS (SELECT " NOW " AS now)" \
+	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0" \
+	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now" \
+	" AND " LEASE_OK
+
 /* The CLAIMS table's arrays, $2 on. */
 #define CLAIMS \
 	"unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) AS c(i, name, token, fire)"
@@ -1148,18 +930,10 @@ static const char *const dialect[ST_MAX] = {
 	[ST_READ_JOB] = READ_SQL("x.job = $1"),
 	[ST_READ_ALL] = READ_SQL("$1::text IS NULL"),
 	[ST_LAST_RUNS] = LAST_RUNS_SQL,
-	[ST_RENEW_ALL] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
-	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" AND " LEASE_OK " RETURNING l.name, l.token",
+	[ST_RENEW_ALL] = RENEW_SQL " RETURNING l.name, l.token",
 	/* renew_ctl: renew_all, returning the control columns and the clock. */
 	[ST_RENEW_CTL] =
-	"WITH t0 AS (SELECT " NOW " AS now)"
-	" UPDATE \"%1$s\" l SET renewed_at = t0.now, expires_at = t0.now + $3::bigint FROM t0"
-	" WHERE l.owner = $1 AND l.name = ANY ($2::text[]) AND l.expires_at > t0.now"
-	" AND " LEASE_OK " RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at,"
-	" t0.now",
+	RENEW_SQL " RETURNING l.name, l.token, l.paused_until, l.trigger_at, l.handoff_at, t0.now",
 	/* renew_beat: renew_ctl's UPDATE ($9 names, $10 ms) and the beat's
 	 * CTEs in one statement.  Its rows are the beat's, with k = 'R', and
 	 * one per renewed lease with k = 'L' in the same columns: name in
@@ -1178,6 +952,26 @@ static const char *const dialect[ST_MAX] = {
 	"  NULL, NULL, NULL, 'L', rn.handoff_at FROM rn"
 	" ) x ON true ORDER BY x.owner COLLATE \"C\"",
 	[ST_ACQUIRE] = ACQUIRE_SQL,
+	/* acquire_all: every name ($4, $3 their numbers) in one statement. */
+	[ST_ACQUIRE_ALL] =
+	"WITH t0 AS (SELECT " NOW " AS now),"
+	" req AS (SELECT DISTINCT n AS name FROM unnest($3::bigint[], $4::text[]) AS x(i, n)),"
+	" up AS (INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
+	"  SELECT req.name, $1::text, 1, t0.now, t0.now, t0.now + $2::bigint FROM req CROSS JOIN t0"
+	/* A lease another owner holds unexpired (as this statement's snapshot
+	 * sees it) is not offered to the upsert at all: ON CONFLICT would lock
+	 * its row even to leave it alone, and the holder's renew_all would wait
+	 * behind every follower's try. */
+	"  WHERE NOT EXISTS (SELECT 1 FROM \"%1$s\" o WHERE o.name = req.name"
+	"   AND o.owner <> $1::text AND o.expires_at > t0.now)"
+	"  ORDER BY req.name COLLATE \"C\""
+	UPSERT_SET
+	"  RETURNING l.name, l.owner, l.token, l.expires_at, l.last_fire)"
+	" SELECT req.name, (up.token IS NOT NULL)::int, coalesce(up.owner, h.owner, ''),"
+	"  coalesce(up.token, h.token, 0), coalesce(up.expires_at, h.expires_at, 0), t0.now,"
+	"  CASE WHEN up.token IS NOT NULL THEN up.last_fire ELSE h.last_fire END"
+	" FROM req CROSS JOIN t0 LEFT JOIN up ON up.name = req.name"
+	" LEFT JOIN \"%1$s\" h ON up.token IS NULL AND h.name = req.name",
 	/* renew: the plain UPDATE by key and owner; no row back: lost. */
 	[ST_RENEW] =
 	"UPDATE \"%1$s\" l SET renewed_at = t0.n, expires_at = t0.n + $3::bigint"
@@ -1450,10 +1244,10 @@ static int bind_param(const struct store_param *p, const char **vals, int *nv, c
 		snprintf(num, 24, "%lld", (long long)p->i);
 		vals[(*nv)++] = num;
 	} else if (p->kind == SP_TEXTS) {
-		vals[*nv] = a[*na].p = array_literal(p->v, p->n);
-		if (!vals[(*nv)++])
+		for (size_t k = 0; k < p->n; k++)
+			arr_text(&a[*na], p->v[k]);
+		if (!(vals[(*nv)++] = arr_end(&a[(*na)++])))
 			return -1;
-		(*na)++;
 	} else if (p->kind == SP_ROWS) {
 		for (int c = 0; c < p->cols; c++, (*na)++) {
 			for (size_t r = 0; r < p->n; r++) {
@@ -1504,11 +1298,11 @@ static int pg_exec(struct store *s, int st, const struct store_param *p, int np,
 	if (!r)
 		return STORE_ERR;
 	ps->cur = r;
-	for (ps->cur_row = 0; row && ps->cur_row < PQntuples(r) && rc == STORE_OK; ps->cur_row++)
+	for (ps->cur_row = 0; row && ps->cur_row < pq.PQntuples(r) && rc == STORE_OK; ps->cur_row++)
 		if (row(s, arg, 0) < 0)
 			rc = STORE_ERR;
 	ps->cur = NULL;
-	PQclear(r);
+	pq.PQclear(r);
 	return rc;
 }
 
@@ -1516,7 +1310,7 @@ static int pg_is_null(struct store *s, int c)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 
-	return PQgetisnull(ps->cur, ps->cur_row, c);
+	return pq.PQgetisnull(ps->cur, ps->cur_row, c);
 }
 
 static int64_t pg_col_int(struct store *s, int c)
@@ -1530,10 +1324,10 @@ static const char *pg_col_text(struct store *s, int c, size_t *len)
 {
 	struct pg_store *ps = (struct pg_store *)s;
 
-	if (PQgetisnull(ps->cur, ps->cur_row, c))
+	if (pq.PQgetisnull(ps->cur, ps->cur_row, c))
 		return NULL;
-	*len = (size_t)PQgetlength(ps->cur, ps->cur_row, c);
-	return PQgetvalue(ps->cur, ps->cur_row, c);
+	*len = (size_t)pq.PQgetlength(ps->cur, ps->cur_row, c);
+	return pq.PQgetvalue(ps->cur, ps->cur_row, c);
 }
 
 static const struct store_driver postgres_driver = { pg_exec, pg_is_null, pg_col_int,
@@ -1543,21 +1337,9 @@ static int presence_connect(struct pg_store *ps, int64_t deadline)
 {
 	char sql[4096];
 
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%s_replicas\" ("
-	         " owner VARCHAR(200) PRIMARY KEY,"
-	         " host VARCHAR(200) NOT NULL,"
-	         " pid BIGINT NOT NULL,"
-	         " version VARCHAR(32) NOT NULL,"
-	         " started_at BIGINT NOT NULL,"
-	         " heartbeat BIGINT NOT NULL,"
-	         " draining INTEGER NOT NULL DEFAULT 0,"
-	         " jobs_hash VARCHAR(32) NOT NULL,"
-	         " jobs TEXT NOT NULL)", ps->table);
-	if (run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0) {
-		if (!ps->conn || run_ok(ps, 0, NULL, sql, deadline, "create replicas table") < 0)
-			return STORE_ERR;
-	}
+	snprintf(sql, sizeof sql, STORE_SQL_REPLICAS_TABLE, ps->table);
+	if (make_twice(ps, sql, deadline, "create replicas table") < 0)
+		return STORE_ERR;
 	/* A table of a version before the broken files gets the column (as
 	 * the lease table's are added, only when the catalog lacks it). */
 	snprintf(sql, sizeof sql,

@@ -5,10 +5,10 @@
  * VFS can shift that clock (see lstore.c).  Each operation is one statement
  * in autocommit: a write statement takes the WAL write lock before it reads,
  * so several processes sharing the file serialise on busy_timeout.
- * acquire_all is one batch: BEGIN IMMEDIATE, the try_acquire upsert per
- * name, COMMIT: one write lock, one transaction, one fsync.  claim_all is
- * one such transaction too: it reads the clock once under the write lock,
- * then judges each claim by that reading.
+ * acquire_all is one transaction: BEGIN IMMEDIATE, the try_acquire upsert
+ * per name, COMMIT: one write lock, one fsync.  claim_all is one such
+ * transaction too: it reads the clock once under the write lock, then
+ * judges each claim by that reading.
  * No transaction outlives the call that began it (none spans a sleep, a
  * poll or a run): the write lock is a lock on the file, and a process
  * stopped while it holds it stops every other replica's writes until it
@@ -16,10 +16,9 @@
  * The operations written once (ops.c) reach SQLite through the driver at
  * the end of this file: its dialect table holds their statements, an entry
  * of several statements running in one BEGIN IMMEDIATE transaction, a
- * statement over a table of rows once per row.  acquire_all and the schema
- * are still this file's own.
+ * statement over a table of rows once per row.  The schema is still this
+ * file's own.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -54,76 +53,19 @@ static struct {
 #undef X
 } sq;
 
-/* The calls below go through the table under SQLite's own names. */
-#define sqlite3_open_v2 sq.sqlite3_open_v2
-#define sqlite3_close_v2 sq.sqlite3_close_v2
-#define sqlite3_busy_timeout sq.sqlite3_busy_timeout
-#define sqlite3_exec sq.sqlite3_exec
-#define sqlite3_errmsg sq.sqlite3_errmsg
-#define sqlite3_free sq.sqlite3_free
-#define sqlite3_prepare_v2 sq.sqlite3_prepare_v2
-#define sqlite3_prepare_v3 sq.sqlite3_prepare_v3
-#define sqlite3_reset sq.sqlite3_reset
-#define sqlite3_clear_bindings sq.sqlite3_clear_bindings
-#define sqlite3_finalize sq.sqlite3_finalize
-#define sqlite3_step sq.sqlite3_step
-#define sqlite3_changes sq.sqlite3_changes
-#define sqlite3_get_autocommit sq.sqlite3_get_autocommit
-#define sqlite3_bind_text sq.sqlite3_bind_text
-#define sqlite3_bind_int64 sq.sqlite3_bind_int64
-#define sqlite3_bind_int sq.sqlite3_bind_int
-#define sqlite3_bind_null sq.sqlite3_bind_null
-#define sqlite3_column_int64 sq.sqlite3_column_int64
-#define sqlite3_column_int sq.sqlite3_column_int
-#define sqlite3_column_text sq.sqlite3_column_text
-#define sqlite3_column_bytes sq.sqlite3_column_bytes
-#define sqlite3_column_type sq.sqlite3_column_type
-#define sqlite3_stricmp sq.sqlite3_stricmp
-#define sqlite3_libversion sq.sqlite3_libversion
-#define sqlite3_vfs_find sq.sqlite3_vfs_find
-#define sqlite3_vfs_register sq.sqlite3_vfs_register
-#define sqlite3_bind_parameter_count sq.sqlite3_bind_parameter_count
-#define sqlite3_column_count sq.sqlite3_column_count
-#define sqlite3_extended_errcode sq.sqlite3_extended_errcode
-#define sqlite3_db_readonly sq.sqlite3_db_readonly
-
-static void *libsqlite;                 /* dlopen's handle, once loaded */
-
-/* Loads libsqlite3 and fills sq, once.  A failure is not remembered: the
- * loop retries store_open, so installing libsqlite3-0 fixes a running
- * replica. */
-static int load_sqlite(char *err, size_t errlen)
-{
-	void *h;
-
-	if (libsqlite)
-		return 0;
-	if (!(h = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL))) {
-		snprintf(err, errlen, "sqlite: cannot load libsqlite3.so.0: %s; install libsqlite3-0",
-		         dlerror());
-		return -1;
-	}
-#define X(f) \
-	if (!(f = (__typeof__(f))dlsym(h, #f))) { \
-		snprintf(err, errlen, "sqlite: libsqlite3.so.0 has no %s(); install libsqlite3-0", #f); \
-		memset(&sq, 0, sizeof sq); \
-		dlclose(h); \
-		return -1; \
-	}
-	SQLITE_FUNCS(X)
+#define X(f) #f " "
+static struct store_lib lib = { "libsqlite3.so.0", "sqlite", "libsqlite3-0", SQLITE_FUNCS(X),
+                                &sq, sizeof sq, NULL };
 #undef X
-	libsqlite = h;
-	return 0;
-}
 
 struct sqlite3_vfs *store_sqlite_vfs_find(char *err, size_t errlen)
 {
-	return load_sqlite(err, errlen) < 0 ? NULL : sqlite3_vfs_find(NULL);
+	return store_lib_load(&lib, err, errlen) < 0 ? NULL : sq.sqlite3_vfs_find(NULL);
 }
 
 int store_sqlite_vfs_register(struct sqlite3_vfs *v)
 {
-	return libsqlite && sqlite3_vfs_register(v, 1) == SQLITE_OK ? 0 : -1;
+	return lib.handle && sq.sqlite3_vfs_register(v, 1) == SQLITE_OK ? 0 : -1;
 }
 
 /* Milliseconds since the Unix epoch on SQLite's clock. */
@@ -143,10 +85,13 @@ enum { Q_BEGIN, Q_COMMIT, Q_ROLLBACK, Q_MAX };
 	" exit_code, exit_signal, duration_ms, error, actor, recorded_at"
 /* A field given as NULL keeps the stored value. */
 #define KEEP(c) " " c " = coalesce(excluded." c ", r." c ")"
-#define READ_COLS \
-	"SELECT job, owner, actor, outcome, error, scheduled_at, token, claimed_at," \
-	" started_at, ended_at, duration_ms, recorded_at, exit_code, exit_signal, run_id, how" \
-	" FROM \"%1$s_runs\""
+/* read_runs: newest first, of the rows where says. */
+#define READ_SQL(where) \
+	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (SELECT job, owner, actor," \
+	" outcome, error, scheduled_at, token, claimed_at, started_at, ended_at, duration_ms," \
+	" recorded_at, exit_code, exit_signal, run_id, how FROM \"%1$s_runs\"" \
+	" WHERE " where "scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r" \
+	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner"
 
 /* The most statements one entry of the catalogue runs in its transaction,
  * and the most parameters it takes (a table's columns each counted). */
@@ -197,71 +142,8 @@ static enum store_err_kind sq_kind(int code)
 
 static int sq_fail(struct sq_store *ss, const char *what)
 {
-	return store_fail_kind(&ss->base, sq_kind(sqlite3_extended_errcode(ss->db)),
-	                       "sqlite: %s: %s", what, sqlite3_errmsg(ss->db));
-}
-
-static void copy_text(char *dst, sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-	int n = sqlite3_column_bytes(st, col);
-
-	if (!t || n < 0)
-		n = 0;
-	if (n > STORE_NAME_MAX)
-		n = STORE_NAME_MAX;
-	if (n)
-		memcpy(dst, t, (size_t)n);
-	dst[n] = '\0';
-}
-
-/* Binds name, owner, ms (any may be NULL / < 0 to skip). */
-static int bind3(struct sq_store *ss, sqlite3_stmt *st, const char *a, const char *b,
-                 int64_t ms)
-{
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if ((a && sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC) != SQLITE_OK) ||
-	    (b && sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC) != SQLITE_OK) ||
-	    (ms >= 0 && sqlite3_bind_int64(st, 3, ms) != SQLITE_OK))
-		return sq_fail(ss, "bind");
-	return STORE_OK;
-}
-
-/* The cursor in column col: STORE_NO_FIRE for NULL. */
-static int64_t fire_col(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL ? STORE_NO_FIRE
-	                                                   : sqlite3_column_int64(st, col);
-}
-
-/* One try_acquire upsert (the dialect's, answering a LEASE row) inside
- * acquire_all's transaction; leaves it reset. */
-static int acquire_one(struct sq_store *ss, const char *name, const char *owner, int64_t ms,
-                       struct lease_info *out, const char *what)
-{
-	sqlite3_stmt *st = ss->st[ST_ACQUIRE][0];
-	int rc = STORE_ERR;
-
-	if (bind3(ss, st, name, owner, ms) < 0)
-		goto fail;
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		sq_fail(ss, what);
-		goto fail;
-	}
-	copy_text(out->owner, st, 1);
-	out->token = sqlite3_column_int64(st, 2);
-	out->expires_at = sqlite3_column_int64(st, 3);
-	out->now = sqlite3_column_int64(st, 4);
-	out->last_fire = fire_col(st, 5);
-	rc = sqlite3_column_int(st, 0) ? STORE_OK : STORE_NO;
-	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = sq_fail(ss, what);
-		goto fail;
-	}
-fail:
-	sqlite3_reset(st);
-	return rc;
+	return store_fail_kind(&ss->base, sq_kind(sq.sqlite3_extended_errcode(ss->db)),
+	                       "sqlite: %s: %s", what, sq.sqlite3_errmsg(ss->db));
 }
 
 /* Runs one of the transaction statements: SQLITE_DONE or an error. */
@@ -270,9 +152,9 @@ static int run_tx(struct sq_store *ss, int q, const char *what)
 	sqlite3_stmt *st = ss->q[q];
 	int step;
 
-	sqlite3_reset(st);
-	step = sqlite3_step(st);
-	sqlite3_reset(st);
+	sq.sqlite3_reset(st);
+	step = sq.sqlite3_step(st);
+	sq.sqlite3_reset(st);
 	return step == SQLITE_DONE ? STORE_OK : sq_fail(ss, what);
 }
 
@@ -283,46 +165,12 @@ static int end_tx(struct sq_store *ss, int rc, const char *what)
 {
 	if (rc == STORE_OK && (rc = run_tx(ss, Q_COMMIT, what)) == STORE_OK)
 		return rc;
-	if (sqlite3_get_autocommit(ss->db) == 0) {
-		sqlite3_reset(ss->q[Q_ROLLBACK]);
-		sqlite3_step(ss->q[Q_ROLLBACK]);
-		sqlite3_reset(ss->q[Q_ROLLBACK]);
+	if (sq.sqlite3_get_autocommit(ss->db) == 0) {
+		sq.sqlite3_reset(ss->q[Q_ROLLBACK]);
+		sq.sqlite3_step(ss->q[Q_ROLLBACK]);
+		sq.sqlite3_reset(ss->q[Q_ROLLBACK]);
 	}
 	return STORE_ERR;
-}
-
-/* try_acquire for every name in one transaction: BEGIN IMMEDIATE takes the
- * write lock once (waiting up to busy_timeout), each upsert answers as
- * try_acquire would, and one COMMIT makes them all durable together.  On any
- * error nothing is kept. */
-static int reopen_read(struct sq_store *ss);
-
-static int sq_acquire_all(struct store *s, const char *owner, const char *const *names,
-                          size_t n, int64_t ms, struct lease_info *out, int *got)
-{
-	struct sq_store *ss = (struct sq_store *)s;
-	int rc;
-
-	if (ss->path && reopen_read(ss) != STORE_OK)
-		return STORE_ERR;
-	for (size_t i = 0; i < n; i++) {
-		got[i] = 0;
-		memset(&out[i], 0, sizeof out[i]);
-		out[i].last_fire = STORE_NO_FIRE;
-	}
-	if ((rc = run_tx(ss, Q_BEGIN, "acquire_all: begin")) < 0)
-		return rc;
-	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
-		int r = acquire_one(ss, names[i], owner, ms, &out[i], "acquire_all");
-
-		if (r == STORE_ERR)
-			rc = STORE_ERR;
-		got[i] = r == STORE_OK;
-	}
-	if ((rc = end_tx(ss, rc, "acquire_all: commit")) != STORE_OK)
-		for (size_t i = 0; i < n; i++)
-			got[i] = 0;
-	return rc;
 }
 
 /* names as a JSON array, for json_each(). */
@@ -362,7 +210,7 @@ static void sq_set_timeout(struct store *s, int ms)
 	struct sq_store *ss = (struct sq_store *)s;
 
 	if (ss->db)
-		sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
+		sq.sqlite3_busy_timeout(ss->db, ms > 0 ? ms : ss->timeout_ms);
 }
 
 /* ---- the driver and the dialect (driver.h) ---- */
@@ -380,6 +228,18 @@ static void sq_set_timeout(struct store *s, int ms)
 	"DELETE FROM \"%1$s_replicas\" WHERE owner <> ?1 AND pid <> 0" \
 	" AND heartbeat < " NOW " - ?9;"
 
+/* The rows after the beat's writes (extra: more columns). */
+#define BEAT_READ(extra) \
+	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining," \
+	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken" extra \
+	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0" \
+	" ORDER BY r.owner"
+/* renew_all's UPDATE of the leases owner (?1) holds unexpired, names and
+ * ms the parameters that hold them. */
+#define RENEW_SQL(names, ms) \
+	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + " ms \
+	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK \
+	" AND name IN (SELECT value FROM json_each(" names "))"
 /* A sane lease row (store.h); try_acquire's conditions on the row before
  * it: free (expired) and sane, or also ours. */
 #define LEASE_OK STORE_SQL_LEASE_OK("")
@@ -388,6 +248,19 @@ static void sq_set_timeout(struct store *s, int ms)
 	"INSERT INTO \"%1$s\" (name, owner, token, acquired_at, renewed_at, expires_at)" \
 	" VALUES ('" STORE_CONTROLS "', '', 1, 0, 0, 0)" \
 	" ON CONFLICT (name) DO UPDATE SET token = token + 1"
+/* try_acquire's upsert, its parameters named, the answer's columns after
+ * what answer lists. */
+#define ACQUIRE_SQL(name, owner, ms, answer) \
+	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)" \
+	" VALUES (" name ", " owner ", 1, " NOW ", " NOW ", " NOW " + " ms ")" \
+	" ON CONFLICT (name) DO UPDATE SET" \
+	"  owner = CASE WHEN " ACQ_FREE " THEN excluded.owner ELSE l.owner END," \
+	"  token = CASE WHEN " ACQ_FREE " THEN l.token + 1 ELSE l.token END," \
+	"  acquired_at = CASE WHEN " ACQ_FREE " THEN excluded.acquired_at ELSE l.acquired_at END," \
+	"  renewed_at = CASE WHEN " ACQ_TAKE " THEN excluded.renewed_at ELSE l.renewed_at END," \
+	"  expires_at = CASE WHEN " ACQ_TAKE " THEN excluded.expires_at ELSE l.expires_at END" \
+	" RETURNING " answer "owner = " owner " AND " LEASE_OK ", owner, token, expires_at, " NOW \
+	", last_fire"
 #define ACQ_FREE "(l.expires_at <= excluded.acquired_at AND " STORE_SQL_LEASE_OK("l.") ")"
 #define ACQ_TAKE \
 	"((l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner) AND " \
@@ -444,14 +317,8 @@ static const char *const dialect[ST_MAX] = {
 	"SELECT " NOW ", count(*) FROM \"%1$s_replicas\" WHERE owner = ?2 AND pid = 0 AND ?3 = 1",
 	/* One job's rows walk its primary key (job, scheduled_at, owner)
 	 * backwards; all jobs' walk the scheduled_at index. */
-	[ST_READ_JOB] =
-	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (" READ_COLS
-	" WHERE job = ?1 AND scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r"
-	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner",
-	[ST_READ_ALL] =
-	"SELECT n.now, r.* FROM (SELECT " NOW " AS now) n LEFT JOIN (" READ_COLS
-	" WHERE scheduled_at >= ?2 ORDER BY scheduled_at DESC, job, owner LIMIT ?3) r"
-	" ON 1 ORDER BY r.scheduled_at DESC, r.job, r.owner",
+	[ST_READ_JOB] = READ_SQL("job = ?1 AND "),
+	[ST_READ_ALL] = READ_SQL(""),
 	/* last_runs: d walks the primary key from one job to the next (a
 	 * skip scan: one probe per job), k finds each job's latest rows of each
 	 * class by walking its key backwards; a job keeps its class-0 line even
@@ -483,42 +350,23 @@ static const char *const dialect[ST_MAX] = {
 	"  ELSE k.r2 END"
 	" WHERE c.cls = 0 OR r.rowid IS NOT NULL)"
 	" SELECT n.now, j.* FROM (SELECT " NOW " AS now) n LEFT JOIN j ON 1 ORDER BY j.job, j.cls",
-	[ST_RENEW_ALL] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
-	" AND name IN (SELECT value FROM json_each(?2))"
-	" RETURNING name, token",
+	[ST_RENEW_ALL] = RENEW_SQL("?2", "?3") " RETURNING name, token",
 	/* renew_ctl: renew_all, returning the control columns too. */
 	[ST_RENEW_CTL] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
-	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
-	" AND name IN (SELECT value FROM json_each(?2))"
-	" RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
+	RENEW_SQL("?2", "?3") " RETURNING name, token, paused_until, trigger_at, handoff_at, " NOW,
 	/* renew_ctl's UPDATE, then the beat's statements, its rows of kind 'R'. */
 	[ST_RENEW_BEAT] =
-	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?11"
-	" WHERE owner = ?1 AND expires_at > " NOW " AND " LEASE_OK
-	" AND name IN (SELECT value FROM json_each(?10))"
-	" RETURNING " NOW ", name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, NULL,"
+	RENEW_SQL("?10", "?11") " RETURNING " NOW ", name, NULL, token, NULL, paused_until, trigger_at, NULL, NULL, NULL,"
 	" NULL, 'L', handoff_at;"
-	BEAT_WRITE
-	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken, 'R', NULL"
-	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
-	" ORDER BY r.owner",
+	BEAT_WRITE BEAT_READ(", 'R', NULL"),
 	/* try_acquire: one upsert that always touches the row, so RETURNING
 	 * always tells the holder; a refused attempt writes the same values.
 	 * A corrupt row (store.h) is never taken, nor its token grown. */
-	[ST_ACQUIRE] =
-	"INSERT INTO \"%1$s\" AS l (name, owner, token, acquired_at, renewed_at, expires_at)"
-	" VALUES (?1, ?2, 1, " NOW ", " NOW ", " NOW " + ?3)"
-	" ON CONFLICT (name) DO UPDATE SET"
-	"  owner = CASE WHEN " ACQ_FREE " THEN excluded.owner ELSE l.owner END,"
-	"  token = CASE WHEN " ACQ_FREE " THEN l.token + 1 ELSE l.token END,"
-	"  acquired_at = CASE WHEN " ACQ_FREE " THEN excluded.acquired_at ELSE l.acquired_at END,"
-	"  renewed_at = CASE WHEN " ACQ_TAKE " THEN excluded.renewed_at ELSE l.renewed_at END,"
-	"  expires_at = CASE WHEN " ACQ_TAKE " THEN excluded.expires_at ELSE l.expires_at END"
-	" RETURNING owner = ?2 AND " LEASE_OK ", owner, token, expires_at, " NOW ", last_fire",
+	[ST_ACQUIRE] = ACQUIRE_SQL("?1", "?2", "?3", ""),
+	/* acquire_all: try_acquire's upsert once per name (?3 its number, ?4
+	 * the name), all in one BEGIN IMMEDIATE transaction: one write lock,
+	 * one fsync. */
+	[ST_ACQUIRE_ALL] = ACQUIRE_SQL("?4", "?1", "?2", "name, "),
 	[ST_RENEW] =
 	"UPDATE \"%1$s\" SET renewed_at = " NOW ", expires_at = " NOW " + ?3"
 	" WHERE name = ?1 AND owner = ?2 AND expires_at > " NOW " AND " LEASE_OK
@@ -571,11 +419,7 @@ static const char *const dialect[ST_MAX] = {
 	" LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0 ORDER BY r.owner",
 	/* The upsert (draining as store.h says), the prune, the read. */
 	[ST_BEAT] =
-	BEAT_WRITE
-	"SELECT n.now, r.owner, r.host, r.pid, r.version, r.started_at, r.heartbeat, r.draining,"
-	" r.jobs_hash, CASE WHEN r.jobs_hash = ?6 THEN NULL ELSE r.jobs END, r.broken"
-	" FROM (SELECT " NOW " AS now) n LEFT JOIN \"%1$s_replicas\" r ON r.pid <> 0"
-	" ORDER BY r.owner",
+	BEAT_WRITE BEAT_READ(""),
 	/* repair: the read, then the writes, in one transaction. */
 	[ST_REPAIR] =
 	"SELECT " NOW ", l.name IS NOT NULL, l.token, l.last_fire,"
@@ -696,7 +540,7 @@ static int prepare_next(struct sq_store *ss, int q, const char **at)
 
 		if (ss->nst[q] == CHAIN_MAX)
 			return store_fail(&ss->base, "sqlite: %s: too many statements", store_stmt_what[q]);
-		if (sqlite3_prepare_v3(ss->db, *at, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail) !=
+		if (sq.sqlite3_prepare_v3(ss->db, *at, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail) !=
 		    SQLITE_OK)
 			return sq_fail(ss, store_stmt_what[q]);
 		*at = tail ? tail : "";
@@ -726,9 +570,9 @@ static int prepare_dialect(struct sq_store *ss, char *err, size_t errlen)
 {
 	char sql[8192];
 
-	if (sqlite3_exec(ss->db, "CREATE TEMP TABLE IF NOT EXISTS leash_w (i INTEGER PRIMARY KEY,"
+	if (sq.sqlite3_exec(ss->db, "CREATE TEMP TABLE IF NOT EXISTS leash_w (i INTEGER PRIMARY KEY,"
 	                 " now INTEGER, name TEXT, n INTEGER)", NULL, NULL, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "sqlite: scratch table: %s", sqlite3_errmsg(ss->db));
+		snprintf(err, errlen, "sqlite: scratch table: %s", sq.sqlite3_errmsg(ss->db));
 		return -1;
 	}
 	for (int i = 0; i < ST_MAX; i++) {
@@ -747,10 +591,10 @@ static int prepare_dialect(struct sq_store *ss, char *err, size_t errlen)
 
 static int bind_one(sqlite3_stmt *st, int n, const struct store_param *p, const char *json)
 {
-	return p->kind == SP_INT ? sqlite3_bind_int64(st, n, p->i)
-	     : p->kind == SP_TEXT ? sqlite3_bind_text(st, n, p->s, -1, SQLITE_STATIC)
-	     : p->kind == SP_TEXTS ? sqlite3_bind_text(st, n, json, -1, SQLITE_STATIC)
-	     : sqlite3_bind_null(st, n);
+	return p->kind == SP_INT ? sq.sqlite3_bind_int64(st, n, p->i)
+	     : p->kind == SP_TEXT ? sq.sqlite3_bind_text(st, n, p->s, -1, SQLITE_STATIC)
+	     : p->kind == SP_TEXTS ? sq.sqlite3_bind_text(st, n, json, -1, SQLITE_STATIC)
+	     : sq.sqlite3_bind_null(st, n);
 }
 
 /* Runs st once with p bound (base[i] + 1: p[i]'s first number; json[i]:
@@ -759,10 +603,10 @@ static int step_one(struct sq_store *ss, sqlite3_stmt *st, const struct store_pa
                     const int *base, char *const *json, int t, size_t r, store_row_fn row,
                     void *arg, int set, const char *what)
 {
-	int top = sqlite3_bind_parameter_count(st), rc = SQLITE_OK, step, stop = 0;
+	int top = sq.sqlite3_bind_parameter_count(st), rc = SQLITE_OK, step, stop = 0;
 
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	sq.sqlite3_reset(st);
+	sq.sqlite3_clear_bindings(st);
 	for (int i = 0; i < np && rc == SQLITE_OK; i++)
 		if (p[i].kind != SP_ROWS && base[i] < top)
 			rc = bind_one(st, base[i] + 1, &p[i], json[i]);
@@ -770,16 +614,16 @@ static int step_one(struct sq_store *ss, sqlite3_stmt *st, const struct store_pa
 			for (int c = 0; c < p[i].cols && base[i] + c < top && rc == SQLITE_OK; c++)
 				rc = bind_one(st, base[i] + c + 1, &p[i].r[r * (size_t)p[i].cols + c], NULL);
 	if (rc != SQLITE_OK) {
-		sqlite3_reset(st);
+		sq.sqlite3_reset(st);
 		return sq_fail(ss, what);
 	}
 	ss->cur = st;
-	while (!stop && (step = sqlite3_step(st)) == SQLITE_ROW)
+	while (!stop && (step = sq.sqlite3_step(st)) == SQLITE_ROW)
 		stop = row && row(&ss->base, arg, set) < 0;
 	ss->cur = NULL;
 	if (!stop && step != SQLITE_DONE)
 		sq_fail(ss, what);
-	sqlite3_reset(st);
+	sq.sqlite3_reset(st);
 	return stop || step != SQLITE_DONE ? STORE_ERR : STORE_OK;
 }
 
@@ -804,20 +648,20 @@ static int run_chain(struct sq_store *ss, int q, const struct store_param *p, in
 			break;
 		}
 		st = ss->st[q][k];
-		top = sqlite3_bind_parameter_count(st);
+		top = sq.sqlite3_bind_parameter_count(st);
 		for (int i = 0; i < np; i++)
 			if (p[i].kind == SP_ROWS && top > base[i] && top <= base[i] + p[i].cols)
 				t = i;
 		rows = t < 0 ? 1 : p[t].n;
 		for (size_t j = 0; j < rows && rc == STORE_OK; j++)
 			rc = step_one(ss, st, p, np, base, json, t, j, row, arg, set, store_stmt_what[q]);
-		set += sqlite3_column_count(st) > 0;
+		set += sq.sqlite3_column_count(st) > 0;
 	}
 	if (!at)
 		rc = STORE_ERR;
 	if (rc != STORE_OK && fresh) {
 		for (int k = 0; k < ss->nst[q]; k++)
-			sqlite3_finalize(ss->st[q][k]);
+			sq.sqlite3_finalize(ss->st[q][k]);
 		ss->nst[q] = 0;
 	}
 	return rc;
@@ -827,11 +671,11 @@ static int run_chain(struct sq_store *ss, int q, const struct store_param *p, in
 static void disconnect(struct sq_store *ss)
 {
 	for (int i = 0; i < Q_MAX; i++)
-		sqlite3_finalize(ss->q[i]);
+		sq.sqlite3_finalize(ss->q[i]);
 	for (int i = 0; i < ST_MAX; i++)
 		for (int k = 0; k < ss->nst[i]; k++)
-			sqlite3_finalize(ss->st[i][k]);
-	sqlite3_close_v2(ss->db);
+			sq.sqlite3_finalize(ss->st[i][k]);
+	sq.sqlite3_close_v2(ss->db);
 	memset(ss->q, 0, sizeof ss->q);
 	memset(ss->st, 0, sizeof ss->st);
 	memset(ss->nst, 0, sizeof ss->nst);
@@ -894,20 +738,20 @@ static int sq_exec(struct store *s, int q, const struct store_param *p, int np,
 
 static int sq_is_null(struct store *s, int c)
 {
-	return sqlite3_column_type(((struct sq_store *)s)->cur, c) == SQLITE_NULL;
+	return sq.sqlite3_column_type(((struct sq_store *)s)->cur, c) == SQLITE_NULL;
 }
 
 static int64_t sq_col_int(struct store *s, int c)
 {
-	return sqlite3_column_int64(((struct sq_store *)s)->cur, c);
+	return sq.sqlite3_column_int64(((struct sq_store *)s)->cur, c);
 }
 
 static const char *sq_col_text(struct store *s, int c, size_t *len)
 {
 	sqlite3_stmt *st = ((struct sq_store *)s)->cur;
-	const char *t = (const char *)sqlite3_column_text(st, c);
+	const char *t = (const char *)sq.sqlite3_column_text(st, c);
 
-	*len = t ? (size_t)sqlite3_column_bytes(st, c) : 0;
+	*len = t ? (size_t)sq.sqlite3_column_bytes(st, c) : 0;
 	return t;
 }
 
@@ -928,37 +772,10 @@ static void sq_close(struct store *s)
 static int presence_setup(struct sq_store *, char *err, size_t errlen);
 
 static const struct store_ops sqlite_ops = {
+	STORE_OPS_ONCE,
 	.name = "sqlite",
-	.try_acquire = store_op_try_acquire,
-	.renew = store_op_renew,
-	.release = store_op_release,
-	.renew_all = store_op_renew_all,
-	.list = store_op_list,
 	.close = sq_close,
-	.acquire_all = sq_acquire_all,
 	.set_timeout = sq_set_timeout,
-	.floor = store_op_floor,
-	.release_all = store_op_release_all,
-	.claim_all = store_op_claim_all,
-	.claim_runs = store_op_claim_runs,
-	.record_runs = store_op_record_runs,
-	.read_runs = store_op_read_runs,
-	.prune_runs = store_op_prune_runs,
-	.beat = store_op_beat,
-	.leave = store_op_leave,
-	.replicas = store_op_replicas,
-	.last_runs = store_op_last_runs,
-	.renew_ctl = store_op_renew_ctl,
-	.control = store_op_control,
-	.health = store_op_health,
-	.drain = store_op_drain,
-	.renew_beat = store_op_renew_beat,
-	.unclaim_all = store_op_unclaim_all,
-	.repair = store_op_repair,
-	.corrupt_runs = store_op_corrupt_runs,
-	.handoff = store_op_handoff,
-	.held = store_op_held,
-	.ctl_version = store_op_ctl_version,
 };
 
 /* 1 when the table has column col, 0 when not, -1 on error. */
@@ -969,12 +786,12 @@ static int has_column(struct sq_store *ss, const char *suffix, const char *col)
 	int found = 0, step;
 
 	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s%s')", ss->table, suffix);
-	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
+	if (sq.sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW)
-		if (sqlite3_stricmp((const char *)sqlite3_column_text(st, 0), col) == 0)
+	while ((step = sq.sqlite3_step(st)) == SQLITE_ROW)
+		if (sq.sqlite3_stricmp((const char *)sq.sqlite3_column_text(st, 0), col) == 0)
 			found = 1;
-	sqlite3_finalize(st);
+	sq.sqlite3_finalize(st);
 	return step == SQLITE_DONE ? found : -1;
 }
 
@@ -990,7 +807,7 @@ static int add_column(struct sq_store *ss, const char *suffix, const char *col,
 	if (has == 0) {
 		snprintf(sql, sizeof sql, "ALTER TABLE \"%s%s\" ADD COLUMN %s %s", ss->table, suffix,
 		         col, type);
-		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			has = has_column(ss, suffix, col);
 		else
 			has = 1;
@@ -998,7 +815,7 @@ static int add_column(struct sq_store *ss, const char *suffix, const char *col,
 	if (has == 1)
 		return 0;
 	snprintf(err, errlen, "sqlite: %s%s: cannot add the %s column: %s", ss->table, suffix, col,
-	         sqlite3_errmsg(ss->db));
+	         sq.sqlite3_errmsg(ss->db));
 	return -1;
 }
 
@@ -1015,15 +832,8 @@ static int add_last_fire(struct sq_store *ss, char *err, size_t errlen)
 	return 0;
 }
 
-/* The ledger's columns: a table of that name that lacks one is refused. */
-static const char *const run_columns[] = {
-	"job", "scheduled_at", "owner", "token", "claimed_at", "started_at", "ended_at",
-	"outcome", "exit_code", "exit_signal", "duration_ms", "error", "actor", "recorded_at",
-};
-
-/* The columns later versions added to the ledger, with their types: added
- * to a ledger that lacks them. */
-static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VARCHAR(15)" } };
+static const char *const run_columns[] = { STORE_RUN_NEEDED };
+static const char *const run_added[][2] = { STORE_RUN_ADDED };
 
 /* Creates <table>_runs and its indexes when missing.  One that exists
  * without a column the store needs is left exactly as it is (no index is
@@ -1032,80 +842,33 @@ static const char *const run_added[][2] = { { "run_id", "BIGINT" }, { "how", "VA
 static int setup_runs(struct sq_store *ss, char *err, size_t errlen)
 {
 	char sql[2048];
-	sqlite3_stmt *st = NULL;
-	int have[sizeof run_columns / sizeof run_columns[0]] = { 0 };
-	int added[sizeof run_added / sizeof run_added[0]] = { 0 };
-	int step;
 
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%1$s_runs\" ("
-	         " job VARCHAR(200) NOT NULL,"
-	         " scheduled_at BIGINT NOT NULL,"
-	         " owner VARCHAR(200) NOT NULL,"
-	         " token BIGINT NOT NULL,"
-	         " claimed_at BIGINT,"
-	         " started_at BIGINT,"
-	         " ended_at BIGINT,"
-	         " outcome VARCHAR(15) NOT NULL,"
-	         " exit_code INTEGER,"
-	         " exit_signal INTEGER,"
-	         " duration_ms BIGINT,"
-	         " error TEXT,"
-	         " actor VARCHAR(200),"
-	         " recorded_at BIGINT NOT NULL,"
-	         " run_id BIGINT,"
-	         " how VARCHAR(15),"
-	         " PRIMARY KEY (job, scheduled_at, owner))", ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+	snprintf(sql, sizeof sql, STORE_SQL_RUNS_TABLE, ss->table);
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
-	snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s_runs')", ss->table);
-	if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *c = (const char *)sqlite3_column_text(st, 0);
+	for (size_t i = 0; i < sizeof run_columns / sizeof run_columns[0]; i++) {
+		int has = has_column(ss, "_runs", run_columns[i]);
 
-		for (size_t i = 0; c && i < sizeof run_columns / sizeof run_columns[0]; i++)
-			if (sqlite3_stricmp(c, run_columns[i]) == 0)
-				have[i] = 1;
-		for (size_t i = 0; c && i < sizeof run_added / sizeof run_added[0]; i++)
-			if (sqlite3_stricmp(c, run_added[i][0]) == 0)
-				added[i] = 1;
-	}
-	sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		goto fail;
-	for (size_t i = 0; i < sizeof run_columns / sizeof run_columns[0]; i++)
-		if (!have[i]) {
-			snprintf(err, errlen,
-			         "sqlite: table %s_runs has no column %s: it is not leash's run ledger"
-			         " (nothing was changed; rename or drop it, or use another table)",
-			         ss->table, run_columns[i]);
-			return -1;
-		}
-	/* Another opener may add one meanwhile: a failed ALTER is only an
-	 * error when the column is still missing. */
-	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++) {
-		if (added[i])
-			continue;
-		snprintf(sql, sizeof sql, "ALTER TABLE \"%s_runs\" ADD COLUMN %s %s", ss->table,
-		         run_added[i][0], run_added[i][1]);
-		if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK &&
-		    !strstr(sqlite3_errmsg(ss->db), "duplicate column")) {
-			snprintf(err, errlen, "sqlite: %s_runs: cannot add the %s column: %s", ss->table,
-			         run_added[i][0], sqlite3_errmsg(ss->db));
+		if (has < 0)
+			goto fail;
+		if (!has) {
+			snprintf(err, errlen, "sqlite: " STORE_NOT_LEDGER, ss->table, run_columns[i]);
 			return -1;
 		}
 	}
+	for (size_t i = 0; i < sizeof run_added / sizeof run_added[0]; i++)
+		if (add_column(ss, "_runs", run_added[i][0], run_added[i][1], err, errlen) < 0)
+			return -1;
 	/* Index names stay within 63 bytes: the table name is at most 54. */
 	snprintf(sql, sizeof sql,
 	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_at\" ON \"%1$s_runs\" (scheduled_at);"
 	         "CREATE INDEX IF NOT EXISTS \"%1$s_runs_run\" ON \"%1$s_runs\" (job, token)"
 	         " WHERE outcome = 'running'", ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	return 0;
 fail:
-	snprintf(err, errlen, "sqlite: %s_runs: %s", ss->table, sqlite3_errmsg(ss->db));
+	snprintf(err, errlen, "sqlite: %s_runs: %s", ss->table, sq.sqlite3_errmsg(ss->db));
 	return -1;
 }
 
@@ -1230,18 +993,18 @@ static int tables_there(struct sq_store *ss, const char *path, char *err, size_t
 		snprintf(name, sizeof name, "%s%s", ss->table, suffix[i]);
 		snprintf(sql, sizeof sql, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
 		         "name = '%s'", name);
-		if (sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "sqlite: %s: %s", path, sqlite3_errmsg(ss->db));
+		if (sq.sqlite3_prepare_v2(ss->db, sql, -1, &st, NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "sqlite: %s: %s", path, sq.sqlite3_errmsg(ss->db));
 			return -1;
 		}
-		step = sqlite3_step(st);
-		sqlite3_finalize(st);
+		step = sq.sqlite3_step(st);
+		sq.sqlite3_finalize(st);
 		if (step == SQLITE_DONE) {
 			store_no_table(err, errlen, "sqlite", path, name);
 			return -1;
 		}
 		if (step != SQLITE_ROW) {
-			snprintf(err, errlen, "sqlite: %s: %s", path, sqlite3_errmsg(ss->db));
+			snprintf(err, errlen, "sqlite: %s: %s", path, sq.sqlite3_errmsg(ss->db));
 			return -1;
 		}
 	}
@@ -1298,15 +1061,15 @@ static int open_read(struct sq_store *ss, const char *path, char *err, size_t er
 		flags |= SQLITE_OPEN_URI;
 	}
 	ss->immutable = name != path;
-	if (sqlite3_open_v2(name, &ss->db, flags, NULL) != SQLITE_OK) {
+	if (sq.sqlite3_open_v2(name, &ss->db, flags, NULL) != SQLITE_OK) {
 		if (why_not(path, STORE_READ, err, errlen) < 0)
 			snprintf(err, errlen, "sqlite: open %s: %s", path,
-			         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+			         ss->db ? sq.sqlite3_errmsg(ss->db) : "out of memory");
 		return -1;
 	}
-	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
+	sq.sqlite3_busy_timeout(ss->db, ss->timeout_ms);
 	if (tables_there(ss, path, err, errlen) < 0) {
-		int code = sqlite3_extended_errcode(ss->db) & 0xff;
+		int code = sq.sqlite3_extended_errcode(ss->db) & 0xff;
 
 		if ((code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY) &&
 		    strncmp(err, "no lease table yet", 18) != 0)
@@ -1326,15 +1089,15 @@ static int open_write(struct sq_store *ss, const struct store_opts *o, char *err
 	char sql[2048];
 	int run = o->mode == STORE_RUN;
 
-	if (sqlite3_open_v2(o->path, &ss->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+	if (sq.sqlite3_open_v2(o->path, &ss->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
 	                    (run ? SQLITE_OPEN_CREATE : 0), NULL) != SQLITE_OK)
 		goto unwritable;
-	if (strcmp(o->path, ":memory:") != 0 && sqlite3_db_readonly(ss->db, "main") == 1)
+	if (strcmp(o->path, ":memory:") != 0 && sq.sqlite3_db_readonly(ss->db, "main") == 1)
 		goto unwritable;
-	sqlite3_busy_timeout(ss->db, ss->timeout_ms);
-	if (!run && sqlite3_exec(ss->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) !=
+	sq.sqlite3_busy_timeout(ss->db, ss->timeout_ms);
+	if (!run && sq.sqlite3_exec(ss->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) !=
 	    SQLITE_OK) {
-		snprintf(err, errlen, "sqlite: %s: %s", o->path, sqlite3_errmsg(ss->db));
+		snprintf(err, errlen, "sqlite: %s: %s", o->path, sq.sqlite3_errmsg(ss->db));
 		return -1;
 	}
 	if (!run)
@@ -1344,16 +1107,16 @@ static int open_write(struct sq_store *ss, const struct store_opts *o, char *err
 	         "PRAGMA synchronous = FULL;"
 	         "CREATE TABLE IF NOT EXISTS \"%s\" ("
 	         STORE_SQL_LEASE_COLS, ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		int code = sqlite3_extended_errcode(ss->db) & 0xff;
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		int code = sq.sqlite3_extended_errcode(ss->db) & 0xff;
 
 		if ((code == SQLITE_CANTOPEN || code == SQLITE_READONLY || code == SQLITE_PERM) &&
 		    why_not(o->path, o->mode, err, errlen) == 0) {
-			sqlite3_free(msg);
+			sq.sqlite3_free(msg);
 			return -1;
 		}
 		snprintf(err, errlen, "sqlite: %s: %s", o->path, msg ? msg : "setup failed");
-		sqlite3_free(msg);
+		sq.sqlite3_free(msg);
 		return -1;
 	}
 	if (add_last_fire(ss, err, errlen) < 0 || setup_runs(ss, err, errlen) < 0 ||
@@ -1365,12 +1128,12 @@ unwritable:
 		return -1;
 	if (!run && access(o->path, F_OK) < 0)
 		store_no_table(err, errlen, "sqlite", o->path, ss->table);
-	else if (ss->db && sqlite3_db_readonly(ss->db, "main") == 1)
+	else if (ss->db && sq.sqlite3_db_readonly(ss->db, "main") == 1)
 		snprintf(err, errlen, "sqlite: %s: opened read-only (a read-only file system?): "
 		         "leash needs to write it", o->path);
 	else
 		snprintf(err, errlen, "sqlite: open %s: %s", o->path,
-		         ss->db ? sqlite3_errmsg(ss->db) : "out of memory");
+		         ss->db ? sq.sqlite3_errmsg(ss->db) : "out of memory");
 	return -1;
 }
 
@@ -1383,9 +1146,9 @@ static int prepare_all(struct sq_store *ss, const char *path, char *err, size_t 
 		return -1;
 	for (int i = 0; i < Q_MAX; i++) {
 		snprintf(sql, sizeof sql, sql_text[i], ss->table);
-		if (sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
+		if (sq.sqlite3_prepare_v3(ss->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &ss->q[i],
 		                       NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "sqlite: %s: prepare: %s", path, sqlite3_errmsg(ss->db));
+			snprintf(err, errlen, "sqlite: %s: prepare: %s", path, sq.sqlite3_errmsg(ss->db));
 			return -1;
 		}
 	}
@@ -1398,7 +1161,7 @@ static struct store *open_sqlite(const struct store_opts *o, char *err, size_t e
 	const char *table = o->table ? o->table : "leash_leases";
 	struct stat st;
 
-	if (load_sqlite(err, errlen) < 0)
+	if (store_lib_load(&lib, err, errlen) < 0)
 		return NULL;
 	if (!(ss = calloc(1, sizeof *ss))) {
 		snprintf(err, errlen, "sqlite: out of memory");
@@ -1454,16 +1217,12 @@ static const char *client_version(void)
 {
 	char err[8];
 
-	return load_sqlite(err, sizeof err) < 0 ? NULL : sqlite3_libversion();
+	return store_lib_load(&lib, err, sizeof err) < 0 ? NULL : sq.sqlite3_libversion();
 }
 
 static void unload_sqlite(void)
 {
-	if (!libsqlite)
-		return;
-	memset(&sq, 0, sizeof sq);
-	dlclose(libsqlite);
-	libsqlite = NULL;
+	store_lib_unload(&lib);
 }
 
 const struct store_provider store_sqlite = { "sqlite", open_sqlite, "SQLite", client_version,
@@ -1476,20 +1235,10 @@ static int presence_setup(struct sq_store *ss, char *err, size_t errlen)
 	char sql[1024];
 	char *msg = NULL;
 
-	snprintf(sql, sizeof sql,
-	         "CREATE TABLE IF NOT EXISTS \"%s_replicas\" ("
-	         " owner VARCHAR(200) PRIMARY KEY,"
-	         " host VARCHAR(200) NOT NULL,"
-	         " pid BIGINT NOT NULL,"
-	         " version VARCHAR(32) NOT NULL,"
-	         " started_at BIGINT NOT NULL,"
-	         " heartbeat BIGINT NOT NULL,"
-	         " draining INTEGER NOT NULL DEFAULT 0,"
-	         " jobs_hash VARCHAR(32) NOT NULL,"
-	         " jobs TEXT NOT NULL)", ss->table);
-	if (sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+	snprintf(sql, sizeof sql, STORE_SQL_REPLICAS_TABLE, ss->table);
+	if (sq.sqlite3_exec(ss->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		snprintf(err, errlen, "sqlite: %s_replicas: %s", ss->table, msg ? msg : "setup failed");
-		sqlite3_free(msg);
+		sq.sqlite3_free(msg);
 		return -1;
 	}
 	/* A table of a version before the broken files gets the column. */

@@ -1,4 +1,5 @@
 /* store.c - the provider registry and the argument-checking wrappers. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,7 @@
 
 #include "core/esc.h"
 #include "core/metrics.h"
-#include "store/store.h"
+#include "store/driver.h"
 
 /* Every provider call goes through here: a fault injected for it (below)
  * answers instead of the provider, and it is timed and counted for
@@ -144,6 +145,46 @@ void store_unload(void)
 			registry[i]->unload();
 }
 
+/* POSIX's dlsym() answers functions as data pointers of the same size. */
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)), "function pointers fit dlsym's");
+
+int store_lib_load(struct store_lib *l, char *err, size_t errlen)
+{
+	char name[64];
+	void *h, *f;
+	size_t k = 0;
+
+	if (l->handle)
+		return 0;
+	if (!(h = dlopen(l->file, RTLD_NOW | RTLD_LOCAL))) {
+		snprintf(err, errlen, "%s: cannot load %s: %s; install %s", l->who, l->file, dlerror(),
+		         l->package);
+		return -1;
+	}
+	for (const char *p = l->names; *p; p += strlen(name) + 1, k++) {
+		snprintf(name, sizeof name, "%.*s", (int)strcspn(p, " "), p);
+		if (!(f = dlsym(h, name))) {
+			snprintf(err, errlen, "%s: %s has no %s(); install %s", l->who, l->file, name,
+			         l->package);
+			memset(l->fns, 0, l->size);
+			dlclose(h);
+			return -1;
+		}
+		memcpy((char *)l->fns + k * sizeof f, &f, sizeof f);
+	}
+	l->handle = h;
+	return 0;
+}
+
+void store_lib_unload(struct store_lib *l)
+{
+	if (!l->handle)
+		return;
+	memset(l->fns, 0, l->size);
+	dlclose(l->handle);
+	l->handle = NULL;
+}
+
 const struct store_provider *store_provider_at(int i)
 {
 	add_builtins();
@@ -226,6 +267,12 @@ const char *store_kind_name(enum store_err_kind kind)
 	static const char *const names[] = { "other", "timeout", "gone", "refused", "duplicate" };
 
 	return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "other";
+}
+
+/* The error of a call the provider has no entry for. */
+static int lacks(struct store *s, const char *op, const char *what)
+{
+	return store_fail(s, "the %s provider has no %s: %s", s->ops->name, op, what);
 }
 
 static int check_str(struct store *s, const char *what, const char *v)
@@ -408,8 +455,7 @@ int store_claim_all(struct store *s, const char *owner, const struct store_claim
 	if (check_str(s, "owner", owner) < 0 || check_claims(s, claims, n) < 0)
 		return STORE_ERR;
 	if (!s->ops->claim_all)
-		return store_fail(s, "the %s provider has no claim_all: claiming fires is not supported",
-		                  s->ops->name);
+		return lacks(s, "claim_all", "claiming fires is not supported");
 	if (n == 0)
 		return STORE_OK;
 	s->calls++;
@@ -425,8 +471,7 @@ int store_unclaim_all(struct store *s, const char *owner, const struct store_cla
 	if (check_str(s, "owner", owner) < 0 || check_claims(s, claims, n) < 0)
 		return STORE_ERR;
 	if (!s->ops->unclaim_all)
-		return store_fail(s, "the %s provider has no unclaim_all: giving fires back is not "
-		                  "supported", s->ops->name);
+		return lacks(s, "unclaim_all", "giving fires back is not supported");
 	if (n == 0)
 		return STORE_OK;
 	s->calls++;
@@ -608,7 +653,7 @@ int store_claim_runs(struct store *s, const char *owner, const struct store_clai
                      int64_t *now)
 {
 	struct store_run *copy;
-	int rc;
+	int rc = STORE_OK;
 
 	begin(s);
 	*now = 0;
@@ -616,19 +661,14 @@ int store_claim_runs(struct store *s, const char *owner, const struct store_clai
 		ok[i] = 0;
 	if (check_str(s, "owner", owner) < 0 || check_claims(s, claims, n) < 0)
 		return STORE_ERR;
+	if (!s->ops->claim_runs)
+		return lacks(s, "claim_runs", "the run ledger is not supported");
 	if (!(copy = copy_runs(s, runs, nruns, claims, n)))
 		return STORE_ERR;
-	if (!s->ops->claim_runs) {
-		free(copy);
-		return store_fail(s, "the %s provider has no claim_runs: the run ledger is not supported",
-		                  s->ops->name);
+	if (n > 0) {
+		s->calls++;
+		rc = TIMED(CLAIM_RUNS, s->ops->claim_runs(s, owner, claims, n, copy, nruns, ok, now));
 	}
-	if (n == 0) {
-		free(copy);
-		return STORE_OK;
-	}
-	s->calls++;
-	rc = TIMED(CLAIM_RUNS, s->ops->claim_runs(s, owner, claims, n, copy, nruns, ok, now));
 	free(copy);
 	return rc;
 }
@@ -636,22 +676,17 @@ int store_claim_runs(struct store *s, const char *owner, const struct store_clai
 int store_record_runs(struct store *s, const struct store_run *runs, size_t n)
 {
 	struct store_run *copy;
-	int rc;
+	int rc = STORE_OK;
 
 	begin(s);
+	if (!s->ops->record_runs)
+		return lacks(s, "record_runs", "the run ledger is not supported");
 	if (!(copy = copy_runs(s, runs, n, NULL, 0)))
 		return STORE_ERR;
-	if (!s->ops->record_runs) {
-		free(copy);
-		return store_fail(s, "the %s provider has no record_runs: the run ledger is not supported",
-		                  s->ops->name);
+	if (n > 0) {
+		s->calls++;
+		rc = TIMED(RECORD_RUNS, s->ops->record_runs(s, copy, n));
 	}
-	if (n == 0) {
-		free(copy);
-		return STORE_OK;
-	}
-	s->calls++;
-	rc = TIMED(RECORD_RUNS, s->ops->record_runs(s, copy, n));
 	free(copy);
 	return rc;
 }
@@ -670,8 +705,7 @@ int store_read_runs(struct store *s, const char *job, int64_t since, size_t limi
 	if (limit < 1 || limit > STORE_RUNS_MAX)
 		return store_fail(s, "limit must be 1-%d rows, got %zu", STORE_RUNS_MAX, limit);
 	if (!s->ops->read_runs)
-		return store_fail(s, "the %s provider has no read_runs: the run ledger is not supported",
-		                  s->ops->name);
+		return lacks(s, "read_runs", "the run ledger is not supported");
 	s->calls++;
 	return TIMED(READ_RUNS, s->ops->read_runs(s, job, since, limit, rows, n, now));
 }
@@ -683,8 +717,7 @@ int store_last_runs(struct store *s, struct store_job_runs **rows, size_t *n, in
 	*n = 0;
 	*now = 0;
 	if (!s->ops->last_runs)
-		return store_fail(s, "the %s provider has no last_runs: the run ledger is not supported",
-		                  s->ops->name);
+		return lacks(s, "last_runs", "the run ledger is not supported");
 	s->calls++;
 	return TIMED(LAST_RUNS, s->ops->last_runs(s, rows, n, now));
 }
@@ -760,8 +793,7 @@ int store_control(struct store *s, const char *name, int what, int64_t until, co
 	if (what == STORE_CTL_PAUSE && until <= 0)
 		return store_fail(s, "control: a pause must end after 0 ms, got %lld", (long long)until);
 	if (!s->ops->control)
-		return store_fail(s, "the %s provider has no control: leash pause, trigger and handoff "
-		                  "are not supported", s->ops->name);
+		return lacks(s, "control", "leash pause, trigger and handoff are not supported");
 	s->calls++;
 	return TIMED(CONTROL, s->ops->control(s, name, what, until, to, now));
 }
@@ -771,8 +803,7 @@ int store_ctl_version(struct store *s, int64_t *version, int64_t *now)
 	begin(s);
 	*version = *now = 0;
 	if (!s->ops->ctl_version)
-		return store_fail(s, "the %s provider has no ctl_version: not supported",
-		                  s->ops->name);
+		return lacks(s, "ctl_version", "not supported");
 	s->calls++;
 	return TIMED(CTL_VERSION, s->ops->ctl_version(s, version, now));
 }
@@ -811,8 +842,7 @@ int store_repair(struct store *s, const char *name, struct store_repair *out)
 	if (check_str(s, "lease name", name) < 0)
 		return STORE_ERR;
 	if (!s->ops->repair)
-		return store_fail(s, "the %s provider has no repair: leash repair is not supported",
-		                  s->ops->name);
+		return lacks(s, "repair", "leash repair is not supported");
 	s->calls++;
 	return FAULTY("repair", s->ops->repair(s, name, out));
 }
@@ -896,8 +926,7 @@ int store_health(struct store *s, const char *owner, const char *name, int64_t t
 	if (failing != 0 && failing != 1)
 		return store_fail(s, "health: failing must be 0 or 1, got %d", failing);
 	if (!s->ops->health)
-		return store_fail(s, "the %s provider has no health: failure hooks are not supported",
-		                  s->ops->name);
+		return lacks(s, "health", "failure hooks are not supported");
 	s->calls++;
 	return FAULTY("health", s->ops->health(s, owner, name, token, failing, changed));
 }
@@ -916,8 +945,7 @@ int store_drain(struct store *s, const char *name, const char *const *owners, si
 	if (on != 0 && on != 1)
 		return store_fail(s, "drain: on must be 0 or 1, got %d", on);
 	if (!s->ops->drain)
-		return store_fail(s, "the %s provider has no drain: leash drain and undrain are not "
-		                  "supported", s->ops->name);
+		return lacks(s, "drain", "leash drain and undrain are not supported");
 	s->calls++;
 	return FAULTY("drain", s->ops->drain(s, name, owners, n, on, changed, now));
 }
@@ -934,8 +962,7 @@ int store_prune_runs(struct store *s, int64_t keep_ms, int64_t keep_per_job, siz
 	if (max_rows < 1 || max_rows > STORE_RUNS_MAX)
 		return store_fail(s, "max_rows must be 1-%d, got %zu", STORE_RUNS_MAX, max_rows);
 	if (!s->ops->prune_runs)
-		return store_fail(s, "the %s provider has no prune_runs: the run ledger is not supported",
-		                  s->ops->name);
+		return lacks(s, "prune_runs", "the run ledger is not supported");
 	s->calls++;
 	return TIMED(PRUNE_RUNS, s->ops->prune_runs(s, keep_ms, keep_per_job, max_rows, changed));
 }
@@ -1014,7 +1041,7 @@ int store_beat(struct store *s, const struct store_replica *me, int64_t prune_ms
 	if (check_beat(s, me, prune_ms) < 0)
 		return STORE_ERR;
 	if (!s->ops->beat)
-		return store_fail(s, "beat: not supported by the %s provider", s->ops->name);
+		return lacks(s, "beat", "presence is not supported");
 	s->calls++;
 	return TIMED(BEAT, s->ops->beat(s, me, prune_ms, rows, n, now));
 }
@@ -1025,7 +1052,7 @@ int store_leave(struct store *s, const char *owner)
 	if (check_str(s, "owner", owner) < 0)
 		return STORE_ERR;
 	if (!s->ops->leave)
-		return store_fail(s, "leave: not supported by the %s provider", s->ops->name);
+		return lacks(s, "leave", "presence is not supported");
 	s->calls++;
 	return TIMED(LEAVE, s->ops->leave(s, owner));
 }
@@ -1036,7 +1063,7 @@ int store_replicas(struct store *s, struct store_replica **rows, size_t *n, int6
 	*rows = NULL;
 	*n = 0;
 	if (!s->ops->replicas)
-		return store_fail(s, "replicas: not supported by the %s provider", s->ops->name);
+		return lacks(s, "replicas", "presence is not supported");
 	s->calls++;
 	return TIMED(REPLICAS, s->ops->replicas(s, rows, n, now));
 }

@@ -280,13 +280,13 @@ def renew_all(db, t, p, faults):
     return [("rows", [("name", "str"), ("token", "int")], rows)]
 
 
-def acquire_all(db, t, p, faults):
+def acquire_all(db, t, p, faults, stmt):
     """The UPDATE of the free, expired and own rows, then one INSERT per name
     that has no row, where a duplicate key (the batch CATCHes 2627) means
-    someone else got that one; then a row (i, got, owner, token, expires_at,
-    now) per @n<i>."""
+    someone else got that one; then a row (name, got, owner, token,
+    expires_at, now) per row (i, name) of @names."""
     owner, ms, now = p["@owner"], p["@ms"], now_ms()
-    names = sorted((int(k[2:]), v) for k, v in p.items() if re.fullmatch(r"@n\d+", k))
+    names = sorted((r["i"], r["name"]) for r in table_rows(stmt, "names", p, ("name", "i")))
     taken = {}
     for _, name in names:
         row = db.execute(f'SELECT owner, token, acquired_at, expires_at, last_fire FROM "{t}" '
@@ -319,10 +319,10 @@ def acquire_all(db, t, p, faults):
         if name in taken:
             last_fire = db.execute(f'SELECT last_fire FROM "{t}" WHERE name = ?',
                                    (name,)).fetchone()[0]
-            rows.append((i, 1, owner) + taken[name] + (now, last_fire))
+            rows.append((name, 1, owner) + taken[name] + (now, last_fire))
         else:
-            rows.append((i,) + holder(db, t, name, now)[2][0])
-    return [("rows", [("i", "int")] + LEASE_COLS, rows)]
+            rows.append((name,) + holder(db, t, name, now)[2][0])
+    return [("rows", [("name", "str")] + LEASE_COLS, rows)]
 
 
 def list_leases(db, t, p, faults):
@@ -835,7 +835,7 @@ STATEMENTS = {
 }
 # The statements whose function reads the statement's own text.
 READS_TEXT = {check_schema, check_runs, claim_runs, record_runs, read_runs, prune_runs,
-              last_runs, unclaim_all, claim_all}
+              last_runs, unclaim_all, claim_all, acquire_all}
 
 # ---------------------------------------------------------------- TDS encoding
 PRELOGIN, LOGIN7, SQL_BATCH, RPC, ATTENTION, REPLY = 0x12, 0x10, 0x01, 0x03, 0x06, 0x04
