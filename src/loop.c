@@ -167,8 +167,7 @@ static int on_check(struct watch *w)
 	return reload_turn(LOOP_OF(w, check_w)) == 0;
 }
 
-/* The spawner's answers: a run that waited for its child starts as it
- * comes. */
+/* The spawner's answers: a run waiting for its child starts as it comes. */
 static int on_spawner(struct watch *w)
 {
 	(void)w;
@@ -194,9 +193,7 @@ static int64_t on_elect(struct timer *t, int64_t wait_ms)
 
 	for (struct run *r = lp->runs; r; r = r->next)
 		singleton_push_fence(&lp->sg, r);
-	/* due()'s claims may have read a NOTIFY off the socket: take it now
-	 * and turn again at once (a control would wait for the next renew). */
-	return singleton_events(&lp->sg) > 0 ? 0 : elect_in < again ? elect_in : again;
+	return elect_in < again ? elect_in : again;
 }
 
 /* The HTTP server's snapshot (never while a fire is imminent). */
@@ -338,6 +335,9 @@ static int loop_turn(struct loop *lp)
 
 	if (lp->stopping && !lp->runs)
 		return 1;
+	/* NOTIFYs libpq read in the turn's store calls (epoll sees none): now. */
+	if (singleton_events(&lp->sg) > 0)
+		wait_ms = 0;
 	watch_store(lp);
 	runner_wake();          /* what else started this turn */
 	/* Runs' output and ends: more of them until the batch's end (and

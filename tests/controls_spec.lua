@@ -276,7 +276,7 @@ for _, p in ipairs(R.list_of()) do
           assert.equal(0, code, stderr)
           assert(L.wait_for(function() return #bodies(out) >= i end, 20), "the trigger ran nothing")
           local took = L.now() - t0
-          assert.is_true(took < 5, ("trigger %d ran after %.3f s"):format(i, took))
+          assert.is_true(took < 5, ("trigger %d ran after %.3f s"):format(i, took) .. "\n" .. h:log_text())
           assert.equal(h.owner, bodies(out)[i].replica)
         end
       end)

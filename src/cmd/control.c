@@ -275,7 +275,10 @@ static int wait_taken(struct store *s, const struct cfg *c, const char *cmd, con
 		}
 		if (r.owner[0] && r.expires_at > now && r.expires_at - r.renewed_at > bound)
 			bound = r.expires_at - r.renewed_at;
-		if (r.owner[0] && r.expires_at > now && r.renewed_at > at &&
+		/* The same millisecond counts: a NOTIFY's renew often comes
+		 * within one (PostgreSQL on loopback), and the next is a renew
+		 * interval away. */
+		if (r.owner[0] && r.expires_at > now && r.renewed_at >= at &&
 		    r.renewed_at > r.acquired_at) {
 			snprintf(took, len, "%s took it at %s (%.1fs)", r.owner,
 			         clock_iso(when, sizeof when, r.renewed_at, 1), (r.renewed_at - at) / 1000.0);
