@@ -106,22 +106,26 @@ static int fault_due(struct store *s, const char *op)
 extern const struct store_provider store_sqlite, store_postgres, store_mssql;
 
 #define REGISTRY_MAX 16
-static const struct store_provider *registry[REGISTRY_MAX];
-static int nregistered;
-static int builtins_added;
+/* The providers leash knows: any given to store_register, then the
+ * built-in ones, added at the first look-up. */
+static struct {
+	const struct store_provider *p[REGISTRY_MAX];
+	int n;
+	int builtins_added;
+} reg;
 
 int store_register(const struct store_provider *p)
 {
-	if (nregistered == REGISTRY_MAX)
+	if (reg.n == REGISTRY_MAX)
 		return -1;
-	registry[nregistered++] = p;
+	reg.p[reg.n++] = p;
 	return 0;
 }
 
 static void add_builtins(void)
 {
-	if (!builtins_added) {
-		builtins_added = 1;
+	if (!reg.builtins_added) {
+		reg.builtins_added = 1;
 		/* After any earlier registration, so a consumer's own wins. */
 		store_register(&store_sqlite);
 		store_register(&store_postgres);
@@ -132,17 +136,17 @@ static void add_builtins(void)
 const struct store_provider *store_find(const char *name)
 {
 	add_builtins();
-	for (int i = 0; i < nregistered; i++)
-		if (strcmp(registry[i]->name, name) == 0)
-			return registry[i];
+	for (int i = 0; i < reg.n; i++)
+		if (strcmp(reg.p[i]->name, name) == 0)
+			return reg.p[i];
 	return NULL;
 }
 
 void store_unload(void)
 {
-	for (int i = 0; i < nregistered; i++)
-		if (registry[i]->unload)
-			registry[i]->unload();
+	for (int i = 0; i < reg.n; i++)
+		if (reg.p[i]->unload)
+			reg.p[i]->unload();
 }
 
 /* POSIX's dlsym() answers functions as data pointers of the same size. */
@@ -188,9 +192,9 @@ void store_lib_unload(struct store_lib *l)
 const struct store_provider *store_provider_at(int i)
 {
 	add_builtins();
-	for (int j = 0; j < nregistered; j++)
-		if (store_find(registry[j]->name) == registry[j] && i-- == 0)
-			return registry[j];
+	for (int j = 0; j < reg.n; j++)
+		if (store_find(reg.p[j]->name) == reg.p[j] && i-- == 0)
+			return reg.p[j];
 	return NULL;
 }
 
