@@ -180,8 +180,11 @@ describe("leash status --check, one problem at a time [sqlite]", function()
   it("CRITICAL: a fire due more than the grace ago has no run", function()
     local d = prepared({ j = EVERY_HOUR }, function(s, now)
       assert.is_true(s:try_acquire("j", A, 60000))
-      assert.is_true(s:record_runs({ row("j", now // HOUR * HOUR - HOUR, A, "ok"),
-                                     row("j", now // HOUR * HOUR, A, "missed") }))
+      -- the missed fire an hour before the latest: more than the grace (1m)
+      -- ago at any time of the hour (the latest one is not, in its first minute)
+      local h = now // HOUR * HOUR
+      assert.is_true(s:record_runs({ row("j", h - 2 * HOUR, A, "ok"),
+                                     row("j", h - HOUR, A, "missed") }))
     end)
     local code, out = L.leash { "status", "-c", d.config, "--check" }
     assert.equal(2, code)
