@@ -1,12 +1,9 @@
 /* main.c - the command line: a name -> function table of the subcommands
  * (src/cmd/, one file each). */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "core/tune.h"
 #include "cmd/cmd.h"
 #include "core/cfg.h"
 #include "core/title.h"
@@ -53,43 +50,6 @@ static int command_help(const char *name)
 	return 0;
 }
 
-/* `leash run` binds every library's symbols at start-up, its own and those
- * it dlopens: it runs itself again once with LD_BIND_NOW, which the dynamic
- * linker reads only when a program starts.  With lazy binding every run's
- * process resolved, and wrote into its copy of the tables, the functions
- * the parent had never called (Lua's own calls into liblua and libc above
- * all): 10 of a run's ~56 page faults and a tenth of its CPU.  The variable
- * goes again at once, so nothing a run starts inherits it.  Left alone when
- * it is set already, under valgrind (the second program would escape it),
- * and when the exec fails (then binding stays lazy). */
-#define BIND_MARK "LEASH_BOUND_NOW"
-
-static void bind_now(char **argv)
-{
-	const char *preload = getenv("LD_PRELOAD");
-	char exe[PATH_MAX];
-	ssize_t n;
-
-	if (getenv(BIND_MARK)) {
-		unsetenv(BIND_MARK);
-		unsetenv("LD_BIND_NOW");
-		return;
-	}
-	if (getenv("LD_BIND_NOW") || (preload && strstr(preload, "vgpreload")) ||
-	    tune_off(TUNE_BINDNOW))
-		return;
-	/* The binary's own path, not /proc/self/exe: the process is named
-	 * after the file it runs ("leash" in ps, not "exe"). */
-	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n > 0 && (size_t)n < sizeof exe - 1) {
-		exe[n] = '\0';
-		if (setenv("LD_BIND_NOW", "1", 1) == 0 && setenv(BIND_MARK, "1", 1) == 0)
-			execv(exe, argv);
-	}
-	unsetenv(BIND_MARK);
-	unsetenv("LD_BIND_NOW");
-}
-
 /* Takes every -o SECTION.KEY=VALUE (or -oSECTION.KEY=VALUE) out of the
  * command's arguments, up to a "--", for cfg_load: every command reads the
  * config the same way.  Returns the arguments left, or -1. */
@@ -126,8 +86,6 @@ static int take_options(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	title_init(argc, argv);
-	if (argc >= 2 && strcmp(argv[1], "run") == 0)
-		bind_now(argv);
 	if (argc < 2) {
 		fputs(cmd_usage, stderr);
 		return EXIT_CONFIG;

@@ -10,10 +10,8 @@ enum tune {
 	TUNE_WARM,      /* "warm": a child faults in the pages its job wrote last time */
 	TUNE_HUGE,      /* "huge": the spawner's heap on huge pages */
 	TUNE_TIDY,      /* "tidy": the spawner uses up its heap's free chunks */
-	TUNE_BINDNOW,   /* "bindnow": leash re-executes itself with LD_BIND_NOW */
-	TUNE_PIN,       /* "pin": a waiting child on one CPU, a later class SCHED_BATCH */
+	TUNE_PIN,       /* "pin": a waiting child on one CPU */
 	TUNE_DEFER,     /* "defer": an ended run exits at the lowest priority, after its peers */
-	TUNE_TALLY,     /* "tally": an instant's children count each other in shared memory */
 	TUNE_N
 };
 

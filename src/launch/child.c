@@ -223,16 +223,9 @@ void child_fence_sigset(sigset_t *set)
 #define CHILD_GC_CHECK 100000
 
 
-/* A process forked ahead whose body is over exits once the others of its
- * instant have started, or this long after its fire (see exit_after_peers). */
-#define CHILD_EXIT_WAIT_MS 50
 /* A run that ends closer than this to its job's next fire exits at once,
  * at its own priority. */
 #define CHILD_EXIT_NEAR_MS 250
-
-/* A start waits at most this long after its fire for the fires of its
- * instant whose jobs fire again sooner (see wait_go). */
-#define CHILD_TURN_WAIT_MS 50
 
 static void gc_hook(lua_State *L, lua_Debug *ar)
 {
@@ -393,31 +386,8 @@ void child_parent_init(const sigset_t *mask)
  * decides whether the fire started.
  */
 
-/* The same memory holds, for each instant whose fires' processes wait, how
- * many have not begun their body yet, so that one whose body is over can
- * put its exit off until they all have (see exit_after_peers), and the same
- * by class (see fire_class), so that the fires whose next is nearest begin
- * first (see wait_go).  An instant's word is its fire's time in ms <<
- * INSTANT_BITS | how many wait; a word left older than INSTANT_STALE_MS
- * (its last ones killed while waiting) is taken again.  A class's word
- * carries its instant's time too: one naming another is an older
- * instant's, left by processes killed while waiting, and counts none. */
-#define CHILD_INSTANTS 128
-#define INSTANT_BITS 20
-#define INSTANT_WAITING (((uint64_t)1 << INSTANT_BITS) - 1)
-#define INSTANT_STALE_MS 60000
-#define INSTANT_CLASSES 16
-
-struct instant {
-	uint64_t word;
-	uint32_t started;               /* bumped (a futex) when none waits */
-	uint64_t class[INSTANT_CLASSES];
-	uint32_t turn[INSTANT_CLASSES]; /* a class's, bumped (a futex) when its turn comes */
-};
-
 struct go_shared {
 	uint32_t word;                  /* the futex word starts wake */
-	struct instant instant[CHILD_INSTANTS];
 };
 
 
@@ -497,157 +467,20 @@ static int wait_on_one_cpu(cpu_set_t *was)
 	return -1;
 }
 
-/* A fire's class, by how far its job's next fire is (period_ms; <= 0: none):
- * 0 for a second or less, k for 2^k seconds or more, up to
- * INSTANT_CLASSES - 1.  A burst of a thousand starts takes tens of ms on
- * two cores, whatever their order: a job that fires every second loses a
- * few per cent of its period waiting there, one that fires every minute
- * or hour next to nothing, so the former go first (earliest deadline
- * first, the deadline being the next fire). */
-static int fire_class(int64_t period_ms)
-{
-	int k = 0;
-
-	if (period_ms <= 0)
-		return INSTANT_CLASSES - 1;
-	for (int64_t s = period_ms / 1000; s > 1 && k < INSTANT_CLASSES - 1; s >>= 1)
-		k++;
-	return k;
-}
-
-/* Adds n (1 or -1) to the tally at *w of instant key, taking a word left
- * by an older instant as none; returns the tally before. */
-static uint64_t tally_add(uint64_t *w, uint64_t key, int n)
-{
-	uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED), was;
-
-	do {
-		was = (v & ~INSTANT_WAITING) == key ? v & INSTANT_WAITING : 0;
-		if (n < 0 && !was)
-			return 0;
-	} while (!__atomic_compare_exchange_n(w, &v, key | (was + (uint64_t)(int64_t)n), 0,
-	                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
-	return was;
-}
-
-/* A process forked ahead of its fire at at_ms, of class k, joins its
- * instant's tallies of those waiting: NULL when every tally is another
- * instant's.  Every process of an instant looks at the tallies in the
- * same order (from a slot hashed from at_ms) and, where it finds a stale
- * one, takes it for the instant or, when another process took it first,
- * looks again at what that one wrote: so two first processes of an
- * instant meet in one tally (unless a slot before it goes stale between
- * them, a minute after its own instant).  (Scanning from the first slot
- * and moving on from a lost race, the second of two took another stale
- * tally, and the instant was split: a 2 s job's process, counting only
- * its own half, did not wait for a 1 s job's.) */
-static struct instant *instant_join(int64_t at_ms, int k)
-{
-	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
-	const uint64_t stale = (uint64_t)(clock_wall_ms() - INSTANT_STALE_MS) << INSTANT_BITS;
-	const unsigned h = (unsigned)(((uint64_t)at_ms * 0x9E3779B97F4A7C15ULL) >> 32) % CHILD_INSTANTS;
-
-	for (int i = 0; i < CHILD_INSTANTS; i++) {
-		struct instant *t = &cs.shared->instant[(h + (unsigned)i) % CHILD_INSTANTS];
-		uint64_t w = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
-
-		for (;;) {
-			int ours = (w & ~INSTANT_WAITING) == key;
-
-			if (!ours && w >= stale)
-				break;          /* another live instant's: the next slot */
-			if (__atomic_compare_exchange_n(&t->word, &w, ours ? w + 1 : key | 1, 0,
-			                                __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-				tally_add(&t->class[k], key, 1);
-				return t;
-			}
-			/* w now holds what the winner wrote: look at it again. */
-		}
-	}
-	return NULL;
-}
-
-/* The lowest class at t's instant (key) with processes that have not begun
- * their body, or INSTANT_CLASSES when none has. */
-static int first_class(struct instant *t, uint64_t key)
-{
-	for (int i = 0; i < INSTANT_CLASSES; i++) {
-		uint64_t w = __atomic_load_n(&t->class[i], __ATOMIC_ACQUIRE);
-
-		if ((w & ~INSTANT_WAITING) == key && (w & INSTANT_WAITING))
-			return i;
-	}
-	return INSTANT_CLASSES;
-}
-
-/* Wakes two of class k's processes sleeping for their turn; each of them
- * that goes wakes two more (see wait_go).  Not all at once: a process that
- * wakes forty is run over by them (the kernel runs one just woken first),
- * and its body, the last of the class before, begins milliseconds late. */
-static void pass_turn(struct instant *t, int k)
-{
-	syscall(SYS_futex, &t->turn[k], FUTEX_WAKE, 2, NULL, NULL, 0);
-}
-
-/* It waits no more: its body begins, or it is not to start.  The last of
- * its class gives the turn to the next class, when none below waits. */
-static void instant_leave(struct instant *t, int64_t at_ms, int k)
-{
-	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
-	int next;
-
-	if (!t)
-		return;
-	if (tally_add(&t->class[k], key, -1) == 1 && (next = first_class(t, key)) > k &&
-	    next < INSTANT_CLASSES) {
-		__atomic_add_fetch(&t->turn[next], 1, __ATOMIC_RELEASE);
-		pass_turn(t, next);
-	}
-	if ((__atomic_fetch_sub(&t->word, 1, __ATOMIC_ACQ_REL) & INSTANT_WAITING) == 1) {
-		__atomic_add_fetch(&t->started, 1, __ATOMIC_RELEASE);
-		syscall(SYS_futex, &t->started, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	}
-}
-
 /* A child forked ahead of its fire at at_ms (wall clock): waits for its
- * start (fd non-blocking), read no earlier than at_ms.  Of class k at its
- * instant's tally t (or NULL), it lets those of lower classes begin first:
- * while any of them has not, it does not read, and sleeps on its class's
- * turn (not woken at the fire by its own timer) until the last of them
- * passes the turn on (see instant_leave), but never past CHILD_TURN_WAIT_MS
- * after the fire (one killed while waiting, a start come late).  It sleeps
- * there as SCHED_BATCH, which the kernel does not let preempt a running
- * process on waking.  0 with *go filled, or -1 when the parent closed the
- * pipe instead (the fire will not start here) or is gone. */
-static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms,
-                   struct instant *t, int k)
+ * start (fd non-blocking), read no earlier than at_ms.  0 with *go filled,
+ * or -1 when the parent closed the pipe instead (the fire will not start
+ * here) or is gone. */
+static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms)
 {
-	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
-	const struct sched_param none = { 0 };
-	int batch = 0, gated = 0;
-
 	/* Its own wake-up at the fire, to the µs (not the 50 µs slack). */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	for (;;) {
-		uint32_t turn = t ? __atomic_load_n(&t->turn[k], __ATOMIC_ACQUIRE) : 0;
 		uint32_t seen = __atomic_load_n(&cs.shared->word, __ATOMIC_SEQ_CST);
 		int64_t left = ns_until(at_ms);
-		int64_t gate = t ? ns_until(at_ms + CHILD_TURN_WAIT_MS) : 0;
-		uint32_t *word = &cs.shared->word;
 		struct timespec wait = { 1, 0 };
 
-		if (gate > 0 && first_class(t, key) < k) {
-			if (!batch && !tune_off(TUNE_PIN))
-				batch = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
-			gated = 1;
-			word = &t->turn[k];
-			seen = turn;
-			left = gate;
-		} else if (gated) {
-			gated = 0;
-			pass_turn(t, k);        /* its turn came: two more of its class */
-			continue;
-		} else if (left <= 0) {
+		if (left <= 0) {
 			ssize_t n = read(fd, go, sizeof *go);
 
 			if (n == (ssize_t)sizeof *go)
@@ -660,40 +493,15 @@ static int wait_go(int fd, struct child_go *go, pid_t parent, int64_t at_ms,
 			wait.tv_nsec = (long)left;
 		}
 		/* Woken at the fire, by a start written late (maybe another's),
-		 * its turn, a signal, or after a second to see whether the
-		 * parent is still there. */
-		if (syscall(SYS_futex, word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
+		 * a signal, or after a second to see whether the parent is still
+		 * there. */
+		if (syscall(SYS_futex, &cs.shared->word, FUTEX_WAIT, seen, &wait, NULL, 0) < 0 &&
 		    errno == ETIMEDOUT && getppid() != parent)
 			return -1;
 	}
 	close(fd);
-	if (batch)
-		sched_setscheduler(0, SCHED_OTHER, &none);
 	prctl(PR_SET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);   /* the body's: the default */
 	return 0;
-}
-
-/* A run's body is over; tearing down its copy of the spawner's address
- * space (a fifth of a millisecond; half of the CPU of a busy second's
- * processes from when the first bodies were over until the last started)
- * waits, sleeping, until the others of its fire's instant have started,
- * and never past CHILD_EXIT_WAIT_MS after the fire: every fire of a job is
- * a second or more after the last, so no next fire meets a run still
- * exiting from this. */
-static void exit_after_peers(struct instant *t, int64_t at_ms)
-{
-	const uint64_t key = (uint64_t)at_ms << INSTANT_BITS;
-
-	for (;;) {
-		uint32_t seen = __atomic_load_n(&t->started, __ATOMIC_ACQUIRE);
-		uint64_t w = __atomic_load_n(&t->word, __ATOMIC_ACQUIRE);
-		int64_t left = ns_until(at_ms + CHILD_EXIT_WAIT_MS);
-		struct timespec wait = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
-
-		if ((w & ~INSTANT_WAITING) != key || !(w & INSTANT_WAITING) || left <= 0)
-			return;
-		syscall(SYS_futex, &t->started, FUTEX_WAIT, seen, &wait, NULL, 0);
-	}
 }
 
 void child_pipes_close(int fds[][2], int go[2])
@@ -807,33 +615,27 @@ static void shed_leash(void)
 	}
 }
 
-/* Forked ahead of the fire: nothing runs until it starts.  Counted in its
- * instant first (a later class at the fire waits for it even while it is
- * still warming up), it warms up and waits for its start on go; then its
- * ctx has the start's token and id, and its fence the start's deadline.
- * No start (the parent gone, or the fire dropped): it exits here.  *peers:
- * its instant; returns whether its warm-up learns (warm_learn at the end). */
+/* Forked ahead of the fire: nothing runs until it starts.  It warms up
+ * and waits for its start on go; then its ctx has the start's token and
+ * id, and its fence the start's deadline.  No start (the parent gone, or
+ * the fire dropped): it exits here.  Returns whether its warm-up learns
+ * (warm_learn at the end). */
 static int await_start(lua_State *L, const struct job *job, const struct run_info *info,
-                       int go, pid_t parent, int64_t next_ms, struct instant **peers)
+                       int go, pid_t parent)
 {
 	struct child_go g;
 	cpu_set_t cpus;
 	int pinned, learn;
-	int class = fire_class(next_ms < 0 ? -1 : next_ms - info->scheduled_ms);
 
-	*peers = tune_off(TUNE_TALLY) ? NULL : instant_join(info->scheduled_ms, class);
 	prebuild_ctx(L);
 	pinned = !tune_off(TUNE_PIN) && wait_on_one_cpu(&cpus) == 0;
 	learn = tune_off(TUNE_WARM) ? 0 : warm_up(job, ns_until(info->scheduled_ms));
-	if (wait_go(go, &g, parent, info->scheduled_ms, *peers, class) < 0) {
-		instant_leave(*peers, info->scheduled_ms, class);
+	if (wait_go(go, &g, parent, info->scheduled_ms) < 0)
 		_exit(0);
-	}
 	if (pinned)
 		sched_setaffinity(0, sizeof cpus, &cpus);
 	set_started(L, g.token, g.run_id);
 	child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
-	instant_leave(*peers, info->scheduled_ms, class);
 	return learn;
 }
 
@@ -843,7 +645,7 @@ static int await_start(lua_State *L, const struct job *job, const struct run_inf
  * other, not each after the previous one's exit.  (Lowering the priority
  * alone does not give the CPU up.) */
 static _Noreturn void exit_run(const struct job *job, const struct run_info *info,
-                               int64_t next_ms, struct instant *peers, int learn, int code)
+                               int64_t next_ms, int learn, int code)
 {
 	sigset_t all;
 
@@ -862,8 +664,6 @@ static _Noreturn void exit_run(const struct job *job, const struct run_info *inf
 	if (!tune_off(TUNE_DEFER) &&
 	    (next_ms < 0 || next_ms - clock_wall_ms() >= CHILD_EXIT_NEAR_MS)) {
 		setpriority(PRIO_PROCESS, 0, 19);
-		if (peers)
-			exit_after_peers(peers, info->scheduled_ms);
 		sched_yield();
 	}
 	if (learn)
@@ -878,7 +678,6 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	sigset_t none;
 	int code, learn = 0;
 	int64_t next_ms;
-	struct instant *peers = NULL;
 
 	reset_signals();
 	go = take_streams(fds, go);
@@ -893,12 +692,12 @@ void child_main(lua_State *L, const struct job *job, const struct run_info *info
 	push_info(L, job, info, id);
 	next_ms = job_next_fire(L, job, info->scheduled_ms);
 	if (go >= 0)
-		learn = await_start(L, job, info, go, parent, next_ms, &peers);
+		learn = await_start(L, job, info, go, parent);
 	else
 		lua_pushnil(L);
 	code = run_body(L);
 	fflush(NULL);
-	exit_run(job, info, next_ms, peers, learn, code);
+	exit_run(job, info, next_ms, learn, code);
 }
 
 /* ---- self-fencing ----
