@@ -11,7 +11,7 @@ local ROUNDS = tonumber(os.getenv("TRICKS_ROUNDS") or "5")
 local JOBS = os.getenv("TRICKS_JOBS") or "100,1000"
 local WINDOW = os.getenv("TRICKS_WINDOW") or "5"
 local TRICKS = { "" }
-for t in (os.getenv("TRICKS") or "warm,huge,tidy,pin,defer"):gmatch("[%w]+") do
+for t in (os.getenv("TRICKS") or "warm,huge,tidy,defer"):gmatch("[%w]+") do
   TRICKS[#TRICKS + 1] = t
 end
 

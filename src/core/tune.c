@@ -5,7 +5,7 @@
 #include "core/tune.h"
 
 static const char *const names[TUNE_N] = {
-	"warm", "huge", "tidy", "pin", "defer",
+	"warm", "huge", "tidy", "defer",
 };
 
 int tune_off(enum tune t)

@@ -10,7 +10,6 @@ enum tune {
 	TUNE_WARM,      /* "warm": a child faults in the pages its job wrote last time */
 	TUNE_HUGE,      /* "huge": the spawner's heap on huge pages */
 	TUNE_TIDY,      /* "tidy": the spawner uses up its heap's free chunks */
-	TUNE_PIN,       /* "pin": a waiting child on one CPU */
 	TUNE_DEFER,     /* "defer": an ended run exits at the lowest priority, after its peers */
 	TUNE_N
 };

@@ -444,29 +444,6 @@ void child_go_wake(void)
 	syscall(SYS_futex, &cs.shared->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* A child forked ahead waits on one CPU of those it may use (by its pid),
- * and may use them all again once started.  Woken at once, the children
- * of a burst would otherwise queue on the CPU most of them last ran on (the
- * kernel finds no idle one after the first few wake-ups) while the other
- * runs the exits.  *was: the set to go back to; 0, or -1 when left alone. */
-static int wait_on_one_cpu(cpu_set_t *was)
-{
-	cpu_set_t one;
-	int n, k;
-
-	if (sched_getaffinity(0, sizeof *was, was) < 0 || (n = CPU_COUNT(was)) < 2)
-		return -1;
-	k = (int)(getpid() % n);
-	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-		if (!CPU_ISSET(cpu, was) || k-- > 0)
-			continue;
-		CPU_ZERO(&one);
-		CPU_SET(cpu, &one);
-		return sched_setaffinity(0, sizeof one, &one);
-	}
-	return -1;
-}
-
 /* A child forked ahead of its fire at at_ms (wall clock): waits for its
  * start (fd non-blocking), read no earlier than at_ms.  0 with *go filled,
  * or -1 when the parent closed the pipe instead (the fire will not start
@@ -624,16 +601,12 @@ static int await_start(lua_State *L, const struct job *job, const struct run_inf
                        int go, pid_t parent)
 {
 	struct child_go g;
-	cpu_set_t cpus;
-	int pinned, learn;
+	int learn;
 
 	prebuild_ctx(L);
-	pinned = !tune_off(TUNE_PIN) && wait_on_one_cpu(&cpus) == 0;
 	learn = tune_off(TUNE_WARM) ? 0 : warm_up(job, ns_until(info->scheduled_ms));
 	if (wait_go(go, &g, parent, info->scheduled_ms) < 0)
 		_exit(0);
-	if (pinned)
-		sched_setaffinity(0, sizeof cpus, &cpus);
 	set_started(L, g.token, g.run_id);
 	child_fence_start(g.fence_stop_ms, timeout_stop(job, info));
 	return learn;

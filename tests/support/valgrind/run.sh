@@ -85,6 +85,8 @@ for single in off on; do
 jobs = jobs
 log_format = text
 log_level = debug
+# valgrind runs a job file's load 20-50 times slower, more on a busy machine
+load_timeout = 60s
 
 [singleton]
 enabled = $enabled
@@ -100,15 +102,20 @@ path = $tmp/leases.db
 INI
 done
 
-# run for 3 seconds, then SIGTERM; exit 0 and at least one run of each job.
+# run until both jobs have run (at most 60 s: valgrind on a busy machine is
+# slow to start), then SIGTERM; exit 0 and at least one run of each job.
 run_for() {
 	local ini="$1" name="$2"
 	# exec: the pid is valgrind's (which passes the signal to leash), not a subshell's
 	(exec valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,possible \
 		--track-origins=yes --child-silent-after-fork=no --suppressions="$supp" \
 		--log-file="$logs/$name.%p" "$bin" run -c "$ini") >"$tmp/$name.log" 2>&1 &
-	local pid=$!
-	sleep 3
+	local pid=$! waited=0
+	until grep -q 'tick' "$tmp/$name.log" && grep -q 'echo' "$tmp/$name.log"; do
+		[ "$waited" -ge 600 ] && break
+		sleep 0.1
+		waited=$((waited + 1))
+	done
 	kill -TERM "$pid"
 	wait "$pid"
 	local rc=$?
@@ -122,8 +129,8 @@ run_for() {
 
 step version 0 vg version "$bin" version
 step help 0 vg help "$bin" help
-step check-example 0 vg check-example "$bin" check -c "$root/config/leash.ini"
-step check-next 0 vg check-next "$bin" check -c "$root/config/leash.ini" --next 5
+step check-example 0 vg check-example "$bin" check -c "$root/config/leash.ini" -o leash.load_timeout=60s
+step check-next 0 vg check-next "$bin" check -c "$root/config/leash.ini" -o leash.load_timeout=60s --next 5
 step check-tmp 0 vg check-tmp "$bin" check -c "$tmp/leash-on.ini" --next 3
 step check-missing 2 vg check-missing "$bin" check -c "$tmp/nonexistent.ini"
 step status-off 0 vg status-off "$bin" status -c "$tmp/leash-off.ini"
