@@ -33,7 +33,10 @@ describe("election end to end", function()
         local d = L.dir { config = config(p, tbl) }; d.password = p.password
         d.write_job("rec", job_src(d.out "rec"))
         procs = start_replicas(d, 3)
-        local first = math.floor(L.now()) + 2
+        -- From the first fire run (three replicas start and elect in a few
+        -- seconds on a busy machine), 5 s of fires.
+        assert(L.wait_for(function() return #runs(d.out "rec") >= 1 end, 30), "nothing ran")
+        local first = runs(d.out "rec")[1].scheduled_at
         L.sleep(5.5)
         local last = math.floor(L.now()) - 1
         local list = runs(d.out "rec")

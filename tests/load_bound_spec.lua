@@ -135,16 +135,22 @@ describe("leash run given a file past the load budget on SIGHUP", function()
         assert.equal(0, rc, log)
         assert.is_true(L.monotonic() - t0 < 15, log)
         if not CASES[name].ok then check_message(name, d, line_of(log, d.job_path(name))) end
-        -- Every fire from the first to the last was run: none missed
-        -- (ctx.scheduled_at is in whole seconds).
+        -- Every fire from the first to the last was run, none missed
+        -- (ctx.scheduled_at is in whole seconds), or skipped on time by the
+        -- overlap rule: on a saturated machine a run's process may take a
+        -- second to be gone after its body (it exits at the lowest
+        -- priority), and the loop's skip at the fire says the loop was there.
         local fires = {}
         for _, r in ipairs(L.records(out)) do
           if r.what == "start" then fires[#fires + 1] = r.scheduled_at end
         end
         table.sort(fires)
         for i = 2, #fires do
-          assert.is_true(fires[i] - fires[i - 1] == 1, ("a fire missed between %s and %s\n%s")
-            :format(fires[i - 1], fires[i], log))
+          for t = fires[i - 1] + 1, fires[i] - 1 do
+            local iso = os.date("!%Y-%m-%dT%H:%M:%SZ", t):gsub("%-", "%%-")
+            local skipped = ("skipped the fire at %s: run %%d+ is still going"):format(iso)
+            assert.is_truthy(log:find(skipped), ("the fire at %d missed\n%s"):format(t, log))
+          end
         end
         assert.is_nil(log:find("missed: leash came too late", 1, true), log)
         assert.is_true(#log < 1024 * 1024, ("a log of %d bytes"):format(#log))
